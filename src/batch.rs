@@ -1,0 +1,185 @@
+//! Batches of datapoints: the unit that moves between stages.
+//!
+//! A [`Batch`] packs every metric name into one byte buffer and keeps fixed-size [`Point`]
+//! records beside it, so building a batch of a thousand datapoints costs two growing vectors,
+//! not a thousand allocations. Batches are built per connection (or per Kinesis record), one per
+//! destination, and moved whole into that destination's queue.
+
+use std::mem::size_of;
+
+/// One datapoint inside a [`Batch`]: where its name lives in the name buffer, and its numbers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Point {
+    name_start: u32,
+    name_len: u32,
+    /// Seconds since the epoch, as carbon keeps it (a float).
+    pub timestamp: f64,
+    /// The value, as carbon keeps it (a float, never NaN once accepted).
+    pub value: f64,
+}
+
+/// A borrowed view of one datapoint.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Datapoint<'a> {
+    /// The metric name exactly as received (UTF-8, tags included verbatim).
+    pub name: &'a [u8],
+    /// Seconds since the epoch.
+    pub timestamp: f64,
+    /// The value.
+    pub value: f64,
+}
+
+/// Fixed per-datapoint overhead counted against queue byte bounds, besides the name itself.
+pub const POINT_OVERHEAD: usize = size_of::<Point>();
+
+/// A run of datapoints bound for one destination, names packed in one buffer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Batch {
+    names: Vec<u8>,
+    points: Vec<Point>,
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty batch with room for `points` datapoints and `name_bytes` bytes of names.
+    pub fn with_capacity(points: usize, name_bytes: usize) -> Self {
+        Self {
+            names: Vec::with_capacity(name_bytes),
+            points: Vec::with_capacity(points),
+        }
+    }
+
+    /// Appends one datapoint, copying its name into the batch's buffer.
+    ///
+    /// Names longer than `u32::MAX` bytes cannot occur: every receiver bounds them far below.
+    #[inline]
+    pub fn push(&mut self, name: &[u8], timestamp: f64, value: f64) {
+        let name_start = self.names.len() as u32;
+        self.names.extend_from_slice(name);
+        self.points.push(Point {
+            name_start,
+            name_len: name.len() as u32,
+            timestamp,
+            value,
+        });
+    }
+
+    /// Number of datapoints.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.points.len()
+    }
+
+    /// True when the batch holds no datapoint.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
+    /// Bytes this batch counts against a queue's byte bound: names plus per-point overhead.
+    #[inline]
+    pub fn size_bytes(&self) -> usize {
+        self.names.len() + self.points.len() * POINT_OVERHEAD
+    }
+
+    /// Bytes of names alone.
+    #[inline]
+    pub fn name_bytes(&self) -> usize {
+        self.names.len()
+    }
+
+    /// The datapoint at `index`.
+    #[inline]
+    pub fn get(&self, index: usize) -> Option<Datapoint<'_>> {
+        self.points.get(index).map(|p| self.view(p))
+    }
+
+    #[inline]
+    fn view(&self, p: &Point) -> Datapoint<'_> {
+        let start = p.name_start as usize;
+        Datapoint {
+            name: &self.names[start..start + p.name_len as usize],
+            timestamp: p.timestamp,
+            value: p.value,
+        }
+    }
+
+    /// Iterates over the datapoints in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Datapoint<'_>> + '_ {
+        self.points.iter().map(move |p| self.view(p))
+    }
+
+    /// Empties the batch, keeping its buffers for reuse.
+    pub fn clear(&mut self) {
+        self.names.clear();
+        self.points.clear();
+    }
+
+    /// Splits the batch at `at`: `self` keeps `[0, at)`, the returned batch holds `[at, len)`.
+    pub fn split_off(&mut self, at: usize) -> Batch {
+        if at >= self.points.len() {
+            return Batch::new();
+        }
+        let tail_points = self.points.split_off(at);
+        let name_cut = tail_points[0].name_start as usize;
+        let tail_names = self.names.split_off(name_cut);
+        let points = tail_points
+            .into_iter()
+            .map(|mut p| {
+                p.name_start -= name_cut as u32;
+                p
+            })
+            .collect();
+        Batch {
+            names: tail_names,
+            points,
+        }
+    }
+
+    /// Moves every datapoint of `other` to the end of `self`.
+    pub fn append(&mut self, other: &Batch) {
+        let base = self.names.len() as u32;
+        self.names.extend_from_slice(&other.names);
+        self.points.extend(other.points.iter().map(|p| Point {
+            name_start: p.name_start + base,
+            ..*p
+        }));
+    }
+
+    /// Takes the batch's contents, leaving an empty batch with the same capacity hint.
+    pub fn take(&mut self) -> Batch {
+        let points = self.points.capacity();
+        let names = self.names.capacity();
+        std::mem::replace(self, Batch::with_capacity(points, names))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(b: &Batch) -> Vec<&[u8]> {
+        b.iter().map(|d| d.name).collect()
+    }
+
+    #[test]
+    fn push_iter_split_append_keep_order_and_bytes() {
+        let mut b = Batch::new();
+        b.push(b"a.b", 1.0, 2.0);
+        b.push(b"c", 3.0, 4.0);
+        b.push(b"dd.e", 5.0, 6.0);
+        assert_eq!(b.len(), 3);
+        assert_eq!(b.size_bytes(), 8 + 3 * POINT_OVERHEAD);
+        let tail = b.split_off(1);
+        assert_eq!(names(&b), vec![&b"a.b"[..]]);
+        assert_eq!(names(&tail), vec![&b"c"[..], &b"dd.e"[..]]);
+        assert_eq!(tail.get(1).map(|d| d.value), Some(6.0));
+        b.append(&tail);
+        assert_eq!(names(&b), vec![&b"a.b"[..], &b"c"[..], &b"dd.e"[..]]);
+        assert!(b.split_off(3).is_empty());
+    }
+}

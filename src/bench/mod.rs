@@ -1,0 +1,1 @@
+//! The capacity-planning harness behind `anthracite bench`. (Stub: implemented by the bench work.)

@@ -1,0 +1,1 @@
+//! Parse → route → queue glue shared by every source. (work in progress)

@@ -1,0 +1,134 @@
+//! Wire formats: decode and encode, no I/O.
+//!
+//! - [`line`]: Graphite plaintext (`path value timestamp\n`), carbon 1.1.10's parsing rules,
+//!   plus the line encoder for `protocol = "line"` destinations.
+//! - [`pickle`]: carbon's pickle framing (4-byte big-endian length + pickle), a safe decoder
+//!   for protocols 0–5 that executes nothing, and the protocol-2 encoder used towards
+//!   carbon-cache.
+//!
+//! Both decoders report problems as small `Copy` enums whose [`DropReason::as_str`] is the
+//! `reason` label of the drop counter.
+
+pub mod line;
+pub mod pickle;
+
+/// Why one datapoint (or one frame) was not accepted. Doubles as a metric label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// Line longer than the configured maximum (carbon closes the connection; we drop the line).
+    TooLong,
+    /// Line or name is not valid UTF-8.
+    BadUtf8,
+    /// Not exactly three whitespace-separated fields.
+    BadFields,
+    /// Value is not a decimal float.
+    BadValue,
+    /// Value is NaN (carbon drops these silently; we count them).
+    NanValue,
+    /// Timestamp is not a decimal float.
+    BadTimestamp,
+    /// Timestamp is NaN or infinite (carbon loses the connection; we drop the line).
+    NonFiniteTimestamp,
+    /// Last line of a stream had no terminating newline.
+    Unterminated,
+    /// Pickle frame could not be decoded (or used a forbidden opcode); all of it is dropped.
+    BadPickle,
+    /// A pickle entry was not `(path, (timestamp, value))`.
+    BadPickleEntry,
+    /// Pickle length prefix over the frame limit; the connection is closed.
+    FrameTooLong,
+    /// Metric name empty.
+    EmptyName,
+}
+
+impl DropReason {
+    /// Every reason, for registering counters up front.
+    pub const ALL: [DropReason; 12] = [
+        DropReason::TooLong,
+        DropReason::BadUtf8,
+        DropReason::BadFields,
+        DropReason::BadValue,
+        DropReason::NanValue,
+        DropReason::BadTimestamp,
+        DropReason::NonFiniteTimestamp,
+        DropReason::Unterminated,
+        DropReason::BadPickle,
+        DropReason::BadPickleEntry,
+        DropReason::FrameTooLong,
+        DropReason::EmptyName,
+    ];
+
+    /// Stable snake_case label used in metrics and logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DropReason::TooLong => "too_long",
+            DropReason::BadUtf8 => "bad_utf8",
+            DropReason::BadFields => "bad_fields",
+            DropReason::BadValue => "bad_value",
+            DropReason::NanValue => "nan_value",
+            DropReason::BadTimestamp => "bad_timestamp",
+            DropReason::NonFiniteTimestamp => "non_finite_timestamp",
+            DropReason::Unterminated => "unterminated",
+            DropReason::BadPickle => "bad_pickle",
+            DropReason::BadPickleEntry => "bad_pickle_entry",
+            DropReason::FrameTooLong => "frame_too_long",
+            DropReason::EmptyName => "empty_name",
+        }
+    }
+
+    /// Position in [`DropReason::ALL`], for per-reason counter arrays.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Per-reason drop tallies, kept per connection and flushed to metrics per batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DropCounts(pub [u64; DropReason::ALL.len()]);
+
+impl DropCounts {
+    /// Counts one drop.
+    #[inline]
+    pub fn add(&mut self, reason: DropReason) {
+        self.0[reason.index()] += 1;
+    }
+
+    /// Total over all reasons.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// Count for one reason.
+    pub fn get(&self, reason: DropReason) -> u64 {
+        self.0[reason.index()]
+    }
+
+    /// True when nothing was dropped.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|&n| n == 0)
+    }
+
+    /// Resets every tally to zero.
+    pub fn clear(&mut self) {
+        self.0 = [0; DropReason::ALL.len()];
+    }
+}
+
+/// carbon's `metricReceived` normalisation, shared by every receiver.
+///
+/// Drops NaN values, replaces a timestamp whose integer part is `-1` with `now`, and rejects
+/// non-finite timestamps (where carbon would raise and lose the connection).
+#[inline]
+pub fn normalize(timestamp: f64, value: f64, now: f64) -> Result<(f64, f64), DropReason> {
+    if value.is_nan() {
+        return Err(DropReason::NanValue);
+    }
+    if !timestamp.is_finite() {
+        return Err(DropReason::NonFiniteTimestamp);
+    }
+    // Python's int() truncates toward zero: int(-1.5) == -1 also means "now".
+    if timestamp.trunc() == -1.0 {
+        return Ok((now, value));
+    }
+    Ok((timestamp, value))
+}
