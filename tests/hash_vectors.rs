@@ -10,8 +10,8 @@ use anthracite::router::{
 use serde_json::Value;
 
 fn vectors() -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/compat/carbon-hash-vectors.json");
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/carbon-hash-vectors.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
             "cannot read carbon's golden vectors at {}: {e} \
@@ -55,7 +55,10 @@ fn router(
 fn indices(v: &Value) -> Vec<u16> {
     match v {
         Value::Number(n) => vec![n.as_u64().expect("index") as u16],
-        Value::Array(a) => a.iter().map(|x| x.as_u64().expect("index") as u16).collect(),
+        Value::Array(a) => a
+            .iter()
+            .map(|x| x.as_u64().expect("index") as u16)
+            .collect(),
         other => panic!("unexpected route value {other}"),
     }
 }
@@ -80,7 +83,9 @@ fn carbon_hash_vectors() {
         let ht = hash_type(case["hash_type"].as_str().expect("hash_type"));
 
         // Destinations: parse DESTINATIONS text like carbon.
-        let conf = case["destinations_conf"].as_str().expect("destinations_conf");
+        let conf = case["destinations_conf"]
+            .as_str()
+            .expect("destinations_conf");
         let parsed: Vec<DestinationSpec> = conf
             .split(',')
             .map(|d| DestinationSpec::parse(d.trim()).unwrap_or_else(|e| panic!("{id}: {e}")))
@@ -118,7 +123,12 @@ fn carbon_hash_vectors() {
             .as_array()
             .expect("ring")
             .iter()
-            .map(|e| (e[0].as_i64().expect("pos"), e[1].as_u64().expect("idx") as u16))
+            .map(|e| {
+                (
+                    e[0].as_i64().expect("pos"),
+                    e[1].as_u64().expect("idx") as u16,
+                )
+            })
             .collect();
         let got_ring: Vec<(i64, u16)> = routers[0]
             .1
@@ -144,7 +154,9 @@ fn carbon_hash_vectors() {
         let pos = case["pos"].as_array().expect("pos");
         let mut out = Vec::new();
         for (key, router) in &routers {
-            let want_all = case[*key].as_array().unwrap_or_else(|| panic!("{id}: {key}"));
+            let want_all = case[*key]
+                .as_array()
+                .unwrap_or_else(|| panic!("{id}: {key}"));
             assert_eq!(want_all.len(), metrics.len(), "{id}: {key} length");
             // A small cache forces clears mid-run; a big one holds everything.
             let mut small = RouteCache::new(router.clone(), 97);
@@ -175,7 +187,9 @@ fn carbon_hash_vectors() {
             let want = pos[i].as_i64().expect("pos");
             let got = carbon_hash(metric.as_bytes(), ht);
             if got != want {
-                failures.push(format!("{id}: pos of metric {metric:?}: got {got}, carbon {want}"));
+                failures.push(format!(
+                    "{id}: pos of metric {metric:?}: got {got}, carbon {want}"
+                ));
             }
         }
     }
@@ -186,7 +200,9 @@ fn carbon_hash_vectors() {
         for (ht, want) in by_type.as_object().expect("hash types") {
             let got = carbon_hash(text.as_bytes(), hash_type(ht));
             if Some(got) != want.as_i64() {
-                failures.push(format!("hash_examples {text:?} {ht}: got {got}, carbon {want}"));
+                failures.push(format!(
+                    "hash_examples {text:?} {ht}: got {got}, carbon {want}"
+                ));
             }
             examples += 1;
         }
@@ -224,7 +240,9 @@ fn carbon_hash_vectors() {
             }
         };
         if got != want {
-            failures.push(format!("replica example {desc:?}: got {got:?}, carbon {want:?}"));
+            failures.push(format!(
+                "replica example {desc:?}: got {got:?}, carbon {want:?}"
+            ));
         }
         replica_examples += 1;
     }
@@ -240,7 +258,11 @@ fn carbon_hash_vectors() {
             "{} mismatches with carbon 1.1.10; first {}:\n{}",
             failures.len(),
             shown.len(),
-            shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
+            shown
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
         );
     }
 }

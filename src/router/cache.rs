@@ -182,8 +182,16 @@ mod tests {
                 for i in 0..50 {
                     let name = format!("host-{i:04}.cpu.{round}.user");
                     let want = uncached(&r, name.as_bytes());
-                    assert_eq!(cache.route(name.as_bytes()), &want[..], "{name} cap {capacity}");
-                    assert_eq!(cache.route(name.as_bytes()), &want[..], "{name} cap {capacity}");
+                    assert_eq!(
+                        cache.route(name.as_bytes()),
+                        &want[..],
+                        "{name} cap {capacity}"
+                    );
+                    assert_eq!(
+                        cache.route(name.as_bytes()),
+                        &want[..],
+                        "{name} cap {capacity}"
+                    );
                 }
                 assert!(cache.len() <= capacity);
             }

@@ -199,13 +199,22 @@ mod tests {
         assert_eq!(k.node_key("127.0.0.1", Some("a")), "('127.0.0.1', 'a')");
         assert_eq!(k.node_key("10.0.0.1", None), "('10.0.0.1', None)");
         assert_eq!(k.node_key("it's", Some("")), "(\"it's\", '')");
-        assert_eq!(k.node_key("both'\"", Some("b\\s")), r#"('both\'"', 'b\\s')"#);
-        assert_eq!(k.node_key("t\tn\nx\x01\x7f", None), r"('t\tn\nx\x01\x7f', None)");
+        assert_eq!(
+            k.node_key("both'\"", Some("b\\s")),
+            r#"('both\'"', 'b\\s')"#
+        );
+        assert_eq!(
+            k.node_key("t\tn\nx\x01\x7f", None),
+            r"('t\tn\nx\x01\x7f', None)"
+        );
         assert_eq!(
             k.node_key("é测\u{a0}\u{200b}\u{2028}\u{e000}", None),
             r"('é测\xa0\u200b\u2028\ue000', None)"
         );
-        assert_eq!(k.node_key("\u{1f600}\u{10ffff}", None), "('\u{1f600}\\U0010ffff', None)");
+        assert_eq!(
+            k.node_key("\u{1f600}\u{10ffff}", None),
+            "('\u{1f600}\\U0010ffff', None)"
+        );
     }
 
     #[test]

@@ -78,7 +78,10 @@ impl ConsistentHashRing {
 
     /// The sorted ring as `(position, destination index)`, as carbon's `ring` list.
     pub fn entries(&self) -> impl ExactSizeIterator<Item = (i64, u16)> + '_ {
-        self.positions.iter().copied().zip(self.nodes.iter().copied())
+        self.positions
+            .iter()
+            .copied()
+            .zip(self.nodes.iter().copied())
     }
 
     /// The ring position carbon searches for `key`.

@@ -118,8 +118,11 @@ mod tests {
 
     #[test]
     fn search_is_unanchored_and_case_insensitive() {
-        let rules = Rules::new(&[rule(Some("load"), &[1], false), rule(None, &[0], false)], 2)
-            .unwrap();
+        let rules = Rules::new(
+            &[rule(Some("load"), &[1], false), rule(None, &[0], false)],
+            2,
+        )
+        .unwrap();
         assert_eq!(route(&rules, "host.cpu.LOAD.avg"), vec![1]);
     }
 
@@ -148,8 +151,14 @@ mod tests {
             Rules::new(&[rule(None, &[0], false), rule(None, &[0], false)], 1),
             Err(RouterError::DefaultRuleCount(2))
         ));
-        let err = Rules::new(&[rule(Some("(unclosed"), &[0], false), rule(None, &[0], false)], 1)
-            .unwrap_err();
+        let err = Rules::new(
+            &[
+                rule(Some("(unclosed"), &[0], false),
+                rule(None, &[0], false),
+            ],
+            1,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("(unclosed"), "{err}");
         assert!(matches!(
             Rules::new(&[rule(None, &[3], false)], 1),

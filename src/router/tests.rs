@@ -30,7 +30,10 @@ fn parse_destination_forms() {
         ("127.0.0.1", 2104, Some("a"))
     );
     let d = DestinationSpec::parse("carbon1:2004").unwrap();
-    assert_eq!((d.host.as_str(), d.port, d.instance), ("carbon1", 2004, None));
+    assert_eq!(
+        (d.host.as_str(), d.port, d.instance),
+        ("carbon1", 2004, None)
+    );
     let d = DestinationSpec::parse("[2001:db8::5]:2004:e").unwrap();
     assert_eq!(
         (d.host.as_str(), d.port, d.instance.as_deref()),
@@ -45,7 +48,14 @@ fn parse_destination_forms() {
 
 #[test]
 fn parse_destination_errors_name_the_text() {
-    for bad in ["nocolon", ":2004", "h:port", "h:70000", "[::1]2004", "2001:db8::5:2004"] {
+    for bad in [
+        "nocolon",
+        ":2004",
+        "h:port",
+        "h:70000",
+        "[::1]2004",
+        "2001:db8::5:2004",
+    ] {
         let err = DestinationSpec::parse(bad).unwrap_err();
         assert!(err.to_string().contains(bad), "{bad}: {err}");
     }
@@ -53,7 +63,12 @@ fn parse_destination_errors_name_the_text() {
 
 #[test]
 fn destination_display_is_carbons_form() {
-    for text in ["127.0.0.1:2104:a", "h:2004", "[2001:db8::5]:2004:e", "[::1]:2004"] {
+    for text in [
+        "127.0.0.1:2104:a",
+        "h:2004",
+        "[2001:db8::5]:2004:e",
+        "[::1]:2004",
+    ] {
         assert_eq!(DestinationSpec::parse(text).unwrap().to_string(), text);
     }
 }
@@ -77,7 +92,10 @@ fn router_rejects_bad_specs() {
     assert!(err.to_string().contains("h:2:a"), "{err}");
     let mut zero = spec(Method::FastHashing, &["h:1"]);
     zero.replication_factor = 0;
-    assert!(matches!(Router::new(zero), Err(RouterError::ZeroReplicationFactor)));
+    assert!(matches!(
+        Router::new(zero),
+        Err(RouterError::ZeroReplicationFactor)
+    ));
     assert!(matches!(
         Router::new(spec(Method::Rules, &["h:1"])),
         Err(RouterError::DefaultRuleCount(0))
