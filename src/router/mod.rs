@@ -238,10 +238,16 @@ impl HashRouting {
                 first.unwrap_or(0) as u16
             })
             .collect();
+        let server_count = server_ids
+            .iter()
+            .enumerate()
+            .filter(|&(i, &id)| usize::from(id) == i)
+            .count();
         let replication = Replication {
             factor: spec.replication_factor,
             diverse: spec.diverse_replicas,
             server_ids: &server_ids,
+            server_count,
         };
         let (kind, table) = if spec.method == Method::FastHashing {
             let order = FastHashOrder::new(spec.hash_type, &nodes, &keys);

@@ -39,16 +39,12 @@ impl ConsistentHashRing {
     /// Callers guarantee at most `u16::MAX + 1` distinct nodes.
     pub fn new(hash_type: HashType, nodes: &[Node<'_>], keys: &NodeKeys) -> Self {
         let mut entries: Vec<(i64, u16)> = Vec::with_capacity(nodes.len() * REPLICA_COUNT);
-        let mut taken = std::collections::HashSet::with_capacity(nodes.len() * REPLICA_COUNT);
+        let mut taken = TakenPositions::default();
         for (index, node) in nodes.iter().enumerate() {
             for i in 0..REPLICA_COUNT {
                 let key = keys.replica_key(hash_type, node.server, node.instance, i);
-                let mut position = carbon_hash(key.as_bytes(), hash_type);
                 // carbon: `while position in [r[0] for r in self.ring]: position += 1`.
-                while taken.contains(&position) {
-                    position += 1;
-                }
-                taken.insert(position);
+                let position = taken.claim(carbon_hash(key.as_bytes(), hash_type));
                 entries.push((position, index as u16));
             }
         }
@@ -130,6 +126,37 @@ impl ConsistentHashRing {
     }
 }
 
+/// Ring positions already used, answering "first free position ≥ p" in near-constant time.
+///
+/// carbon probes +1 at a time against the whole ring; with more than ~650 `carbon_ch` nodes the
+/// 16-bit space saturates and probing goes quadratic. A union-find over "next candidate"
+/// pointers gives the same positions without the quadratic walk.
+#[derive(Debug, Default)]
+struct TakenPositions {
+    /// For a taken position, a position ≥ it+1 to try next; absent means free.
+    next: std::collections::HashMap<i64, i64>,
+}
+
+impl TakenPositions {
+    /// Takes and returns the first free position ≥ `position`.
+    fn claim(&mut self, position: i64) -> i64 {
+        let mut free = position;
+        while let Some(&n) = self.next.get(&free) {
+            free = n;
+        }
+        // Path compression: every probed position now points past the one just taken.
+        let mut p = position;
+        while p != free {
+            match self.next.insert(p, free + 1) {
+                Some(n) => p = n,
+                None => break,
+            }
+        }
+        self.next.insert(free, free + 1);
+        free
+    }
+}
+
 /// carbon's `FastHashRing`: nodes sorted by the hash of `str((server, instance))`; a key
 /// starts at `hash(key) mod N` and takes every node once, in order.
 #[derive(Clone, Debug)]
@@ -188,6 +215,8 @@ pub struct Replication<'a> {
     pub diverse: bool,
     /// Per destination index, an id equal for destinations with the same server string.
     pub server_ids: &'a [u16],
+    /// Number of distinct server ids: once all are used, carbon's walk can yield nothing more.
+    pub server_count: usize,
 }
 
 impl Replication<'_> {
@@ -203,7 +232,7 @@ impl Replication<'_> {
                 }
                 used.push(server);
                 out.push(node);
-                if used.len() >= self.factor {
+                if used.len() >= self.factor || used.len() >= self.server_count {
                     return;
                 }
             }
@@ -271,6 +300,25 @@ mod tests {
     }
 
     #[test]
+    fn taken_positions_bump_like_linear_probing() {
+        let mut taken = TakenPositions::default();
+        let mut naive = std::collections::HashSet::new();
+        let mut seed = 7u64;
+        for _ in 0..5000 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let p = ((seed >> 33) % 300) as i64;
+            let mut q = p;
+            while naive.contains(&q) {
+                q += 1;
+            }
+            naive.insert(q);
+            assert_eq!(taken.claim(p), q);
+        }
+    }
+
+    #[test]
     fn single_node_ring_yields_node_twice() {
         let keys = NodeKeys::new();
         let ring = ConsistentHashRing::new(HashType::CarbonCh, &nodes(&[("h", None)]), &keys);
@@ -307,6 +355,7 @@ mod tests {
             factor: 2,
             diverse: true,
             server_ids: &[0, 0, 2],
+            server_count: 2,
         };
         let mut out = Vec::new();
         rep.select([1u16, 0, 2].into_iter(), &mut out);
