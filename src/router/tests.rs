@@ -140,3 +140,11 @@ fn replication_factor_above_node_count_yields_each_node_once() {
     got.sort_unstable();
     assert_eq!(got, vec![0, 1, 2]);
 }
+
+#[test]
+fn router_is_shareable_and_cache_movable_between_tasks() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Router>();
+    send::<RouteCache>();
+}
