@@ -1,1 +1,2 @@
 //! (work in progress)
+pub mod spill;
