@@ -311,7 +311,9 @@ impl SpillReader for MemReader {
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
         let state = self.fs.check()?;
         let file = state.files.get(&self.path).ok_or_else(not_found)?;
-        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(file.data.len());
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(file.data.len());
         let n = buf.len().min(file.data.len() - start);
         buf[..n].copy_from_slice(&file.data[start..start + n]);
         Ok(n)

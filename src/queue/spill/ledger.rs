@@ -59,7 +59,10 @@ fn encode(pos: Position) -> [u8; LEN] {
 
 fn decode(bytes: &[u8; LEN]) -> LedgerState {
     let word = |r: std::ops::Range<usize>| -> u64 {
-        bytes[r].iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
+        bytes[r]
+            .iter()
+            .rev()
+            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
     };
     if &bytes[0..4] != MAGIC
         || word(4..8) != u64::from(VERSION)
@@ -116,7 +119,10 @@ mod tests {
         let fs = MemFs::new();
         let dir = Path::new("/q");
         assert_eq!(read(&fs, dir)?, LedgerState::Missing);
-        let pos = Position { segment: 7, offset: 1234 };
+        let pos = Position {
+            segment: 7,
+            offset: 1234,
+        };
         write(&fs, dir, pos, true)?;
         assert_eq!(read(&fs, dir)?, LedgerState::At(pos));
         fs.with_file(&dir.join(LEDGER_FILE), |d| d[10] ^= 1);

@@ -97,7 +97,9 @@ mod types;
 #[cfg(test)]
 mod model_tests;
 
-pub use fs::{MemFs, MemReader, MemWriter, SpillFs, SpillReader, SpillWriter, StdFs, StdReader, StdWriter};
+pub use fs::{
+    MemFs, MemReader, MemWriter, SpillFs, SpillReader, SpillWriter, StdFs, StdReader, StdWriter,
+};
 pub use ledger::{LedgerState, Position};
 pub use types::{
     AppendOutcome, FsyncPolicy, MIN_SEGMENT_BYTES, RecoveryReport, SpillConfig, SpillError,
@@ -354,9 +356,9 @@ impl<F: SpillFs> SpillLog<F> {
     pub fn stats(&self) -> SpillStats {
         let mut stats = self.stats;
         stats.segments = self.segments.len();
-        stats.oldest_record_age = self.oldest_ms().map(|ms| {
-            Duration::from_millis(self.fs.now_millis().saturating_sub(ms))
-        });
+        stats.oldest_record_age = self
+            .oldest_ms()
+            .map(|ms| Duration::from_millis(self.fs.now_millis().saturating_sub(ms)));
         stats
     }
 
@@ -442,7 +444,9 @@ impl<F: SpillFs> SpillLog<F> {
             return Err(self.note_io(SpillOp::Append, e));
         }
         let n = batch.len() as u64;
-        if seg.unread_records == 0 && self.read.segment == seg.id && self.read.offset == seg.valid_len
+        if seg.unread_records == 0
+            && self.read.segment == seg.id
+            && self.read.offset == seg.valid_len
         {
             // The reader is caught up: this record is the next it will see.
             seg.start = seg.valid_len;

@@ -74,7 +74,8 @@ impl RecordHeader {
 
     /// True when `payload` (exactly `len` bytes) matches the stored CRC.
     pub fn verify(&self, payload: &[u8]) -> bool {
-        payload.len() == self.len as usize && checksum(self.len, self.appended_ms, payload) == self.crc
+        payload.len() == self.len as usize
+            && checksum(self.len, self.appended_ms, payload) == self.crc
     }
 }
 
