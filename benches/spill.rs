@@ -24,7 +24,11 @@ fn batch(seq: u64) -> Batch {
             (seq as usize * 7 + i) % 613,
             i % 16
         );
-        b.push(name.as_bytes(), 1_700_000_000.0 + seq as f64, i as f64 * 1.25);
+        b.push(
+            name.as_bytes(),
+            1_700_000_000.0 + seq as f64,
+            i as f64 * 1.25,
+        );
     }
     b
 }

@@ -183,14 +183,22 @@ fn budget_exhaustion_returns_full_with_exact_accounting() -> TestResult {
     let stats = log.stats();
     assert_eq!(stats.records, stored);
     assert_eq!(stats.datapoints, datapoints);
-    assert_eq!(stats.disk_bytes, disk_bytes(dir), "accounting matches the files");
+    assert_eq!(
+        stats.disk_bytes,
+        disk_bytes(dir),
+        "accounting matches the files"
+    );
     assert!(stats.disk_bytes <= max_bytes);
     assert!(stats.queued_bytes <= stats.disk_bytes);
     // Full means the next record (plus perhaps a segment header) would not fit.
     let mut probe = Vec::new();
     anthracite::queue::spill::record::encode_record(&full_at, 0, &mut probe);
     assert!(stats.disk_bytes + probe.len() as u64 + 8 > max_bytes);
-    assert_eq!(log.append(&full_at)?, AppendOutcome::Full, "Full writes nothing");
+    assert_eq!(
+        log.append(&full_at)?,
+        AppendOutcome::Full,
+        "Full writes nothing"
+    );
     assert_eq!(log.stats(), stats);
 
     // Draining frees the budget.
@@ -220,7 +228,11 @@ fn consumed_segments_are_deleted_promptly() -> TestResult {
         last = now;
         assert_eq!(log.stats().disk_bytes, disk_bytes(dir));
     }
-    assert_eq!(segment_files(dir).len(), 0, "a drained log leaves no segment behind");
+    assert_eq!(
+        segment_files(dir).len(),
+        0,
+        "a drained log leaves no segment behind"
+    );
     assert_eq!(log.stats().disk_bytes, 0);
     log.close()?;
     let (mut log, report) = SpillLog::open(dir, config(8 << 10, 1 << 20))?;
