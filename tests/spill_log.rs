@@ -199,7 +199,11 @@ fn budget_exhaustion_returns_full_with_exact_accounting() -> TestResult {
         AppendOutcome::Full,
         "Full writes nothing"
     );
-    assert_eq!(log.stats(), stats);
+    let after = log.stats();
+    assert_eq!(
+        (after.records, after.queued_bytes, after.disk_bytes),
+        (stats.records, stats.queued_bytes, stats.disk_bytes)
+    );
 
     // Draining frees the budget.
     let got = drain(&mut log)?;
@@ -268,4 +272,10 @@ fn oversized_batch_and_bad_config_are_typed_errors() -> TestResult {
         Err(SpillError::TooLarge { .. })
     ));
     Ok(())
+}
+
+#[test]
+fn spill_log_can_move_to_a_blocking_thread() {
+    fn assert_send<T: Send + 'static>() {}
+    assert_send::<SpillLog>();
 }

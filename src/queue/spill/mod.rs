@@ -53,6 +53,13 @@
 //!   log is empty the active segment is deleted too, so a drained log leaves no segment behind.
 //! - **Sync**: [`FsyncPolicy`] `Always` (every append), `Interval(d)` (default 1 s, checked on
 //!   append and [`SpillLog::tick`]) or `Never`. [`SpillLog::sync`] forces data and ledger.
+//! - **Errors**: an I/O error that prevents storing a batch is returned by `append` (the
+//!   caller applies its fallback and counts it) and seals the active segment, so later records
+//!   never follow a partial one. Errors after the batch is safely stored — a failed periodic
+//!   fsync, segment delete or ledger write — are not returned (the batch *is* in the log, and
+//!   reporting it as failed would make the caller count it twice); they are counted in
+//!   [`SpillStats::io_errors`], logged once per episode, and retried by the next sync, ack or
+//!   [`SpillLog::sync`], which does return them.
 //!
 //! ## Crash recovery
 //!
@@ -73,11 +80,13 @@
 //!   (and not acknowledged) is replayed after a crash, in order. With `Interval(d)` a machine
 //!   crash can lose the records of the last `d`; a killed *process* loses nothing, since each
 //!   append is already in the kernel's page cache.
-//! - **Duplicates** are exactly the records that were acknowledged after the last ledger write
-//!   (at most `ledger_interval` worth) plus those read but not yet acknowledged at the crash:
-//!   replay starts from the persisted ledger position. (A segment deleted after that ledger
-//!   write cannot be replayed, so the window can only be smaller.) A damaged ledger widens the
-//!   window to every surviving segment.
+//! - **Duplicates** after a crash are the records that had been read (handed to the
+//!   destination) but were not yet acknowledged *as of the last ledger write*: replay restarts
+//!   at the persisted ledger position. That is the records in flight at the crash plus those
+//!   acknowledged since the last ledger write (at most `ledger_interval` worth). A segment
+//!   deleted after that ledger write is not replayed, so the window can only be smaller; a
+//!   damaged ledger widens it to every surviving segment. Without a crash nothing is delivered
+//!   twice.
 //! - **Order** is FIFO, across restarts too.
 //! - **Losses** are counted, never silent: `Full` appends (the caller's fallback), expired
 //!   records, and abandoned torn/corrupt tails.
@@ -386,6 +395,7 @@ impl<F: SpillFs> SpillLog<F> {
     }
 
     fn note_io(&mut self, op: SpillOp, source: io::Error) -> SpillError {
+        self.stats.io_errors += 1;
         if !self.io_episode {
             self.io_episode = true;
             tracing::warn!(dir = %self.dir.display(), %op, error = %source,
@@ -463,11 +473,14 @@ impl<F: SpillFs> SpillLog<F> {
         self.stats.disk_bytes += rec_len;
         self.unsynced = true;
         self.note_ok();
-        match self.config.fsync {
-            FsyncPolicy::Always => self.sync_data()?,
-            FsyncPolicy::Interval(_) => self.tick()?,
-            FsyncPolicy::Never => {}
-        }
+        // The record is stored and accounted from here on: a failing sync is counted in
+        // `SpillStats::io_errors` (and logged once per episode) rather than returned, so the
+        // caller never applies its fallback to a batch the log will still replay.
+        let _ = match self.config.fsync {
+            FsyncPolicy::Always => self.sync_data(),
+            FsyncPolicy::Interval(_) => self.tick(),
+            FsyncPolicy::Never => Ok(()),
+        };
         Ok(AppendOutcome::Appended)
     }
 
@@ -622,7 +635,7 @@ impl<F: SpillFs> SpillLog<F> {
                     self.stats.expired_records += 1;
                     self.stats.expired_datapoints += n;
                     if self.in_flight.is_empty() {
-                        self.advance_ack(self.read)?;
+                        self.advance_ack(self.read);
                     } else {
                         self.in_flight.push_back(entry);
                     }
@@ -679,13 +692,15 @@ impl<F: SpillFs> SpillLog<F> {
             self.in_flight.pop_front();
         }
         if let Some(end) = end {
-            self.advance_ack(end)?;
+            self.advance_ack(end);
         }
         Ok(acked)
     }
 
-    /// Moves the acknowledged position to `pos`, deleting consumed segments.
-    fn advance_ack(&mut self, pos: Position) -> Result<(), SpillError> {
+    /// Moves the acknowledged position to `pos`, deleting consumed segments. Infallible for the
+    /// caller: the acknowledgement itself is in memory; a failed delete or ledger write is
+    /// counted in `io_errors`, logged once per episode, and retried on the next ack or sync.
+    fn advance_ack(&mut self, pos: Position) {
         self.acked = pos;
         self.ledger_dirty = true;
         let drained = self.stats.records == 0;
@@ -703,7 +718,10 @@ impl<F: SpillFs> SpillLog<F> {
             match self.fs.remove(&self.dir.join(segment::file_name(id))) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(self.note_io(SpillOp::Delete, e)),
+                Err(e) => {
+                    self.note_io(SpillOp::Delete, e);
+                    break;
+                }
             }
             self.segments.pop_front();
             self.stats.disk_bytes -= file_len;
@@ -716,7 +734,7 @@ impl<F: SpillFs> SpillLog<F> {
             };
             self.acked = self.read;
         }
-        self.tick()
+        let _ = self.tick();
     }
 
     /// Performs whatever is due by time: a data sync under `FsyncPolicy::Interval`, a ledger

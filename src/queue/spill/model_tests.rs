@@ -249,7 +249,6 @@ fn run(ops: Vec<Op>, segment_bytes: u64, segments: u64, always: bool) -> Result<
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn spill_log_matches_model(

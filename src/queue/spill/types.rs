@@ -227,4 +227,7 @@ pub struct SpillStats {
     pub abandoned_records: u64,
     /// Datapoints known to be lost in those damaged segments.
     pub abandoned_datapoints: u64,
+    /// I/O errors met, including those not returned to the caller (a failed background sync,
+    /// segment delete or ledger write, all retried later).
+    pub io_errors: u64,
 }
