@@ -6,10 +6,13 @@
 //!   for protocols 0–5 that executes nothing, and the protocol-2 encoder used towards
 //!   carbon-cache.
 //!
+//! - [`number`]: Python's `float()` grammar and `repr(float)`, shared by both.
+//!
 //! Both decoders report problems as small `Copy` enums whose [`DropReason::as_str`] is the
 //! `reason` label of the drop counter.
 
 pub mod line;
+pub mod number;
 pub mod pickle;
 
 /// Why one datapoint (or one frame) was not accepted. Doubles as a metric label.
