@@ -27,7 +27,7 @@
 
 use bytes::{BufMut, BytesMut};
 
-use super::number::{is_py_space, parse_py_float};
+use super::number::parse_py_float;
 use super::{DropCounts, DropReason};
 use crate::batch::Datapoint;
 
@@ -331,7 +331,7 @@ impl PickleDecoder {
                 }
                 // Lists and tuples.
                 b']' => {
-                    let v = self.new_list(0, 1)?;
+                    let v = self.new_list(self.stack.len(), 1)?;
                     self.push(v)?;
                 }
                 b'l' => {
@@ -832,8 +832,10 @@ impl PickleDecoder {
             Val::BigInt(s) => bigint_to_f64(self.bytes(payload, s)),
             Val::BigDec(s) => parse_py_float(self.bytes(payload, s)).filter(|f| f.is_finite()),
             Val::Str(s) => {
+                // CPython strips ASCII " \t\n\v\f\r" and non-ASCII Unicode whitespace here,
+                // which is exactly Rust's `char::is_whitespace` (U+001C..U+001F stay).
                 let text = std::str::from_utf8(self.bytes(payload, s)).ok()?;
-                parse_py_float(text.trim_matches(is_py_space).as_bytes())
+                parse_py_float(text.trim_matches(char::is_whitespace).as_bytes())
             }
             Val::Bytes(s) => {
                 // bytes are stripped of ASCII whitespace only (`Py_ISSPACE`).
@@ -1115,6 +1117,14 @@ mod tests {
         let p = b"(lp0\n(S'a'\np1\n(I1\nS'2'\np2\ntp3\ntp4\na.";
         let (got, _) = decode(p).unwrap_or_default();
         assert_eq!(got, vec![(b"a".to_vec(), 1.0, 2.0)]);
+    }
+
+    #[test]
+    fn empty_list_opcode_mid_frame_does_not_swallow_the_stack() {
+        // python3.11: pickle.dumps([['a.b', [1, 1.0]]], protocol=4)
+        let p = b"\x80\x04\x95\x1d\x00\x00\x00\x00\x00\x00\x00]\x94]\x94(\x8c\x03a.b\x94]\x94(K\x01G?\xf0\x00\x00\x00\x00\x00\x00eea.";
+        let (got, _) = decode(p).unwrap_or_default();
+        assert_eq!(got, vec![(b"a.b".to_vec(), 1.0, 1.0)]);
     }
 
     #[test]
