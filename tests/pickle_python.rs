@@ -421,6 +421,8 @@ fn line_encoder_prints_python_float_reprs() {
 import random
 random.seed(7)
 vals = [random.uniform(-1e6, 1e6) for _ in range(300)] + [random.random() * 10 ** random.randint(-330, 308) for _ in range(300)]
+vals += [float(random.randint(-10**17, 10**17)) for _ in range(300)] + [float(random.randint(-2**54, 2**54)) for _ in range(300)]
+vals += [float(1700000000 + i) for i in range(50)] + [2.0**53 + 2, 2.0**54 - 2, 9999999999999998.0, -9999999999999998.0, 1e16 - 2]
 vals += [0.0, -0.0, 1e16, 1e15, 9999999999999998.0, 1e-4, 9.999e-5, 1.5e-5, 1e22, 1e23, float('inf'), -float('inf'), 1/3, float(2**63), 5e-324]
 for v in vals:
     print(bits(v), repr(v))
@@ -443,5 +445,86 @@ for v in vals:
             failures.push(format!("{v:e}: got {got:?}, python says {want}"));
         }
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `parse_line` against carbon's `line.decode('utf-8').strip().split()` and `float()`, on
+/// random lines built from the characters that matter (Unicode whitespace, `_`, signs,
+/// exponents, `inf`/`nan`, invalid UTF-8). Python also accepts non-ASCII decimal digits in
+/// `float()`; those are left out (anthracite refuses them).
+#[test]
+fn parse_line_agrees_with_python_on_random_lines() {
+    let script = r#"
+import random
+random.seed(11)
+atoms = ['1', '0', '7', '.', '.', 'e', 'E', '_', '-', '+', 'inf', 'nan', 'Infinity', ' ', ' ',
+         '\t', '\x0b', '\x0c', '\r', '\x1c', '\x1f', '\x85', '\xa0', '\u3000', '\u2028', '\u200b',
+         '\ufeff', 'a', 'x', ';', '=', 'é', '温', '🔥', '1700000000', '1.5', '-1']
+lines = []
+for _ in range(4000):
+    s = ''.join(random.choice(atoms) for _ in range(random.randint(0, 14)))
+    b = s.encode('utf-8')
+    if random.random() < 0.03:
+        b = b[:random.randint(0, len(b))] + b'\xff' + b
+    lines.append(b)
+ws = [' ', '\t', '\x0b', '\x0c', '\r', '\x1c', '\x1d', '\x1e', '\x1f', '\x85', '\xa0', '\u1680',
+      '\u2000', '\u200a', '\u2028', '\u2029', '\u202f', '\u205f', '\u3000', '  ']
+num = ['1', '0', '9', '3', '4', '5', '6', '7', '8', '.', '_', 'e', 'E', '-', '+', '12', '1_0', '.5', 'inf', 'NaN', 'iNfInItY']
+name = ['a', '.', 'b', ';', '=', 'é', '温', '🔥', '\u200b', '\ufeff', '_']
+def pick(alphabet, lo, hi):
+    return ''.join(random.choice(alphabet) for _ in range(random.randint(lo, hi)))
+for _ in range(3000):
+    fields = [pick(name, 1, 6), pick(num, 1, 4), pick(num, 1, 4)]
+    lines.append((pick(ws, 0, 1) + pick(ws, 1, 2).join(fields) + pick(ws, 0, 2)).encode('utf-8'))
+lines += [b'a.b 1 2', b'a.b 1_0 2_0', b'a 1__0 2', b'a 1e5 -1e-5', b'a .5 5.', b'a nan -inf',
+          b' a\t1\r', b'a 0x10 1', b'a 1 2 3', b'']
+for b in lines:
+    try:
+        s = b.decode('utf-8')
+    except UnicodeDecodeError:
+        print(b.hex(), 'utf8'); continue
+    f = s.strip().split()
+    if len(f) != 3:
+        print(b.hex(), 'fields'); continue
+    try:
+        ts = float(f[2])
+    except ValueError:
+        print(b.hex(), 'timestamp'); continue
+    try:
+        v = float(f[1])
+    except ValueError:
+        print(b.hex(), 'value'); continue
+    print(b.hex(), 'ok', f[0].encode('utf-8').hex(), bits(ts), bits(v))
+"#;
+    let mut failures = Vec::new();
+    let mut oks = 0;
+    for line in python(script, b"").lines() {
+        let mut parts = line.split(' ');
+        let input = unhex(parts.next().expect("hex"));
+        let want: Vec<&str> = parts.collect();
+        let got = match anthracite::protocol::line::parse_line(&input) {
+            Ok((name, ts, v)) => {
+                oks += 1;
+                format!(
+                    "ok {} {} {}",
+                    hex(name),
+                    hex(&ts.to_be_bytes()),
+                    hex(&v.to_be_bytes())
+                )
+            }
+            Err(DropReason::BadUtf8) => "utf8".into(),
+            Err(DropReason::BadFields) => "fields".into(),
+            Err(DropReason::BadTimestamp) => "timestamp".into(),
+            Err(DropReason::BadValue) => "value".into(),
+            Err(e) => format!("{e:?}"),
+        };
+        if got != want.join(" ") {
+            failures.push(format!(
+                "{:?}: got {got}, python {want:?}",
+                String::from_utf8_lossy(&input)
+            ));
+        }
+    }
+    assert!(oks > 400, "too few valid lines generated: {oks}");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -125,6 +125,9 @@ pub fn write_py_float(v: f64, buf: &mut [u8; MAX_FLOAT_REPR]) -> usize {
         buf[..s.len()].copy_from_slice(s);
         return s.len();
     }
+    if v.fract() == 0.0 && v.abs() < 1e16 {
+        return write_integral(v, buf);
+    }
     // Rust's `{:e}` prints the same shortest round-trip digits as Python's repr.
     let mut sci = [0u8; MAX_FLOAT_REPR];
     let sci_len = {
@@ -197,6 +200,29 @@ pub fn write_py_float(v: f64, buf: &mut [u8; MAX_FLOAT_REPR]) -> usize {
         out.push(b'0' + (a / 10 % 10) as u8);
         out.push(b'0' + (a % 10) as u8);
     }
+    out.len
+}
+
+/// Fast path for integral values below 1e16 (every timestamp): below 2^54 the spacing of
+/// floats is at most 2, so the shortest round-trip digits are the integer's own digits.
+fn write_integral(v: f64, buf: &mut [u8; MAX_FLOAT_REPR]) -> usize {
+    let mut digits = [0u8; 20];
+    let mut n = v.abs() as u64;
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut out = Out { buf, len: 0 };
+    if v.is_sign_negative() {
+        out.push(b'-');
+    }
+    out.extend(&digits[i..]);
+    out.extend(b".0");
     out.len
 }
 
