@@ -18,8 +18,8 @@
 //! nothing is allocated per value and a memo `GET` of a container shares it by index instead
 //! of copying it (no billion-laughs blow-up). Limits keep hostile input cheap: every length is
 //! checked against the bytes actually present before use, at most [`MAX_OBJECTS`] values are
-//! created, container nesting and open marks are bounded by [`MAX_DEPTH`], and memo indexes
-//! cannot exceed the payload length.
+//! created, container nesting and open marks are bounded by [`MAX_DEPTH`], and a memo index
+//! cannot exceed the number of values created so far (real picklers number them densely).
 //!
 //! After the frame decoded, each entry is checked like carbon's
 //! `metric, (timestamp, value) = item; float(timestamp), float(value)`: a malformed entry is
@@ -53,6 +53,9 @@ struct Span {
     /// In the decoder's scratch arena (decoded escapes) rather than the payload.
     arena: bool,
 }
+
+// Values are copied around the stack, memo and tables: keep them two words.
+const _: () = assert!(std::mem::size_of::<Val>() == 16);
 
 /// One Python value, by reference into the payload or the decoder's tables.
 #[derive(Clone, Copy, Debug)]
@@ -402,17 +405,17 @@ impl PickleDecoder {
                 b'p' => {
                     let (_, line) = r.line()?;
                     let id = memo_index(line)?;
-                    self.memo_put(id, data.len())?;
+                    self.memo_put(id)?;
                 }
                 b'q' => {
                     let id = usize::from(r.byte()?);
-                    self.memo_put(id, data.len())?;
+                    self.memo_put(id)?;
                 }
                 b'r' => {
                     let id = u32::from_le_bytes(r.array()?) as usize;
-                    self.memo_put(id, data.len())?;
+                    self.memo_put(id)?;
                 }
-                0x94 => self.memo_put(self.memo_len, data.len())?,
+                0x94 => self.memo_put(self.memo_len)?,
                 b'g' => {
                     let (_, line) = r.line()?;
                     let id = memo_index(line)?;
@@ -634,10 +637,10 @@ impl PickleDecoder {
         Ok(())
     }
 
-    fn memo_put(&mut self, id: usize, payload_len: usize) -> Res<()> {
-        // A real pickler numbers memo entries densely, so an index past the payload length
-        // can only be an attempt to make us allocate.
-        if id > payload_len || id >= MAX_OBJECTS {
+    fn memo_put(&mut self, id: usize) -> Res<()> {
+        // A real pickler numbers memo entries densely as it stores values, so an index past
+        // the number of values created so far can only be an attempt to make us allocate.
+        if id > self.created {
             return Err(BAD);
         }
         let v = self.top()?;
