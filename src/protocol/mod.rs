@@ -1,6 +1,6 @@
 //! Wire formats: decode and encode, no I/O.
 //!
-//! - [`line`]: Graphite plaintext (`path value timestamp\n`), carbon 1.1.10's parsing rules,
+//! - [`line`](mod@line): Graphite plaintext (`path value timestamp\n`), carbon 1.1.10's parsing rules,
 //!   plus the line encoder for `protocol = "line"` destinations.
 //! - [`pickle`]: carbon's pickle framing (4-byte big-endian length + pickle), a safe decoder
 //!   for protocols 0–5 that executes nothing, and the protocol-2 encoder used towards

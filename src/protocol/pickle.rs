@@ -13,7 +13,7 @@
 //! `len(memo)`, `FRAME` only checking that its bytes exist), so a frame Python would refuse is
 //! refused here too.
 //!
-//! Values are a 16-byte [`Val`] enum: strings and bytes are spans of the payload (or of a
+//! Values are a 16-byte `Val` enum: strings and bytes are spans of the payload (or of a
 //! scratch arena for protocol-0 escapes), containers are indexes into reusable tables, so
 //! nothing is allocated per value and a memo `GET` of a container shares it by index instead
 //! of copying it (no billion-laughs blow-up). Limits keep hostile input cheap: every length is
