@@ -138,14 +138,24 @@ impl Ingestor {
     }
 
     /// Moves pending batches into the destination queues and publishes counters.
+    ///
+    /// This is where back-pressure happens: with policy `block`, or while a queue's hand-over
+    /// buffer to its spill log is full, the call waits for room — a TCP connection then stops
+    /// reading its socket, a Kinesis reader stops polling. UDP cannot wait: its datapoints
+    /// that do not fit are dropped and counted (`queue_full`).
     pub async fn flush(&mut self) {
+        let can_wait = self.source != Source::LineUdp;
         for (i, pending) in self.pending.iter_mut().enumerate() {
             if pending.is_empty() {
                 continue;
             }
             let batch = pending.take();
             if let Some(q) = self.pipeline.queues.get(i) {
-                q.push(batch);
+                if can_wait {
+                    q.push_wait(batch).await;
+                } else {
+                    q.push(batch);
+                }
             }
         }
         if self.accepted > 0 || !self.drops.is_empty() {

@@ -5,8 +5,9 @@
 //!
 //! Shutdown, once the caller's `shutdown` future completes: stop accepting; let every
 //! connection parse what it already has and flush (bounded by the grace period); close the
-//! queues; let destinations drain until empty or the grace period ends; then count whatever is
-//! still queued as dropped with reason `shutdown` and log it. Completion is tracked, never
+//! queues; let destinations drain until empty or the grace period ends; then write whatever is
+//! still in memory to the destination's spill log (replayed first on the next start), or, for
+//! a memory-only queue, count it as dropped with reason `shutdown` and log it. Completion is tracked, never
 //! slept on.
 
 use std::future::Future;
@@ -24,7 +25,7 @@ use tracing::{info, warn};
 use crate::config::Config;
 use crate::destination::{self, DestinationSignals};
 use crate::ingest::{Ingestor, Pipeline};
-use crate::queue::{DestinationDropReason, DestinationQueue};
+use crate::queue::{DestinationDropReason, DestinationQueue, WhenFull};
 use crate::receiver::{ReceiverContext, pickle, tcp, udp};
 use crate::router::{Router, RouterError};
 use crate::telemetry::stats::Source;
@@ -36,6 +37,14 @@ pub enum RelayError {
     /// The router could not be built from the configuration.
     #[error("cannot build router: {0}")]
     Router(#[from] RouterError),
+    /// A destination's spill log could not be opened.
+    #[error("cannot open the spill log of {destination}: {source}")]
+    Spill {
+        /// The destination.
+        destination: String,
+        /// What failed.
+        source: crate::queue::spill::SpillError,
+    },
     /// A configured address could not be bound.
     #[error("cannot bind {what} on {addr}: {source}")]
     Bind {
@@ -77,8 +86,11 @@ pub struct RelayHandle {
 pub struct ShutdownReport {
     /// Counters after shutdown.
     pub stats: StatsSnapshot,
-    /// Datapoints per destination that could not be delivered within the grace period.
+    /// Datapoints per destination that could not be delivered within the grace period and
+    /// were lost (memory-only queues).
     pub undelivered: Vec<(String, u64)>,
+    /// Datapoints per destination left in the spill log for the next run.
+    pub spilled: Vec<(String, u64)>,
 }
 
 impl Relay {
@@ -198,7 +210,19 @@ impl Relay {
             while destinations.join_next().await.is_some() {}
         }
         let mut undelivered = Vec::new();
+        let mut spilled = Vec::new();
         for q in pipeline.queues.iter() {
+            if let Some(on_disk) = q.spill_for_shutdown().await {
+                if on_disk > 0 {
+                    info!(
+                        destination = q.stats().name(),
+                        datapoints = on_disk,
+                        "left in the spill log for the next run"
+                    );
+                    spilled.push((q.stats().name().to_string(), on_disk));
+                }
+                continue;
+            }
             let left: u64 = q.drain_all().iter().map(|b| b.len() as u64).sum();
             if left > 0 {
                 q.stats().add_dropped(DestinationDropReason::Shutdown, left);
@@ -214,6 +238,7 @@ impl Relay {
         Ok(ShutdownReport {
             stats: pipeline.stats().snapshot(),
             undelivered,
+            spilled,
         })
     }
 }
@@ -262,13 +287,31 @@ impl RelayBuilder {
             .map(|d| d.spec.to_string())
             .collect();
         let stats = Arc::new(RelayStats::new(&names));
-        let queues: Arc<[Arc<DestinationQueue>]> = self
-            .config
-            .destinations
-            .iter()
-            .zip(stats.destinations())
-            .map(|(d, s)| Arc::new(DestinationQueue::new(d.queue, s.clone())))
-            .collect();
+        let mut queues = Vec::with_capacity(self.config.destinations.len());
+        for (d, s) in self.config.destinations.iter().zip(stats.destinations()) {
+            let q = match &d.spill {
+                Some(spill) => {
+                    let q = DestinationQueue::with_spill(d.queue, s.clone(), spill.clone())
+                        .map_err(|source| RelayError::Spill {
+                            destination: d.spec.to_string(),
+                            source,
+                        })?;
+                    info!(destination = %d.spec, dir = %spill.dir.display(),
+                        when_full = d.queue.when_full.as_str(),
+                        recovered = q.queued_disk(), "spill log open");
+                    q
+                }
+                None => {
+                    if d.queue.when_full == WhenFull::DropNewest {
+                        info!(destination = %d.spec,
+                            "no spill directory: a full queue drops the newest datapoints (as carbon-relay)");
+                    }
+                    DestinationQueue::new(d.queue, s.clone())
+                }
+            };
+            queues.push(Arc::new(q));
+        }
+        let queues: Arc<[Arc<DestinationQueue>]> = queues.into();
         let pipeline = Pipeline::new(router, queues, stats, self.config.route_cache_entries);
         Ok(Relay {
             config: self.config,

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::destination::DestinationConfig;
-use crate::queue::QueueLimits;
+use crate::queue::spill::{FsyncPolicy, SpillConfig};
+use crate::queue::{QueueLimits, SpillSettings, WhenFull};
 use crate::router::{DestinationSpec, Method, RouterSpec, RuleSpec};
 
 pub use raw::RawConfig;
@@ -203,14 +204,49 @@ impl Config {
                 ));
             }
             let o = server.overrides();
+            let spill_on = !d.spill.dir.is_empty();
+            let default_policy = if spill_on {
+                WhenFull::Spill
+            } else {
+                WhenFull::DropNewest
+            };
             let limits = QueueLimits {
                 max_datapoints: o.max_queue_datapoints.unwrap_or(d.queue.max_datapoints),
                 max_bytes: o.max_queue_bytes.unwrap_or(d.queue.max_bytes),
-                when_full: o.when_full.unwrap_or(d.queue.when_full),
+                when_full: o.when_full.or(d.queue.when_full).unwrap_or(default_policy),
+                spill_fallback: o.spill_fallback.unwrap_or(d.queue.spill_fallback),
             };
             if limits.max_datapoints == 0 || limits.max_bytes == 0 {
                 return Err(invalid(&key, "queue bounds must be positive".into()));
             }
+            if limits.spill_fallback == WhenFull::Spill {
+                let k = if o.spill_fallback.is_some() {
+                    format!("{key}.spill_fallback")
+                } else {
+                    "destinations.queue.spill_fallback".into()
+                };
+                return Err(invalid(
+                    &k,
+                    "must be drop_newest, drop_oldest or block (spill cannot be its own fallback)"
+                        .into(),
+                ));
+            }
+            if limits.when_full == WhenFull::Spill && !spill_on {
+                let k = if o.when_full.is_some() {
+                    format!("{key}.when_full")
+                } else {
+                    "destinations.queue.when_full".into()
+                };
+                return Err(invalid(
+                    &k,
+                    "\"spill\" needs destinations.spill.dir to be set".into(),
+                ));
+            }
+            let spill = if spill_on {
+                Some(spill_settings(&d.spill, &o, &spec, &invalid)?)
+            } else {
+                None
+            };
             if d.max_datapoints_per_message == 0 {
                 return Err(invalid(
                     "destinations.max_datapoints_per_message",
@@ -233,6 +269,7 @@ impl Config {
                 connect_timeout: Duration::from_millis(d.connect_timeout_ms.max(1)),
                 backoff_min: Duration::from_millis(d.backoff_min_ms),
                 backoff_max: Duration::from_millis(d.backoff_max_ms),
+                spill,
             });
         }
         if destinations.len() > usize::from(u16::MAX) {
@@ -344,6 +381,71 @@ impl Config {
         toml::to_string_pretty(&self.resolved)
             .unwrap_or_else(|e| format!("# cannot render configuration: {e}\n"))
     }
+}
+
+/// The spill settings of one destination: its own directory under `spill.dir`, the log's
+/// limits (with the server's overrides), validated with errors naming the key.
+fn spill_settings(
+    raw: &raw::RawSpill,
+    o: &raw::RawServerDetail,
+    spec: &DestinationSpec,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<SpillSettings, ConfigError> {
+    if !(raw.max_age_secs >= 0.0 && raw.max_age_secs.is_finite()) {
+        return Err(invalid("destinations.spill.max_age_secs", "must be >= 0".into()));
+    }
+    let fsync = match raw.fsync {
+        raw::RawFsync::Always => FsyncPolicy::Always,
+        raw::RawFsync::Never => FsyncPolicy::Never,
+        raw::RawFsync::Interval => {
+            if raw.fsync_interval_ms == 0 {
+                return Err(invalid(
+                    "destinations.spill.fsync_interval_ms",
+                    "must be at least 1 (or use fsync = \"always\")".into(),
+                ));
+            }
+            FsyncPolicy::Interval(Duration::from_millis(raw.fsync_interval_ms))
+        }
+    };
+    let log = SpillConfig {
+        max_bytes: o.spill_max_bytes.unwrap_or(raw.max_bytes),
+        segment_bytes: raw.segment_bytes,
+        max_age: (raw.max_age_secs > 0.0).then(|| Duration::from_secs_f64(raw.max_age_secs)),
+        fsync,
+        ..SpillConfig::default()
+    };
+    if log.segment_bytes < 4096 || log.segment_bytes > u64::from(u32::MAX) {
+        return Err(invalid(
+            "destinations.spill.segment_bytes",
+            "must be between 4096 bytes and 4 GiB".into(),
+        ));
+    }
+    if log.max_bytes < 2 * log.segment_bytes {
+        let k = if o.spill_max_bytes.is_some() {
+            "spill_max_bytes"
+        } else {
+            "destinations.spill.max_bytes"
+        };
+        return Err(invalid(
+            k,
+            format!("must be at least 2 × segment_bytes ({})", 2 * log.segment_bytes),
+        ));
+    }
+    let rate = o.replay_rate.unwrap_or(raw.replay_rate);
+    let leaf: String = format!(
+        "{}_{}_{}",
+        spec.host,
+        spec.port,
+        spec.instance.as_deref().unwrap_or("None")
+    )
+    .chars()
+    .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+    .collect();
+    Ok(SpillSettings {
+        dir: Path::new(&raw.dir).join(leaf),
+        log,
+        replay_rate: (rate > 0).then_some(rate),
+    })
 }
 
 #[cfg(test)]

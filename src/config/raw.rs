@@ -112,6 +112,8 @@ pub struct RawDestinations {
     pub backoff_max_ms: u64,
     /// `[destinations.queue]`.
     pub queue: RawQueue,
+    /// `[destinations.spill]`.
+    pub spill: RawSpill,
 }
 
 impl Default for RawDestinations {
@@ -126,20 +128,27 @@ impl Default for RawDestinations {
             backoff_min_ms: 100,
             backoff_max_ms: 10_000,
             queue: RawQueue::default(),
+            spill: RawSpill::default(),
         }
     }
 }
 
-/// `[destinations.queue]`: the per-destination queue.
+/// `[destinations.queue]`: the per-destination queue (its memory tier).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawQueue {
-    /// Most datapoints waiting per destination. Default 1000000.
+    /// Most datapoints in memory per destination (waiting plus in flight). Default 1000000.
     pub max_datapoints: usize,
-    /// Most bytes waiting per destination. Default 268435456 (256 MiB).
+    /// Most bytes in memory per destination. Default 268435456 (256 MiB).
     pub max_bytes: usize,
-    /// Policy when full: `drop_newest` (default).
-    pub when_full: WhenFull,
+    /// Policy when the memory tier is full: `spill`, `drop_newest`, `drop_oldest` or `block`.
+    /// Default: `spill` when `destinations.spill.dir` is set, else `drop_newest` (as
+    /// carbon-relay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_full: Option<WhenFull>,
+    /// With `when_full = "spill"`: what to do once the spill budget is exhausted or the disk
+    /// fails: `drop_newest` (default), `drop_oldest` or `block`.
+    pub spill_fallback: WhenFull,
 }
 
 impl Default for RawQueue {
@@ -147,7 +156,55 @@ impl Default for RawQueue {
         Self {
             max_datapoints: 1_000_000,
             max_bytes: 256 << 20,
-            when_full: WhenFull::DropNewest,
+            when_full: None,
+            spill_fallback: WhenFull::DropNewest,
+        }
+    }
+}
+
+/// `fsync` policy of the spill log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RawFsync {
+    /// Every `fsync_interval_ms` (default).
+    #[default]
+    Interval,
+    /// After every batch.
+    Always,
+    /// Never (the kernel writes back when it likes).
+    Never,
+}
+
+/// `[destinations.spill]`: the disk tier, one directory per destination under `dir`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawSpill {
+    /// Parent directory of the per-destination spill logs; `""` (default) disables spilling.
+    pub dir: String,
+    /// Disk budget per destination, in bytes. Default 1073741824 (1 GiB).
+    pub max_bytes: u64,
+    /// Segment file size. Default 67108864 (64 MiB); keep `max_bytes` ≥ 2 × this.
+    pub segment_bytes: u64,
+    /// Drop records older than this when they come up for replay; 0 (default) = no limit.
+    pub max_age_secs: f64,
+    /// `interval` (default), `always` or `never`.
+    pub fsync: RawFsync,
+    /// With `fsync = "interval"`: milliseconds between fsyncs. Default 1000.
+    pub fsync_interval_ms: u64,
+    /// Most datapoints per second replayed from disk per destination; 0 (default) = unlimited.
+    pub replay_rate: u64,
+}
+
+impl Default for RawSpill {
+    fn default() -> Self {
+        Self {
+            dir: String::new(),
+            max_bytes: 1 << 30,
+            segment_bytes: 64 << 20,
+            max_age_secs: 0.0,
+            fsync: RawFsync::Interval,
+            fsync_interval_ms: 1000,
+            replay_rate: 0,
         }
     }
 }
@@ -180,6 +237,15 @@ pub struct RawServerDetail {
     /// Overrides `destinations.queue.max_bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_queue_bytes: Option<usize>,
+    /// Overrides `destinations.queue.spill_fallback`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill_fallback: Option<WhenFull>,
+    /// Overrides `destinations.spill.max_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill_max_bytes: Option<u64>,
+    /// Overrides `destinations.spill.replay_rate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_rate: Option<u64>,
 }
 
 impl RawServer {

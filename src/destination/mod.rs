@@ -60,6 +60,8 @@ pub struct DestinationConfig {
     pub backoff_min: Duration,
     /// Longest reconnect delay.
     pub backoff_max: Duration,
+    /// The disk tier (`None`: memory only).
+    pub spill: Option<crate::queue::SpillSettings>,
 }
 
 /// Capped exponential backoff with jitter (each delay uniformly in `[d/2, d]`).

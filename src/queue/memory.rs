@@ -1,10 +1,53 @@
-//! The in-memory tier of a destination's queue.
+//! A destination's queue: the memory tier, and the hand-off to the disk tier.
+//!
+//! ## Tiers and order
+//!
+//! The memory tier is a FIFO of whole batches bounded by `max_datapoints` and `max_bytes`,
+//! counting both waiting and in-flight batches, so the bound is the memory the tier really
+//! holds. With [`WhenFull::Spill`] a push that does not fit goes to the destination's spill
+//! thread ([`super::worker`]), which appends it to the [`SpillLog`](super::spill::SpillLog).
+//! From then on the queue is in *disk mode*: every later push also goes to the spill thread,
+//! behind what is already on disk, until the disk tier is empty again. So the order per
+//! destination is: memory batches (oldest), then disk records, then the batches still being
+//! handed over — FIFO across both tiers.
+//!
+//! ## Replay
+//!
+//! When the memory tier has room for at least two chunks (see below) and the disk tier holds
+//! data, the consumer side asks the spill thread for records worth at most the free room minus
+//! one chunk; they are appended to the memory tier tagged *from disk*. They stay unacknowledged
+//! in the log until the destination acknowledges them, so a crash replays them again
+//! (at-least-once). The spill thread paces replay by `replay_rate` datapoints per second.
+//!
+//! Batches are split into chunks of at most 1/8 of each memory bound before they go to disk,
+//! so a replayed record never overshoots the memory bound.
+//!
+//! ## Hand-over buffer
+//!
+//! Batches on their way to disk (queued in the spill thread's channel, or held by the `block`
+//! fallback while the disk budget is exhausted) are bounded separately by `staging_bytes`
+//! (1/8 of `max_bytes`). When it is full, a TCP or embedded producer waits in
+//! [`Ingestor::flush`](crate::ingest::Ingestor::flush); UDP drops, counted as `queue_full`.
+//! This is the only place a producer can wait on the disk, and only when the disk is slower
+//! than the input.
+//!
+//! ## Shutdown
+//!
+//! [`DestinationQueue::spill_for_shutdown`] writes whatever is still in memory to the log (a
+//! batch replayed from disk is not written again: it is still in the log, unacknowledged) and
+//! syncs it. Those batches were older than the disk tier's records only if the queue was in
+//! disk mode at the time; in that case they are replayed after them on restart (the one place
+//! where order across a restart is not FIFO).
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
+use super::spill::{SpillConfig, SpillError, SpillLog};
+use super::worker::{self, Cmd};
 use super::{DestinationDropReason, WhenFull};
 use crate::batch::Batch;
 use crate::telemetry::DestinationStats;
@@ -12,12 +55,15 @@ use crate::telemetry::DestinationStats;
 /// Bounds and policy of one destination's queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueLimits {
-    /// Most datapoints waiting (in flight not included).
+    /// Most datapoints in the memory tier (waiting plus in flight).
     pub max_datapoints: usize,
-    /// Most bytes waiting (names plus fixed per-datapoint overhead).
+    /// Most bytes in the memory tier (names plus fixed per-datapoint overhead).
     pub max_bytes: usize,
     /// What to do when a push does not fit.
     pub when_full: WhenFull,
+    /// With [`WhenFull::Spill`]: what to do when the spill log is full or failing
+    /// (`drop_newest`, `drop_oldest` or `block`).
+    pub spill_fallback: WhenFull,
 }
 
 impl Default for QueueLimits {
@@ -26,122 +72,432 @@ impl Default for QueueLimits {
             max_datapoints: 1_000_000,
             max_bytes: 256 << 20,
             when_full: WhenFull::DropNewest,
+            spill_fallback: WhenFull::DropNewest,
         }
     }
+}
+
+/// The disk tier of one destination.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpillSettings {
+    /// The destination's own directory (created if needed).
+    pub dir: PathBuf,
+    /// The log's limits and durability.
+    pub log: SpillConfig,
+    /// Most datapoints per second replayed from disk (`None`: unlimited).
+    pub replay_rate: Option<u64>,
 }
 
 /// What happened to a pushed batch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PushOutcome {
-    /// Datapoints queued.
+    /// Datapoints queued (in memory or handed to the spill log).
     pub accepted: usize,
-    /// Datapoints dropped by the full policy.
+    /// Datapoints dropped by the full policy (or because the queue is closed).
     pub dropped: usize,
 }
 
+/// A batch in the memory tier, and whether it is a record replayed from the spill log.
+#[derive(Debug)]
+struct Entry {
+    batch: Batch,
+    from_disk: bool,
+}
+
+/// One in-flight batch, in pop order.
+#[derive(Clone, Copy, Debug)]
+struct Tag {
+    points: usize,
+    bytes: usize,
+    from_disk: bool,
+}
+
 #[derive(Debug, Default)]
-struct State {
-    batches: VecDeque<Batch>,
+pub(super) struct State {
+    batches: VecDeque<Entry>,
     datapoints: usize,
     bytes: usize,
     in_flight: usize,
+    in_flight_bytes: usize,
+    tags: VecDeque<Tag>,
+    /// Datapoints handed to the spill thread and not yet back in memory (in its channel, held
+    /// by the `block` fallback, or stored in the log).
+    pub(super) disk_points: u64,
+    /// Bytes of batches handed to the spill thread and not yet stored or dropped.
+    pub(super) staged_bytes: usize,
+    /// A replay request is outstanding.
+    pub(super) replay_requested: bool,
     closed: bool,
 }
 
-/// A bounded FIFO of batches for one destination, shared by every producer and the single
-/// destination task that consumes it.
-///
-/// Locking is per batch (one lock per push or pop of a whole batch), never per datapoint.
+/// The part shared with the spill thread.
 #[derive(Debug)]
-pub struct DestinationQueue {
+pub(super) struct Core {
     state: Mutex<State>,
+    /// Wakes the consumer: a push, requeue, replay or close.
     ready: Notify,
+    /// Wakes blocked producers: room freed in memory or in the hand-over buffer.
+    room: Notify,
     limits: QueueLimits,
-    stats: Arc<DestinationStats>,
+    pub(super) stats: Arc<DestinationStats>,
 }
 
-impl DestinationQueue {
-    /// An empty queue reporting into `stats`.
-    pub fn new(limits: QueueLimits, stats: Arc<DestinationStats>) -> Self {
-        Self {
-            state: Mutex::new(State::default()),
-            ready: Notify::new(),
-            limits,
-            stats,
-        }
-    }
-
-    /// The queue's bounds and policy.
-    pub fn limits(&self) -> QueueLimits {
-        self.limits
-    }
-
-    /// The destination's books.
-    pub fn stats(&self) -> &Arc<DestinationStats> {
-        &self.stats
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
+impl Core {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding this lock cannot leave the queue inconsistent (every update is
         // a few integer adds), so a poisoned lock is still safe to use.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn publish(&self, s: &State) {
+    pub(super) fn publish(&self, s: &State) {
         self.stats.set_depth(s.datapoints + s.in_flight, s.bytes);
+        self.stats
+            .set_tiers(s.bytes + s.in_flight_bytes, s.disk_points);
     }
 
-    /// Queues `batch`, applying the full policy to whatever does not fit. Every datapoint is
-    /// counted as routed, and the dropped ones as dropped with reason `queue_full`.
-    pub fn push(&self, mut batch: Batch) -> PushOutcome {
-        let total = batch.len();
-        if total == 0 {
-            return PushOutcome::default();
-        }
-        self.stats.add_routed(total as u64);
+    /// The spill thread stored (`dropped == None`) or dropped a staged batch.
+    pub(super) fn staged_done(&self, points: usize, bytes: usize, dropped: Option<DestinationDropReason>) {
         let mut s = self.lock();
-        if s.closed {
-            drop(s);
-            self.stats
-                .add_dropped(DestinationDropReason::Shutdown, total as u64);
-            return PushOutcome {
-                accepted: 0,
-                dropped: total,
-            };
-        }
-        let fits = self.fitting_prefix(&s, &batch);
-        let dropped = total - fits;
-        if fits < total {
-            match self.limits.when_full {
-                WhenFull::DropNewest => {
-                    let _tail = batch.split_off(fits);
-                }
-            }
-        }
-        if fits > 0 {
-            s.datapoints += batch.len();
-            s.bytes += batch.size_bytes();
-            s.batches.push_back(batch);
+        s.staged_bytes = s.staged_bytes.saturating_sub(bytes);
+        if dropped.is_some() {
+            s.disk_points = s.disk_points.saturating_sub(points as u64);
         }
         self.publish(&s);
         drop(s);
-        if dropped > 0 {
-            self.stats
-                .add_dropped(DestinationDropReason::QueueFull, dropped as u64);
+        if let Some(reason) = dropped {
+            self.stats.add_dropped(reason, points as u64);
         }
-        if fits > 0 {
-            self.ready.notify_one();
+        self.room.notify_waiters();
+        self.ready.notify_one();
+    }
+
+    /// Records left the disk tier without reaching memory (expired, corrupt, evicted).
+    pub(super) fn disk_lost(&self, points: u64, reason: DestinationDropReason) {
+        if points == 0 {
+            return;
         }
-        PushOutcome {
-            accepted: fits,
-            dropped,
+        let mut s = self.lock();
+        s.disk_points = s.disk_points.saturating_sub(points);
+        self.publish(&s);
+        drop(s);
+        self.stats.add_dropped(reason, points);
+        self.ready.notify_one();
+    }
+
+    /// Replayed records join the memory tier; ends the outstanding replay request.
+    pub(super) fn deliver_replayed(&self, batches: Vec<Batch>) {
+        let mut s = self.lock();
+        for b in batches {
+            s.disk_points = s.disk_points.saturating_sub(b.len() as u64);
+            s.datapoints += b.len();
+            s.bytes += b.size_bytes();
+            s.batches.push_back(Entry {
+                batch: b,
+                from_disk: true,
+            });
+        }
+        s.replay_requested = false;
+        self.publish(&s);
+        drop(s);
+        self.ready.notify_one();
+    }
+}
+
+/// The spill thread's end of a queue.
+#[derive(Debug)]
+struct SpillHandle {
+    tx: mpsc::Sender<Cmd>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    chunk_points: usize,
+    chunk_bytes: usize,
+    staging_bytes: usize,
+}
+
+/// A bounded FIFO of batches for one destination, shared by every producer and the single
+/// destination task that consumes it; optionally backed by a spill log on disk.
+///
+/// Locking is per batch (one lock per push or pop of a whole batch), never per datapoint.
+#[derive(Debug)]
+pub struct DestinationQueue {
+    core: Arc<Core>,
+    spill: Option<SpillHandle>,
+}
+
+/// Result of one attempt at a push.
+enum Step {
+    Done,
+    /// The rest of the batch must wait for room (policy `block`, or a full hand-over buffer).
+    Wait(Batch),
+}
+
+impl DestinationQueue {
+    /// An empty memory-only queue reporting into `stats`. [`WhenFull::Spill`] behaves as
+    /// `spill_fallback` here (there is no disk tier).
+    pub fn new(limits: QueueLimits, stats: Arc<DestinationStats>) -> Self {
+        Self {
+            core: Arc::new(Core {
+                state: Mutex::new(State::default()),
+                ready: Notify::new(),
+                room: Notify::new(),
+                limits,
+                stats,
+            }),
+            spill: None,
         }
     }
 
-    /// How many leading datapoints of `batch` fit under both bounds.
+    /// A queue with a disk tier: opens (and recovers) the spill log in `spill.dir` and starts
+    /// its thread. Datapoints recovered from a previous run are counted as routed and queued
+    /// (disk), and are replayed before anything pushed now.
+    pub fn with_spill(
+        limits: QueueLimits,
+        stats: Arc<DestinationStats>,
+        spill: SpillSettings,
+    ) -> Result<Self, SpillError> {
+        let (log, report) = SpillLog::open(&spill.dir, spill.log.clone())?;
+        let mut queue = Self::new(limits, stats);
+        let chunk_points = (limits.max_datapoints / 8).max(1);
+        let seg_room = (spill.log.max_payload() / 2) as usize;
+        let chunk_bytes = (limits.max_bytes / 8).min(seg_room).max(1);
+        let core = queue.core.clone();
+        if report.datapoints > 0 {
+            core.stats.add_routed(report.datapoints);
+            core.stats.add_recovered(report.datapoints);
+        }
+        if report.damaged_segments > 0 {
+            core.stats
+                .add_spill_damage(report.damaged_segments, report.abandoned_bytes);
+        }
+        {
+            let mut s = core.lock();
+            s.disk_points = report.datapoints;
+            core.publish(&s);
+        }
+        let (tx, rx) = mpsc::channel();
+        let name = format!("spill-{}", core.stats.name());
+        let config = worker::WorkerConfig {
+            fallback: limits.spill_fallback,
+            replay_rate: spill.replay_rate,
+        };
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || worker::run(log, core, rx, config))
+            .map_err(|source| SpillError::Io {
+                op: super::spill::SpillOp::Open,
+                source,
+            })?;
+        queue.spill = Some(SpillHandle {
+            tx,
+            thread: Mutex::new(Some(thread)),
+            chunk_points,
+            chunk_bytes,
+            staging_bytes: (limits.max_bytes / 8).max(chunk_bytes),
+        });
+        Ok(queue)
+    }
+
+    /// The queue's bounds and policy.
+    pub fn limits(&self) -> QueueLimits {
+        self.core.limits
+    }
+
+    /// True when the queue has a disk tier.
+    pub fn has_spill(&self) -> bool {
+        self.spill.is_some()
+    }
+
+    /// The destination's books.
+    pub fn stats(&self) -> &Arc<DestinationStats> {
+        &self.core.stats
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.core.lock()
+    }
+
+    fn spilling(&self) -> Option<&SpillHandle> {
+        match self.core.limits.when_full {
+            WhenFull::Spill => self.spill.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Queues `batch` without ever waiting, for callers that cannot (UDP, tests): `block`
+    /// and a full hand-over buffer drop what does not fit, counted as `queue_full`.
+    pub fn push(&self, batch: Batch) -> PushOutcome {
+        let mut out = PushOutcome::default();
+        if batch.is_empty() {
+            return out;
+        }
+        self.core.stats.add_routed(batch.len() as u64);
+        if let Step::Wait(rest) = self.try_push(batch, false, &mut out) {
+            self.drop_counted(rest.len(), DestinationDropReason::QueueFull, &mut out);
+        }
+        out
+    }
+
+    /// Queues `batch`, waiting for room when the policy is `block` or when the hand-over
+    /// buffer to the spill log is full. Every datapoint is counted as routed, and the
+    /// dropped ones as dropped with their reason.
+    pub async fn push_wait(&self, batch: Batch) -> PushOutcome {
+        let mut out = PushOutcome::default();
+        if batch.is_empty() {
+            return out;
+        }
+        self.core.stats.add_routed(batch.len() as u64);
+        let mut batch = batch;
+        loop {
+            let room = self.core.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            match self.try_push(batch, true, &mut out) {
+                Step::Done => return out,
+                Step::Wait(rest) => batch = rest,
+            }
+            room.await;
+        }
+    }
+
+    fn drop_counted(&self, n: usize, reason: DestinationDropReason, out: &mut PushOutcome) {
+        if n > 0 {
+            self.core.stats.add_dropped(reason, n as u64);
+            out.dropped += n;
+        }
+    }
+
+    fn try_push(&self, mut batch: Batch, can_wait: bool, out: &mut PushOutcome) -> Step {
+        let total = batch.len();
+        let mut s = self.lock();
+        if s.closed {
+            drop(s);
+            self.drop_counted(total, DestinationDropReason::Shutdown, out);
+            return Step::Done;
+        }
+        if let Some(sp) = self.spilling() {
+            let fits = s.disk_points == 0 && self.fitting_prefix(&s, &batch) == total;
+            if !fits {
+                if s.staged_bytes > 0 && s.staged_bytes + batch.size_bytes() > sp.staging_bytes {
+                    drop(s);
+                    if can_wait {
+                        return Step::Wait(batch);
+                    }
+                    self.drop_counted(total, DestinationDropReason::QueueFull, out);
+                    return Step::Done;
+                }
+                let stored = self.stage(&mut s, sp, batch);
+                self.core.publish(&s);
+                drop(s);
+                out.accepted += stored;
+                self.drop_counted(total - stored, DestinationDropReason::SpillIo, out);
+                return Step::Done;
+            }
+            self.enqueue(&mut s, batch, out);
+            return Step::Done;
+        }
+        let policy = match self.core.limits.when_full {
+            WhenFull::Spill => self.core.limits.spill_fallback,
+            p => p,
+        };
+        let mut fits = self.fitting_prefix(&s, &batch);
+        let mut evicted = 0;
+        if fits < total && policy == WhenFull::DropOldest {
+            while fits < total {
+                let Some(old) = s.batches.pop_front() else {
+                    break;
+                };
+                s.datapoints -= old.batch.len();
+                s.bytes -= old.batch.size_bytes();
+                evicted += old.batch.len();
+                fits = self.fitting_prefix(&s, &batch);
+            }
+            if fits < total {
+                // Larger than the whole bound: keep its newest datapoints.
+                let tail = batch.split_off(total - fits);
+                evicted += batch.len();
+                batch = tail;
+                fits = batch.len();
+            }
+        }
+        if fits == 0 && policy == WhenFull::Block && s.datapoints + s.in_flight == 0 {
+            // A single datapoint larger than the byte bound must not wait forever.
+            fits = 1;
+        }
+        let rest = (fits < batch.len()).then(|| batch.split_off(fits));
+        self.enqueue(&mut s, batch, out);
+        drop(s);
+        self.drop_counted(evicted, DestinationDropReason::DropOldest, out);
+        match rest {
+            Some(rest) if policy == WhenFull::Block && can_wait => Step::Wait(rest),
+            Some(rest) => {
+                self.drop_counted(rest.len(), DestinationDropReason::QueueFull, out);
+                Step::Done
+            }
+            None => Step::Done,
+        }
+    }
+
+    /// Appends to the memory tier (under the lock) and wakes the consumer.
+    fn enqueue(&self, s: &mut State, batch: Batch, out: &mut PushOutcome) {
+        let n = batch.len();
+        if n > 0 {
+            s.datapoints += n;
+            s.bytes += batch.size_bytes();
+            s.batches.push_back(Entry {
+                batch,
+                from_disk: false,
+            });
+            out.accepted += n;
+        }
+        self.core.publish(s);
+        if n > 0 {
+            self.core.ready.notify_one();
+        }
+    }
+
+    /// Hands `batch` to the spill thread in chunks (under the lock, so the channel order is
+    /// the queue order). Returns the datapoints handed over (fewer only if the thread is gone).
+    fn stage(&self, s: &mut State, sp: &SpillHandle, mut batch: Batch) -> usize {
+        let mut stored = 0;
+        while !batch.is_empty() {
+            let chunk = self.chunk_len(sp, &batch);
+            let rest = batch.split_off(chunk);
+            let (n, bytes) = (batch.len(), batch.size_bytes());
+            if sp.tx.send(Cmd::Append(batch)).is_err() {
+                break;
+            }
+            stored += n;
+            s.disk_points += n as u64;
+            s.staged_bytes += bytes;
+            batch = rest;
+        }
+        stored
+    }
+
+    /// How many leading datapoints of `batch` make one chunk for the disk tier.
+    fn chunk_len(&self, sp: &SpillHandle, batch: &Batch) -> usize {
+        if batch.len() <= sp.chunk_points && batch.size_bytes() <= sp.chunk_bytes {
+            return batch.len();
+        }
+        let mut bytes = 0;
+        let mut n = 0;
+        for dp in batch.iter().take(sp.chunk_points) {
+            let b = dp.name.len() + crate::batch::POINT_OVERHEAD;
+            if n > 0 && bytes + b > sp.chunk_bytes {
+                break;
+            }
+            bytes += b;
+            n += 1;
+        }
+        n.max(1)
+    }
+
+    /// How many leading datapoints of `batch` fit under both bounds of the memory tier.
     fn fitting_prefix(&self, s: &State, batch: &Batch) -> usize {
-        let room_points = self.limits.max_datapoints.saturating_sub(s.datapoints);
-        let room_bytes = self.limits.max_bytes.saturating_sub(s.bytes);
+        let limits = &self.core.limits;
+        let room_points = limits
+            .max_datapoints
+            .saturating_sub(s.datapoints + s.in_flight);
+        let room_bytes = limits.max_bytes.saturating_sub(s.bytes + s.in_flight_bytes);
         if batch.len() <= room_points && batch.size_bytes() <= room_bytes {
             return batch.len();
         }
@@ -158,25 +514,62 @@ impl DestinationQueue {
         n
     }
 
+    /// Asks the spill thread for more records when the memory tier has room for them.
+    fn maybe_replay(&self, s: &mut State) {
+        let Some(sp) = self.spill.as_ref() else {
+            return;
+        };
+        if s.disk_points == 0 || s.replay_requested {
+            return;
+        }
+        let limits = &self.core.limits;
+        let used_points = s.datapoints + s.in_flight;
+        let used_bytes = s.bytes + s.in_flight_bytes;
+        if used_points + 2 * sp.chunk_points > limits.max_datapoints
+            || used_bytes + 2 * sp.chunk_bytes > limits.max_bytes
+        {
+            return;
+        }
+        let want = worker::Want {
+            points: limits.max_datapoints - used_points - sp.chunk_points,
+            bytes: limits.max_bytes - used_bytes - sp.chunk_bytes,
+        };
+        if sp.tx.send(Cmd::Replay(want)).is_ok() {
+            s.replay_requested = true;
+        }
+    }
+
     /// Takes the oldest batch without waiting; it is in flight until [`ack`](Self::ack)ed or
     /// [`requeue`](Self::requeue)d.
     pub fn try_pop(&self) -> Option<Batch> {
         let mut s = self.lock();
-        let batch = s.batches.pop_front()?;
-        s.datapoints -= batch.len();
-        s.bytes -= batch.size_bytes();
-        s.in_flight += batch.len();
-        self.publish(&s);
-        Some(batch)
+        let popped = s.batches.pop_front();
+        if let Some(e) = &popped {
+            let (n, bytes) = (e.batch.len(), e.batch.size_bytes());
+            s.datapoints -= n;
+            s.bytes -= bytes;
+            s.in_flight += n;
+            s.in_flight_bytes += bytes;
+            s.tags.push_back(Tag {
+                points: n,
+                bytes,
+                from_disk: e.from_disk,
+            });
+        }
+        self.maybe_replay(&mut s);
+        self.core.publish(&s);
+        popped.map(|e| e.batch)
     }
 
-    /// Waits for the oldest batch. `None` once the queue is closed and empty.
+    /// Waits for the oldest batch. `None` once the queue is closed and both tiers are empty.
     pub async fn pop(&self) -> Option<Batch> {
         loop {
-            let notified = self.ready.notified();
+            let notified = self.core.ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
             {
                 let s = self.lock();
-                if s.batches.is_empty() && s.closed {
+                if s.batches.is_empty() && s.closed && s.disk_points == 0 {
                     return None;
                 }
             }
@@ -187,34 +580,62 @@ impl DestinationQueue {
         }
     }
 
-    /// In-flight datapoints were written: they count as sent.
+    /// In-flight datapoints were written: they count as sent (and replayed records are
+    /// acknowledged in the spill log).
     pub fn ack(&self, datapoints: usize, messages: usize) {
         let mut s = self.lock();
-        s.in_flight = s.in_flight.saturating_sub(datapoints);
-        self.publish(&s);
+        let mut left = datapoints;
+        let mut disk_records = 0;
+        while left > 0 {
+            let Some(t) = s.tags.pop_front() else {
+                break;
+            };
+            left = left.saturating_sub(t.points);
+            s.in_flight -= t.points;
+            s.in_flight_bytes -= t.bytes;
+            disk_records += usize::from(t.from_disk);
+        }
+        if disk_records > 0 {
+            if let Some(sp) = &self.spill {
+                let _ = sp.tx.send(Cmd::Ack(disk_records));
+            }
+        }
+        self.maybe_replay(&mut s);
+        self.core.publish(&s);
         drop(s);
-        self.stats.add_sent(datapoints as u64, messages as u64);
+        self.core.stats.add_sent(datapoints as u64, messages as u64);
+        self.core.room.notify_waiters();
     }
 
     /// In-flight batches whose write failed go back to the front, oldest first, ahead of
-    /// everything queued since. They were accepted once, so no bound applies to them.
+    /// everything queued since. They are already counted in the memory bound.
     pub fn requeue(&self, batches: Vec<Batch>) {
         let mut s = self.lock();
         for b in batches.into_iter().rev() {
-            s.in_flight = s.in_flight.saturating_sub(b.len());
+            let tag = s.tags.pop_back().unwrap_or(Tag {
+                points: b.len(),
+                bytes: b.size_bytes(),
+                from_disk: false,
+            });
+            s.in_flight = s.in_flight.saturating_sub(tag.points);
+            s.in_flight_bytes = s.in_flight_bytes.saturating_sub(tag.bytes);
             s.datapoints += b.len();
             s.bytes += b.size_bytes();
-            s.batches.push_front(b);
+            s.batches.push_front(Entry {
+                batch: b,
+                from_disk: tag.from_disk,
+            });
         }
-        self.publish(&s);
+        self.core.publish(&s);
         drop(s);
-        self.ready.notify_one();
+        self.core.ready.notify_one();
     }
 
     /// No more pushes will come; [`pop`](Self::pop) returns `None` once drained.
     pub fn close(&self) {
         self.lock().closed = true;
-        self.ready.notify_one();
+        self.core.ready.notify_one();
+        self.core.room.notify_waiters();
     }
 
     /// True once [`close`](Self::close) was called.
@@ -222,107 +643,96 @@ impl DestinationQueue {
         self.lock().closed
     }
 
-    /// Resolves after the next push, requeue or close (or at once if one happened since the
-    /// last wait). Meant for the single consumer.
+    /// Resolves after the next push, requeue, replay or close (or at once if one happened
+    /// since the last wait). Meant for the single consumer.
     pub async fn changed(&self) {
-        self.ready.notified().await;
+        self.core.ready.notified().await;
     }
 
-    /// Takes everything still waiting (for shutdown accounting or spilling).
+    /// Takes everything still waiting in memory (for shutdown accounting of a memory-only
+    /// queue; a queue with a disk tier uses [`spill_for_shutdown`](Self::spill_for_shutdown)).
     pub fn drain_all(&self) -> Vec<Batch> {
         let mut s = self.lock();
-        let out: Vec<Batch> = s.batches.drain(..).collect();
+        let out: Vec<Batch> = s.batches.drain(..).map(|e| e.batch).collect();
         s.datapoints = 0;
         s.bytes = 0;
-        self.publish(&s);
+        self.core.publish(&s);
+        drop(s);
+        self.core.room.notify_waiters();
         out
     }
 
-    /// Datapoints waiting (not in flight).
+    /// Closes the queue, writes everything still in memory to the spill log, syncs it and
+    /// stops the spill thread. Returns the datapoints left on disk for the next run, or `None`
+    /// for a memory-only queue. Call after the destination task has stopped.
+    pub async fn spill_for_shutdown(&self) -> Option<u64> {
+        let sp = self.spill.as_ref()?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        {
+            let mut s = self.lock();
+            s.closed = true;
+            let entries: Vec<Entry> = s.batches.drain(..).collect();
+            s.datapoints = 0;
+            s.bytes = 0;
+            // Anything still tagged in flight was never handed back: treat it like waiting.
+            for t in std::mem::take(&mut s.tags) {
+                s.in_flight = s.in_flight.saturating_sub(t.points);
+                s.in_flight_bytes = s.in_flight_bytes.saturating_sub(t.bytes);
+                if t.from_disk {
+                    s.disk_points += t.points as u64;
+                } else {
+                    self.core
+                        .stats
+                        .add_dropped(DestinationDropReason::Shutdown, t.points as u64);
+                }
+            }
+            let mut lost = 0;
+            for e in entries {
+                if e.from_disk {
+                    // Still in the log, unacknowledged: the next run replays it.
+                    s.disk_points += e.batch.len() as u64;
+                } else {
+                    let n = e.batch.len();
+                    lost += n - self.stage(&mut s, sp, e.batch);
+                }
+            }
+            if lost > 0 {
+                self.core
+                    .stats
+                    .add_dropped(DestinationDropReason::SpillIo, lost as u64);
+            }
+            let _ = sp.tx.send(Cmd::Close(tx));
+            self.core.publish(&s);
+        }
+        let _ = rx.await;
+        let handle = sp.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(h) = handle {
+            let _ = tokio::task::spawn_blocking(move || h.join()).await;
+        }
+        Some(self.lock().disk_points)
+    }
+
+    /// Datapoints waiting in memory (not in flight).
     pub fn len(&self) -> usize {
         self.lock().datapoints
     }
 
-    /// True when nothing waits.
+    /// True when nothing waits in memory.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Datapoints waiting plus in flight.
+    /// Datapoints queued: waiting plus in flight in memory, plus the disk tier.
     pub fn queued(&self) -> usize {
         let s = self.lock();
-        s.datapoints + s.in_flight
+        s.datapoints + s.in_flight + s.disk_points as usize
+    }
+
+    /// Datapoints in the disk tier (handed to the spill thread, not yet replayed).
+    pub fn queued_disk(&self) -> u64 {
+        self.lock().disk_points
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::telemetry::RelayStats;
-
-    fn queue(max_datapoints: usize, max_bytes: usize) -> DestinationQueue {
-        let stats = RelayStats::new(&["d:1:a".to_string()]);
-        let d = stats.destinations()[0].clone();
-        DestinationQueue::new(
-            QueueLimits {
-                max_datapoints,
-                max_bytes,
-                when_full: WhenFull::DropNewest,
-            },
-            d,
-        )
-    }
-
-    fn batch(n: usize) -> Batch {
-        let mut b = Batch::new();
-        for i in 0..n {
-            b.push(format!("m.{i}").as_bytes(), i as f64, 1.0);
-        }
-        b
-    }
-
-    #[test]
-    fn drop_newest_keeps_prefix_and_counts_exactly() {
-        let q = queue(5, usize::MAX);
-        assert_eq!(q.push(batch(3)).accepted, 3);
-        let out = q.push(batch(4));
-        assert_eq!((out.accepted, out.dropped), (2, 2));
-        let snap = q.stats().snapshot();
-        assert_eq!(snap.routed, 7);
-        assert_eq!(snap.dropped(DestinationDropReason::QueueFull), 2);
-        assert_eq!(snap.queued, 5);
-    }
-
-    #[test]
-    fn byte_bound_applies() {
-        let per = 3 + crate::batch::POINT_OVERHEAD; // "m.0"
-        let q = queue(usize::MAX, per * 2);
-        let out = q.push(batch(3));
-        assert_eq!((out.accepted, out.dropped), (2, 1));
-    }
-
-    #[test]
-    fn requeue_goes_first_and_accounting_holds() {
-        let q = queue(100, usize::MAX);
-        q.push(batch(2));
-        q.push(batch(3));
-        let first = q.try_pop().unwrap_or_default();
-        assert_eq!(first.len(), 2);
-        assert_eq!(q.queued(), 5);
-        q.requeue(vec![first]);
-        assert_eq!(q.try_pop().map(|b| b.len()), Some(2));
-        q.ack(2, 1);
-        let s = q.stats().snapshot();
-        assert_eq!(s.routed, s.sent + s.dropped_total() + s.queued);
-        assert_eq!(s.sent, 2);
-    }
-
-    #[tokio::test]
-    async fn pop_returns_none_after_close_and_drain() {
-        let q = Arc::new(queue(100, usize::MAX));
-        q.push(batch(1));
-        q.close();
-        assert!(q.pop().await.is_some());
-        assert!(q.pop().await.is_none());
-    }
-}
+mod tests;

@@ -10,4 +10,4 @@ pub mod names;
 pub mod reporter;
 pub mod stats;
 
-pub use stats::{DestinationSnapshot, DestinationStats, RelayStats, StatsSnapshot};
+pub use stats::{DestinationSnapshot, DestinationStats, RelayStats, SpillSnapshot, StatsSnapshot};

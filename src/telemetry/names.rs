@@ -19,6 +19,29 @@ pub mod facade {
     pub const QUEUE_DATAPOINTS: &str = "anthracite_queue_datapoints";
     /// Gauge, label `destination`: bytes waiting in the destination's queue.
     pub const QUEUE_BYTES: &str = "anthracite_queue_bytes";
+    /// Counter, label `destination`: batches (records) written to the spill log.
+    pub const SPILLED_RECORDS: &str = "anthracite_spilled_records_total";
+    /// Counter, label `destination`: datapoints written to the spill log.
+    pub const SPILLED_DATAPOINTS: &str = "anthracite_spilled_datapoints_total";
+    /// Counter, label `destination`: bytes written to the spill log (names plus fixed
+    /// per-datapoint overhead, like the memory bound).
+    pub const SPILLED_BYTES: &str = "anthracite_spilled_bytes_total";
+    /// Counter, label `destination`: records replayed from the spill log.
+    pub const REPLAYED_RECORDS: &str = "anthracite_replayed_records_total";
+    /// Counter, label `destination`: datapoints replayed from the spill log.
+    pub const REPLAYED_DATAPOINTS: &str = "anthracite_replayed_datapoints_total";
+    /// Counter, label `destination`: bytes replayed (measured like `SPILLED_BYTES`).
+    pub const REPLAYED_BYTES: &str = "anthracite_replayed_bytes_total";
+    /// Gauge, label `destination`: datapoints in the disk tier.
+    pub const SPILL_QUEUE_DATAPOINTS: &str = "anthracite_spill_queue_datapoints";
+    /// Gauge, label `destination`: bytes of spill segment files on disk.
+    pub const SPILL_DISK_BYTES: &str = "anthracite_spill_disk_bytes";
+    /// Gauge, label `destination`: age in seconds of the oldest record on disk.
+    pub const SPILL_OLDEST_AGE: &str = "anthracite_spill_oldest_record_age_seconds";
+    /// Counter, label `destination`: torn or corrupt spill segments found.
+    pub const SPILL_DAMAGED_SEGMENTS: &str = "anthracite_spill_damaged_segments_total";
+    /// Counter, label `destination`: I/O errors of the spill log.
+    pub const SPILL_IO_ERRORS: &str = "anthracite_spill_io_errors_total";
     /// Gauge, label `destination`: 1 when connected.
     pub const DESTINATION_CONNECTED: &str = "anthracite_destination_connected";
     /// Counter, label `destination`: connection attempts that failed or connections lost.

@@ -408,6 +408,18 @@ impl<F: SpillFs> SpillLog<F> {
     /// The record stays stored (in flight) until [`SpillLog::ack`]. Expired records are skipped
     /// and counted; a torn or corrupt record abandons the rest of its segment (counted, logged).
     pub fn read_next(&mut self) -> Result<Option<Batch>, SpillError> {
+        self.read_inner(false).map(|r| r.and_then(|(b, _)| b))
+    }
+
+    /// Discards the oldest record not yet read (the `drop_oldest` fallback): it is consumed
+    /// without being delivered, counted in [`SpillStats::discarded_records`], and its space is
+    /// freed once the acknowledged position passes it. Returns its datapoints, or `None` when
+    /// every stored record has been read.
+    pub fn discard_next(&mut self) -> Result<Option<u64>, SpillError> {
+        self.read_inner(true).map(|r| r.map(|(_, n)| n))
+    }
+
+    fn read_inner(&mut self, discard: bool) -> Result<Option<(Option<Batch>, u64)>, SpillError> {
         loop {
             if self.stats.records == self.stats.in_flight_records {
                 return Ok(None);
@@ -468,9 +480,11 @@ impl<F: SpillFs> SpillLog<F> {
                 self.abandon_rest(idx, ReadOutcome::Corrupt);
                 continue;
             };
-            let expired = self.config.max_age.is_some_and(|age| {
-                self.fs.now_millis().saturating_sub(header.appended_ms) > age.as_millis() as u64
-            });
+            let expired = discard
+                || self.config.max_age.is_some_and(|age| {
+                    self.fs.now_millis().saturating_sub(header.appended_ms)
+                        > age.as_millis() as u64
+                });
             let batch = if expired {
                 None
             } else {
@@ -501,18 +515,26 @@ impl<F: SpillFs> SpillLog<F> {
                     self.stats.in_flight_records += 1;
                     self.stats.in_flight_datapoints += n;
                     self.in_flight.push_back(entry);
-                    return Ok(Some(batch));
+                    return Ok(Some((Some(batch), n)));
                 }
                 None => {
                     self.stats.records -= 1;
                     self.stats.datapoints -= n;
                     self.stats.queued_bytes -= bytes;
-                    self.stats.expired_records += 1;
-                    self.stats.expired_datapoints += n;
+                    if discard {
+                        self.stats.discarded_records += 1;
+                        self.stats.discarded_datapoints += n;
+                    } else {
+                        self.stats.expired_records += 1;
+                        self.stats.expired_datapoints += n;
+                    }
                     if self.in_flight.is_empty() {
                         self.advance_ack(self.read);
                     } else {
                         self.in_flight.push_back(entry);
+                    }
+                    if discard {
+                        return Ok(Some((None, n)));
                     }
                 }
             }

@@ -221,6 +221,11 @@ pub struct SpillStats {
     pub expired_records: u64,
     /// Datapoints in those records.
     pub expired_datapoints: u64,
+    /// Records discarded unread by [`super::SpillLog::discard_next`] (the `drop_oldest`
+    /// fallback).
+    pub discarded_records: u64,
+    /// Datapoints in those records.
+    pub discarded_datapoints: u64,
     /// Segments found damaged while reading (after open); see [`RecoveryReport`] for open.
     pub damaged_segments: u64,
     /// Records known to be lost in those damaged segments.
