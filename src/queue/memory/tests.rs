@@ -69,3 +69,164 @@ async fn pop_returns_none_after_close_and_drain() {
     assert!(q.pop().await.is_some());
     assert!(q.pop().await.is_none());
 }
+
+fn seq_batch(start: usize, n: usize) -> Batch {
+    let mut b = Batch::new();
+    for i in start..start + n {
+        b.push(format!("s.{i:08}").as_bytes(), i as f64, 1.0);
+    }
+    b
+}
+
+fn spill_queue(
+    dir: &std::path::Path,
+    max_datapoints: usize,
+    fallback: WhenFull,
+    max_disk: u64,
+) -> DestinationQueue {
+    let stats = RelayStats::new(&["d:1:a".to_string()]);
+    let d = stats.destinations()[0].clone();
+    DestinationQueue::with_spill(
+        QueueLimits {
+            max_datapoints,
+            max_bytes: usize::MAX / 4,
+            when_full: WhenFull::Spill,
+            spill_fallback: fallback,
+        },
+        d,
+        SpillSettings {
+            dir: dir.to_path_buf(),
+            log: crate::queue::spill::SpillConfig {
+                max_bytes: max_disk,
+                segment_bytes: 4096,
+                ..Default::default()
+            },
+            replay_rate: None,
+        },
+    )
+    .expect("open spill queue")
+}
+
+/// Pops and acks until `n` datapoints came out; returns their timestamps in order.
+async fn consume(q: &DestinationQueue, n: usize) -> Vec<usize> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let b = tokio::time::timeout(std::time::Duration::from_secs(20), q.pop())
+            .await
+            .expect("pop within 20 s")
+            .expect("queue not closed");
+        got.extend(b.iter().map(|dp| dp.timestamp as usize));
+        q.ack(b.len(), 1);
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spill_overflow_replays_fifo_across_tiers_and_accounts_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let q = spill_queue(dir.path(), 100, WhenFull::DropNewest, 64 << 20);
+    let mut next = 0;
+    for _ in 0..200 {
+        q.push_wait(seq_batch(next, 10)).await;
+        next += 10;
+    }
+    let s = q.stats().snapshot();
+    assert_eq!(s.routed, 2000);
+    assert_eq!(s.queued, 2000);
+    assert!(s.queued_disk >= 1900, "{s:?}");
+    let got = consume(&q, 2000).await;
+    assert_eq!(got, (0..2000).collect::<Vec<_>>());
+    let s = q.stats().snapshot();
+    assert_eq!(s.routed, s.sent + s.dropped_total() + s.queued, "{s:?}");
+    assert_eq!((s.sent, s.queued, s.dropped_total()), (2000, 0, 0));
+    assert!(s.spill.spilled_datapoints >= 1900);
+    assert_eq!(s.spill.replayed_datapoints, s.spill.spilled_datapoints);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spill_budget_exhausted_drop_newest_counts_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let q = spill_queue(dir.path(), 100, WhenFull::DropNewest, 8192);
+    for i in 0..400 {
+        q.push_wait(seq_batch(i * 10, 10)).await;
+    }
+    // Let the spill thread finish the hand-over.
+    let s = loop {
+        let s = q.stats().snapshot();
+        if s.spill.spilled_datapoints + s.dropped(DestinationDropReason::SpillFull) + 100
+            == s.routed
+        {
+            break s;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    assert!(s.dropped(DestinationDropReason::SpillFull) > 0, "{s:?}");
+    assert_eq!(s.routed, s.sent + s.dropped_total() + s.queued, "{s:?}");
+    let kept = s.queued as usize;
+    let got = consume(&q, kept).await;
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "order kept");
+    let s = q.stats().snapshot();
+    assert_eq!((s.sent, s.queued), (kept as u64, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spill_budget_exhausted_block_waits_and_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let q = Arc::new(spill_queue(dir.path(), 100, WhenFull::Block, 8192));
+    let producer = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            for i in 0..300 {
+                q.push_wait(seq_batch(i * 10, 10)).await;
+            }
+        })
+    };
+    let got = consume(&q, 3000).await;
+    producer.await.expect("producer");
+    assert_eq!(got, (0..3000).collect::<Vec<_>>());
+    let s = q.stats().snapshot();
+    assert_eq!((s.sent, s.dropped_total(), s.queued), (3000, 0, 0));
+}
+
+#[test]
+fn drop_oldest_evicts_front_and_counts() {
+    let stats = RelayStats::new(&["d:1:a".to_string()]);
+    let q = DestinationQueue::new(
+        QueueLimits {
+            max_datapoints: 10,
+            max_bytes: usize::MAX,
+            when_full: WhenFull::DropOldest,
+            spill_fallback: WhenFull::DropNewest,
+        },
+        stats.destinations()[0].clone(),
+    );
+    q.push(seq_batch(0, 6));
+    q.push(seq_batch(6, 6));
+    let s = q.stats().snapshot();
+    assert_eq!(s.dropped(DestinationDropReason::DropOldest), 6);
+    assert_eq!(s.queued, 6);
+    assert_eq!(q.try_pop().and_then(|b| b.get(0).map(|d| d.timestamp)), Some(6.0));
+}
+
+#[tokio::test]
+async fn block_waits_for_ack_instead_of_dropping() {
+    let stats = RelayStats::new(&["d:1:a".to_string()]);
+    let q = Arc::new(DestinationQueue::new(
+        QueueLimits {
+            max_datapoints: 10,
+            max_bytes: usize::MAX,
+            when_full: WhenFull::Block,
+            spill_fallback: WhenFull::DropNewest,
+        },
+        stats.destinations()[0].clone(),
+    ));
+    q.push_wait(seq_batch(0, 8)).await;
+    let waiting = {
+        let q = q.clone();
+        tokio::spawn(async move { q.push_wait(seq_batch(8, 8)).await })
+    };
+    let got = consume(&q, 16).await;
+    assert_eq!(got, (0..16).collect::<Vec<_>>());
+    let out = waiting.await.expect("push");
+    assert_eq!((out.accepted, out.dropped), (8, 0));
+}
