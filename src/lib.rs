@@ -21,7 +21,7 @@
 //! then queues drain, then destinations close). [`telemetry`] holds the self-metric names and
 //! the reporter that feeds `carbon.relays.<host>.*` back into the stream. Other sources (the
 //! Kinesis reader, an embedding program) join at step 3 through [`relay::RelayHandle::ingestor`].
-//! [`bench`] is the capacity-planning harness behind `anthracite bench`.
+//! [`bench`](mod@bench) is the capacity-planning harness behind `anthracite bench`.
 //!
 //! ## Embedding
 //!
