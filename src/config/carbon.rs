@@ -522,10 +522,8 @@ fn relay_rules(
             }
         }
         if kept.is_empty() {
-            return Err(invalid(
-                section,
-                "destinations",
-                "none of the destinations is in DESTINATIONS".into(),
+            warnings.push(format!(
+                "{file}: [{section}] destinations: none is in DESTINATIONS, so names this rule matches are relayed nowhere (carbon does the same)"
             ));
         }
         let boolean = |key: &str| -> Result<Option<bool>, ConfigError> {

@@ -295,12 +295,8 @@ impl Config {
                     regex::Regex::new(p)
                         .map_err(|e| invalid(&format!("{key}.pattern"), e.to_string()))?;
                 }
-                if rule.destinations.is_empty() {
-                    return Err(invalid(
-                        &format!("{key}.destinations"),
-                        "must name at least one destination".into(),
-                    ));
-                }
+                // An empty list is allowed: the rule discards what it matches, which is what
+                // carbon does when none of a rule's destinations is configured.
                 let mut idx = Vec::with_capacity(rule.destinations.len());
                 for name in &rule.destinations {
                     let spec = DestinationSpec::parse(name)
