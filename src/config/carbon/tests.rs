@@ -173,10 +173,6 @@ fn relay_rules_errors_name_file_and_section() {
             "[x]\npattern = a\ncontinue = perhaps\ndestinations = 127.0.0.1:2104:a\n[d]\ndefault = true\ndestinations = 127.0.0.1:2104:a\n",
             "[x] continue",
         ),
-        (
-            "[d]\ndefault = true\ndestinations = 10.1.1.1:1:q\n",
-            "[d] destinations",
-        ),
     ] {
         let err = import_with(RULES_CONF, &[("relay-rules.conf", rules)], "a")
             .expect_err(needle)
@@ -184,6 +180,21 @@ fn relay_rules_errors_name_file_and_section() {
         assert!(err.contains("relay-rules.conf"), "{needle}: {err}");
         assert!(err.contains(needle), "{needle}: {err}");
     }
+    let nowhere = import_with(
+        RULES_CONF,
+        &[(
+            "relay-rules.conf",
+            "[d]\ndefault = true\ndestinations = 10.1.1.1:1:q\n",
+        )],
+        "a",
+    )
+    .expect("carbon starts with a rule that sends nowhere");
+    assert!(
+        nowhere
+            .warnings
+            .iter()
+            .any(|w| w.contains("[d] destinations") && w.contains("nowhere"))
+    );
     let err = import_with(RULES_CONF, &[], "a")
         .expect_err("missing file")
         .to_string();
