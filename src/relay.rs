@@ -52,6 +52,7 @@ pub enum RelayError {
 pub struct Relay {
     config: Config,
     pipeline: Pipeline,
+    lists: Option<crate::filter::ListWatcher>,
     line: Option<TcpListener>,
     pickle: Option<TcpListener>,
     udp: Option<UdpSocket>,
@@ -107,6 +108,7 @@ impl Relay {
         let Relay {
             config,
             pipeline,
+            lists,
             line,
             pickle,
             udp,
@@ -183,6 +185,8 @@ impl Relay {
             ))
         });
 
+        let lists_task = lists.map(|w| tokio::spawn(w.run(stop_reporter.clone())));
+
         shutdown.await;
         info!("shutting down: receivers first");
         let deadline = tokio::time::Instant::now() + config.shutdown_grace;
@@ -197,6 +201,9 @@ impl Relay {
         }
         stop_reporter.cancel();
         if let Some(t) = reporter_task {
+            let _ = t.await;
+        }
+        if let Some(t) = lists_task {
             let _ = t.await;
         }
 
@@ -284,10 +291,21 @@ impl RelayBuilder {
             .zip(stats.destinations())
             .map(|(d, s)| Arc::new(DestinationQueue::new(d.queue, s.clone())))
             .collect();
-        let pipeline = Pipeline::new(router, queues, stats, self.config.route_cache_entries);
+        let mut pipeline = Pipeline::new(router, queues, stats, self.config.route_cache_entries)
+            .with_min_timestamp_resolution(self.config.ingest.min_timestamp_resolution);
+        let lists = self
+            .config
+            .ingest
+            .lists
+            .as_ref()
+            .map(crate::filter::ListWatcher::new);
+        if let Some(w) = &lists {
+            pipeline = pipeline.with_lists(w.shared());
+        }
         Ok(Relay {
             config: self.config,
             pipeline,
+            lists,
             line: self.line,
             pickle: self.pickle,
             udp: self.udp,
