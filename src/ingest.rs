@@ -216,8 +216,13 @@ impl Ingestor {
                     let res = self.resolution as i64;
                     timestamp = ((timestamp.trunc() as i64).div_euclid(res) * res) as f64;
                 }
+                let route = self.cache.route(name);
+                if route.is_empty() {
+                    self.drops.add(DropReason::NoDestination);
+                    return;
+                }
                 self.accepted += 1;
-                for &dest in self.cache.route(name) {
+                for &dest in route {
                     // Route indices come from the router built on the same destination list.
                     if let Some(b) = self.pending.get_mut(usize::from(dest)) {
                         b.push(name, timestamp, value);
