@@ -173,3 +173,43 @@ fn carbon_relay_forwards_to_counting_sinks() {
     }
     drop(relay);
 }
+
+/// The control for carbon_e2e: the same verification path (placement by carbon's ring, whisper
+/// read-back of both caches) with the datapoints sent straight to the cache carbon picks. If
+/// this passes and carbon_e2e fails, the fault is anthracite's, not the support's.
+#[test]
+fn direct_to_carbon_placement_verifies_on_two_caches() {
+    let mut caches = CarbonCaches::start(&["a", "b"]);
+    let dests = caches.pickle_destinations();
+    let base = unix_now() - 600;
+    let names: Vec<String> = (0..1_000)
+        .map(|i| format!("selftest.control.g{}.m{i}", i % 13))
+        .collect();
+    let placement = carbon_ring_placement(&dests, "carbon_ch", &names, 1, true);
+    let mut expected: BTreeMap<String, Vec<(i64, f64)>> = BTreeMap::new();
+    for c in 0..2 {
+        let mine: Vec<(String, i64, f64)> = names
+            .iter()
+            .zip(&placement)
+            .enumerate()
+            .filter(|(_, (_, p))| p[0] == c)
+            .map(|(i, (n, _))| (n.clone(), base + (i % 300) as i64, i as f64 * 1.5))
+            .collect();
+        for (n, t, v) in &mine {
+            expected.insert(n.clone(), vec![(*t, *v)]);
+        }
+        let (line, pickle) = mine.split_at(mine.len() / 2);
+        send_lines(caches.instances[c].line_addr(), line);
+        send_pickle(caches.instances[c].pickle_addr(), pickle, 500);
+    }
+    let found = wait_for_whisper(&mut caches, &expected, base - 10, Duration::from_secs(120));
+    for (n, place) in names.iter().zip(&placement) {
+        let home = place[0];
+        assert_eq!(
+            found[home].get(n),
+            Some(&Stored::Points(expected[n].clone())),
+            "{n}"
+        );
+        assert_eq!(found[1 - home].get(n), None, "{n} also on the other cache");
+    }
+}
