@@ -7,7 +7,7 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anthracite::{Config, Relay};
 use support::carbon::CarbonCaches;
@@ -111,6 +111,27 @@ interval_secs = 0
     }
     for chunk in by_pickle.chunks(NAMES / 2) {
         send_pickle(pickle_addr, chunk, 500);
+    }
+
+    // Fail fast (and say why) if anthracite did not take everything in, before polling whisper.
+    let sent = 2 * NAMES as u64;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = handle.stats();
+        if s.received + s.invalid.total() >= sent {
+            assert_eq!(s.received, sent, "anthracite rejected datapoints: {s:?}");
+            break;
+        }
+        assert!(
+            !running.is_finished(),
+            "anthracite's run() ended early: {s:?}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "anthracite accepted {} of {sent} datapoints within 60 s: {s:?}",
+            s.received
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 
     let mut expected: BTreeMap<String, Vec<(i64, f64)>> = BTreeMap::new();

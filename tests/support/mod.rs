@@ -8,6 +8,7 @@
 //!   `carbon-relay.py` ([`carbon::CarbonRelay`]) on free ports, each stopped by PID on drop.
 //! - [`whisper`]: read back what the caches stored, one Python process per batch of names.
 //! - [`placement`]: ask carbon's own `ConsistentHashingRouter` where names go.
+//! - [`relay`]: an in-process anthracite on loopback listeners (from main's relay tests).
 //! - [`sink`]: a counting TCP sink that decodes pickle (with `serde_pickle`, not anthracite's
 //!   decoder) or plaintext and records every datapoint it receives.
 //!
@@ -17,6 +18,7 @@
 pub mod carbon;
 pub mod placement;
 pub mod process;
+pub mod relay;
 pub mod sink;
 pub mod venv;
 pub mod whisper;

@@ -77,6 +77,26 @@ impl CountingSink {
     /// Binds 127.0.0.1:0 and starts accepting.
     pub fn start(label: &str, protocol: SinkProtocol) -> CountingSink {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind sink on 127.0.0.1:0");
+        Self::serve_on(label, protocol, listener)
+    }
+
+    /// Binds 127.0.0.1:`port` (e.g. a destination that comes up late) and starts accepting.
+    /// Retries for up to 10 s while the port is still in use; then panics.
+    pub fn start_on(label: &str, protocol: SinkProtocol, port: u16) -> CountingSink {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let listener = loop {
+            match TcpListener::bind(("127.0.0.1", port)) {
+                Ok(l) => break l,
+                Err(e) if e.kind() == ErrorKind::AddrInUse && Instant::now() < deadline => {
+                    thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("sink {label}: bind 127.0.0.1:{port}: {e}"),
+            }
+        };
+        Self::serve_on(label, protocol, listener)
+    }
+
+    fn serve_on(label: &str, protocol: SinkProtocol, listener: TcpListener) -> CountingSink {
         let addr = listener.local_addr().expect("sink local_addr");
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
