@@ -22,25 +22,40 @@ const PIP_TIMEOUT: Duration = Duration::from_secs(900);
 /// Returns the venv directory, creating it (once per checkout) if needed. Panics with a clear
 /// message (and pip's output) when it cannot be built: tests that need carbon never skip.
 pub fn carbon_venv() -> PathBuf {
-    static VENV: OnceLock<PathBuf> = OnceLock::new();
-    VENV.get_or_init(|| {
-        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        fs::create_dir_all(&base).unwrap_or_else(|e| panic!("create {}: {e}", base.display()));
-        let venv = base.join("carbon-1.1.10-venv");
-        let lock_path = base.join("carbon-1.1.10-venv.lock");
-        let lock = File::create(&lock_path)
-            .unwrap_or_else(|e| panic!("create lock file {}: {e}", lock_path.display()));
-        // Blocks while another test binary builds the venv; released when `lock` drops.
-        // File::lock is Rust 1.89; Cargo.toml still says rust-version 1.85 (not this file's call).
-        #[allow(clippy::incompatible_msrv)]
-        lock.lock()
-            .unwrap_or_else(|e| panic!("lock {}: {e}", lock_path.display()));
-        if !venv.join(MARKER).exists() {
-            build(&venv);
-        }
-        venv
-    })
-    .clone()
+    // A failed build is remembered, so the other tests of this binary fail at once with the
+    // same message instead of running pip again.
+    static VENV: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let venv = VENV.get_or_init(|| {
+        std::panic::catch_unwind(build_once).map_err(|panic| {
+            panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "building the carbon venv panicked".into())
+        })
+    });
+    match venv {
+        Ok(path) => path.clone(),
+        Err(msg) => panic!("no carbon 1.1.10 venv: {msg}"),
+    }
+}
+
+fn build_once() -> PathBuf {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    fs::create_dir_all(&base).unwrap_or_else(|e| panic!("create {}: {e}", base.display()));
+    let venv = base.join("carbon-1.1.10-venv");
+    let lock_path = base.join("carbon-1.1.10-venv.lock");
+    let lock = File::create(&lock_path)
+        .unwrap_or_else(|e| panic!("create lock file {}: {e}", lock_path.display()));
+    // Blocks while another test binary builds the venv; released when `lock` drops.
+    // File::lock is Rust 1.89; Cargo.toml still says rust-version 1.85 (not this file's call).
+    #[allow(clippy::incompatible_msrv)]
+    lock.lock()
+        .unwrap_or_else(|e| panic!("lock {}: {e}", lock_path.display()));
+    if !venv.join(MARKER).exists() {
+        build(&venv);
+    }
+    venv
 }
 
 /// The venv's Python interpreter.
