@@ -170,7 +170,7 @@ interval_secs = 0
     }
     assert!(
         wrong.is_empty(),
-        "{} of {NAMES} names misplaced or wrong; first ones:\n{}",
+        "{} problems over {NAMES} names (misplaced or wrong values); first ones:\n{}",
         wrong.len(),
         wrong[..wrong.len().min(10)].join("\n")
     );
