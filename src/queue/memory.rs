@@ -6,10 +6,12 @@
 //! counting both waiting and in-flight batches, so the bound is the memory the tier really
 //! holds. With [`WhenFull::Spill`] a push that does not fit goes to the destination's spill
 //! thread ([`super::worker`]), which appends it to the [`SpillLog`](super::spill::SpillLog).
-//! From then on the queue is in *disk mode*: every later push also goes to the spill thread,
-//! behind what is already on disk, until the disk tier is empty again. So the order per
-//! destination is: memory batches (oldest), then disk records, then the batches still being
-//! handed over — FIFO across both tiers.
+//! Entering *disk mode*, the batches waiting in memory go to the spill thread first (they are
+//! older), except records replayed from disk that are still unacknowledged in the log. From
+//! then on every push also goes to the spill thread, behind what is already on disk, until
+//! the disk tier is empty again. So the order per destination is: replayed records and
+//! in-flight batches in memory (oldest), then disk records, then the batches still being
+//! handed over — FIFO across both tiers, and across a restart.
 //!
 //! ## Replay
 //!
@@ -35,9 +37,10 @@
 //!
 //! [`DestinationQueue::spill_for_shutdown`] writes whatever is still in memory to the log (a
 //! batch replayed from disk is not written again: it is still in the log, unacknowledged) and
-//! syncs it. Those batches were older than the disk tier's records only if the queue was in
-//! disk mode at the time; in that case they are replayed after them on restart (the one place
-//! where order across a restart is not FIFO).
+//! syncs it. In disk mode the only memory batches not from disk are those the destination
+//! had in flight when the queue entered disk mode and then handed back after a failed write
+//! (at most one `flush_bytes` write): they are the one case replayed after newer records on
+//! the next start.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -384,11 +387,34 @@ impl DestinationQueue {
                     self.drop_counted(total, DestinationDropReason::QueueFull, out);
                     return Step::Done;
                 }
+                let mut moved_lost = 0;
+                if s.disk_points == 0 {
+                    // Entering disk mode: what waits in memory is older than this batch, so it
+                    // goes to disk first; only records replayed from disk (still in the log,
+                    // and older than anything) stay in memory.
+                    let first_new = s
+                        .batches
+                        .iter()
+                        .position(|e| !e.from_disk)
+                        .unwrap_or(s.batches.len());
+                    let older: Vec<Entry> = s.batches.drain(first_new..).collect();
+                    for e in older {
+                        let (n, bytes) = (e.batch.len(), e.batch.size_bytes());
+                        s.datapoints -= n;
+                        s.bytes -= bytes;
+                        moved_lost += n - self.stage(&mut s, sp, e.batch);
+                    }
+                }
                 let stored = self.stage(&mut s, sp, batch);
                 self.core.publish(&s);
                 drop(s);
                 out.accepted += stored;
                 self.drop_counted(total - stored, DestinationDropReason::SpillIo, out);
+                if moved_lost > 0 {
+                    self.core
+                        .stats
+                        .add_dropped(DestinationDropReason::SpillIo, moved_lost as u64);
+                }
                 return Step::Done;
             }
             self.enqueue(&mut s, batch, out);
