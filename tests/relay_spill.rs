@@ -108,7 +108,11 @@ fn outage_of_500k_datapoints_spills_and_replays_everything_in_order() {
     assert_eq!((dups, sink.connections()), (0, 1));
     let report = relay.stop();
     assert!(report.undelivered.is_empty() && report.spilled.is_empty());
-    assert_eq!(dir_bytes(dir.path(), "seg"), 0, "a drained log leaves no segment");
+    assert_eq!(
+        dir_bytes(dir.path(), "seg"),
+        0,
+        "a drained log leaves no segment"
+    );
 }
 
 /// A pickle destination that reads about `bytes_per_sec` and counts nothing: a slow cache.
@@ -146,8 +150,11 @@ fn slow_destination_at_3k_per_second_under_40k_per_second_drops_nothing() {
     let stop = Arc::new(AtomicBool::new(false));
     // A pickled datapoint here is about 40 bytes: 120 kB/s ≈ 3k datapoints/s.
     let (port, read_bytes) = throttled_sink(120_000, stop.clone());
-    let config = config_for(&[format!("127.0.0.1:{port}:a")], &spill_extra(dir.path(), ""))
-        .replace("grace_secs = 10", "grace_secs = 1");
+    let config = config_for(
+        &[format!("127.0.0.1:{port}:a")],
+        &spill_extra(dir.path(), ""),
+    )
+    .replace("grace_secs = 10", "grace_secs = 1");
     let relay = TestRelay::start(&config);
     // 40k datapoints/s for 10 s, in 100 ms steps of 4000.
     let mut c = TcpStream::connect(relay.line).expect("connect");
@@ -165,7 +172,10 @@ fn slow_destination_at_3k_per_second_under_40k_per_second_drops_nothing() {
     let s = relay.wait_stats("all routed", WAIT, |s| s.destinations[0].routed == n as u64);
     let d = &s.destinations[0];
     assert_eq!(d.dropped_total(), 0, "{d:?}");
-    assert!(d.spill.spilled_datapoints > 0, "the backlog went to disk: {d:?}");
+    assert!(
+        d.spill.spilled_datapoints > 0,
+        "the backlog went to disk: {d:?}"
+    );
     stop.store(true, Ordering::Relaxed);
     let report = relay.stop();
     let d = &report.stats.destinations[0];
@@ -205,7 +215,10 @@ fn start_binary(dir: &Path, config: &str, line_port: u16) -> Child {
         .expect("spawn anthracite");
     let deadline = Instant::now() + Duration::from_secs(30);
     while TcpStream::connect(("127.0.0.1", line_port)).is_err() {
-        assert!(Instant::now() < deadline, "relay did not listen within 30 s");
+        assert!(
+            Instant::now() < deadline,
+            "relay did not listen within 30 s"
+        );
         thread::sleep(Duration::from_millis(20));
     }
     child
@@ -346,7 +359,10 @@ fn sigkill_while_spilling_loses_nothing_logged_and_skips_a_corrupt_tail() {
     let s = relay2.handle.stats();
     let d = &s.destinations[0];
     assert_eq!(d.spill.recovered, expected.len() as u64, "{d:?}");
-    assert_eq!(d.spill.damaged_segments, 1, "the corrupt tail is counted: {d:?}");
+    assert_eq!(
+        d.spill.damaged_segments, 1,
+        "the corrupt tail is counted: {d:?}"
+    );
     sink.wait_for_count(expected.len(), WAIT);
     let got: Vec<usize> = sink.received().iter().map(|r| r.value as usize).collect();
     assert_eq!(got, expected, "every fsynced record arrives once, in order");
@@ -387,9 +403,15 @@ fn disk_budget_reached_applies_drop_newest_with_exact_counters() {
     sink.wait_for_count(kept, WAIT);
     let s = relay.wait_stats("drained", WAIT, |s| s.destinations[0].queued == 0);
     let d = &s.destinations[0];
-    assert_eq!((d.sent, d.dropped(DestinationDropReason::SpillFull)), (kept as u64, full));
+    assert_eq!(
+        (d.sent, d.dropped(DestinationDropReason::SpillFull)),
+        (kept as u64, full)
+    );
     assert_eq!(sink.wait_quiet(Duration::from_millis(300), WAIT), kept);
     let got: Vec<usize> = sink.received().iter().map(|r| r.value as usize).collect();
-    assert!(got.windows(2).all(|w| w[0] < w[1]), "kept data stays in order");
+    assert!(
+        got.windows(2).all(|w| w[0] < w[1]),
+        "kept data stays in order"
+    );
     relay.stop();
 }

@@ -450,7 +450,10 @@ fn spill_settings(
     invalid: &impl Fn(&str, String) -> ConfigError,
 ) -> Result<SpillSettings, ConfigError> {
     if !(raw.max_age_secs >= 0.0 && raw.max_age_secs.is_finite()) {
-        return Err(invalid("destinations.spill.max_age_secs", "must be >= 0".into()));
+        return Err(invalid(
+            "destinations.spill.max_age_secs",
+            "must be >= 0".into(),
+        ));
     }
     let fsync = match raw.fsync {
         raw::RawFsync::Always => FsyncPolicy::Always,
@@ -486,7 +489,10 @@ fn spill_settings(
         };
         return Err(invalid(
             k,
-            format!("must be at least 2 × segment_bytes ({})", 2 * log.segment_bytes),
+            format!(
+                "must be at least 2 × segment_bytes ({})",
+                2 * log.segment_bytes
+            ),
         ));
     }
     let rate = o.replay_rate.unwrap_or(raw.replay_rate);
@@ -497,7 +503,13 @@ fn spill_settings(
         spec.instance.as_deref().unwrap_or("None")
     )
     .chars()
-    .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+    .map(|c| {
+        if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+            c
+        } else {
+            '_'
+        }
+    })
     .collect();
     Ok(SpillSettings {
         dir: Path::new(&raw.dir).join(leaf),
@@ -530,5 +542,44 @@ mod tests {
         )
         .expect_err("rules need a default");
         assert!(err.to_string().contains("rules"), "{err}");
+    }
+
+    #[test]
+    fn spill_defaults_and_validation_name_the_key() {
+        let base = "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\n";
+        let c = Config::from_toml_str(base).expect("no spill");
+        assert_eq!(c.destinations[0].queue.when_full, WhenFull::DropNewest);
+        assert!(c.destinations[0].spill.is_none());
+        let c = Config::from_toml_str(&format!(
+            "{base}[destinations.spill]\ndir = \"/tmp/sp\"\nreplay_rate = 5000\nfsync = \"always\"\n"
+        ))
+        .expect("spill");
+        let d = &c.destinations[0];
+        assert_eq!(d.queue.when_full, WhenFull::Spill);
+        let spill = d.spill.as_ref().expect("spill settings");
+        assert_eq!(spill.dir, Path::new("/tmp/sp/127.0.0.1_2104_a"));
+        assert_eq!(spill.replay_rate, Some(5000));
+        assert_eq!(spill.log.fsync, FsyncPolicy::Always);
+        let err = Config::from_toml_str(&format!(
+            "{base}[destinations.queue]\nwhen_full = \"spill\"\n"
+        ))
+        .expect_err("spill without dir");
+        assert!(
+            err.to_string().contains("destinations.queue.when_full"),
+            "{err}"
+        );
+        let err = Config::from_toml_str(&format!(
+            "{base}[destinations.queue]\nspill_fallback = \"spill\"\n"
+        ))
+        .expect_err("spill as fallback");
+        assert!(err.to_string().contains("spill_fallback"), "{err}");
+        let err = Config::from_toml_str(&format!(
+            "{base}[destinations.spill]\ndir = \"/tmp/sp\"\nmax_bytes = 100000\nsegment_bytes = 65536\n"
+        ))
+        .expect_err("budget below two segments");
+        assert!(
+            err.to_string().contains("destinations.spill.max_bytes"),
+            "{err}"
+        );
     }
 }

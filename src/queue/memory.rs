@@ -159,7 +159,12 @@ impl Core {
     }
 
     /// The spill thread stored (`dropped == None`) or dropped a staged batch.
-    pub(super) fn staged_done(&self, points: usize, bytes: usize, dropped: Option<DestinationDropReason>) {
+    pub(super) fn staged_done(
+        &self,
+        points: usize,
+        bytes: usize,
+        dropped: Option<DestinationDropReason>,
+    ) {
         let mut s = self.lock();
         s.staged_bytes = s.staged_bytes.saturating_sub(bytes);
         if dropped.is_some() {

@@ -112,7 +112,9 @@ pub(super) fn run(log: SpillLog, core: Arc<Core>, rx: Receiver<Cmd>, config: Wor
 
 impl Worker {
     fn burst(&self) -> f64 {
-        self.config.replay_rate.map_or(f64::INFINITY, |r| r.max(1) as f64)
+        self.config
+            .replay_rate
+            .map_or(f64::INFINITY, |r| r.max(1) as f64)
     }
 
     fn next_wake(&self) -> Duration {
@@ -154,7 +156,10 @@ impl Worker {
                 Ok(AppendOutcome::Appended) => {
                     if self.full_episode {
                         self.full_episode = false;
-                        info!(destination = self.core.stats.name(), "spill log accepting again");
+                        info!(
+                            destination = self.core.stats.name(),
+                            "spill log accepting again"
+                        );
                     }
                     self.core.stats.add_spilled(n as u64, bytes as u64);
                     self.core.staged_done(n, bytes, None);
@@ -170,8 +175,11 @@ impl Worker {
             };
             if reason == DestinationDropReason::SpillFull && !self.full_episode {
                 self.full_episode = true;
-                warn!(destination = self.core.stats.name(), fallback = self.config.fallback.as_str(),
-                    "spill budget exhausted; applying the fallback (further occurrences not logged)");
+                warn!(
+                    destination = self.core.stats.name(),
+                    fallback = self.config.fallback.as_str(),
+                    "spill budget exhausted; applying the fallback (further occurrences not logged)"
+                );
             }
             match self.config.fallback {
                 WhenFull::Block => return Some(batch),

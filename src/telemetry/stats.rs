@@ -432,7 +432,8 @@ impl DestinationStats {
         let sp = &self.spill;
         sp.disk_bytes.store(disk_bytes, Relaxed);
         sp.disk_bytes_metric.set(disk_bytes as f64);
-        sp.oldest_age_ms.store((oldest_age_secs * 1000.0) as u64, Relaxed);
+        sp.oldest_age_ms
+            .store((oldest_age_secs * 1000.0) as u64, Relaxed);
         sp.oldest_age_metric.set(oldest_age_secs);
         let prev = sp.io_errors.swap(io_errors, Relaxed);
         if io_errors > prev {

@@ -153,7 +153,9 @@ async fn spill_budget_exhausted_drop_newest_counts_exactly() {
     // Let the spill thread finish the hand-over.
     let s = loop {
         let s = q.stats().snapshot();
-        if s.spill.spilled_datapoints + s.dropped(DestinationDropReason::SpillFull) + 100
+        if s.spill.spilled_datapoints
+            + s.dropped(DestinationDropReason::SpillFull)
+            + s.queued_memory
             == s.routed
         {
             break s;
@@ -205,7 +207,10 @@ fn drop_oldest_evicts_front_and_counts() {
     let s = q.stats().snapshot();
     assert_eq!(s.dropped(DestinationDropReason::DropOldest), 6);
     assert_eq!(s.queued, 6);
-    assert_eq!(q.try_pop().and_then(|b| b.get(0).map(|d| d.timestamp)), Some(6.0));
+    assert_eq!(
+        q.try_pop().and_then(|b| b.get(0).map(|d| d.timestamp)),
+        Some(6.0)
+    );
 }
 
 #[tokio::test]

@@ -482,8 +482,7 @@ impl<F: SpillFs> SpillLog<F> {
             };
             let expired = discard
                 || self.config.max_age.is_some_and(|age| {
-                    self.fs.now_millis().saturating_sub(header.appended_ms)
-                        > age.as_millis() as u64
+                    self.fs.now_millis().saturating_sub(header.appended_ms) > age.as_millis() as u64
                 });
             let batch = if expired {
                 None
