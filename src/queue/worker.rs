@@ -181,14 +181,15 @@ impl Worker {
                     "spill budget exhausted; applying the fallback (further occurrences not logged)"
                 );
             }
-            match self.config.fallback {
-                WhenFull::Block => return Some(batch),
-                WhenFull::DropOldest if reason == DestinationDropReason::SpillFull => {
-                    if self.evict_oldest() {
-                        continue;
-                    }
-                }
-                _ => {}
+            let fallback = self.config.fallback;
+            if fallback == WhenFull::Block {
+                return Some(batch);
+            }
+            if fallback == WhenFull::DropOldest
+                && reason == DestinationDropReason::SpillFull
+                && self.evict_oldest()
+            {
+                continue;
             }
             self.core.staged_done(n, bytes, Some(reason));
             return None;
