@@ -235,3 +235,110 @@ async fn block_waits_for_ack_instead_of_dropping() {
     let out = waiting.await.expect("push");
     assert_eq!((out.accepted, out.dropped), (8, 0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spill_full_drop_oldest_discards_oldest_disk_records_and_counts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let q = spill_queue(dir.path(), 100, WhenFull::DropOldest, 3 * 4096);
+    for i in 0..600 {
+        q.push_wait(seq_batch(i * 10, 10)).await;
+    }
+    let s = loop {
+        let s = q.stats().snapshot();
+        if s.queued + s.dropped_total() == s.routed && s.queued_disk + s.queued_memory == s.queued {
+            let settled = q.lock().staged_bytes == 0;
+            if settled {
+                break s;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    let oldest = s.dropped(DestinationDropReason::DropOldest);
+    assert!(oldest > 0, "{s:?}");
+    assert_eq!(s.routed, s.sent + s.dropped_total() + s.queued, "{s:?}");
+    let kept = s.queued as usize;
+    let got = consume(&q, kept).await;
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "order kept");
+    // The newest datapoint survived: drop_oldest keeps recent data.
+    assert_eq!(got.last().copied(), Some(5999));
+}
+
+mod model {
+    //! The tiered queue against a `VecDeque` model: random pushes, pops, acks and requeues
+    //! over a tiny memory bound, so batches cross the disk tier constantly. Every popped batch
+    //! must be the model's next datapoints, and the books must balance.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Push(usize),
+        Pop,
+        Ack,
+        Requeue,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (1usize..40).prop_map(Op::Push),
+            3 => Just(Op::Pop),
+            2 => Just(Op::Ack),
+            1 => Just(Op::Requeue),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        #[test]
+        fn tiered_queue_matches_fifo_model(ops in proptest::collection::vec(op(), 1..120)) {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let q = spill_queue(dir.path(), 50, WhenFull::Block, 64 << 20);
+                let mut pushed = 0usize;
+                let mut next = 0usize; // next sequence number expected from a pop
+                let mut in_flight: Vec<Batch> = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Push(n) => {
+                            q.push_wait(seq_batch(pushed, n)).await;
+                            pushed += n;
+                        }
+                        Op::Pop => {
+                            if let Some(b) = q.try_pop() {
+                                let got: Vec<usize> = b.iter().map(|d| d.timestamp as usize).collect();
+                                let want: Vec<usize> = (next..next + got.len()).collect();
+                                assert_eq!(got, want, "FIFO across tiers");
+                                next += got.len();
+                                in_flight.push(b);
+                            }
+                        }
+                        Op::Ack => {
+                            let n: usize = in_flight.iter().map(Batch::len).sum();
+                            in_flight.clear();
+                            q.ack(n, 1);
+                        }
+                        Op::Requeue => {
+                            next -= in_flight.iter().map(Batch::len).sum::<usize>();
+                            q.requeue(std::mem::take(&mut in_flight));
+                        }
+                    }
+                    let s = q.stats().snapshot();
+                    assert_eq!(s.routed, pushed as u64);
+                    assert_eq!(s.routed, s.sent + s.dropped_total() + s.queued, "{s:?}");
+                }
+                let n: usize = in_flight.iter().map(Batch::len).sum();
+                q.ack(n, 1);
+                let rest = consume(&q, pushed - next).await;
+                assert_eq!(rest, (next..pushed).collect::<Vec<_>>());
+                let s = q.stats().snapshot();
+                assert_eq!((s.sent, s.queued, s.dropped_total()), (pushed as u64, 0, 0));
+            });
+        }
+    }
+}
