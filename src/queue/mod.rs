@@ -16,6 +16,7 @@
 //! counts datapoints waiting and in flight, disk counts datapoints handed to the spill thread
 //! and not yet replayed into memory.
 
+mod disk_tier;
 pub mod memory;
 pub mod spill;
 mod worker;
@@ -24,7 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::{Deserialize, Serialize};
 
-pub use memory::{DestinationQueue, PushOutcome, QueueLimits, SpillSettings};
+pub use disk_tier::SpillSettings;
+pub use memory::{DestinationQueue, PushOutcome, QueueLimits};
 
 /// What a destination's queue does with a batch that does not fit in its memory tier.
 ///

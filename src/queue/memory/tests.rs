@@ -1,6 +1,7 @@
 //! Unit tests of the memory tier and its policies.
 
 use super::*;
+use crate::queue::SpillSettings;
 use crate::telemetry::RelayStats;
 
 fn queue(max_datapoints: usize, max_bytes: usize) -> DestinationQueue {
