@@ -15,7 +15,9 @@
 //!    never pay an MD5. The [`ingest::Ingestor`] ties parse → route → queue together and batches
 //!    per connection.
 //! 4. **queue** — [`queue`]: one bounded [`queue::DestinationQueue`] per destination with an
-//!    explicit [`queue::WhenFull`] policy; every drop counted with a reason.
+//!    explicit [`queue::WhenFull`] policy; every drop counted with a reason. With a spill
+//!    directory the memory tier overflows into a per-destination [`queue::spill::SpillLog`]
+//!    on disk, driven by a dedicated thread and replayed oldest first.
 //! 5. **send** — [`destination`]: one task per destination drains its queue, encodes pickle or
 //!    line messages, writes in large batches and reconnects with capped, jittered backoff.
 //!

@@ -242,6 +242,7 @@ fn binary_config(line_port: u16, dest_port: u16, spill: &Path, fsync: &str) -> S
          [destinations]\nservers = [\"127.0.0.1:{dest_port}:a\"]\nbackoff_min_ms = 20\nbackoff_max_ms = 200\n\
          [destinations.queue]\nmax_datapoints = 5000\n\
          [destinations.spill]\ndir = {:?}\nsegment_bytes = 262144\nmax_bytes = 268435456\nfsync = \"{fsync}\"\n\
+         replay_rate = 200000\n\
          [telemetry]\ninterval_secs = 0\n[shutdown]\ngrace_secs = 3\n",
         spill.display().to_string()
     )

@@ -343,3 +343,52 @@ mod model {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spill_io_error_applies_fallback_counts_and_recovers() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("dest");
+    let q = spill_queue(&dir, 100, WhenFull::DropNewest, 64 << 20);
+    // The directory disappears and a file takes its place: creating a segment fails.
+    std::fs::remove_dir_all(&dir).expect("remove spill dir");
+    std::fs::write(&dir, b"not a directory").expect("block the path");
+    for i in 0..50 {
+        q.push_wait(seq_batch(i * 10, 10)).await;
+    }
+    let settled = |s: &crate::telemetry::DestinationSnapshot, routed: u64| {
+        s.routed == routed
+            && s.spill.spilled_datapoints
+                + s.dropped(DestinationDropReason::SpillIo)
+                + s.queued_memory
+                == routed
+    };
+    let s = loop {
+        let s = q.stats().snapshot();
+        if settled(&s, 500) {
+            break s;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    assert!(s.dropped(DestinationDropReason::SpillIo) > 0, "{s:?}");
+    assert_eq!(s.routed, s.sent + s.dropped_total() + s.queued, "{s:?}");
+    // The disk comes back: spilling resumes.
+    std::fs::remove_file(&dir).expect("unblock");
+    std::fs::create_dir_all(&dir).expect("recreate");
+    for i in 50..100 {
+        q.push_wait(seq_batch(i * 10, 10)).await;
+    }
+    let s = loop {
+        let s = q.stats().snapshot();
+        if settled(&s, 1000) {
+            break s;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    assert!(
+        s.spill.spilled_datapoints > 0 && s.spill.io_errors > 0,
+        "{s:?}"
+    );
+    let kept = s.queued as usize;
+    let got = consume(&q, kept).await;
+    assert!(got.windows(2).all(|w| w[0] < w[1]));
+}
