@@ -46,6 +46,10 @@ pub enum RelayError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A Kinesis source could not start (e.g. its checkpoint file is corrupt).
+    #[cfg(feature = "kinesis")]
+    #[error(transparent)]
+    Kinesis(#[from] crate::receiver::kinesis::KinesisError),
 }
 
 /// A relay ready to run. Build it with [`Relay::builder`].
@@ -55,6 +59,8 @@ pub struct Relay {
     line: Option<TcpListener>,
     pickle: Option<TcpListener>,
     udp: Option<UdpSocket>,
+    #[cfg(feature = "kinesis")]
+    aws: Option<aws_config::SdkConfig>,
 }
 
 /// Builds a [`Relay`]: inject already-bound sockets (tests bind port 0, embedders own their
@@ -64,6 +70,8 @@ pub struct RelayBuilder {
     line: Option<TcpListener>,
     pickle: Option<TcpListener>,
     udp: Option<UdpSocket>,
+    #[cfg(feature = "kinesis")]
+    aws: Option<aws_config::SdkConfig>,
 }
 
 /// A cheap, cloneable handle onto a relay: counters, and ingestors for non-socket sources.
@@ -89,6 +97,8 @@ impl Relay {
             line: None,
             pickle: None,
             udp: None,
+            #[cfg(feature = "kinesis")]
+            aws: None,
         }
     }
 
@@ -100,27 +110,40 @@ impl Relay {
     }
 
     /// Runs until `shutdown` completes, then shuts down in order (see the module docs).
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<ShutdownReport, RelayError> {
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<ShutdownReport, RelayError> {
         let Relay {
             config,
             pipeline,
             line,
             pickle,
             udp,
+            #[cfg(feature = "kinesis")]
+            aws,
         } = self;
         let line = bind_tcp(line, config.listen.line_tcp, "line receiver").await?;
         let pickle = bind_tcp(pickle, config.listen.pickle_tcp, "pickle receiver").await?;
         let udp = match (udp, config.listen.line_udp) {
             (Some(s), _) => Some(s),
-            (None, Some(addr)) => Some(UdpSocket::bind(addr).await.map_err(|source| {
-                RelayError::Bind {
-                    what: "udp receiver",
-                    addr,
-                    source,
-                }
-            })?),
+            (None, Some(addr)) => {
+                Some(
+                    UdpSocket::bind(addr)
+                        .await
+                        .map_err(|source| RelayError::Bind {
+                            what: "udp receiver",
+                            addr,
+                            source,
+                        })?,
+                )
+            }
             (None, None) => None,
         };
+        // Kinesis checkpoints load before anything runs: a corrupt one stops startup.
+        #[cfg(feature = "kinesis")]
+        let kinesis_sources =
+            crate::receiver::kinesis::prepare(&config.kinesis, aws.as_ref()).await?;
 
         // Destinations first, so nothing accepted waits for them to exist.
         let abort = CancellationToken::new();
@@ -146,7 +169,12 @@ impl Relay {
         let mut receivers = JoinSet::new();
         if let Some(l) = line {
             info!(addr = ?l.local_addr().ok(), "plaintext receiver listening");
-            receivers.spawn(tcp::accept_loop(l, ctx.clone(), Source::LineTcp, tcp::serve_line));
+            receivers.spawn(tcp::accept_loop(
+                l,
+                ctx.clone(),
+                Source::LineTcp,
+                tcp::serve_line,
+            ));
         }
         if let Some(l) = pickle {
             info!(addr = ?l.local_addr().ok(), "pickle receiver listening");
@@ -161,6 +189,9 @@ impl Relay {
             info!(addr = ?s.local_addr().ok(), "udp receiver listening");
             receivers.spawn(udp::serve_udp(s, ctx.clone()));
         }
+        #[cfg(feature = "kinesis")]
+        let kinesis_tasks =
+            crate::receiver::kinesis::spawn(kinesis_sources, &pipeline, &stop_receivers);
         let stop_reporter = CancellationToken::new();
         let reporter_task = config.telemetry.interval.map(|interval| {
             tokio::spawn(reporter::run(
@@ -176,8 +207,14 @@ impl Relay {
         let deadline = tokio::time::Instant::now() + config.shutdown_grace;
         stop_receivers.cancel();
         while receivers.join_next().await.is_some() {}
+        // Kinesis readers flush what they parsed; then the final checkpoint is committed.
+        #[cfg(feature = "kinesis")]
+        crate::receiver::kinesis::join(kinesis_tasks, deadline).await;
         connections.close();
-        if tokio::time::timeout_at(deadline, connections.wait()).await.is_err() {
+        if tokio::time::timeout_at(deadline, connections.wait())
+            .await
+            .is_err()
+        {
             warn!("client connections still draining at the end of the grace period");
         }
         stop_reporter.cancel();
@@ -252,6 +289,14 @@ impl RelayBuilder {
         self
     }
 
+    /// Uses this AWS configuration (credentials, region) for the configured Kinesis streams
+    /// instead of the SDK's default chain; each stream's region, role and endpoint still apply.
+    #[cfg(feature = "kinesis")]
+    pub fn aws_sdk_config(mut self, sdk: aws_config::SdkConfig) -> Self {
+        self.aws = Some(sdk);
+        self
+    }
+
     /// Builds the router, queues and counters.
     pub fn build(self) -> Result<Relay, RelayError> {
         let router = Arc::new(Router::new(self.config.router.clone())?);
@@ -276,6 +321,8 @@ impl RelayBuilder {
             line: self.line,
             pickle: self.pickle,
             udp: self.udp,
+            #[cfg(feature = "kinesis")]
+            aws: self.aws,
         })
     }
 }
@@ -290,6 +337,12 @@ impl RelayHandle {
     /// or lines into it and [`flush`](Ingestor::flush) them into the queues.
     pub fn ingestor(&self) -> Ingestor {
         self.pipeline.ingestor(Source::Embedded)
+    }
+
+    /// The shared parse → route → queue pipeline, for sources that make their own ingestors
+    /// (a [`KinesisSource`](crate::receiver::kinesis::KinesisSource) run by an embedder).
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
     }
 
     /// The router, e.g. to ask where a name goes.
