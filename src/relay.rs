@@ -110,10 +110,7 @@ impl Relay {
     }
 
     /// Runs until `shutdown` completes, then shuts down in order (see the module docs).
-    pub async fn run(
-        self,
-        shutdown: impl Future<Output = ()>,
-    ) -> Result<ShutdownReport, RelayError> {
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<ShutdownReport, RelayError> {
         let Relay {
             config,
             pipeline,
@@ -127,17 +124,13 @@ impl Relay {
         let pickle = bind_tcp(pickle, config.listen.pickle_tcp, "pickle receiver").await?;
         let udp = match (udp, config.listen.line_udp) {
             (Some(s), _) => Some(s),
-            (None, Some(addr)) => {
-                Some(
-                    UdpSocket::bind(addr)
-                        .await
-                        .map_err(|source| RelayError::Bind {
-                            what: "udp receiver",
-                            addr,
-                            source,
-                        })?,
-                )
-            }
+            (None, Some(addr)) => Some(UdpSocket::bind(addr).await.map_err(|source| {
+                RelayError::Bind {
+                    what: "udp receiver",
+                    addr,
+                    source,
+                }
+            })?),
             (None, None) => None,
         };
         // Kinesis checkpoints load before anything runs: a corrupt one stops startup.
@@ -169,12 +162,7 @@ impl Relay {
         let mut receivers = JoinSet::new();
         if let Some(l) = line {
             info!(addr = ?l.local_addr().ok(), "plaintext receiver listening");
-            receivers.spawn(tcp::accept_loop(
-                l,
-                ctx.clone(),
-                Source::LineTcp,
-                tcp::serve_line,
-            ));
+            receivers.spawn(tcp::accept_loop(l, ctx.clone(), Source::LineTcp, tcp::serve_line));
         }
         if let Some(l) = pickle {
             info!(addr = ?l.local_addr().ok(), "pickle receiver listening");
@@ -211,10 +199,7 @@ impl Relay {
         #[cfg(feature = "kinesis")]
         crate::receiver::kinesis::join(kinesis_tasks, deadline).await;
         connections.close();
-        if tokio::time::timeout_at(deadline, connections.wait())
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout_at(deadline, connections.wait()).await.is_err() {
             warn!("client connections still draining at the end of the grace period");
         }
         stop_reporter.cancel();
@@ -340,7 +325,7 @@ impl RelayHandle {
     }
 
     /// The shared parse → route → queue pipeline, for sources that make their own ingestors
-    /// (a [`KinesisSource`](crate::receiver::kinesis::KinesisSource) run by an embedder).
+    /// (a `KinesisSource` run by an embedder).
     pub fn pipeline(&self) -> &Pipeline {
         &self.pipeline
     }

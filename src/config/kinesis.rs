@@ -275,6 +275,36 @@ impl KinesisConfig {
     }
 }
 
+/// Validates every `[[kinesis]]` entry; errors are `(dotted key, message)`.
+pub fn validate_all(
+    raw: &[RawKinesis],
+    max_line_length: usize,
+) -> Result<Vec<KinesisConfig>, (String, String)> {
+    let mut out: Vec<KinesisConfig> = Vec::with_capacity(raw.len());
+    for (i, k) in raw.iter().enumerate() {
+        let key = format!("kinesis[{i}]");
+        if !cfg!(feature = "kinesis") {
+            return Err((
+                key,
+                "this binary was built without the `kinesis` feature".into(),
+            ));
+        }
+        let k = KinesisConfig::from_raw(k, &key, max_line_length)?;
+        if out
+            .iter()
+            .any(|p| p.stream_name == k.stream_name && p.checkpoint_dir == k.checkpoint_dir)
+        {
+            return Err((
+                key,
+                "the same stream twice with one checkpoint_dir would share a checkpoint file"
+                    .into(),
+            ));
+        }
+        out.push(k);
+    }
+    Ok(out)
+}
+
 /// Seconds since the epoch of a TOML offset datetime.
 fn datetime_to_epoch(t: &toml::value::Datetime) -> Option<f64> {
     let date = t.date?;

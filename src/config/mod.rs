@@ -169,10 +169,7 @@ impl Config {
             ));
         }
         if l.max_connections == 0 {
-            return Err(invalid(
-                "listen.max_connections",
-                "must be at least 1".into(),
-            ));
+            return Err(invalid("listen.max_connections", "must be at least 1".into()));
         }
         let listen = ListenConfig {
             line_tcp: addr("listen.line_tcp", &l.line_tcp)?,
@@ -243,18 +240,12 @@ impl Config {
             });
         }
         if destinations.len() > usize::from(u16::MAX) {
-            return Err(invalid(
-                "destinations.servers",
-                "too many destinations".into(),
-            ));
+            return Err(invalid("destinations.servers", "too many destinations".into()));
         }
 
         let r = &raw.router;
         if r.replication_factor == 0 {
-            return Err(invalid(
-                "router.replication_factor",
-                "must be at least 1".into(),
-            ));
+            return Err(invalid("router.replication_factor", "must be at least 1".into()));
         }
         let mut rules = Vec::with_capacity(raw.rules.len());
         if r.method == Method::Rules {
@@ -305,9 +296,7 @@ impl Config {
             if defaults != 1 {
                 return Err(invalid(
                     "rules",
-                    format!(
-                        "method \"rules\" needs exactly one rule with default = true, found {defaults}"
-                    ),
+                    format!("method \"rules\" needs exactly one rule with default = true, found {defaults}"),
                 ));
             }
         } else if !raw.rules.is_empty() {
@@ -343,28 +332,8 @@ impl Config {
         if !(raw.shutdown.grace_secs >= 0.0 && raw.shutdown.grace_secs.is_finite()) {
             return Err(invalid("shutdown.grace_secs", "must be >= 0".into()));
         }
-        let mut kinesis = Vec::with_capacity(raw.kinesis.0.len());
-        for (i, k) in raw.kinesis.0.iter().enumerate() {
-            let key = format!("kinesis[{i}]");
-            if !cfg!(feature = "kinesis") {
-                return Err(invalid(
-                    &key,
-                    "this binary was built without the `kinesis` feature".into(),
-                ));
-            }
-            let k = KinesisConfig::from_raw(k, &key, listen.max_line_length)
-                .map_err(|(key, message)| invalid(&key, message))?;
-            if kinesis.iter().any(|p: &KinesisConfig| {
-                p.stream_name == k.stream_name && p.checkpoint_dir == k.checkpoint_dir
-            }) {
-                return Err(invalid(
-                    &key,
-                    "the same stream twice with one checkpoint_dir would share a checkpoint file"
-                        .into(),
-                ));
-            }
-            kinesis.push(k);
-        }
+        let kinesis = kinesis::validate_all(&raw.kinesis.0, listen.max_line_length)
+            .map_err(|(key, message)| invalid(&key, message))?;
         Ok(Config {
             kinesis,
             listen,
