@@ -21,6 +21,7 @@ pub enum ShardEvent {
 #[derive(Debug)]
 pub struct KinesisStats {
     stream: String,
+    polls: AtomicU64,
     records: AtomicU64,
     user_records: AtomicU64,
     lines: AtomicU64,
@@ -42,6 +43,8 @@ pub struct KinesisStats {
 /// A copy of [`KinesisStats`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KinesisStatsSnapshot {
+    /// Successful GetRecords calls.
+    pub polls: u64,
     /// Kinesis records received.
     pub records: u64,
     /// User records after KPL de-aggregation.
@@ -88,6 +91,7 @@ impl KinesisStats {
         let label = stream.to_string();
         Self {
             stream: label.clone(),
+            polls: AtomicU64::new(0),
             records: AtomicU64::new(0),
             user_records: AtomicU64::new(0),
             lines: AtomicU64::new(0),
@@ -115,6 +119,7 @@ impl KinesisStats {
     /// A copy of the counters.
     pub fn snapshot(&self) -> KinesisStatsSnapshot {
         KinesisStatsSnapshot {
+            polls: self.polls.load(Relaxed),
             records: self.records.load(Relaxed),
             user_records: self.user_records.load(Relaxed),
             lines: self.lines.load(Relaxed),
@@ -206,6 +211,7 @@ impl ShardMetrics {
         if let Some(ms) = behind {
             self.behind.set(ms as f64);
         }
+        stats.polls.fetch_add(1, Relaxed);
         stats.records.fetch_add(c.records, Relaxed);
         stats.user_records.fetch_add(c.user_records, Relaxed);
         stats.lines.fetch_add(c.lines, Relaxed);
