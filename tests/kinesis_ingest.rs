@@ -766,3 +766,28 @@ async fn configured_stream_runs_with_the_relay_and_shutdown_writes_final_checkpo
         assert_eq!(pos.sequence.as_str(), seq, "{shard}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_stream_is_retried_until_it_exists() {
+    let k = Kinesalite::start().await;
+    let (dest, received) = sink::start("127.0.0.1:0").await;
+    let relay = start_relay(&relay_toml(&dest.to_string(), ""), None).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = run_source(&k, source_config("late", dir.path()), &relay, None).await;
+    let stats = src.stats.clone();
+    wait_for("ListShards failures counted", LONG, || {
+        let s = stats.snapshot();
+        async move { s.errors >= 2 }
+    })
+    .await;
+    k.create_stream("late", 1).await;
+    k.put("late", "x", b"late.m 1 1700000000\n").await;
+    wait_for("the record once the stream exists", LONG, || {
+        let n = received.len();
+        async move { n >= 1 }
+    })
+    .await;
+    src.stop().await;
+    relay.shutdown().await;
+    assert_eq!(received.len(), 1);
+}
