@@ -28,6 +28,7 @@ fn pipeline() -> Pipeline {
             diverse_replicas: true,
             destinations: destinations.clone(),
             rules: Vec::new(),
+            aggregation_rules: Vec::new(),
         })
         .expect("router"),
     );

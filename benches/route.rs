@@ -22,6 +22,7 @@ fn router(method: Method, hash_type: HashType) -> Arc<Router> {
         diverse_replicas: true,
         destinations,
         rules: Vec::new(),
+        aggregation_rules: Vec::new(),
     }) {
         Ok(r) => Arc::new(r),
         Err(e) => panic!("bench router: {e}"),

@@ -6,10 +6,12 @@
 //! destination. [`Ingestor::flush`] moves the pending batches into the destination queues and
 //! publishes the counters — once per read, never per datapoint.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::batch::Batch;
+use crate::filter::{Lists, SharedLists, Verdict};
 use crate::protocol::{DropCounts, DropReason, line, normalize};
 use crate::queue::DestinationQueue;
 use crate::router::{RouteCache, Router};
@@ -23,6 +25,8 @@ pub struct Pipeline {
     pub(crate) queues: Arc<[Arc<DestinationQueue>]>,
     pub(crate) stats: Arc<RelayStats>,
     pub(crate) route_cache_entries: usize,
+    pub(crate) lists: Option<Arc<SharedLists>>,
+    pub(crate) min_timestamp_resolution: u64,
 }
 
 impl Pipeline {
@@ -38,7 +42,22 @@ impl Pipeline {
             queues,
             stats,
             route_cache_entries,
+            lists: None,
+            min_timestamp_resolution: 0,
         }
+    }
+
+    /// Filters received names through carbon's whitelist/blacklist (`USE_WHITELIST`).
+    pub fn with_lists(mut self, lists: Arc<SharedLists>) -> Self {
+        self.lists = Some(lists);
+        self
+    }
+
+    /// Rounds received timestamps down to a multiple of `seconds` (carbon's
+    /// `MIN_TIMESTAMP_RESOLUTION`; 0 = off).
+    pub fn with_min_timestamp_resolution(mut self, seconds: u64) -> Self {
+        self.min_timestamp_resolution = seconds;
+        self
     }
 
     /// A new ingestor for one producer.
@@ -82,13 +101,93 @@ pub struct Ingestor {
     accepted: u64,
     drops: DropCounts,
     now: f64,
+    filter: Option<NameFilter>,
+    resolution: u64,
+}
+
+/// The ingestor's view of the white/blacklists: refreshed once per flush, verdicts cached per
+/// name until the lists change.
+#[derive(Debug)]
+struct NameFilter {
+    shared: Arc<SharedLists>,
+    generation: u64,
+    lists: Arc<Lists>,
+    verdicts: HashMap<Box<[u8]>, Verdict>,
+    max_entries: usize,
+    blacklisted: u64,
+    not_whitelisted: u64,
+}
+
+impl NameFilter {
+    fn new(shared: Arc<SharedLists>, max_entries: usize) -> Self {
+        Self {
+            generation: shared.generation(),
+            lists: shared.load(),
+            shared,
+            verdicts: HashMap::new(),
+            max_entries: max_entries.max(1),
+            blacklisted: 0,
+            not_whitelisted: 0,
+        }
+    }
+
+    #[inline]
+    fn passes(&mut self, name: &[u8]) -> bool {
+        let verdict = match self.verdicts.get(name) {
+            Some(&v) => v,
+            None => {
+                let v = self.lists.verdict(name);
+                if self.verdicts.len() >= self.max_entries {
+                    self.verdicts.clear();
+                }
+                self.verdicts.insert(name.into(), v);
+                v
+            }
+        };
+        match verdict {
+            Verdict::Pass => true,
+            Verdict::Blacklisted => {
+                self.blacklisted += 1;
+                false
+            }
+            Verdict::NotWhitelisted => {
+                self.not_whitelisted += 1;
+                false
+            }
+        }
+    }
+
+    /// Picks up reloaded lists (one atomic load when nothing changed).
+    fn refresh(&mut self) {
+        let generation = self.shared.generation();
+        if generation != self.generation {
+            self.generation = generation;
+            self.lists = self.shared.load();
+            self.verdicts.clear();
+        }
+    }
 }
 
 impl Ingestor {
     fn new(pipeline: Pipeline, source: Source) -> Self {
         let cache = RouteCache::new(pipeline.router.clone(), pipeline.route_cache_entries);
         let pending = (0..pipeline.queues.len()).map(|_| Batch::new()).collect();
+        // carbon applies the lists and the resolution in `MetricReceiver.metricReceived`; its
+        // own metrics (`metricGenerated`) bypass both.
+        let external = source != Source::Internal;
+        let filter = pipeline
+            .lists
+            .clone()
+            .filter(|_| external)
+            .map(|l| NameFilter::new(l, pipeline.route_cache_entries));
+        let resolution = if external {
+            pipeline.min_timestamp_resolution
+        } else {
+            0
+        };
         Self {
+            filter,
+            resolution,
             pipeline,
             cache,
             pending,
@@ -115,10 +214,25 @@ impl Ingestor {
             self.drops.add(DropReason::EmptyName);
             return;
         }
+        if let Some(f) = &mut self.filter
+            && !f.passes(name)
+        {
+            return;
+        }
         match normalize(timestamp, value, self.now) {
-            Ok((timestamp, value)) => {
+            Ok((mut timestamp, value)) => {
+                if self.resolution > 0 {
+                    // carbon: int(timestamp) // res * res (truncate, then floor-divide).
+                    let res = self.resolution as i64;
+                    timestamp = ((timestamp.trunc() as i64).div_euclid(res) * res) as f64;
+                }
+                let route = self.cache.route(name);
+                if route.is_empty() {
+                    self.drops.add(DropReason::NoDestination);
+                    return;
+                }
                 self.accepted += 1;
-                for &dest in self.cache.route(name) {
+                for &dest in route {
                     // Route indices come from the router built on the same destination list.
                     if let Some(b) = self.pending.get_mut(usize::from(dest)) {
                         b.push(name, timestamp, value);
@@ -155,8 +269,21 @@ impl Ingestor {
             }
             let batch = pending.take();
             if let Some(q) = self.pipeline.queues.get(i) {
+                if !q.stats().is_connected() {
+                    q.stats().add_queued_until_connected(batch.len() as u64);
+                }
                 q.push(batch);
             }
+        }
+        if let Some(f) = &mut self.filter {
+            if f.blacklisted > 0 || f.not_whitelisted > 0 {
+                self.pipeline
+                    .stats
+                    .record_filtered(f.blacklisted, f.not_whitelisted);
+                f.blacklisted = 0;
+                f.not_whitelisted = 0;
+            }
+            f.refresh();
         }
         if self.accepted > 0 || !self.drops.is_empty() {
             self.pipeline

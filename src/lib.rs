@@ -8,6 +8,8 @@
 //!    connection reads into a buffer and hands whole lines or frames to the parser.
 //! 2. **parse** — [`protocol`]: [`protocol::line`] and [`protocol::pickle`] decode bytes into
 //!    `(name, timestamp, value)` with carbon's rules; no I/O, no allocation per datapoint.
+//!    [`filter`] drops names on carbon's blacklist or off its whitelist (`USE_WHITELIST`),
+//!    reloaded when the files change.
 //! 3. **route** — [`router`]: carbon's consistent-hashing ring (`carbon_ch`, `fnv1a_ch`,
 //!    `mmh3_ch`), fast-hashing and rules, with a per-connection route cache so repeated names
 //!    never pay an MD5. The [`ingest::Ingestor`] ties parse → route → queue together and batches
@@ -17,11 +19,14 @@
 //! 5. **send** — [`destination`]: one task per destination drains its queue, encodes pickle or
 //!    line messages, writes in large batches and reconnects with capped, jittered backoff.
 //!
+//! [`config`] reads `relay.toml`, or an unchanged carbon `carbon.conf` ([`config::carbon`]) with
+//! its relay-rules and aggregation-rules files.
+//!
 //! [`relay`] wires the stages together and owns startup and shutdown order (receivers first,
 //! then queues drain, then destinations close). [`telemetry`] holds the self-metric names and
 //! the reporter that feeds `carbon.relays.<host>.*` back into the stream. Other sources (the
 //! Kinesis reader, an embedding program) join at step 3 through [`relay::RelayHandle::ingestor`].
-//! [`bench`] is the capacity-planning harness behind `anthracite bench`.
+//! [`bench`](mod@bench) is the capacity-planning harness behind `anthracite bench`.
 //!
 //! ## Embedding
 //!
@@ -43,6 +48,7 @@ pub mod batch;
 pub mod bench;
 pub mod config;
 pub mod destination;
+pub mod filter;
 pub mod ingest;
 pub mod protocol;
 pub mod queue;

@@ -13,7 +13,11 @@ use tracing_subscriber::EnvFilter;
 const EXIT_CONFIG: u8 = 2;
 
 #[derive(Parser, Debug)]
-#[command(name = "anthracite", version, about = "A high-performance carbon relay for Graphite")]
+#[command(
+    name = "anthracite",
+    version,
+    about = "A high-performance carbon relay for Graphite"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -26,6 +30,42 @@ struct ConfigArgs {
     /// relay.toml to use.
     #[arg(long, short = 'c', global = true, default_value = "relay.toml")]
     config: PathBuf,
+    /// Run on carbon-relay's carbon.conf instead ([relay], then [relay:<instance>]).
+    #[arg(long, global = true, value_name = "PATH")]
+    carbon_config: Option<PathBuf>,
+    /// carbon instance (with --carbon-config): section [relay:<instance>], self-metrics
+    /// <host>-<instance>.
+    #[arg(long, global = true, default_value = "a")]
+    instance: String,
+    /// relay-rules.conf (with --carbon-config), instead of <conf dir>/RELAY_RULES.
+    #[arg(long, global = true, value_name = "PATH")]
+    rules: Option<PathBuf>,
+    /// aggregation-rules.conf (with --carbon-config), instead of <conf dir>/AGGREGATION_RULES.
+    #[arg(long, global = true, value_name = "PATH")]
+    aggregation_rules: Option<PathBuf>,
+}
+
+impl ConfigArgs {
+    /// The file the configuration came from.
+    fn source(&self) -> &Path {
+        self.carbon_config.as_deref().unwrap_or(&self.config)
+    }
+
+    /// Loads relay.toml, or carbon.conf with the warnings it produced.
+    fn load(&self) -> Result<(Config, Vec<String>), anthracite::config::ConfigError> {
+        match &self.carbon_config {
+            None => Config::load(&self.config).map(|c| (c, Vec::new())),
+            Some(path) => {
+                let options = anthracite::config::carbon::CarbonOptions {
+                    path: path.clone(),
+                    instance: self.instance.clone(),
+                    rules: self.rules.clone(),
+                    aggregation_rules: self.aggregation_rules.clone(),
+                };
+                anthracite::config::carbon::load(&options).map(|i| (i.config, i.warnings))
+            }
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -44,19 +84,24 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .init();
-    let config = match Config::load(&cli.run.config) {
+    let (config, warnings) = match cli.run.load() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("anthracite: configuration error: {e}");
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
     let result = match cli.command.unwrap_or(Command::Run) {
         Command::Run => run(config),
-        Command::Check => check(&config, &cli.run.config),
+        Command::Check => check(&config, cli.run.source(), &warnings),
         Command::Route { names } => route(config, names),
     };
     match result {
@@ -88,7 +133,10 @@ fn run(config: Config) -> anyhow::Result<()> {
 /// Resolves on SIGTERM or SIGINT.
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         // Without signal handlers the relay can only be stopped by being killed.
         tracing::error!("cannot install signal handlers");
         return std::future::pending().await;
@@ -99,10 +147,13 @@ async fn shutdown_signal() {
     }
 }
 
-fn check(config: &Config, path: &Path) -> anyhow::Result<()> {
+fn check(config: &Config, path: &Path, warnings: &[String]) -> anyhow::Result<()> {
     anthracite::router::Router::new(config.router.clone())
         .with_context(|| format!("{}: router", path.display()))?;
     println!("# {}: OK", path.display());
+    for w in warnings {
+        println!("# warning: {w}");
+    }
     println!(
         "# {} destination(s), method {:?}, hash {:?}, replication factor {}",
         config.destinations.len(),

@@ -56,6 +56,7 @@ pub enum RelayError {
 pub struct Relay {
     config: Config,
     pipeline: Pipeline,
+    lists: Option<crate::filter::ListWatcher>,
     line: Option<TcpListener>,
     pickle: Option<TcpListener>,
     udp: Option<UdpSocket>,
@@ -110,10 +111,14 @@ impl Relay {
     }
 
     /// Runs until `shutdown` completes, then shuts down in order (see the module docs).
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<ShutdownReport, RelayError> {
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<ShutdownReport, RelayError> {
         let Relay {
             config,
             pipeline,
+            lists,
             line,
             pickle,
             udp,
@@ -124,13 +129,17 @@ impl Relay {
         let pickle = bind_tcp(pickle, config.listen.pickle_tcp, "pickle receiver").await?;
         let udp = match (udp, config.listen.line_udp) {
             (Some(s), _) => Some(s),
-            (None, Some(addr)) => Some(UdpSocket::bind(addr).await.map_err(|source| {
-                RelayError::Bind {
-                    what: "udp receiver",
-                    addr,
-                    source,
-                }
-            })?),
+            (None, Some(addr)) => {
+                Some(
+                    UdpSocket::bind(addr)
+                        .await
+                        .map_err(|source| RelayError::Bind {
+                            what: "udp receiver",
+                            addr,
+                            source,
+                        })?,
+                )
+            }
             (None, None) => None,
         };
         // Kinesis checkpoints load before anything runs: a corrupt one stops startup.
@@ -162,7 +171,12 @@ impl Relay {
         let mut receivers = JoinSet::new();
         if let Some(l) = line {
             info!(addr = ?l.local_addr().ok(), "plaintext receiver listening");
-            receivers.spawn(tcp::accept_loop(l, ctx.clone(), Source::LineTcp, tcp::serve_line));
+            receivers.spawn(tcp::accept_loop(
+                l,
+                ctx.clone(),
+                Source::LineTcp,
+                tcp::serve_line,
+            ));
         }
         if let Some(l) = pickle {
             info!(addr = ?l.local_addr().ok(), "pickle receiver listening");
@@ -190,6 +204,8 @@ impl Relay {
             ))
         });
 
+        let lists_task = lists.map(|w| tokio::spawn(w.run(stop_reporter.clone())));
+
         shutdown.await;
         info!("shutting down: receivers first");
         let deadline = tokio::time::Instant::now() + config.shutdown_grace;
@@ -199,11 +215,17 @@ impl Relay {
         #[cfg(feature = "kinesis")]
         crate::receiver::kinesis::join(kinesis_tasks, deadline).await;
         connections.close();
-        if tokio::time::timeout_at(deadline, connections.wait()).await.is_err() {
+        if tokio::time::timeout_at(deadline, connections.wait())
+            .await
+            .is_err()
+        {
             warn!("client connections still draining at the end of the grace period");
         }
         stop_reporter.cancel();
         if let Some(t) = reporter_task {
+            let _ = t.await;
+        }
+        if let Some(t) = lists_task {
             let _ = t.await;
         }
 
@@ -299,10 +321,21 @@ impl RelayBuilder {
             .zip(stats.destinations())
             .map(|(d, s)| Arc::new(DestinationQueue::new(d.queue, s.clone())))
             .collect();
-        let pipeline = Pipeline::new(router, queues, stats, self.config.route_cache_entries);
+        let mut pipeline = Pipeline::new(router, queues, stats, self.config.route_cache_entries)
+            .with_min_timestamp_resolution(self.config.ingest.min_timestamp_resolution);
+        let lists = self
+            .config
+            .ingest
+            .lists
+            .as_ref()
+            .map(crate::filter::ListWatcher::new);
+        if let Some(w) = &lists {
+            pipeline = pipeline.with_lists(w.shared());
+        }
         Ok(Relay {
             config: self.config,
             pipeline,
+            lists,
             line: self.line,
             pickle: self.pickle,
             udp: self.udp,

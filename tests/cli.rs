@@ -23,7 +23,11 @@ fn check_prints_the_resolved_example_config() {
         .args(["check", "--config", &repo_file("relay.toml.example")])
         .output()
         .expect("run anthracite check");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("OK"), "{text}");
     assert!(text.contains("hash_type = \"carbon_ch\""), "{text}");
@@ -34,8 +38,11 @@ fn check_prints_the_resolved_example_config() {
 fn check_reports_the_bad_key_with_exit_code_2() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("bad.toml");
-    std::fs::write(&path, "[router]\nreplication_factor = 0\n[destinations]\nservers = [\"127.0.0.1:1:a\"]\n")
-        .expect("write config");
+    std::fs::write(
+        &path,
+        "[router]\nreplication_factor = 0\n[destinations]\nservers = [\"127.0.0.1:1:a\"]\n",
+    )
+    .expect("write config");
     let out = bin()
         .args(["check", "--config"])
         .arg(&path)
@@ -166,9 +173,17 @@ fn embed_example_runs() {
         .and_then(|deps| deps.parent())
         .map(|d| d.join("examples").join("embed"))
         .expect("target dir");
-    assert!(examples.exists(), "examples/embed not built at {}", examples.display());
+    assert!(
+        examples.exists(),
+        "examples/embed not built at {}",
+        examples.display()
+    );
     let out = Command::new(&examples).output().expect("run embed example");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("received 3 datapoints, sent 3"), "{text}");
 }

@@ -46,6 +46,7 @@ fn router(
             diverse_replicas: diverse,
             destinations: destinations.to_vec(),
             rules: Vec::new(),
+            aggregation_rules: Vec::new(),
         })
         .unwrap_or_else(|e| panic!("router build failed: {e}")),
     )

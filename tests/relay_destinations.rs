@@ -26,7 +26,10 @@ fn down_destination_queues_while_the_other_flows_then_catches_up() {
     // Reserve b's port but do not listen yet: connections are refused.
     let b_port = support::free_ports(1)[0];
     let b_dest = format!("127.0.0.1:{b_port}:b");
-    let relay = TestRelay::start(&config_for(&[format!("{}:a", a.addr()), b_dest.clone()], ""));
+    let relay = TestRelay::start(&config_for(
+        &[format!("{}:a", a.addr()), b_dest.clone()],
+        "",
+    ));
     let n = 20_000;
     let mut c = TcpStream::connect(relay.line).expect("connect");
     c.write_all(&lines("outage", n)).expect("write");
@@ -35,7 +38,10 @@ fn down_destination_queues_while_the_other_flows_then_catches_up() {
     let to_a = s.destinations[0].routed as usize;
     let to_b = s.destinations[1].routed as usize;
     assert_eq!(to_a + to_b, n);
-    assert!(to_a > 0 && to_b > 0, "both destinations get a share: {to_a} / {to_b}");
+    assert!(
+        to_a > 0 && to_b > 0,
+        "both destinations get a share: {to_a} / {to_b}"
+    );
     // a receives its whole share while b is down.
     assert_eq!(a.wait_for_count(to_a, WAIT), to_a);
     let s = relay.handle.stats();
@@ -70,7 +76,10 @@ fn full_queue_drops_newest_with_exact_counts() {
     let d = &s.destinations[0];
     assert_eq!(d.routed, 5000);
     assert_eq!(d.queued, 1000);
-    assert_eq!(d.dropped(anthracite::queue::DestinationDropReason::QueueFull), 4000);
+    assert_eq!(
+        d.dropped(anthracite::queue::DestinationDropReason::QueueFull),
+        4000
+    );
     // The queued 1000 are the oldest: they arrive once the destination is up.
     let sink = CountingSink::start_on("a", SinkProtocol::Pickle, port);
     assert_eq!(sink.wait_for_count(1000, WAIT), 1000);

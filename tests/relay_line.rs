@@ -71,7 +71,10 @@ fn timestamp_minus_one_means_now() {
     send(&relay, b"now.a 1 -1\nnow.b 2 -1.5\n");
     assert_eq!(sink.wait_for_count(2, WAIT), 2);
     for r in sink.received() {
-        assert!(r.timestamp >= before - 1.0 && r.timestamp < before + 60.0, "{r:?}");
+        assert!(
+            r.timestamp >= before - 1.0 && r.timestamp < before + 60.0,
+            "{r:?}"
+        );
     }
 }
 
@@ -104,7 +107,11 @@ fn bad_lines_are_counted_and_the_connection_keeps_going() {
     assert_eq!(s.received, 2);
     let inv = s.invalid;
     assert_eq!(inv.get(DropReason::NanValue), 1);
-    assert_eq!(inv.get(DropReason::BadFields), 3, "two, four fields and the blank line");
+    assert_eq!(
+        inv.get(DropReason::BadFields),
+        3,
+        "two, four fields and the blank line"
+    );
     assert_eq!(inv.get(DropReason::BadValue), 1);
     assert_eq!(inv.get(DropReason::BadTimestamp), 1);
     assert_eq!(inv.get(DropReason::NonFiniteTimestamp), 2);
@@ -146,6 +153,8 @@ fn connection_limit_and_idle_timeout_apply() {
     let n = std::io::Read::read(&mut c, &mut byte).unwrap_or(0);
     assert_eq!(n, 0);
     // Idle connections are closed by the timeout.
-    relay.wait_stats("idle connections closed", WAIT, |s| s.active_connections == 0);
+    relay.wait_stats("idle connections closed", WAIT, |s| {
+        s.active_connections == 0
+    });
     drop((a, b));
 }

@@ -37,13 +37,17 @@ fn bad_frame_is_dropped_and_the_connection_continues() {
         .expect("write");
     // A GLOBAL os.system frame: rejected whole, nothing executed.
     let evil = b"cos\nsystem\n(S'echo pwned'\ntR.";
-    c.write_all(&(evil.len() as u32).to_be_bytes()).expect("write");
+    c.write_all(&(evil.len() as u32).to_be_bytes())
+        .expect("write");
     c.write_all(evil).expect("write");
     // Garbage of the declared length.
     c.write_all(&5u32.to_be_bytes()).expect("write");
     c.write_all(b"\x80\x02]q\x00").expect("write");
-    c.write_all(&frame(&[("p.two", 1_700_000_001.0, 2.5), ("p.three", 1_700_000_002.0, -3.0)]))
-        .expect("write");
+    c.write_all(&frame(&[
+        ("p.two", 1_700_000_001.0, 2.5),
+        ("p.three", 1_700_000_002.0, -3.0),
+    ]))
+    .expect("write");
     assert_eq!(sink.wait_for_count(3, WAIT), 3);
     let s = relay.wait_stats("bad frames counted", WAIT, |s| s.invalid.total() >= 2);
     assert_eq!(s.invalid.get(DropReason::BadPickle), 2);

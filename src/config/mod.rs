@@ -4,6 +4,8 @@
 //! documented); [`Config`] is the validated result: parsed addresses, the destination list and
 //! a [`RouterSpec`] ready to build. Every cross-field rule reports the key it concerns.
 
+pub mod carbon;
+pub mod ini;
 pub mod kinesis;
 pub mod raw;
 
@@ -93,6 +95,26 @@ impl TelemetryConfig {
     }
 }
 
+/// Between parsing and routing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IngestConfig {
+    /// Timestamps are rounded down to a multiple of this many seconds (0: off).
+    pub min_timestamp_resolution: u64,
+    /// White/blacklist files (`None`: no filtering).
+    pub lists: Option<ListsConfig>,
+}
+
+/// carbon's `USE_WHITELIST` files.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListsConfig {
+    /// Whitelist file (`None`: no whitelist).
+    pub whitelist: Option<PathBuf>,
+    /// Blacklist file (`None`: no blacklist).
+    pub blacklist: Option<PathBuf>,
+    /// How often the files' modification times are checked.
+    pub reload_interval: Duration,
+}
+
 /// A validated configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -104,6 +126,8 @@ pub struct Config {
     pub route_cache_entries: usize,
     /// Destinations, in `servers` order (the ring insertion order).
     pub destinations: Vec<DestinationConfig>,
+    /// Filtering and normalisation before routing.
+    pub ingest: IngestConfig,
     /// Self-metrics.
     pub telemetry: TelemetryConfig,
     /// How long shutdown may take to flush queues.
@@ -169,7 +193,10 @@ impl Config {
             ));
         }
         if l.max_connections == 0 {
-            return Err(invalid("listen.max_connections", "must be at least 1".into()));
+            return Err(invalid(
+                "listen.max_connections",
+                "must be at least 1".into(),
+            ));
         }
         let listen = ListenConfig {
             line_tcp: addr("listen.line_tcp", &l.line_tcp)?,
@@ -240,12 +267,18 @@ impl Config {
             });
         }
         if destinations.len() > usize::from(u16::MAX) {
-            return Err(invalid("destinations.servers", "too many destinations".into()));
+            return Err(invalid(
+                "destinations.servers",
+                "too many destinations".into(),
+            ));
         }
 
         let r = &raw.router;
         if r.replication_factor == 0 {
-            return Err(invalid("router.replication_factor", "must be at least 1".into()));
+            return Err(invalid(
+                "router.replication_factor",
+                "must be at least 1".into(),
+            ));
         }
         let mut rules = Vec::with_capacity(raw.rules.len());
         if r.method == Method::Rules {
@@ -266,12 +299,8 @@ impl Config {
                     regex::Regex::new(p)
                         .map_err(|e| invalid(&format!("{key}.pattern"), e.to_string()))?;
                 }
-                if rule.destinations.is_empty() {
-                    return Err(invalid(
-                        &format!("{key}.destinations"),
-                        "must name at least one destination".into(),
-                    ));
-                }
+                // An empty list is allowed: the rule discards what it matches, which is what
+                // carbon does when none of a rule's destinations is configured.
                 let mut idx = Vec::with_capacity(rule.destinations.len());
                 for name in &rule.destinations {
                     let spec = DestinationSpec::parse(name)
@@ -296,13 +325,27 @@ impl Config {
             if defaults != 1 {
                 return Err(invalid(
                     "rules",
-                    format!("method \"rules\" needs exactly one rule with default = true, found {defaults}"),
+                    format!(
+                        "method \"rules\" needs exactly one rule with default = true, found {defaults}"
+                    ),
                 ));
             }
         } else if !raw.rules.is_empty() {
             return Err(invalid(
                 "rules",
                 "rules are only used with router.method = \"rules\"".into(),
+            ));
+        }
+        if r.method.is_aggregated() {
+            for (i, line) in r.aggregation_rules.iter().enumerate() {
+                crate::router::aggregation::AggregationRule::parse(line).map_err(|e| {
+                    invalid(&format!("router.aggregation_rules[{i}]"), e.to_string())
+                })?;
+            }
+        } else if !r.aggregation_rules.is_empty() {
+            return Err(invalid(
+                "router.aggregation_rules",
+                "aggregation rules are only used with the aggregated methods".into(),
             ));
         }
         let router = RouterSpec {
@@ -312,6 +355,7 @@ impl Config {
             diverse_replicas: r.diverse_replicas,
             destinations: destinations.iter().map(|d| d.spec.clone()).collect(),
             rules,
+            aggregation_rules: r.aggregation_rules.clone(),
         };
 
         let t = &raw.telemetry;
@@ -329,6 +373,19 @@ impl Config {
             host,
             instance: t.instance.clone(),
         };
+        let g = &raw.ingest;
+        if !(g.list_reload_secs > 0.0 && g.list_reload_secs.is_finite()) {
+            return Err(invalid("ingest.list_reload_secs", "must be > 0".into()));
+        }
+        let path = |p: &str| (!p.is_empty()).then(|| PathBuf::from(p));
+        let ingest = IngestConfig {
+            min_timestamp_resolution: g.min_timestamp_resolution,
+            lists: g.use_whitelist.then(|| ListsConfig {
+                whitelist: path(&g.whitelist),
+                blacklist: path(&g.blacklist),
+                reload_interval: Duration::from_secs_f64(g.list_reload_secs),
+            }),
+        };
         if !(raw.shutdown.grace_secs >= 0.0 && raw.shutdown.grace_secs.is_finite()) {
             return Err(invalid("shutdown.grace_secs", "must be >= 0".into()));
         }
@@ -340,6 +397,7 @@ impl Config {
             router,
             route_cache_entries: r.route_cache_entries,
             destinations,
+            ingest,
             telemetry,
             shutdown_grace: Duration::from_secs_f64(raw.shutdown.grace_secs),
             resolved: raw,

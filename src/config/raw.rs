@@ -22,6 +22,8 @@ pub struct RawConfig {
     pub destinations: RawDestinations,
     /// `[[rules]]`, in evaluation order (method `rules` only).
     pub rules: Vec<RawRule>,
+    /// `[ingest]`.
+    pub ingest: RawIngest,
     /// `[telemetry]`.
     pub telemetry: RawTelemetry,
     /// `[shutdown]`.
@@ -79,6 +81,10 @@ pub struct RawRouter {
     pub diverse_replicas: bool,
     /// Distinct names each connection remembers the route of. Default 1000000; 0 disables.
     pub route_cache_entries: usize,
+    /// Methods `aggregated-consistent-hashing` / `fast-aggregated-hashing` only: carbon's
+    /// `aggregation-rules.conf` lines, `output_template (frequency) = method input_pattern`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aggregation_rules: Vec<String>,
 }
 
 impl Default for RawRouter {
@@ -89,6 +95,7 @@ impl Default for RawRouter {
             replication_factor: 1,
             diverse_replicas: true,
             route_cache_entries: 1_000_000,
+            aggregation_rules: Vec::new(),
         }
     }
 }
@@ -222,6 +229,38 @@ pub struct RawRule {
     /// Keep evaluating later rules after this one matches. Default false.
     #[serde(default, rename = "continue")]
     pub continue_matching: bool,
+}
+
+/// `[ingest]`: what happens to a datapoint between parsing and routing.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawIngest {
+    /// Round timestamps down to a multiple of this many seconds (carbon's
+    /// `MIN_TIMESTAMP_RESOLUTION`). Default 0: keep them as received.
+    pub min_timestamp_resolution: u64,
+    /// Filter names through `whitelist` and `blacklist` (carbon's `USE_WHITELIST`). Default
+    /// false.
+    pub use_whitelist: bool,
+    /// File of regexes (one per line, `#` comments); when it has any, only names matching one
+    /// are relayed. Default `""` (none).
+    pub whitelist: String,
+    /// File of regexes; names matching one are dropped (checked before the whitelist).
+    /// Default `""` (none).
+    pub blacklist: String,
+    /// Seconds between checks of the list files' modification times. Default 10 (carbon's).
+    pub list_reload_secs: f64,
+}
+
+impl Default for RawIngest {
+    fn default() -> Self {
+        Self {
+            min_timestamp_resolution: 0,
+            use_whitelist: false,
+            whitelist: String::new(),
+            blacklist: String::new(),
+            list_reload_secs: 10.0,
+        }
+    }
 }
 
 /// `[telemetry]`: the relay's own metrics.

@@ -42,11 +42,14 @@ pub enum DropReason {
     FrameTooLong,
     /// Metric name empty.
     EmptyName,
+    /// No routing rule sends this name anywhere (a rules config with an empty destination
+    /// list; carbon drops these silently).
+    NoDestination,
 }
 
 impl DropReason {
     /// Every reason, for registering counters up front.
-    pub const ALL: [DropReason; 12] = [
+    pub const ALL: [DropReason; 13] = [
         DropReason::TooLong,
         DropReason::BadUtf8,
         DropReason::BadFields,
@@ -59,6 +62,7 @@ impl DropReason {
         DropReason::BadPickleEntry,
         DropReason::FrameTooLong,
         DropReason::EmptyName,
+        DropReason::NoDestination,
     ];
 
     /// Stable snake_case label used in metrics and logs.
@@ -76,6 +80,7 @@ impl DropReason {
             DropReason::BadPickleEntry => "bad_pickle_entry",
             DropReason::FrameTooLong => "frame_too_long",
             DropReason::EmptyName => "empty_name",
+            DropReason::NoDestination => "no_destination",
         }
     }
 

@@ -15,8 +15,12 @@ use crate::protocol::line::LineFramer;
 use crate::telemetry::stats::Source;
 
 /// Accepts connections until shutdown, running `handler` for each on the task tracker.
-pub async fn accept_loop<F, Fut>(listener: TcpListener, ctx: ReceiverContext, source: Source, handler: F)
-where
+pub async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    ctx: ReceiverContext,
+    source: Source,
+    handler: F,
+) where
     F: Fn(TcpStream, ReceiverContext) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {

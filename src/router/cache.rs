@@ -162,6 +162,7 @@ mod tests {
                 diverse_replicas: false,
                 destinations,
                 rules: Vec::new(),
+                aggregation_rules: Vec::new(),
             })
             .unwrap(),
         )

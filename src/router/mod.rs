@@ -14,17 +14,17 @@
 //! - [`cache`]: [`RouteCache`], the per-connection name → route cache that keeps MD5 off the
 //!   path of repeated names.
 //!
-//! Seam for the aggregated routers (`aggregated-consistent-hashing`, `fast-aggregated-hashing`,
-//! not implemented yet): carbon resolves a name to its aggregate names with the aggregation
-//! rules, routes each through the plain hashing router and yields the *set* of destinations.
-//! That is a new [`Strategy`] variant wrapping a [`HashRouting`] plus the aggregation rules,
-//! calling [`HashRouting::route_key_into`] per resolved name; the cache stays valid because the
-//! result is still a pure function of the name.
+//! - [`aggregation`]: the aggregated routers (`aggregated-consistent-hashing`,
+//!   `fast-aggregated-hashing`): carbon resolves a name to its aggregate names with the
+//!   aggregation rules, routes each through the plain hashing router and yields the *set* of
+//!   destinations ([`Strategy::Aggregated`]); the cache stays valid because the result is still
+//!   a pure function of the name.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub mod aggregation;
 pub mod cache;
 pub mod hash;
 pub mod ring;
@@ -78,6 +78,17 @@ pub enum RouterError {
         /// Why it did not compile.
         #[source]
         source: regex::Error,
+    },
+    /// An aggregation rule line is invalid.
+    #[error("aggregation rule #{index} ({line:?}): {source}")]
+    BadAggregationRule {
+        /// Position in [`RouterSpec::aggregation_rules`].
+        index: usize,
+        /// The line.
+        line: String,
+        /// Why.
+        #[source]
+        source: aggregation::AggregationRuleError,
     },
     /// A rule names a destination index outside the destination list.
     #[error("rule #{rule} refers to destination index {index}, which does not exist")]
@@ -173,6 +184,25 @@ pub enum Method {
     FastHashing,
     /// Ordered regex rules.
     Rules,
+    /// Consistent-hashing on the names the aggregation rules resolve a metric to.
+    AggregatedConsistentHashing,
+    /// Fast-hashing on the names the aggregation rules resolve a metric to.
+    FastAggregatedHashing,
+}
+
+impl Method {
+    /// True for the two aggregated methods.
+    pub fn is_aggregated(self) -> bool {
+        matches!(
+            self,
+            Method::AggregatedConsistentHashing | Method::FastAggregatedHashing
+        )
+    }
+
+    /// True for the methods that walk a [`FastHashOrder`] rather than a ring.
+    pub fn is_fast(self) -> bool {
+        matches!(self, Method::FastHashing | Method::FastAggregatedHashing)
+    }
 }
 
 /// One routing rule (indices into the destination list).
@@ -187,7 +217,7 @@ pub struct RuleSpec {
 }
 
 /// Everything needed to build a [`Router`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct RouterSpec {
     /// Routing method.
     pub method: Method,
@@ -201,6 +231,8 @@ pub struct RouterSpec {
     pub destinations: Vec<DestinationSpec>,
     /// Rules, in evaluation order, the default rule last (method `rules` only).
     pub rules: Vec<RuleSpec>,
+    /// Aggregation rules, carbon's `aggregation-rules.conf` lines (aggregated methods only).
+    pub aggregation_rules: Vec<String>,
 }
 
 /// Routing for the two hashing methods: one hash of the name picks a start index, whose
@@ -249,7 +281,7 @@ impl HashRouting {
             server_ids: &server_ids,
             server_count,
         };
-        let (kind, table) = if spec.method == Method::FastHashing {
+        let (kind, table) = if spec.method.is_fast() {
             let order = FastHashOrder::new(spec.hash_type, &nodes, &keys);
             let table = RouteTable::build(nodes.len(), &replication, |s| order.walk_from(s));
             (HashKind::Fast(order), table)
@@ -300,6 +332,53 @@ pub enum Strategy {
     Hash(HashRouting),
     /// `rules`.
     Rules(Rules),
+    /// `aggregated-consistent-hashing` or `fast-aggregated-hashing`.
+    Aggregated(AggregatedRouting),
+}
+
+/// The aggregated routers: hashing on every aggregate name a metric resolves to.
+#[derive(Debug)]
+pub struct AggregatedRouting {
+    hash: HashRouting,
+    rules: Vec<aggregation::AggregationRule>,
+}
+
+impl AggregatedRouting {
+    /// carbon's `AggregatedConsistentHashingRouter.getDestinations`: each rule's aggregate name
+    /// (or the name itself when none matches) routed through the hashing router; the union of
+    /// destinations, each once. carbon yields them in Python `set` order, which depends on the
+    /// per-process string hash seed; here they come in first-seen order.
+    pub fn route_into(&self, name: &[u8], out: &mut Vec<u16>) {
+        let start = out.len();
+        let text = std::str::from_utf8(name).ok();
+        let mut resolved = false;
+        if let Some(text) = text {
+            for rule in &self.rules {
+                if let Some(agg) = rule.aggregate_name(text) {
+                    resolved = true;
+                    self.hash.route_key_into(agg.as_bytes(), out);
+                }
+            }
+        }
+        if !resolved {
+            self.hash.route_key_into(name, out);
+        }
+        // Keep the first occurrence of each index (routes hold a handful of entries).
+        let mut keep = start;
+        for i in start..out.len() {
+            let d = out[i];
+            if !out[start..keep].contains(&d) {
+                out[keep] = d;
+                keep += 1;
+            }
+        }
+        out.truncate(keep);
+    }
+
+    /// The plain hashing router underneath.
+    pub fn hash(&self) -> &HashRouting {
+        &self.hash
+    }
 }
 
 /// An immutable router, shared by every connection.
@@ -324,14 +403,36 @@ impl Router {
         }
         let strategy = match spec.method {
             Method::Rules => Strategy::Rules(Rules::new(&spec.rules, count)?),
-            Method::ConsistentHashing | Method::FastHashing => {
+            Method::ConsistentHashing
+            | Method::FastHashing
+            | Method::AggregatedConsistentHashing
+            | Method::FastAggregatedHashing => {
                 let mut seen = std::collections::HashSet::with_capacity(count);
                 for d in &spec.destinations {
                     if !seen.insert((d.host.as_str(), d.instance.as_deref())) {
                         return Err(RouterError::DuplicateDestination(d.clone()));
                     }
                 }
-                Strategy::Hash(HashRouting::new(&spec))
+                let hash = HashRouting::new(&spec);
+                if spec.method.is_aggregated() {
+                    let rules = spec
+                        .aggregation_rules
+                        .iter()
+                        .enumerate()
+                        .map(|(index, line)| {
+                            aggregation::AggregationRule::parse(line).map_err(|source| {
+                                RouterError::BadAggregationRule {
+                                    index,
+                                    line: line.clone(),
+                                    source,
+                                }
+                            })
+                        })
+                        .collect::<Result<_, _>>()?;
+                    Strategy::Aggregated(AggregatedRouting { hash, rules })
+                } else {
+                    Strategy::Hash(hash)
+                }
             }
         };
         Ok(Self {
@@ -349,6 +450,7 @@ impl Router {
         match &self.strategy {
             Strategy::Hash(hash) => hash.route_key_into(name, out),
             Strategy::Rules(rules) => rules.route_into(name, out),
+            Strategy::Aggregated(agg) => agg.route_into(name, out),
         }
     }
 
@@ -366,6 +468,7 @@ impl Router {
     pub fn ring(&self) -> Option<&ConsistentHashRing> {
         match &self.strategy {
             Strategy::Hash(hash) => hash.ring(),
+            Strategy::Aggregated(agg) => agg.hash.ring(),
             Strategy::Rules(_) => None,
         }
     }

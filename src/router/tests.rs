@@ -13,6 +13,7 @@ fn spec(method: Method, destinations: &[&str]) -> RouterSpec {
             .map(|d| DestinationSpec::parse(d).unwrap())
             .collect(),
         rules: Vec::new(),
+        aggregation_rules: Vec::new(),
     }
 }
 

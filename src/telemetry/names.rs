@@ -27,6 +27,15 @@ pub mod facade {
     pub const CONNECTIONS_ACTIVE: &str = "anthracite_connections_active";
     /// Counter, label `source`: connections refused because the limit was reached.
     pub const CONNECTIONS_REJECTED: &str = "anthracite_connections_rejected_total";
+    /// Counter: datapoints dropped because their name matched the blacklist (carbon's
+    /// `blacklistMatches`).
+    pub const BLACKLIST_MATCHES: &str = "anthracite_blacklist_matches_total";
+    /// Counter: datapoints dropped because their name was not on the whitelist (carbon's
+    /// `whitelistRejects`).
+    pub const WHITELIST_REJECTS: &str = "anthracite_whitelist_rejects_total";
+    /// Counter, label `destination`: datapoints routed while it was not connected (carbon's
+    /// `queuedUntilConnected`).
+    pub const QUEUED_UNTIL_CONNECTED: &str = "anthracite_queued_until_connected_total";
     /// Counter, label `source`: connections closed by the idle timeout.
     pub const CONNECTIONS_IDLE_CLOSED: &str = "anthracite_connections_idle_closed_total";
 }
@@ -38,12 +47,23 @@ pub mod carbon {
     pub const METRICS_RECEIVED: &str = "metricsReceived";
     /// Open client connections.
     pub const ACTIVE_CONNECTIONS: &str = "activeConnections";
+    /// Datapoints dropped by the blacklist in the interval.
+    pub const BLACKLIST_MATCHES: &str = "blacklistMatches";
+    /// Datapoints dropped for not being on the whitelist in the interval.
+    pub const WHITELIST_REJECTS: &str = "whitelistRejects";
+    /// Process CPU time over wall time in the interval, in percent (user + system, carbon's
+    /// `getrusage(RUSAGE_SELF)` formula).
+    pub const CPU_USAGE: &str = "cpuUsage";
+    /// Resident set size in bytes (carbon: `/proc/self/statm` pages × page size).
+    pub const MEM_USAGE: &str = "memUsage";
     /// Per destination, under `destinations.<dest>.`: datapoints routed to it.
     pub const ATTEMPTED_RELAYS: &str = "attemptedRelays";
     /// Per destination: datapoints written.
     pub const SENT: &str = "sent";
     /// Per destination: messages written.
     pub const BATCHES_SENT: &str = "batchesSent";
+    /// Per destination: datapoints routed to it while it was not connected.
+    pub const QUEUED_UNTIL_CONNECTED: &str = "queuedUntilConnected";
     /// Per destination: datapoints dropped because its queue was full.
     pub const FULL_QUEUE_DROPS: &str = "fullQueueDrops";
     /// Per destination: datapoints waiting (memory queue), sampled at report time.

@@ -44,6 +44,14 @@ pub fn interval_datapoints(
             now.active_connections as f64,
         ),
         (
+            format!("{root}.{}", leaf::BLACKLIST_MATCHES),
+            now.blacklist_matches.saturating_sub(prev.blacklist_matches) as f64,
+        ),
+        (
+            format!("{root}.{}", leaf::WHITELIST_REJECTS),
+            now.whitelist_rejects.saturating_sub(prev.whitelist_rejects) as f64,
+        ),
+        (
             format!("{root}.{}", leaf::INVALID_DATAPOINTS),
             now.invalid.total().saturating_sub(prev.invalid.total()) as f64,
         ),
@@ -71,6 +79,11 @@ pub fn interval_datapoints(
             d.dropped(full).saturating_sub(p.dropped(full)) as f64,
         ));
         out.push((
+            format!("{base}.{}", leaf::QUEUED_UNTIL_CONNECTED),
+            d.queued_until_connected
+                .saturating_sub(p.queued_until_connected) as f64,
+        ));
+        out.push((
             format!("{base}.{}", leaf::RELAY_MAX_QUEUE_LENGTH),
             peaks.get(i).copied().unwrap_or(0) as f64,
         ));
@@ -78,8 +91,67 @@ pub fn interval_datapoints(
     out
 }
 
+/// carbon's `cpuUsage` and `memUsage` (Linux; `None` where `/proc` is unavailable).
+///
+/// carbon: `(Δ(ru_utime + ru_stime) / Δ wall time) × 100` from `getrusage(RUSAGE_SELF)`, and
+/// RSS pages of `/proc/self/statm` × page size. Here the CPU time is `utime + stime` of
+/// `/proc/self/stat` (the same process-wide counters, in `USER_HZ` = 100 ticks per second on
+/// Linux) and the RSS is `VmRSS` of `/proc/self/status` (the same counter, in KiB).
+#[derive(Debug)]
+pub struct ProcessUsage {
+    last_cpu: Option<f64>,
+    last_wall: std::time::Instant,
+}
+
+impl Default for ProcessUsage {
+    fn default() -> Self {
+        Self {
+            last_cpu: cpu_seconds(),
+            last_wall: std::time::Instant::now(),
+        }
+    }
+}
+
+impl ProcessUsage {
+    /// CPU percent since the previous call (or construction).
+    pub fn cpu_percent(&mut self) -> Option<f64> {
+        let cpu = cpu_seconds()?;
+        let wall = std::time::Instant::now();
+        let dt = wall.duration_since(self.last_wall).as_secs_f64().max(1e-6);
+        let used = cpu - self.last_cpu.unwrap_or(cpu);
+        self.last_cpu = Some(cpu);
+        self.last_wall = wall;
+        Some(used / dt * 100.0)
+    }
+
+    /// Resident set size in bytes.
+    pub fn rss_bytes() -> Option<u64> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    }
+}
+
+/// `utime + stime` of this process, in seconds.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name (which may contain spaces).
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 overall: 12 and 13 after `comm`, 0-based 11, 12.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
 /// Runs until `stop` is cancelled, emitting one set of datapoints per interval.
-pub async fn run(pipeline: Pipeline, config: TelemetryConfig, interval: Duration, stop: CancellationToken) {
+pub async fn run(
+    pipeline: Pipeline,
+    config: TelemetryConfig,
+    interval: Duration,
+    stop: CancellationToken,
+) {
     let root = config.metric_root();
     let components: Vec<String> = pipeline
         .router()
@@ -89,6 +161,7 @@ pub async fn run(pipeline: Pipeline, config: TelemetryConfig, interval: Duration
         .collect();
     let mut ingestor = pipeline.ingestor(Source::Internal);
     let mut prev = pipeline.stats().snapshot();
+    let mut usage = ProcessUsage::default();
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -104,7 +177,14 @@ pub async fn run(pipeline: Pipeline, config: TelemetryConfig, interval: Duration
             .map(|d| d.depth().take_peak())
             .collect();
         let ts = unix_now();
-        for (name, value) in interval_datapoints(&root, &components, &prev, &now, &peaks) {
+        let mut points = interval_datapoints(&root, &components, &prev, &now, &peaks);
+        if let Some(cpu) = usage.cpu_percent() {
+            points.push((format!("{root}.{}", leaf::CPU_USAGE), cpu));
+        }
+        if let Some(rss) = ProcessUsage::rss_bytes() {
+            points.push((format!("{root}.{}", leaf::MEM_USAGE), rss as f64));
+        }
+        for (name, value) in points {
             ingestor.push(name.as_bytes(), ts, value);
         }
         ingestor.flush().await;
@@ -115,6 +195,42 @@ pub async fn run(pipeline: Pipeline, config: TelemetryConfig, interval: Duration
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn process_usage_reads_proc() {
+        let mut usage = ProcessUsage::default();
+        let spin = std::time::Instant::now();
+        let mut x = 0u64;
+        while spin.elapsed() < Duration::from_millis(50) {
+            x = x.wrapping_add(1);
+        }
+        assert!(x > 0);
+        let cpu = usage.cpu_percent().expect("cpu on Linux");
+        assert!((0.0..=800.0).contains(&cpu), "{cpu}");
+        assert!(ProcessUsage::rss_bytes().expect("rss on Linux") > 1 << 20);
+    }
+
+    #[test]
+    fn interval_has_carbon_leaves() {
+        let stats = crate::telemetry::RelayStats::new(&["h:1:a".to_string()]);
+        let prev = stats.snapshot();
+        stats.record_filtered(2, 3);
+        stats.destinations()[0].add_queued_until_connected(4);
+        let now = stats.snapshot();
+        let comps = vec![destination_component("h", 1, Some("a"))];
+        let points = interval_datapoints("carbon.relays.x-a", &comps, &prev, &now, &[7]);
+        let get = |n: &str| points.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
+        assert_eq!(get("carbon.relays.x-a.blacklistMatches"), Some(2.0));
+        assert_eq!(get("carbon.relays.x-a.whitelistRejects"), Some(3.0));
+        assert_eq!(get("carbon.relays.x-a.metricsReceived"), Some(0.0));
+        assert_eq!(get("carbon.relays.x-a.activeConnections"), Some(0.0));
+        let d = "carbon.relays.x-a.destinations.h:1:a";
+        assert_eq!(get(&format!("{d}.queuedUntilConnected")), Some(4.0));
+        assert_eq!(get(&format!("{d}.relayMaxQueueLength")), Some(7.0));
+        for leafname in ["attemptedRelays", "sent", "batchesSent", "fullQueueDrops"] {
+            assert_eq!(get(&format!("{d}.{leafname}")), Some(0.0), "{leafname}");
+        }
+    }
 
     #[test]
     fn destination_component_matches_carbon() {

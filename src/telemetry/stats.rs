@@ -85,6 +85,10 @@ impl SourceStats {
 pub struct RelayStats {
     sources: Vec<SourceStats>,
     destinations: Vec<Arc<DestinationStats>>,
+    blacklist_matches: AtomicU64,
+    whitelist_rejects: AtomicU64,
+    blacklist_metric: Counter,
+    whitelist_metric: Counter,
 }
 
 impl RelayStats {
@@ -96,6 +100,22 @@ impl RelayStats {
                 .iter()
                 .map(|n| Arc::new(DestinationStats::new(n.clone())))
                 .collect(),
+            blacklist_matches: AtomicU64::new(0),
+            whitelist_rejects: AtomicU64::new(0),
+            blacklist_metric: counter!(facade::BLACKLIST_MATCHES),
+            whitelist_metric: counter!(facade::WHITELIST_REJECTS),
+        }
+    }
+
+    /// Adds one batch worth of names dropped by the blacklist / not on the whitelist.
+    pub fn record_filtered(&self, blacklisted: u64, not_whitelisted: u64) {
+        if blacklisted > 0 {
+            self.blacklist_matches.fetch_add(blacklisted, Relaxed);
+            self.blacklist_metric.increment(blacklisted);
+        }
+        if not_whitelisted > 0 {
+            self.whitelist_rejects.fetch_add(not_whitelisted, Relaxed);
+            self.whitelist_metric.increment(not_whitelisted);
         }
     }
 
@@ -173,6 +193,8 @@ impl RelayStats {
             invalid,
             active_connections,
             rejected_connections,
+            blacklist_matches: self.blacklist_matches.load(Relaxed),
+            whitelist_rejects: self.whitelist_rejects.load(Relaxed),
             destinations: self.destinations.iter().map(|d| d.snapshot()).collect(),
         }
     }
@@ -185,6 +207,8 @@ pub struct DestinationStats {
     routed: AtomicU64,
     sent: AtomicU64,
     messages: AtomicU64,
+    queued_until_connected: AtomicU64,
+    queued_until_connected_metric: Counter,
     dropped: [AtomicU64; DestinationDropReason::ALL.len()],
     connected: AtomicU64,
     depth: QueueDepth,
@@ -205,6 +229,11 @@ impl DestinationStats {
             routed: AtomicU64::new(0),
             sent: AtomicU64::new(0),
             messages: AtomicU64::new(0),
+            queued_until_connected: AtomicU64::new(0),
+            queued_until_connected_metric: counter!(
+                facade::QUEUED_UNTIL_CONNECTED,
+                "destination" => l.clone()
+            ),
             dropped: std::array::from_fn(|_| AtomicU64::new(0)),
             connected: AtomicU64::new(0),
             depth: QueueDepth::default(),
@@ -255,6 +284,17 @@ impl DestinationStats {
         }
     }
 
+    /// Datapoints routed here while it was not connected (carbon's `queuedUntilConnected`).
+    pub fn add_queued_until_connected(&self, n: u64) {
+        self.queued_until_connected.fetch_add(n, Relaxed);
+        self.queued_until_connected_metric.increment(n);
+    }
+
+    /// True while a connection to the destination is up.
+    pub fn is_connected(&self) -> bool {
+        self.connected.load(Relaxed) == 1
+    }
+
     /// Connection state changed.
     pub fn set_connected(&self, connected: bool) {
         self.connected.store(u64::from(connected), Relaxed);
@@ -289,6 +329,7 @@ impl DestinationStats {
             routed: self.routed.load(Relaxed),
             sent: self.sent.load(Relaxed),
             messages: self.messages.load(Relaxed),
+            queued_until_connected: self.queued_until_connected.load(Relaxed),
             dropped,
             queued: self.depth.datapoints(),
             connected: self.connected.load(Relaxed) == 1,
@@ -309,6 +350,10 @@ pub struct StatsSnapshot {
     pub active_connections: u64,
     /// Connections refused at the limit.
     pub rejected_connections: u64,
+    /// Datapoints dropped because their name matched the blacklist.
+    pub blacklist_matches: u64,
+    /// Datapoints dropped because their name was not on a non-empty whitelist.
+    pub whitelist_rejects: u64,
     /// Per destination, indexed like the router's destinations.
     pub destinations: Vec<DestinationSnapshot>,
 }
@@ -324,6 +369,8 @@ pub struct DestinationSnapshot {
     pub sent: u64,
     /// Messages written.
     pub messages: u64,
+    /// Routed here while not connected.
+    pub queued_until_connected: u64,
     /// Dropped, indexed by [`DestinationDropReason`] as `usize`.
     pub dropped: [u64; DestinationDropReason::ALL.len()],
     /// In the queue or in flight.

@@ -34,9 +34,15 @@ impl TestRelay {
                 .build()
                 .expect("runtime");
             rt.block_on(async move {
-                let line = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-                let pickle = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-                let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+                let line = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
+                let pickle = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
+                let udp = tokio::net::UdpSocket::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
                 let addrs = (
                     line.local_addr().expect("addr"),
                     pickle.local_addr().expect("addr"),

@@ -1,0 +1,591 @@
+//! `carbon.conf` import: run on an existing carbon-relay configuration unchanged.
+//!
+//! Reads the file as carbon 1.1.10 does ([`super::ini`]: Python's `ConfigParser`): the
+//! `[relay]` section, then `[relay:<instance>]` over it, `[DEFAULT]` feeding both; each value
+//! typed by carbon's default for the key (bool, int, float incl. `inf`, comma list). The
+//! settings are translated into a [`RawConfig`] and validated by [`Config::from_raw`], so a
+//! carbon.conf and a relay.toml end in the same [`Config`]. `relay-rules.conf` (RELAY_METHOD
+//! `rules`) and `aggregation-rules.conf` (the aggregated methods) are read relative to the
+//! directory of carbon.conf, as carbon does with `--config`.
+//!
+//! Every key present that anthracite does not implement (or that carbon does not know) becomes
+//! one entry of [`CarbonImport::warnings`], which the binary logs at startup.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::ini::{self, Ini};
+use super::raw::{RawConfig, RawRule, RawServer};
+use super::{Config, ConfigError};
+use crate::destination::OutputProtocol;
+use crate::router::{DestinationSpec, HashType, Method};
+
+/// How to read a carbon.conf (carbon-relay's command-line options).
+#[derive(Clone, Debug)]
+pub struct CarbonOptions {
+    /// carbon.conf (carbon's `--config`); its directory is carbon's `CONF_DIR`.
+    pub path: PathBuf,
+    /// carbon's `--instance` (default `a`): selects `[relay:<instance>]` and names the
+    /// self-metrics `<host>-<instance>`.
+    pub instance: String,
+    /// carbon-relay's `--rules`: relay-rules.conf instead of `CONF_DIR/RELAY_RULES`.
+    pub rules: Option<PathBuf>,
+    /// carbon-relay's `--aggregation-rules`, instead of `CONF_DIR/AGGREGATION_RULES`.
+    pub aggregation_rules: Option<PathBuf>,
+}
+
+impl CarbonOptions {
+    /// Options for `path` with carbon's defaults (instance `a`).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            instance: "a".into(),
+            rules: None,
+            aggregation_rules: None,
+        }
+    }
+}
+
+/// A carbon.conf translated into a validated [`Config`].
+#[derive(Clone, Debug)]
+pub struct CarbonImport {
+    /// The configuration to run.
+    pub config: Config,
+    /// One line per setting that has no effect in anthracite (or differs); log them.
+    pub warnings: Vec<String>,
+}
+
+/// Settings anthracite implements; everything else present in the file is warned about.
+const HONOURED: &[&str] = &[
+    "LINE_RECEIVER_INTERFACE",
+    "LINE_RECEIVER_PORT",
+    "PICKLE_RECEIVER_INTERFACE",
+    "PICKLE_RECEIVER_PORT",
+    "PICKLE_RECEIVER_MAX_LENGTH",
+    "ENABLE_UDP_LISTENER",
+    "UDP_RECEIVER_INTERFACE",
+    "UDP_RECEIVER_PORT",
+    "RELAY_METHOD",
+    "REPLICATION_FACTOR",
+    "DIVERSE_REPLICAS",
+    "ROUTER_HASH_TYPE",
+    "DESTINATIONS",
+    "DESTINATION_PROTOCOL",
+    "DESTINATION_POOL_REPLICAS",
+    "MAX_QUEUE_SIZE",
+    "QUEUE_LOW_WATERMARK_PCT",
+    "MAX_DATAPOINTS_PER_MESSAGE",
+    "USE_FLOW_CONTROL",
+    "USE_WHITELIST",
+    "CARBON_METRIC_PREFIX",
+    "CARBON_METRIC_INTERVAL",
+    "MAX_RECEIVER_CONNECTIONS",
+    "METRIC_CLIENT_IDLE_TIMEOUT",
+    "MIN_TIMESTAMP_RESOLUTION",
+    "TAG_RELAY_NORMALIZED",
+    "RELAY_RULES",
+    "AGGREGATION_RULES",
+];
+
+/// Every other key of carbon 1.1.10's `conf.defaults` (known to carbon, not implemented here).
+const KNOWN: &[&str] = &[
+    "USER",
+    "MAX_CACHE_SIZE",
+    "MAX_UPDATES_PER_SECOND",
+    "MAX_CREATES_PER_MINUTE",
+    "MIN_TIMESTAMP_LAG",
+    "CACHE_QUERY_INTERFACE",
+    "CACHE_QUERY_PORT",
+    "LOG_UPDATES",
+    "LOG_CREATES",
+    "LOG_CACHE_HITS",
+    "LOG_CACHE_QUEUE_SORTS",
+    "DATABASE",
+    "WHISPER_AUTOFLUSH",
+    "WHISPER_SPARSE_CREATE",
+    "WHISPER_FALLOCATE_CREATE",
+    "WHISPER_LOCK_WRITES",
+    "WHISPER_FADVISE_RANDOM",
+    "CERES_MAX_SLICE_GAP",
+    "CERES_NODE_CACHING_BEHAVIOR",
+    "CERES_SLICE_CACHING_BEHAVIOR",
+    "CERES_LOCK_WRITES",
+    "MAX_AGGREGATION_INTERVALS",
+    "FORWARD_ALL",
+    "TIME_TO_DEFER_SENDING",
+    "ENABLE_AMQP",
+    "AMQP_METRIC_NAME_IN_BODY",
+    "AMQP_VERBOSE",
+    "AMQP_SPEC",
+    "BIND_PATTERNS",
+    "GRAPHITE_URL",
+    "ENABLE_TAGS",
+    "SKIP_TAGS_FOR_NONTAGGED",
+    "TAG_UPDATE_INTERVAL",
+    "TAG_BATCH_SIZE",
+    "TAG_QUEUE_SIZE",
+    "TAG_HASH_FILENAMES",
+    "ENABLE_MANHOLE",
+    "MANHOLE_INTERFACE",
+    "MANHOLE_PORT",
+    "MANHOLE_USER",
+    "MANHOLE_PUBLIC_KEY",
+    "MANHOLE_HOST_KEY_DIR",
+    "DYNAMIC_ROUTER",
+    "DYNAMIC_ROUTER_MAX_RETRIES",
+    "DESTINATION_TRANSPORT",
+    "DESTINATION_SSL_CA",
+    "USE_INSECURE_UNPICKLER",
+    "CACHE_WRITE_STRATEGY",
+    "WRITE_BACK_FREQUENCY",
+    "MIN_RESET_STAT_FLOW",
+    "MIN_RESET_RATIO",
+    "MIN_RESET_INTERVAL",
+    "TCP_KEEPALIVE",
+    "TCP_KEEPIDLE",
+    "TCP_KEEPINTVL",
+    "TCP_KEEPCNT",
+    "USE_RATIO_RESET",
+    "LOG_LISTENER_CONN_LOST",
+    "LOG_LISTENER_CONN_SUCCESS",
+    "LOG_AGGREGATOR_MISSES",
+    "REWRITE_RULES",
+    "ENABLE_LOGROTATION",
+    "CACHE_METRIC_NAMES_MAX",
+    "CACHE_METRIC_NAMES_TTL",
+    "RAVEN_DSN",
+    "STORAGE_DIR",
+    "LOCAL_DATA_DIR",
+    "WHITELISTS_DIR",
+    "PID_DIR",
+    "LOG_DIR",
+    "CONF_DIR",
+];
+
+/// Reads `options.path` and everything it refers to.
+pub fn load(options: &CarbonOptions) -> Result<CarbonImport, ConfigError> {
+    let text = read(&options.path)?;
+    from_text(&text, options)
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The merged `[relay]` + `[relay:<instance>]` settings: upper-case key → (value, section).
+struct Settings<'a> {
+    values: HashMap<String, (String, String)>,
+    file: &'a str,
+}
+
+impl Settings<'_> {
+    fn invalid(&self, key: &str, message: String) -> ConfigError {
+        let key = match self.values.get(key) {
+            Some((_, section)) => format!("[{section}] {key}"),
+            None => key.to_owned(),
+        };
+        ConfigError::Invalid {
+            file: self.file.to_owned(),
+            key,
+            message,
+        }
+    }
+
+    fn str(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(|(v, _)| v.as_str())
+    }
+
+    fn bool(&self, key: &str, default: bool) -> Result<bool, ConfigError> {
+        match self.str(key) {
+            None => Ok(default),
+            Some(v) => ini::parse_bool(v).ok_or_else(|| {
+                self.invalid(
+                    key,
+                    format!("{v:?} is not a boolean (1/yes/true/on, 0/no/false/off)"),
+                )
+            }),
+        }
+    }
+
+    fn float(&self, key: &str, default: f64) -> Result<f64, ConfigError> {
+        match self.str(key) {
+            None => Ok(default),
+            Some(v) => ini::parse_float(v)
+                .ok_or_else(|| self.invalid(key, format!("{v:?} is not a number"))),
+        }
+    }
+
+    fn uint(&self, key: &str, default: u64) -> Result<u64, ConfigError> {
+        match self.str(key) {
+            None => Ok(default),
+            Some(v) => ini::parse_int(v)
+                .and_then(|n| u64::try_from(n).ok())
+                .ok_or_else(|| self.invalid(key, format!("{v:?} is not a non-negative integer"))),
+        }
+    }
+
+    /// A count where carbon accepts `inf`: `None` for infinity.
+    fn count_or_inf(&self, key: &str, default: Option<u64>) -> Result<Option<u64>, ConfigError> {
+        match self.str(key) {
+            None => Ok(default),
+            Some(v) => match ini::parse_float(v) {
+                Some(f) if f == f64::INFINITY => Ok(None),
+                Some(f) if f >= 0.0 && f.is_finite() => Ok(Some(f as u64)),
+                _ => Err(self.invalid(key, format!("{v:?} is not a non-negative number or inf"))),
+            },
+        }
+    }
+
+    fn address(
+        &self,
+        iface_key: &str,
+        port_key: &str,
+        default_port: u64,
+    ) -> Result<String, ConfigError> {
+        let iface = self.str(iface_key).unwrap_or("0.0.0.0");
+        let port = self.uint(port_key, default_port)?;
+        if port == 0 {
+            // carbon: `if not port: return` — the receiver is off.
+            return Ok(String::new());
+        }
+        if port > u64::from(u16::MAX) {
+            return Err(self.invalid(port_key, format!("{port} is not a TCP/UDP port")));
+        }
+        let iface = iface.trim_start_matches('[').trim_end_matches(']');
+        Ok(if iface.contains(':') {
+            format!("[{iface}]:{port}")
+        } else {
+            format!("{iface}:{port}")
+        })
+    }
+}
+
+/// Translates carbon.conf text; `options.path` names the file and locates the rule files.
+pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, ConfigError> {
+    let file = options.path.display().to_string();
+    let syntax = |e: ini::IniError| ConfigError::Syntax {
+        file: file.clone(),
+        message: e.to_string(),
+    };
+    let parsed = Ini::parse(text).map_err(syntax)?;
+    let instance_section = format!("relay:{}", options.instance);
+    let values = ini::overlay(&parsed, &["relay", &instance_section]).map_err(syntax)?;
+    let s = Settings {
+        values,
+        file: &file,
+    };
+    let conf_dir = options
+        .path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let mut warnings = Vec::new();
+    if !parsed.has_section("relay") && !parsed.has_section(&instance_section) {
+        warnings.push(format!(
+            "{file}: no [relay] or [{instance_section}] section; carbon's defaults apply"
+        ));
+    }
+    let mut keys: Vec<&String> = s.values.keys().collect();
+    keys.sort();
+    for key in keys {
+        let section = s
+            .values
+            .get(key)
+            .map(|(_, sec)| sec.as_str())
+            .unwrap_or("relay");
+        if HONOURED.contains(&key.as_str()) {
+            continue;
+        }
+        if KNOWN.contains(&key.as_str()) {
+            warnings.push(format!(
+                "{file}: [{section}] {key}: not implemented by anthracite; ignored"
+            ));
+        } else {
+            warnings.push(format!(
+                "{file}: [{section}] {key}: not a carbon 1.1.10 setting; ignored"
+            ));
+        }
+    }
+
+    let mut raw = RawConfig::default();
+    raw.listen.line_tcp = s.address("LINE_RECEIVER_INTERFACE", "LINE_RECEIVER_PORT", 2003)?;
+    raw.listen.pickle_tcp = s.address("PICKLE_RECEIVER_INTERFACE", "PICKLE_RECEIVER_PORT", 2004)?;
+    raw.listen.line_udp = if s.bool("ENABLE_UDP_LISTENER", false)? {
+        s.address("UDP_RECEIVER_INTERFACE", "UDP_RECEIVER_PORT", 2003)?
+    } else {
+        String::new()
+    };
+    raw.listen.max_pickle_frame = s.uint("PICKLE_RECEIVER_MAX_LENGTH", 1 << 20)? as usize;
+    raw.listen.max_connections = match s.count_or_inf("MAX_RECEIVER_CONNECTIONS", None)? {
+        None => tokio::sync::Semaphore::MAX_PERMITS,
+        Some(n) => usize::try_from(n).unwrap_or(tokio::sync::Semaphore::MAX_PERMITS),
+    };
+    raw.listen.idle_timeout_secs = match s.str("METRIC_CLIENT_IDLE_TIMEOUT") {
+        None | Some("None") | Some("") => 0.0,
+        Some(_) => s.float("METRIC_CLIENT_IDLE_TIMEOUT", 0.0)?,
+    };
+
+    let method_text = s.str("RELAY_METHOD").unwrap_or("rules");
+    let method = match method_text {
+        "rules" => Method::Rules,
+        "consistent-hashing" => Method::ConsistentHashing,
+        "fast-hashing" => Method::FastHashing,
+        "aggregated-consistent-hashing" => Method::AggregatedConsistentHashing,
+        "fast-aggregated-hashing" => Method::FastAggregatedHashing,
+        other => {
+            return Err(s.invalid(
+                "RELAY_METHOD",
+                format!(
+                    "{other:?} must be one of rules, consistent-hashing, fast-hashing, aggregated-consistent-hashing, fast-aggregated-hashing"
+                ),
+            ));
+        }
+    };
+    raw.router.method = method;
+    raw.router.hash_type = match s.str("ROUTER_HASH_TYPE") {
+        // carbon: `ROUTER_HASH_TYPE or 'carbon_ch'` for rings, `or 'mmh3_ch'` for FastHashRing.
+        None | Some("None") | Some("") if method.is_fast() => HashType::Mmh3Ch,
+        None | Some("None") | Some("") => HashType::CarbonCh,
+        Some("carbon_ch") => HashType::CarbonCh,
+        Some("fnv1a_ch") => HashType::Fnv1aCh,
+        Some("mmh3_ch") => HashType::Mmh3Ch,
+        Some(other) => {
+            return Err(s.invalid(
+                "ROUTER_HASH_TYPE",
+                format!("{other:?} must be carbon_ch, fnv1a_ch or mmh3_ch"),
+            ));
+        }
+    };
+    raw.router.replication_factor = s.uint("REPLICATION_FACTOR", 1)? as usize;
+    raw.router.diverse_replicas = s.bool("DIVERSE_REPLICAS", true)?;
+
+    let destinations: Vec<String> = ini::parse_list(s.str("DESTINATIONS").unwrap_or(""))
+        .into_iter()
+        .filter(|d| !d.is_empty())
+        .collect();
+    let mut specs = Vec::with_capacity(destinations.len());
+    for d in &destinations {
+        specs
+            .push(DestinationSpec::parse(d).map_err(|e| s.invalid("DESTINATIONS", e.to_string()))?);
+    }
+    for (i, spec) in specs.iter().enumerate() {
+        if specs[..i]
+            .iter()
+            .any(|p| p.host == spec.host && p.instance == spec.instance)
+        {
+            return Err(s.invalid(
+                "DESTINATIONS",
+                format!(
+                    "destination instance ({}, {}) already configured (carbon refuses this too: the port is not part of the ring key)",
+                    spec.host,
+                    spec.instance.as_deref().unwrap_or("None")
+                ),
+            ));
+        }
+    }
+    raw.destinations.servers = destinations.into_iter().map(RawServer::Address).collect();
+    raw.destinations.protocol = match s.str("DESTINATION_PROTOCOL").unwrap_or("pickle") {
+        "pickle" => OutputProtocol::Pickle,
+        "line" => OutputProtocol::Line,
+        other => {
+            return Err(s.invalid(
+                "DESTINATION_PROTOCOL",
+                format!("{other:?} is not supported (pickle or line)"),
+            ));
+        }
+    };
+    if s.bool("DESTINATION_POOL_REPLICAS", false)? {
+        warnings.push(format!(
+            "{file}: DESTINATION_POOL_REPLICAS = True is not implemented: each datapoint goes to the instance the ring chose, not the least-loaded instance on the same host:port"
+        ));
+    }
+    match s.count_or_inf("MAX_QUEUE_SIZE", Some(1000))? {
+        Some(0) => return Err(s.invalid("MAX_QUEUE_SIZE", "must be at least 1".into())),
+        Some(n) => raw.destinations.queue.max_datapoints = usize::try_from(n).unwrap_or(usize::MAX),
+        None => raw.destinations.queue.max_datapoints = usize::MAX,
+    }
+    let low = s.float("QUEUE_LOW_WATERMARK_PCT", 0.8)?;
+    if !(0.0..=1.0).contains(&low) {
+        return Err(s.invalid("QUEUE_LOW_WATERMARK_PCT", "must be between 0 and 1".into()));
+    }
+    if s.bool("USE_FLOW_CONTROL", true)? {
+        warnings.push(format!(
+            "{file}: USE_FLOW_CONTROL = True (carbon's default) is not implemented yet: a full destination queue drops new datapoints (counted as fullQueueDrops) instead of pausing the receivers, so QUEUE_LOW_WATERMARK_PCT has no effect"
+        ));
+    }
+    raw.destinations.max_datapoints_per_message =
+        s.uint("MAX_DATAPOINTS_PER_MESSAGE", 500)? as usize;
+
+    raw.telemetry.prefix = s.str("CARBON_METRIC_PREFIX").unwrap_or("carbon").to_owned();
+    raw.telemetry.interval_secs = s.float("CARBON_METRIC_INTERVAL", 60.0)?;
+    raw.telemetry.instance = options.instance.clone();
+
+    raw.ingest.min_timestamp_resolution = s.uint("MIN_TIMESTAMP_RESOLUTION", 0)?;
+    if s.bool("TAG_RELAY_NORMALIZED", false)? {
+        warnings.push(format!(
+            "{file}: TAG_RELAY_NORMALIZED = True is not implemented: tagged names are routed and sent as received"
+        ));
+    }
+    if s.bool("USE_WHITELIST", false)? {
+        raw.ingest.use_whitelist = true;
+        raw.ingest.whitelist = conf_dir.join("whitelist.conf").display().to_string();
+        raw.ingest.blacklist = conf_dir.join("blacklist.conf").display().to_string();
+    }
+
+    if method == Method::Rules {
+        let path = options
+            .rules
+            .clone()
+            .unwrap_or_else(|| conf_dir.join(s.str("RELAY_RULES").unwrap_or("relay-rules.conf")));
+        let specs_by_text = &specs;
+        raw.rules = relay_rules(&path, specs_by_text, &mut warnings)?;
+    } else if method.is_aggregated() {
+        let path = options.aggregation_rules.clone().unwrap_or_else(|| {
+            conf_dir.join(
+                s.str("AGGREGATION_RULES")
+                    .unwrap_or("aggregation-rules.conf"),
+            )
+        });
+        if path.exists() {
+            let text = read(&path)?;
+            crate::router::aggregation::parse_rules(&text).map_err(|(line, e)| {
+                ConfigError::Invalid {
+                    file: path.display().to_string(),
+                    key: format!("line {line}"),
+                    message: e.to_string(),
+                }
+            })?;
+            raw.router.aggregation_rules = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_owned)
+                .collect();
+        } else {
+            warnings.push(format!(
+                "{}: aggregation rules file does not exist; every metric is routed by its own name (as carbon does)",
+                path.display()
+            ));
+        }
+    }
+
+    let config = Config::from_raw(raw, &file)?;
+    Ok(CarbonImport { config, warnings })
+}
+
+/// carbon's `loadRelayRules`: sections in file order, each `destinations` kept only where it
+/// is one of DESTINATIONS (carbon's router yields only configured destinations).
+fn relay_rules(
+    path: &Path,
+    configured: &[DestinationSpec],
+    warnings: &mut Vec<String>,
+) -> Result<Vec<RawRule>, ConfigError> {
+    let file = path.display().to_string();
+    let text = read(path)?;
+    let ini = Ini::parse(&text).map_err(|e| ConfigError::Syntax {
+        file: file.clone(),
+        message: e.to_string(),
+    })?;
+    let invalid = |section: &str, key: &str, message: String| ConfigError::Invalid {
+        file: file.clone(),
+        key: format!("[{section}] {key}"),
+        message,
+    };
+    let get = |section: &str, key: &str| -> Result<Option<String>, ConfigError> {
+        ini.get(section, key)
+            .transpose()
+            .map_err(|e| invalid(section, key, e.to_string()))
+    };
+    let mut rules = Vec::new();
+    let mut default: Option<RawRule> = None;
+    for section in ini.sections() {
+        let Some(dests) = get(section, "destinations")? else {
+            return Err(invalid(
+                section,
+                "destinations",
+                "the section does not define a 'destinations' list".into(),
+            ));
+        };
+        let mut kept = Vec::new();
+        for d in dests.split(',').filter(|d| !d.trim().is_empty()) {
+            let spec = DestinationSpec::parse(d)
+                .map_err(|e| invalid(section, "destinations", e.to_string()))?;
+            if configured.contains(&spec) {
+                kept.push(spec.to_string());
+            } else {
+                warnings.push(format!(
+                    "{file}: [{section}] destinations: {spec} is not in DESTINATIONS; carbon never sends there and neither does anthracite"
+                ));
+            }
+        }
+        if kept.is_empty() {
+            warnings.push(format!(
+                "{file}: [{section}] destinations: none is in DESTINATIONS, so names this rule matches are relayed nowhere (carbon does the same)"
+            ));
+        }
+        let boolean = |key: &str| -> Result<Option<bool>, ConfigError> {
+            match get(section, key)? {
+                None => Ok(None),
+                Some(v) => ini::parse_bool(&v)
+                    .map(Some)
+                    .ok_or_else(|| invalid(section, key, format!("{v:?} is not a boolean"))),
+            }
+        };
+        if let Some(pattern) = get(section, "pattern")? {
+            if ini.has_option(section, "default") {
+                return Err(invalid(
+                    section,
+                    "pattern",
+                    "the section has both 'pattern' and 'default'; use one or the other".into(),
+                ));
+            }
+            regex::RegexBuilder::new(&pattern)
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| invalid(section, "pattern", e.to_string()))?;
+            rules.push(RawRule {
+                pattern: Some(pattern),
+                default: false,
+                destinations: kept,
+                continue_matching: boolean("continue")?.unwrap_or(false),
+            });
+            continue;
+        }
+        match boolean("default")? {
+            Some(true) => {
+                if default.is_some() {
+                    return Err(invalid(
+                        section,
+                        "default",
+                        "only one default rule can be specified".into(),
+                    ));
+                }
+                default = Some(RawRule {
+                    pattern: None,
+                    default: true,
+                    destinations: kept,
+                    continue_matching: false,
+                });
+            }
+            Some(false) => {}
+            None => warnings.push(format!(
+                "{file}: [{section}] has neither 'pattern' nor 'default'; ignored, as carbon does"
+            )),
+        }
+    }
+    let Some(default) = default else {
+        return Err(ConfigError::Invalid {
+            file,
+            key: "default".into(),
+            message: "no default rule defined: exactly one section needs 'default = true'".into(),
+        });
+    };
+    rules.push(default);
+    Ok(rules)
+}
+
+#[cfg(test)]
+mod tests;

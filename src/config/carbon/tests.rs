@@ -1,0 +1,266 @@
+use super::*;
+
+fn import(conf: &str) -> Result<CarbonImport, ConfigError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("carbon.conf");
+    std::fs::write(&path, conf).expect("write carbon.conf");
+    load(&CarbonOptions::new(&path))
+}
+
+fn import_with(
+    conf: &str,
+    files: &[(&str, &str)],
+    instance: &str,
+) -> Result<CarbonImport, ConfigError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).expect("write file");
+    }
+    let path = dir.path().join("carbon.conf");
+    std::fs::write(&path, conf).expect("write carbon.conf");
+    let mut o = CarbonOptions::new(&path);
+    o.instance = instance.into();
+    load(&o)
+}
+
+#[test]
+fn carbon_defaults_apply_when_keys_are_absent() {
+    let c = import("[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = 127.0.0.1:2004\n")
+        .expect("imports");
+    let cfg = &c.config;
+    assert_eq!(cfg.listen.line_tcp, "0.0.0.0:2003".parse().ok());
+    assert_eq!(cfg.listen.pickle_tcp, "0.0.0.0:2004".parse().ok());
+    assert_eq!(cfg.listen.line_udp, None);
+    assert_eq!(cfg.listen.max_pickle_frame, 1 << 20);
+    assert_eq!(cfg.destinations[0].queue.max_datapoints, 1000);
+    assert_eq!(cfg.destinations[0].max_datapoints_per_message, 500);
+    assert_eq!(
+        cfg.telemetry.interval,
+        Some(std::time::Duration::from_secs(60))
+    );
+    assert_eq!(cfg.telemetry.prefix, "carbon");
+    assert_eq!(cfg.telemetry.instance, "a");
+    assert!(cfg.router.diverse_replicas);
+    assert_eq!(cfg.router.hash_type, HashType::CarbonCh);
+    assert_eq!(cfg.ingest.lists, None);
+    // carbon's default USE_FLOW_CONTROL = True is named.
+    assert!(
+        c.warnings.iter().any(|w| w.contains("USE_FLOW_CONTROL")),
+        "{:?}",
+        c.warnings
+    );
+}
+
+#[test]
+fn instance_section_overrides_relay_and_default_feeds_both() {
+    let conf = "[DEFAULT]\nCARBON_METRIC_PREFIX = dflt\n[relay]\nRELAY_METHOD = consistent-hashing\nline_receiver_port = 2013\nDESTINATIONS = 127.0.0.1:2104:a, [::1]:2204:b\nENABLE_UDP_LISTENER = yes\nUDP_RECEIVER_INTERFACE = ::\nMAX_QUEUE_SIZE = inf\nCARBON_METRIC_INTERVAL = 0\nUSE_FLOW_CONTROL = off\n[relay:b]\nLINE_RECEIVER_PORT = 2113\nPICKLE_RECEIVER_PORT = 0\nMIN_TIMESTAMP_RESOLUTION = 10\nBOGUS_KEY = 1\nLOG_UPDATES = False\n";
+    let c = import_with(conf, &[], "b").expect("imports");
+    let cfg = &c.config;
+    assert_eq!(cfg.listen.line_tcp, "0.0.0.0:2113".parse().ok());
+    assert_eq!(cfg.listen.pickle_tcp, None, "port 0 disables, as in carbon");
+    assert_eq!(cfg.listen.line_udp, "[::]:2003".parse().ok());
+    assert_eq!(cfg.destinations[1].spec.host, "::1");
+    assert_eq!(cfg.destinations[0].queue.max_datapoints, usize::MAX);
+    assert_eq!(cfg.telemetry.interval, None);
+    assert_eq!(cfg.telemetry.prefix, "dflt");
+    assert_eq!(cfg.telemetry.instance, "b");
+    assert_eq!(cfg.ingest.min_timestamp_resolution, 10);
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("BOGUS_KEY") && w.contains("not a carbon"))
+    );
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("LOG_UPDATES") && w.contains("not implemented"))
+    );
+    assert!(
+        !c.warnings.iter().any(|w| w.contains("USE_FLOW_CONTROL")),
+        "{:?}",
+        c.warnings
+    );
+    let a = import_with(conf, &[], "a").expect("instance a");
+    assert_eq!(a.config.listen.line_tcp, "0.0.0.0:2013".parse().ok());
+}
+
+#[test]
+fn bad_values_and_duplicates_name_key_and_file() {
+    for (conf, key) in [
+        (
+            "[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = 127.0.0.1:2104:a, 127.0.0.1:2204:a\n",
+            "DESTINATIONS",
+        ),
+        (
+            "[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = h:1\nDIVERSE_REPLICAS = maybe\n",
+            "DIVERSE_REPLICAS",
+        ),
+        (
+            "[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = h:1\nLINE_RECEIVER_PORT = x\n",
+            "LINE_RECEIVER_PORT",
+        ),
+        (
+            "[relay]\nRELAY_METHOD = hashing\nDESTINATIONS = h:1\n",
+            "RELAY_METHOD",
+        ),
+        (
+            "[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = h:1\nDESTINATION_PROTOCOL = protobuf\n",
+            "DESTINATION_PROTOCOL",
+        ),
+        (
+            "[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = h:1\nCARBON_METRIC_PREFIX = 50%\n",
+            "carbon_metric_prefix",
+        ),
+    ] {
+        let err = import(conf).expect_err(key).to_string();
+        assert!(err.contains(key), "{key}: {err}");
+        assert!(err.contains("carbon.conf"), "{key}: {err}");
+    }
+}
+
+#[test]
+fn fast_methods_default_to_mmh3_like_carbon() {
+    let c = import("[relay]\nRELAY_METHOD = fast-hashing\nDESTINATIONS = h:1:a\n").expect("fast");
+    assert_eq!(c.config.router.hash_type, HashType::Mmh3Ch);
+    let c = import(
+        "[relay]\nRELAY_METHOD = fast-hashing\nROUTER_HASH_TYPE = fnv1a_ch\nDESTINATIONS = h:1:a\n",
+    )
+    .expect("fast fnv");
+    assert_eq!(c.config.router.hash_type, HashType::Fnv1aCh);
+}
+
+const RULES_CONF: &str = "[relay]\nDESTINATIONS = 127.0.0.1:2104:a, 127.0.0.1:2204:b\n";
+
+#[test]
+fn relay_rules_in_file_order_default_last() {
+    let rules = "[default]\ndefault = true\ndestinations = 127.0.0.1:2104:a\n\n[cpu]\npattern = ^CPU\\.\ndestinations = 127.0.0.1:2204:b, 10.0.0.9:2004:z\ncontinue = yes\n\n[mem]\npattern = mem\ndestinations = 127.0.0.1:2104:a\n[off]\ndefault = false\ndestinations = 127.0.0.1:2104:a\n";
+    let c = import_with(RULES_CONF, &[("relay-rules.conf", rules)], "a").expect("rules");
+    let r = &c.config.router.rules;
+    assert_eq!(r.len(), 3);
+    assert_eq!(r[0].pattern.as_deref(), Some("^CPU\\."));
+    assert!(r[0].continue_matching);
+    assert_eq!(r[0].destinations, vec![1], "unknown destination skipped");
+    assert_eq!(r[1].pattern.as_deref(), Some("mem"));
+    assert_eq!(r[2].pattern, None);
+    assert!(c.warnings.iter().any(|w| w.contains("10.0.0.9:2004:z")));
+    let router = crate::router::Router::new(c.config.router.clone()).expect("router");
+    let mut out = Vec::new();
+    router.route_into(b"cpu.mem.x", &mut out);
+    assert_eq!(out, vec![1, 0]);
+}
+
+#[test]
+fn relay_rules_errors_name_file_and_section() {
+    for (rules, needle) in [
+        ("[x]\npattern = a\n", "destinations"),
+        (
+            "[x]\npattern = a\ndestinations = 127.0.0.1:2104:a\n",
+            "default",
+        ),
+        (
+            "[x]\npattern = a\ndefault = true\ndestinations = 127.0.0.1:2104:a\n",
+            "[x] pattern",
+        ),
+        (
+            "[x]\ndefault = true\ndestinations = 127.0.0.1:2104:a\n[y]\ndefault = 1\ndestinations = 127.0.0.1:2104:a\n",
+            "[y] default",
+        ),
+        (
+            "[x]\npattern = (a\ndestinations = 127.0.0.1:2104:a\n[d]\ndefault = true\ndestinations = 127.0.0.1:2104:a\n",
+            "[x] pattern",
+        ),
+        (
+            "[x]\npattern = a\ncontinue = perhaps\ndestinations = 127.0.0.1:2104:a\n[d]\ndefault = true\ndestinations = 127.0.0.1:2104:a\n",
+            "[x] continue",
+        ),
+    ] {
+        let err = import_with(RULES_CONF, &[("relay-rules.conf", rules)], "a")
+            .expect_err(needle)
+            .to_string();
+        assert!(err.contains("relay-rules.conf"), "{needle}: {err}");
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    let nowhere = import_with(
+        RULES_CONF,
+        &[(
+            "relay-rules.conf",
+            "[d]\ndefault = true\ndestinations = 10.1.1.1:1:q\n",
+        )],
+        "a",
+    )
+    .expect("carbon starts with a rule that sends nowhere");
+    assert!(
+        nowhere
+            .warnings
+            .iter()
+            .any(|w| w.contains("[d] destinations") && w.contains("nowhere"))
+    );
+    let err = import_with(RULES_CONF, &[], "a")
+        .expect_err("missing file")
+        .to_string();
+    assert!(err.contains("relay-rules.conf"), "{err}");
+}
+
+#[test]
+fn aggregation_rules_feed_the_aggregated_router() {
+    let conf = "[relay]\nRELAY_METHOD = aggregated-consistent-hashing\nDESTINATIONS = 127.0.0.1:2104:a, 127.0.0.1:2204:b, 127.0.0.1:2304:c\nREPLICATION_FACTOR = 1\n";
+    let agg = "# comment\n\n<env>.all.cpu (60) = sum <env>.*.cpu\n";
+    let c = import_with(conf, &[("aggregation-rules.conf", agg)], "a").expect("aggregated");
+    assert_eq!(c.config.router.aggregation_rules.len(), 1);
+    let router = crate::router::Router::new(c.config.router.clone()).expect("router");
+    let mut by_agg = Vec::new();
+    let mut direct = Vec::new();
+    router.route_into(b"prod.host7.cpu", &mut by_agg);
+    let plain = crate::router::Router::new(crate::router::RouterSpec {
+        method: Method::ConsistentHashing,
+        ..c.config.router.clone()
+    })
+    .expect("plain");
+    plain.route_into(b"prod.all.cpu", &mut direct);
+    assert_eq!(by_agg, direct, "routed by its aggregate name");
+    let mut raw_name = Vec::new();
+    let mut expect = Vec::new();
+    router.route_into(b"other.metric", &mut raw_name);
+    plain.route_into(b"other.metric", &mut expect);
+    assert_eq!(raw_name, expect, "no rule matches: routed by its own name");
+
+    let err = import_with(
+        conf,
+        &[("aggregation-rules.conf", "x (1) = median y\n")],
+        "a",
+    )
+    .expect_err("bad method")
+    .to_string();
+    assert!(
+        err.contains("aggregation-rules.conf") && err.contains("line 1"),
+        "{err}"
+    );
+    let missing = import_with(conf, &[], "a").expect("missing file is carbon's empty rules");
+    assert!(
+        missing
+            .warnings
+            .iter()
+            .any(|w| w.contains("aggregation-rules.conf"))
+    );
+}
+
+#[test]
+fn whitelist_paths_come_from_the_conf_dir() {
+    let c = import(
+        "[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = h:1\nUSE_WHITELIST = true\n",
+    )
+    .expect("imports");
+    let lists = c.config.ingest.lists.expect("lists on");
+    assert!(
+        lists
+            .whitelist
+            .expect("whitelist")
+            .ends_with("whitelist.conf")
+    );
+    assert!(
+        lists
+            .blacklist
+            .expect("blacklist")
+            .ends_with("blacklist.conf")
+    );
+}

@@ -1,0 +1,96 @@
+//! Test support for proving anthracite against the real carbon 1.1.10.
+//!
+//! Everything here talks to real processes over loopback sockets:
+//!
+//! - [`venv`]: one Python 3.11 venv per checkout with `carbon==1.1.10`, `whisper==1.1.10` and
+//!   `mmh3`, built once and shared by every test binary (file lock + completion marker).
+//! - [`carbon`]: real `carbon-cache.py` instances ([`carbon::CarbonCaches`]) and a real
+//!   `carbon-relay.py` ([`carbon::CarbonRelay`]) on free ports, each stopped by PID on drop.
+//! - [`whisper`]: read back what the caches stored, one Python process per batch of names.
+//! - [`placement`]: ask carbon's own `ConsistentHashingRouter` where names go.
+//! - [`relay`]: an in-process anthracite on loopback listeners (from main's relay tests).
+//! - [`sink`]: a counting TCP sink that decodes pickle (with `serde_pickle`, not anthracite's
+//!   decoder) or plaintext and records every datapoint it receives.
+//!
+//! Each `tests/*.rs` that needs this does `mod support;`; not every binary uses every item.
+#![allow(dead_code)]
+
+pub mod carbon;
+pub mod placement;
+pub mod process;
+pub mod relay;
+pub mod sink;
+pub mod venv;
+pub mod whisper;
+
+use std::net::TcpListener;
+
+/// Reserves `n` distinct free loopback ports: binds them all at once (so they are distinct),
+/// then releases them for the process that will listen on them.
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 to find a free port"))
+        .collect();
+    listeners
+        .iter()
+        .map(|l| {
+            l.local_addr()
+                .expect("local_addr of a bound listener")
+                .port()
+        })
+        .collect()
+}
+
+/// Sends `path value timestamp\n` lines over one TCP connection to `addr` and closes it.
+pub fn send_lines(addr: std::net::SocketAddr, points: &[(String, i64, f64)]) {
+    use std::io::Write;
+    let mut text = String::new();
+    for (path, ts, value) in points {
+        text.push_str(&format!("{path} {value:?} {ts}\n"));
+    }
+    let mut conn = std::net::TcpStream::connect(addr)
+        .unwrap_or_else(|e| panic!("connect to {addr} to send lines: {e}"));
+    conn.write_all(text.as_bytes())
+        .unwrap_or_else(|e| panic!("send lines to {addr}: {e}"));
+    conn.shutdown(std::net::Shutdown::Write).ok();
+}
+
+/// Sends `points` as carbon pickle frames (4-byte big-endian length + pickle of
+/// `[(path, (timestamp, value)), …]`, encoded by `serde_pickle`), at most `per_frame` per frame,
+/// over one TCP connection to `addr`, and closes it.
+pub fn send_pickle(addr: std::net::SocketAddr, points: &[(String, i64, f64)], per_frame: usize) {
+    use std::io::Write;
+    let mut bytes = Vec::new();
+    for chunk in points.chunks(per_frame.max(1)) {
+        let payload: Vec<(&str, (i64, f64))> = chunk
+            .iter()
+            .map(|(p, t, v)| (p.as_str(), (*t, *v)))
+            .collect();
+        let body = serde_pickle::to_vec(&payload, serde_pickle::SerOptions::new())
+            .expect("serde_pickle encodes datapoints");
+        bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(&body);
+    }
+    let mut conn = std::net::TcpStream::connect(addr)
+        .unwrap_or_else(|e| panic!("connect to {addr} to send pickle: {e}"));
+    conn.write_all(&bytes)
+        .unwrap_or_else(|e| panic!("send pickle to {addr}: {e}"));
+    conn.shutdown(std::net::Shutdown::Write).ok();
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs() as i64
+}
+
+/// `../shared/compat/<file>` next to the repository, read in place.
+pub fn compat_path(file: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("shared")
+        .join("compat")
+        .join(file)
+}
