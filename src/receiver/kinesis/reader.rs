@@ -265,10 +265,10 @@ impl ShardReader {
             return;
         };
         let entry = p.shards.entry(self.shard_id.clone()).or_default();
-        if let Some(pos) = last {
-            if entry.position.as_ref() != Some(pos) {
-                entry.position = Some(pos.clone());
-            }
+        if let Some(pos) = last
+            && entry.position.as_ref() != Some(pos)
+        {
+            entry.position = Some(pos.clone());
         }
         if ended {
             entry.ended = true;
