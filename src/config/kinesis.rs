@@ -381,6 +381,39 @@ mod tests {
     }
 
     #[test]
+    fn table_or_array_of_tables_and_errors_name_the_key() {
+        let base = "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\n";
+        let one = format!("{base}[kinesis]\nstream = \"s\"\ncheckpoint_dir = \"/tmp/cp\"\n");
+        let c = crate::Config::from_toml_str(&one).expect("one table");
+        assert_eq!(c.kinesis.len(), usize::from(cfg!(feature = "kinesis")));
+        if !cfg!(feature = "kinesis") {
+            return;
+        }
+        let many = format!(
+            "{base}[[kinesis]]\nstream = \"a\"\ncheckpoint_dir = \"/tmp/cp\"\n[[kinesis]]\nstream = \"b\"\ncheckpoint_dir = \"/tmp/cp\"\ninitial_position = \"at_timestamp\"\ninitial_timestamp = 2023-11-14T22:13:20Z\ncontent_encoding = \"auto\"\n"
+        );
+        let c = crate::Config::from_toml_str(&many).expect("array of tables");
+        assert_eq!(c.kinesis.len(), 2);
+        assert_eq!(c.kinesis[1].initial_timestamp, Some(1_700_000_000.0));
+        assert!(c.to_resolved_toml().contains("[[kinesis]]"));
+        let bad = format!(
+            "{base}[[kinesis]]\nstream = \"a\"\ncheckpoint_dir = \"/x\"\npoll_busy_ms = 50\n"
+        );
+        let err = crate::Config::from_toml_str(&bad).expect_err("too fast");
+        assert!(err.to_string().contains("kinesis[0].poll_busy_ms"), "{err}");
+        let unknown =
+            format!("{base}[kinesis]\nstream = \"a\"\ncheckpoint_dir = \"/x\"\nbogus = 1\n");
+        let err = crate::Config::from_toml_str(&unknown).expect_err("unknown key");
+        assert!(err.to_string().contains("bogus"), "{err}");
+        let missing = format!("{base}[kinesis]\nstream = \"a\"\n");
+        let err = crate::Config::from_toml_str(&missing).expect_err("no checkpoint_dir");
+        assert!(
+            err.to_string().contains("kinesis[0].checkpoint_dir"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn arn_gives_name() {
         let raw = RawKinesis {
             stream: "arn:aws:kinesis:eu-west-1:123456789012:stream/metrics".into(),
