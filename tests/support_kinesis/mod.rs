@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod harness;
 pub mod kinesalite;
 pub mod proxy;
 pub mod sink;
