@@ -75,10 +75,10 @@ async fn serve(mut client: TcpStream, upstream: &str, faults: &Faults) -> std::i
             .unwrap_or_default();
         if target.ends_with(".GetRecords") {
             let n = faults.calls.fetch_add(1, SeqCst) + 1;
-            let fault = if faults.throttle_every > 0 && n % faults.throttle_every == 0 {
+            let fault = if faults.throttle_every > 0 && n.is_multiple_of(faults.throttle_every) {
                 faults.throttled.fetch_add(1, SeqCst);
                 Some("ProvisionedThroughputExceededException")
-            } else if faults.expire_every > 0 && n % faults.expire_every == 0 {
+            } else if faults.expire_every > 0 && n.is_multiple_of(faults.expire_every) {
                 faults.expired.fetch_add(1, SeqCst);
                 Some("ExpiredIteratorException")
             } else {
