@@ -1,0 +1,570 @@
+//! The proof that anthracite is a drop-in replacement for carbon-relay 1.1.10: a differential
+//! test against the real thing.
+//!
+//! For each configuration, the real `carbon-relay.py` 1.1.10 and the real `anthracite` binary
+//! (`anthracite run --carbon-config`) run on the **same carbon.conf file**, one after the other:
+//! both listen on that file's LINE/PICKLE_RECEIVER_PORT and read the same DESTINATIONS text, so
+//! their rings — keyed by (host, instance) — are built from identical input. Before each run,
+//! fresh counting sinks are started on the destination ports; after it, the relay is stopped and
+//! the sinks are dropped, so the two runs see identical destinations but share no state.
+//!
+//! Both relays get the same datapoints (unicode names — CJK, emoji —, tagged `name;k=v` names,
+//! paths over 200 characters; half by plaintext, half by pickle), in chunks: each chunk waits
+//! until the relay has delivered at least one copy of everything sent so far, and MAX_QUEUE_SIZE
+//! is far above the input, so carbon itself drops nothing. The assertion is exact: the multiset
+//! of (destination, path, timestamp, value) each relay delivered must be identical. Self-metrics
+//! are off (CARBON_METRIC_INTERVAL = 0) and `carbon.`-prefixed names are filtered defensively.
+//!
+//! Sizes: 50,000 datapoints for the main consistent-hashing case and 10,000 for each of the
+//! others, so the whole file stays within a few minutes on a shared 2-core machine (carbon-relay
+//! forwards ~40k datapoints/s at best here, and every case runs carbon once and anthracite once).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::carbon::{CarbonConf, CarbonRelay, write_carbon_conf};
+use support::process::ManagedChild;
+use support::sink::{CountingSink, SinkProtocol};
+use support::{free_ports, send_lines, send_pickle, unix_now};
+
+/// Datapoints per chunk; chunks alternate plaintext and pickle.
+const CHUNK: usize = 2_500;
+/// Datapoints per pickle frame.
+const PER_FRAME: usize = 500;
+/// How long one chunk may take to be delivered before we stop pacing and go on (the comparison
+/// then reports whatever is missing).
+const CHUNK_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the sinks must see nothing new before a run counts as finished.
+const QUIET: Duration = Duration::from_secs(2);
+/// Bound on waiting for the sinks to go quiet.
+const QUIET_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a relay gets to open its ports.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// [relay] keys every case shares: no self-metrics, queues far above the input (so carbon drops
+/// nothing), flow control on (carbon's default: a full queue pauses the receivers).
+const COMMON: &str = "MAX_QUEUE_SIZE = 1000000\n\
+                      CARBON_METRIC_INTERVAL = 0\n\
+                      USE_FLOW_CONTROL = True\n\
+                      LOG_LISTENER_CONN_SUCCESS = False\n\
+                      LOG_LISTENER_CONN_LOST = False\n";
+
+/// One datapoint as sent: (path, timestamp, value).
+type Point = (String, i64, f64);
+
+/// What one relay delivered: (destination, path, timestamp bits, value bits) → copies.
+type Delivered = BTreeMap<(String, String, u64, u64), usize>;
+
+/// A destination of a case: host as written in DESTINATIONS, optional instance.
+type Dest = (&'static str, Option<&'static str>);
+
+/// One configuration to compare.
+struct Case {
+    /// For messages and tempdir names.
+    name: &'static str,
+    /// DESTINATIONS entries (ports are allocated by the test).
+    dests: &'static [Dest],
+    /// Builds the [relay] keys besides the listener, DESTINATIONS and [`COMMON`] ones, and any
+    /// extra files for conf/ (relay-rules.conf, aggregation-rules.conf), from the DESTINATIONS
+    /// entries as written.
+    config: fn(&[String]) -> (String, Vec<(&'static str, String)>),
+    /// Datapoints to send.
+    points: usize,
+    /// The fewest copies of a datapoint with this name any correct relay delivers (pacing
+    /// target and a sanity check that carbon's run is complete).
+    min_copies: fn(&str) -> usize,
+    /// Whether `min_copies` is exact (hashing without aggregation), checked on carbon's run.
+    exact: bool,
+}
+
+#[test]
+fn consistent_hashing_four_destinations_one_without_instance() {
+    differential(&Case {
+        name: "consistent-hashing",
+        dests: &[
+            ("127.0.0.1", Some("a")),
+            ("127.0.0.1", Some("b")),
+            ("127.0.0.1", Some("c")),
+            // instance None is its own ring key: ('127.0.0.1', None)
+            ("127.0.0.1", None),
+        ],
+        config: |_| ("RELAY_METHOD = consistent-hashing\n".into(), vec![]),
+        points: 50_000,
+        min_copies: |_| 1,
+        exact: true,
+    });
+}
+
+/// Two hosts (`127.0.0.1` and `localhost`, both reaching the sinks on 127.0.0.1) with two
+/// instances each: with DIVERSE_REPLICAS the two copies go to different hosts.
+const SHARED_HOSTS: &[Dest] = &[
+    ("127.0.0.1", Some("a")),
+    ("127.0.0.1", Some("b")),
+    ("localhost", Some("a")),
+    ("localhost", Some("b")),
+];
+
+#[test]
+fn replication_factor_two_diverse_replicas() {
+    differential(&Case {
+        name: "rf2-diverse",
+        dests: SHARED_HOSTS,
+        config: |_| {
+            (
+                "RELAY_METHOD = consistent-hashing\nREPLICATION_FACTOR = 2\nDIVERSE_REPLICAS = True\n"
+                    .into(),
+                vec![],
+            )
+        },
+        points: 10_000,
+        min_copies: |_| 2,
+        exact: true,
+    });
+}
+
+#[test]
+fn replication_factor_two_without_diverse_replicas() {
+    differential(&Case {
+        name: "rf2-not-diverse",
+        dests: SHARED_HOSTS,
+        config: |_| {
+            (
+                "RELAY_METHOD = consistent-hashing\nREPLICATION_FACTOR = 2\nDIVERSE_REPLICAS = False\n"
+                    .into(),
+                vec![],
+            )
+        },
+        points: 10_000,
+        min_copies: |_| 2,
+        exact: true,
+    });
+}
+
+#[test]
+fn fnv1a_ch_distinct_instances() {
+    differential(&Case {
+        name: "fnv1a_ch",
+        dests: &[
+            ("127.0.0.1", Some("a")),
+            ("127.0.0.1", Some("b")),
+            ("127.0.0.1", Some("c")),
+        ],
+        config: |_| {
+            (
+                "RELAY_METHOD = consistent-hashing\nROUTER_HASH_TYPE = fnv1a_ch\n".into(),
+                vec![],
+            )
+        },
+        points: 10_000,
+        min_copies: |_| 1,
+        exact: true,
+    });
+}
+
+#[test]
+fn rules_with_continue_unicode_unconfigured_and_default() {
+    differential(&Case {
+        name: "rules",
+        dests: &[
+            ("127.0.0.1", Some("a")),
+            ("127.0.0.1", Some("b")),
+            ("127.0.0.1", Some("c")),
+            ("127.0.0.1", Some("d")),
+        ],
+        config: |d| {
+            // carbon compiles patterns with re.I and uses search(): `^diff\.web\.` also matches
+            // `Diff.WEB.…`; a rule whose only destination is not in DESTINATIONS routes nowhere.
+            let rules = format!(
+                "[web]\npattern = ^diff\\.web\\.\ndestinations = {a}\ncontinue = true\n\n\
+                 [web-anywhere]\npattern = \\.web\\.\ndestinations = {b}\n\n\
+                 [tokyo-or-rocket]\npattern = 東京|🚀\ndestinations = {c}, {a}\n\n\
+                 [unconfigured]\npattern = ^diff\\.db\\.shard0\\.\ndestinations = 127.0.0.1:1:nowhere\n\n\
+                 [ignored]\ndefault = false\ndestinations = {a}\n\n\
+                 [default]\ndefault = true\ndestinations = {d}\n",
+                a = d[0],
+                b = d[1],
+                c = d[2],
+                d = d[3],
+            );
+            (
+                "RELAY_METHOD = rules\n".into(),
+                vec![("relay-rules.conf", rules)],
+            )
+        },
+        points: 10_000,
+        min_copies: |name| {
+            let lower = name.to_lowercase();
+            if lower.starts_with("diff.web.") {
+                2 // web (continue) + web-anywhere
+            } else if name.contains("東京") || name.contains('🚀') {
+                2
+            } else if name.starts_with("diff.db.shard0.") {
+                0
+            } else {
+                1
+            }
+        },
+        exact: true,
+    });
+}
+
+#[test]
+fn aggregated_consistent_hashing_with_rules() {
+    differential(&Case {
+        name: "aggregated-consistent-hashing",
+        dests: &[
+            ("127.0.0.1", Some("a")),
+            ("127.0.0.1", Some("b")),
+            ("127.0.0.1", Some("c")),
+        ],
+        config: |_| {
+            // Two rules match the same web names (two aggregate keys, often two destinations);
+            // `<<rest>>` spans dots; one rule is unicode; unmatched names route by their own name.
+            let rules = "diff.web.agg.<method>.count (60) = sum diff.web.api.<method>.count.*\n\
+                         diff.web.all.count (60) = sum diff.web.api.*.count.*\n\
+                         diff.db.<shard>.queries.total (10) = avg diff.db.<shard>.queries.<<rest>>\n\
+                         diff.東京.all.温度 (60) = max diff.東京.<srv>.温度.*\n\
+                         # comment lines are ignored\n";
+            (
+                "RELAY_METHOD = aggregated-consistent-hashing\n".into(),
+                vec![("aggregation-rules.conf", rules.into())],
+            )
+        },
+        points: 10_000,
+        min_copies: |_| 1,
+        // A name with two aggregate keys goes to one or two destinations.
+        exact: false,
+    });
+}
+
+/// The datapoints: a name pool a quarter the size of `n` (each name gets about four
+/// datapoints at different timestamps), timestamps within the last day, distinct values.
+fn datapoints(n: usize) -> Vec<Point> {
+    let pool = (n / 4).max(1);
+    let now = unix_now();
+    let long_prefix: String = (0..12)
+        .map(|s| format!("segment{s:02}_abcdefghijklmn"))
+        .collect::<Vec<_>>()
+        .join(".");
+    (0..n)
+        .map(|i| {
+            let j = i % pool;
+            let round = (i / pool) as i64;
+            let name = match j % 8 {
+                0 => format!("diff.plain.host{:03}.cpu.m{j}", j % 97),
+                1 => format!("diff.東京.サーバー{}.温度.m{j}", j % 31),
+                2 => format!("diff.emoji.🚀.🔥{}.m{j}", j % 13),
+                3 => format!("diff.tagged.requests;host=h{};dc=北京;k=v{j}", j % 17),
+                4 => format!("diff.long.{long_prefix}.m{j}"),
+                5 => format!("Diff.WEB.Frontend{}.latency.m{j}", j % 7),
+                6 => format!("diff.db.shard{}.queries.q.m{j}", j % 5),
+                _ => format!("diff.web.api.{}.count.m{j}", ["get", "post", "put"][j % 3]),
+            };
+            let ts = now - 3_600 - round * 60 - (j % 600) as i64;
+            let value = i as f64 * 0.5 - 1_234.25;
+            (name, ts, value)
+        })
+        .collect()
+}
+
+/// Runs `case` on carbon-relay, then on anthracite, and asserts both delivered the same.
+fn differential(case: &Case) {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("differential-{}-", case.name))
+        .tempdir()
+        .expect("tempdir");
+    let ports = free_ports(case.dests.len());
+    let dests: Vec<String> = case
+        .dests
+        .iter()
+        .zip(&ports)
+        .map(|((host, instance), port)| match instance {
+            Some(i) => format!("{host}:{port}:{i}"),
+            None => format!("{host}:{port}"),
+        })
+        .collect();
+    let (keys, files) = (case.config)(&dests);
+    let files: Vec<(&str, &str)> = files.iter().map(|(n, b)| (*n, b.as_str())).collect();
+    // The one carbon.conf both relays run on.
+    let conf = write_carbon_conf(
+        dir.path(),
+        &format!("DESTINATIONS = {}\n{keys}{COMMON}", dests.join(", ")),
+        &files,
+    );
+    for w in warnings(&conf.path) {
+        eprintln!("{}: anthracite warns: {w}", case.name);
+    }
+
+    let points = datapoints(case.points);
+    let min_total: usize = points.iter().map(|(p, _, _)| (case.min_copies)(p)).sum();
+
+    let carbon = run(RelayKind::Carbon, &conf, &dests, &ports, &points, case);
+    let carbon_total: usize = carbon.delivered.values().sum();
+    if case.exact {
+        assert_eq!(
+            carbon_total, min_total,
+            "{}: carbon-relay delivered {carbon_total} datapoints, the case expects exactly {min_total}: \
+             the test's input or pacing is wrong, not anthracite\n{}",
+            case.name, carbon.log_tail
+        );
+    } else {
+        assert!(
+            carbon_total >= min_total,
+            "{}: carbon-relay delivered {carbon_total} datapoints, fewer than the {min_total} the \
+             case expects at least: the test's input or pacing is wrong, not anthracite\n{}",
+            case.name,
+            carbon.log_tail
+        );
+    }
+
+    let anthracite = run(RelayKind::Anthracite, &conf, &dests, &ports, &points, case);
+    compare(case.name, &dests, &carbon, &anthracite);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum RelayKind {
+    Carbon,
+    Anthracite,
+}
+
+/// A relay process under test.
+enum Relay {
+    Carbon(CarbonRelay),
+    Anthracite(ManagedChild),
+}
+
+impl Relay {
+    fn start(kind: RelayKind, conf: &CarbonConf) -> Relay {
+        match kind {
+            RelayKind::Carbon => Relay::Carbon(CarbonRelay::start(conf)),
+            RelayKind::Anthracite => {
+                let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
+                cmd.arg("run").arg("--carbon-config").arg(&conf.path);
+                let log = conf.root.join("storage").join("log").join("anthracite.log");
+                let mut child = ManagedChild::spawn("anthracite", cmd, log);
+                wait_for_ports(&mut child, &[conf.line_port, conf.pickle_port]);
+                Relay::Anthracite(child)
+            }
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        match self {
+            Relay::Carbon(c) => format!("--- carbon-relay log (tail) ---\n{}", c.log_tail(30)),
+            Relay::Anthracite(c) => format!("--- anthracite log (tail) ---\n{}", c.log_tail(30)),
+        }
+    }
+
+    fn assert_running(&mut self, waiting_for: &str) {
+        match self {
+            Relay::Carbon(c) => c.assert_running(waiting_for),
+            Relay::Anthracite(c) => c.assert_running(waiting_for),
+        }
+    }
+
+    fn stop(&mut self) {
+        match self {
+            Relay::Carbon(c) => c.stop(),
+            Relay::Anthracite(c) => c.stop(),
+        }
+    }
+}
+
+fn wait_for_ports(child: &mut ManagedChild, ports: &[u16]) {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    for &port in ports {
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err() {
+            child.assert_running(&format!("{addr} to accept connections"));
+            assert!(
+                Instant::now() < deadline,
+                "{} did not listen on {addr} within {READY_TIMEOUT:?}\n{}",
+                child.label,
+                child.log_tail(30)
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// What one run produced.
+struct Run {
+    kind: RelayKind,
+    delivered: Delivered,
+    log_tail: String,
+}
+
+/// Starts sinks on `ports`, the relay on `conf`, sends `points`, waits for delivery to finish,
+/// stops the relay and collects what each sink received.
+fn run(
+    kind: RelayKind,
+    conf: &CarbonConf,
+    dests: &[String],
+    ports: &[u16],
+    points: &[Point],
+    case: &Case,
+) -> Run {
+    let sinks: Vec<CountingSink> = dests
+        .iter()
+        .zip(ports)
+        .map(|(d, p)| CountingSink::start_on(d, SinkProtocol::Pickle, *p))
+        .collect();
+    let total = |sinks: &[CountingSink]| sinks.iter().map(CountingSink::count).sum::<usize>();
+    let mut relay = Relay::start(kind, conf);
+    let line_addr = SocketAddr::from(([127, 0, 0, 1], conf.line_port));
+    let pickle_addr = SocketAddr::from(([127, 0, 0, 1], conf.pickle_port));
+
+    // Pacing: each chunk waits until at least one copy of everything sent so far is delivered.
+    let mut expected_so_far = 0;
+    for (k, chunk) in points.chunks(CHUNK).enumerate() {
+        if k % 2 == 0 {
+            send_lines(line_addr, chunk);
+        } else {
+            send_pickle(pickle_addr, chunk, PER_FRAME);
+        }
+        expected_so_far += chunk
+            .iter()
+            .map(|(p, _, _)| (case.min_copies)(p))
+            .sum::<usize>();
+        let deadline = Instant::now() + CHUNK_TIMEOUT;
+        while total(&sinks) < expected_so_far && Instant::now() < deadline {
+            relay.assert_running(&format!("chunk {k} to be delivered"));
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+    wait_quiet(&sinks, &mut relay, kind);
+    // Stopping lets a relay flush whatever it still holds; then wait for that to land too.
+    relay.stop();
+    wait_quiet(&sinks, &mut relay, kind);
+
+    let mut delivered = Delivered::new();
+    for sink in &sinks {
+        let errors = sink.errors();
+        assert!(
+            errors.is_empty(),
+            "{}: sink {} saw undecodable data from {kind:?}: {:?}\n{}",
+            case.name,
+            sink.label,
+            &errors[..errors.len().min(5)],
+            relay.log_tail()
+        );
+        for ((path, ts, value), n) in sink.multiset() {
+            if path.starts_with("carbon.") {
+                continue; // self-metrics (off anyway)
+            }
+            *delivered
+                .entry((sink.label.clone(), path, ts, value))
+                .or_insert(0) += n;
+        }
+    }
+    Run {
+        kind,
+        delivered,
+        log_tail: relay.log_tail(),
+    }
+}
+
+/// Waits until no sink has received anything for [`QUIET`]; panics (with the relay's log) if
+/// that does not happen within [`QUIET_TIMEOUT`].
+fn wait_quiet(sinks: &[CountingSink], relay: &mut Relay, kind: RelayKind) {
+    let deadline = Instant::now() + QUIET_TIMEOUT;
+    let total = || sinks.iter().map(CountingSink::count).sum::<usize>();
+    let mut last = total();
+    let mut since = Instant::now();
+    while since.elapsed() < QUIET {
+        thread::sleep(Duration::from_millis(50));
+        let now = total();
+        if now != last {
+            last = now;
+            since = Instant::now();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{kind:?}: sinks still receiving after {QUIET_TIMEOUT:?} ({now} datapoints)\n{}",
+            relay.log_tail()
+        );
+    }
+}
+
+/// Asserts both runs delivered the same multiset; on failure lists per-destination counts and
+/// the first differences each way.
+fn compare(case: &str, dests: &[String], carbon: &Run, anthracite: &Run) {
+    if carbon.delivered == anthracite.delivered {
+        return;
+    }
+    let mut msg = format!(
+        "{case}: anthracite's deliveries differ from carbon-relay 1.1.10's on the same carbon.conf\n"
+    );
+    for d in dests {
+        let count = |r: &Run| {
+            r.delivered
+                .iter()
+                .filter(|(k, _)| &k.0 == d)
+                .map(|(_, n)| n)
+                .sum::<usize>()
+        };
+        writeln!(
+            msg,
+            "  {d}: carbon {} anthracite {}",
+            count(carbon),
+            count(anthracite)
+        )
+        .unwrap();
+    }
+    for (this, other) in [(carbon, anthracite), (anthracite, carbon)] {
+        let missing: Vec<_> = this
+            .delivered
+            .iter()
+            .filter(|(k, n)| other.delivered.get(*k).copied().unwrap_or(0) < **n)
+            .collect();
+        writeln!(
+            msg,
+            "{} (key, copies) delivered by {:?} more often than by {:?} (first 15):",
+            missing.len(),
+            this.kind,
+            other.kind
+        )
+        .unwrap();
+        for ((dest, path, ts, value), n) in missing.iter().take(15) {
+            writeln!(
+                msg,
+                "  {dest} {path:?} ts={} value={} ×{n} (vs ×{})",
+                f64::from_bits(*ts),
+                f64::from_bits(*value),
+                other
+                    .delivered
+                    .get(&(dest.clone(), path.clone(), *ts, *value))
+                    .copied()
+                    .unwrap_or(0)
+            )
+            .unwrap();
+        }
+    }
+    panic!("{msg}\n{}\n{}", carbon.log_tail, anthracite.log_tail);
+}
+
+/// `anthracite check --carbon-config` is not needed: the warnings show up in the run's log; this
+/// just surfaces them in the test output for whoever reads a failure.
+fn warnings(conf: &Path) -> Vec<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_anthracite"))
+        .arg("check")
+        .arg("--carbon-config")
+        .arg(conf)
+        .env("NO_COLOR", "1")
+        .output();
+    match out {
+        Ok(o) => String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .filter(|l| l.contains("WARN") || l.contains("warn"))
+            .map(str::to_owned)
+            .collect(),
+        Err(e) => vec![format!("cannot run anthracite check: {e}")],
+    }
+}
