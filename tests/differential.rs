@@ -23,6 +23,7 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::Command;
@@ -82,6 +83,22 @@ struct Case {
     min_copies: fn(&str) -> usize,
     /// Whether `min_copies` is exact (hashing without aggregation), checked on carbon's run.
     exact: bool,
+    /// Hand-made payloads sent after the generated datapoints, each over its own connection
+    /// (some make carbon close the connection), given a timestamp within the last day.
+    raw: fn(i64) -> Vec<Payload>,
+}
+
+/// Bytes for one connection to a relay's receiver.
+enum Payload {
+    /// Sent as-is to LINE_RECEIVER_PORT.
+    Lines(Vec<u8>),
+    /// Pickled and framed (4-byte big-endian length), one frame per value, sent to
+    /// PICKLE_RECEIVER_PORT.
+    Pickle(Vec<serde_pickle::Value>),
+}
+
+fn no_raw(_: i64) -> Vec<Payload> {
+    Vec::new()
 }
 
 #[test]
@@ -99,6 +116,7 @@ fn consistent_hashing_four_destinations_one_without_instance() {
         points: 50_000,
         min_copies: |_| 1,
         exact: true,
+        raw: no_raw,
     });
 }
 
@@ -123,9 +141,10 @@ fn replication_factor_two_diverse_replicas() {
                 vec![],
             )
         },
-        points: 10_000,
+        points: 50_000,
         min_copies: |_| 2,
         exact: true,
+        raw: no_raw,
     });
 }
 
@@ -141,9 +160,10 @@ fn replication_factor_two_without_diverse_replicas() {
                 vec![],
             )
         },
-        points: 10_000,
+        points: 50_000,
         min_copies: |_| 2,
         exact: true,
+        raw: no_raw,
     });
 }
 
@@ -162,9 +182,10 @@ fn fnv1a_ch_distinct_instances() {
                 vec![],
             )
         },
-        points: 10_000,
+        points: 50_000,
         min_copies: |_| 1,
         exact: true,
+        raw: no_raw,
     });
 }
 
@@ -198,7 +219,7 @@ fn rules_with_continue_unicode_unconfigured_and_default() {
                 vec![("relay-rules.conf", rules)],
             )
         },
-        points: 10_000,
+        points: 50_000,
         min_copies: |name| {
             let lower = name.to_lowercase();
             if lower.starts_with("diff.web.") {
@@ -212,6 +233,7 @@ fn rules_with_continue_unicode_unconfigured_and_default() {
             }
         },
         exact: true,
+        raw: no_raw,
     });
 }
 
@@ -237,11 +259,149 @@ fn aggregated_consistent_hashing_with_rules() {
                 vec![("aggregation-rules.conf", rules.into())],
             )
         },
-        points: 10_000,
+        points: 50_000,
         min_copies: |_| 1,
         // A name with two aggregate keys goes to one or two destinations.
         exact: false,
+        raw: no_raw,
     });
+}
+
+/// Receiver edge cases, hand-made: what carbon's `line.strip().split()` + `float()` and its
+/// pickle receiver accept, reject, or close the connection on — the relays must agree on every
+/// one (routing by consistent hashing over three destinations).
+#[test]
+fn edge_inputs_line_and_pickle() {
+    differential(&Case {
+        name: "edge-inputs",
+        dests: &[
+            ("127.0.0.1", Some("a")),
+            ("127.0.0.1", Some("b")),
+            ("127.0.0.1", Some("c")),
+        ],
+        config: |_| ("RELAY_METHOD = consistent-hashing\n".into(), vec![]),
+        points: 0,
+        min_copies: |_| 1,
+        exact: false,
+        raw: edge_payloads,
+    });
+}
+
+fn edge_payloads(ts: i64) -> Vec<Payload> {
+    use serde_pickle::Value as V;
+    let lines = [
+        format!("edge.plain 1 {ts}"),
+        format!("  edge.leading.spaces   2   {ts}  "),
+        format!("edge.tabs\t3\t{ts}"),
+        format!("edge.crlf 4 {ts}\r"),
+        format!("edge.ts.fraction 5 {ts}.75"),
+        "edge.ts.exponent 6 1.7e9".to_string(),
+        "edge.ts.zero 7 0".to_string(),
+        "edge.ts.negative 8 -100".to_string(),
+        format!("edge.value.exp 1e3 {ts}"),
+        format!("edge.value.EXP 2E-3 {ts}"),
+        format!("edge.value.underscore 1_000 {ts}"),
+        format!("edge.value.inf inf {ts}"),
+        format!("edge.value.neginf -Infinity {ts}"),
+        format!("edge.value.nan nan {ts}"),
+        format!("edge.value.negzero -0 {ts}"),
+        format!("edge.value.plus +7 {ts}"),
+        format!("edge.value.dot .5 {ts}"),
+        format!("edge.value.trailingdot 5. {ts}"),
+        format!("edge.value.hex 0x10 {ts}"),
+        format!("edge.value.huge 1e400 {ts}"),
+        format!("edge.value.bigint 123456789012345678901234567890 {ts}"),
+        format!("edge.value.comma 1,5 {ts}"),
+        format!("edge.value.arabic.digits ١٢٣ {ts}"),
+        format!("edge.value.fullwidth.digits １２３ {ts}"),
+        format!("edge.fields.four 1 {ts} extra"),
+        "edge.fields.two 1".to_string(),
+        String::new(),
+        format!("edge.ws.ideographic\u{3000}x 1 {ts}"),
+        format!("edge.ws.nbsp\u{a0}x 1 {ts}"),
+        format!("edge.ws.nel\u{85}x 1 {ts}"),
+        format!("edge.ws.unit.separator\u{1f}x 1 {ts}"),
+        format!("edge.ws.vertical.tab\u{b}x 1 {ts}"),
+        format!("edge.unicode.ß.Ω.🙂 9 {ts}"),
+        format!("edge.tagged;a=b;c=東京 10 {ts}"),
+    ];
+    let mut text = lines.join("\n");
+    text.push('\n');
+
+    let t = |x: i64| V::I64(x);
+    let dp = |name: &str, t: V, v: V| V::Tuple(vec![V::String(name.into()), V::Tuple(vec![t, v])]);
+    let frame = V::List(vec![
+        dp("edge.p.float", t(ts), V::F64(1.5)),
+        dp("edge.p.int", t(ts), V::I64(7)),
+        dp("edge.p.string.value", t(ts), V::String("2.5".into())),
+        dp("edge.p.string.value.bad", t(ts), V::String("x".into())),
+        dp("edge.p.bool", t(ts), V::Bool(true)),
+        dp("edge.p.none", t(ts), V::None),
+        dp("edge.p.float.ts", V::F64(ts as f64 + 0.25), V::F64(3.0)),
+        dp("edge.p.string.ts", V::String(ts.to_string()), V::F64(4.0)),
+        dp("edge.p.nan", t(ts), V::F64(f64::NAN)),
+        dp("edge.p.inf", t(ts), V::F64(f64::INFINITY)),
+        dp("edge.p.negzero", t(ts), V::F64(-0.0)),
+        dp("edge.p.unicode.東京.🚀", t(ts), V::F64(6.0)),
+        // wrong shapes: carbon skips the element and goes on
+        V::Tuple(vec![
+            V::String("edge.p.shape.short".into()),
+            V::Tuple(vec![t(ts)]),
+        ]),
+        V::Tuple(vec![
+            V::String("edge.p.shape.list".into()),
+            V::List(vec![t(ts), V::F64(8.0)]),
+        ]),
+        V::List(vec![
+            V::String("edge.p.shape.outer.list".into()),
+            V::Tuple(vec![t(ts), V::F64(9.0)]),
+        ]),
+        V::String("edge.p.shape.bare.string".into()),
+        dp("edge.p.after.bad.shapes", t(ts), V::F64(10.0)),
+    ]);
+    vec![
+        Payload::Lines(text.into_bytes()),
+        // carbon decodes each line as UTF-8 outside its try: a bad byte ends the connection
+        Payload::Lines(
+            [
+                format!("edge.before.badutf8 1 {ts}\n").into_bytes(),
+                b"edge.bad\xff.utf8 2 ".to_vec(),
+                format!("{ts}\nedge.after.badutf8 3 {ts}\n").into_bytes(),
+            ]
+            .concat(),
+        ),
+        // Twisted's LineOnlyReceiver.MAX_LENGTH is 16384: a longer line ends the connection
+        Payload::Lines(
+            format!(
+                "edge.before.longline 1 {ts}\nedge.long.{} 2 {ts}\nedge.after.longline 3 {ts}\n",
+                "x".repeat(17_000)
+            )
+            .into_bytes(),
+        ),
+        Payload::Pickle(vec![frame]),
+        // a frame that is not a list of datapoints, then a good frame on the same connection
+        Payload::Pickle(vec![
+            V::Dict(Default::default()),
+            V::I64(42),
+            V::List(vec![dp("edge.p.after.bad.frame", t(ts), V::F64(11.0))]),
+        ]),
+        // a bytes name: carbon (Python 3) calls bytes.encode, which raises, outside its try
+        Payload::Pickle(vec![
+            V::List(vec![
+                dp("edge.p.before.bytes.name", t(ts), V::F64(12.0)),
+                V::Tuple(vec![
+                    V::Bytes(b"edge.p.bytes.name".to_vec()),
+                    V::Tuple(vec![t(ts), V::F64(13.0)]),
+                ]),
+                dp("edge.p.after.bytes.name", t(ts), V::F64(14.0)),
+            ]),
+            V::List(vec![dp(
+                "edge.p.next.frame.after.bytes.name",
+                t(ts),
+                V::F64(15.0),
+            )]),
+        ]),
+    ]
 }
 
 /// The datapoints: a name pool a quarter the size of `n` (each name gets about four
@@ -303,10 +463,26 @@ fn differential(case: &Case) {
     }
 
     let points = datapoints(case.points);
+    // Built once: both relays get byte-identical input (timestamps included).
+    let raw = (case.raw)(unix_now() - 7_200);
     let min_total: usize = points.iter().map(|(p, _, _)| (case.min_copies)(p)).sum();
 
-    let carbon = run(RelayKind::Carbon, &conf, &dests, &ports, &points, case);
+    let carbon = run(
+        RelayKind::Carbon,
+        &conf,
+        &dests,
+        &ports,
+        &points,
+        &raw,
+        case,
+    );
     let carbon_total: usize = carbon.delivered.values().sum();
+    assert!(
+        carbon_total > 0,
+        "{}: carbon-relay delivered nothing\n{}",
+        case.name,
+        carbon.log_tail
+    );
     if case.exact {
         assert_eq!(
             carbon_total, min_total,
@@ -324,7 +500,15 @@ fn differential(case: &Case) {
         );
     }
 
-    let anthracite = run(RelayKind::Anthracite, &conf, &dests, &ports, &points, case);
+    let anthracite = run(
+        RelayKind::Anthracite,
+        &conf,
+        &dests,
+        &ports,
+        &points,
+        &raw,
+        case,
+    );
     compare(case.name, &dests, &carbon, &anthracite);
 }
 
@@ -346,7 +530,10 @@ impl Relay {
             RelayKind::Carbon => Relay::Carbon(CarbonRelay::start(conf)),
             RelayKind::Anthracite => {
                 let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
-                cmd.arg("run").arg("--carbon-config").arg(&conf.path);
+                cmd.arg("run")
+                    .arg("--carbon-config")
+                    .arg(&conf.path)
+                    .env("NO_COLOR", "1");
                 let log = conf.root.join("storage").join("log").join("anthracite.log");
                 let mut child = ManagedChild::spawn("anthracite", cmd, log);
                 wait_for_ports(&mut child, &[conf.line_port, conf.pickle_port]);
@@ -409,6 +596,7 @@ fn run(
     dests: &[String],
     ports: &[u16],
     points: &[Point],
+    raw: &[Payload],
     case: &Case,
 ) -> Run {
     let sinks: Vec<CountingSink> = dests
@@ -438,6 +626,13 @@ fn run(
             relay.assert_running(&format!("chunk {k} to be delivered"));
             thread::sleep(Duration::from_millis(20));
         }
+    }
+    for (k, payload) in raw.iter().enumerate() {
+        let (addr, bytes) = match payload {
+            Payload::Lines(bytes) => (line_addr, bytes.clone()),
+            Payload::Pickle(frames) => (pickle_addr, pickle_frames(frames)),
+        };
+        send_raw(addr, &bytes, &format!("raw payload {k}"));
     }
     wait_quiet(&sinks, &mut relay, kind);
     // Stopping lets a relay flush whatever it still holds; then wait for that to land too.
@@ -469,6 +664,30 @@ fn run(
         delivered,
         log_tail: relay.log_tail(),
     }
+}
+
+/// Sends `bytes` over one connection and closes it; a relay that closes the connection first
+/// (as carbon does on some bad input) is not an error.
+fn send_raw(addr: SocketAddr, bytes: &[u8], what: &str) {
+    let mut conn =
+        TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect to {addr} for {what}: {e}"));
+    let _ = conn.write_all(bytes);
+    let _ = conn.shutdown(std::net::Shutdown::Write);
+    // Wait for the relay to close its side, so payloads are processed one after the other.
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut buf = [0u8; 64];
+    let _ = conn.read(&mut buf);
+}
+
+fn pickle_frames(frames: &[serde_pickle::Value]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for frame in frames {
+        let body = serde_pickle::value_to_vec(frame, serde_pickle::SerOptions::new())
+            .expect("serde_pickle encodes a Value");
+        bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(&body);
+    }
+    bytes
 }
 
 /// Waits until no sink has received anything for [`QUIET`]; panics (with the relay's log) if
