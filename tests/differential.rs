@@ -15,9 +15,14 @@
 //! of (destination, path, timestamp, value) each relay delivered must be identical. Self-metrics
 //! are off (CARBON_METRIC_INTERVAL = 0) and `carbon.`-prefixed names are filtered defensively.
 //!
-//! Sizes: 50,000 datapoints for the main consistent-hashing case and 10,000 for each of the
-//! others, so the whole file stays within a few minutes on a shared 2-core machine (carbon-relay
-//! forwards ~40k datapoints/s at best here, and every case runs carbon once and anthracite once).
+//! Sizes: 50,000 datapoints for every generated case (the "≥ 50,000" per configuration);
+//! the six of them plus the edge-input case take well under a minute on a shared 2-core machine
+//! (every case runs carbon once and anthracite once).
+//!
+//! The edge-input case sends hand-made corner cases (Python-whitespace, `float()` grammar, bad
+//! UTF-8, over-long lines, odd pickle shapes). Where the relays are known to differ, the
+//! difference is asserted exactly in [`EDGE_DIFFERENCES`] (with the reason) and only then left
+//! out of the comparison; everything else must match exactly.
 
 mod support;
 
@@ -63,6 +68,9 @@ type Point = (String, i64, f64);
 /// What one relay delivered: (destination, path, timestamp bits, value bits) → copies.
 type Delivered = BTreeMap<(String, String, u64, u64), usize>;
 
+/// [relay] keys, and files for conf/ (name, contents).
+type CaseConfig = (String, Vec<(&'static str, String)>);
+
 /// A destination of a case: host as written in DESTINATIONS, optional instance.
 type Dest = (&'static str, Option<&'static str>);
 
@@ -75,7 +83,7 @@ struct Case {
     /// Builds the [relay] keys besides the listener, DESTINATIONS and [`COMMON`] ones, and any
     /// extra files for conf/ (relay-rules.conf, aggregation-rules.conf), from the DESTINATIONS
     /// entries as written.
-    config: fn(&[String]) -> (String, Vec<(&'static str, String)>),
+    config: fn(&[String]) -> CaseConfig,
     /// Datapoints to send.
     points: usize,
     /// The fewest copies of a datapoint with this name any correct relay delivers (pacing
@@ -86,6 +94,18 @@ struct Case {
     /// Hand-made payloads sent after the generated datapoints, each over its own connection
     /// (some make carbon close the connection), given a timestamp within the last day.
     raw: fn(i64) -> Vec<Payload>,
+    /// Paths on which the relays are known to differ, with the copies each delivers (summed
+    /// over destinations). These are asserted exactly — a change on either side fails the
+    /// test — and only then left out of the multiset comparison.
+    known_differences: &'static [KnownDifference],
+}
+
+/// A documented divergence from carbon-relay 1.1.10 (README material).
+struct KnownDifference {
+    path: &'static str,
+    carbon: usize,
+    anthracite: usize,
+    why: &'static str,
 }
 
 /// Bytes for one connection to a relay's receiver.
@@ -117,6 +137,7 @@ fn consistent_hashing_four_destinations_one_without_instance() {
         min_copies: |_| 1,
         exact: true,
         raw: no_raw,
+        known_differences: &[],
     });
 }
 
@@ -145,6 +166,7 @@ fn replication_factor_two_diverse_replicas() {
         min_copies: |_| 2,
         exact: true,
         raw: no_raw,
+        known_differences: &[],
     });
 }
 
@@ -164,6 +186,7 @@ fn replication_factor_two_without_diverse_replicas() {
         min_copies: |_| 2,
         exact: true,
         raw: no_raw,
+        known_differences: &[],
     });
 }
 
@@ -186,6 +209,7 @@ fn fnv1a_ch_distinct_instances() {
         min_copies: |_| 1,
         exact: true,
         raw: no_raw,
+        known_differences: &[],
     });
 }
 
@@ -221,10 +245,9 @@ fn rules_with_continue_unicode_unconfigured_and_default() {
         },
         points: 50_000,
         min_copies: |name| {
-            let lower = name.to_lowercase();
-            if lower.starts_with("diff.web.") {
-                2 // web (continue) + web-anywhere
-            } else if name.contains("東京") || name.contains('🚀') {
+            // web (continue) + web-anywhere; or tokyo-or-rocket's two destinations
+            let web = name.to_lowercase().starts_with("diff.web.");
+            if web || name.contains("東京") || name.contains('🚀') {
                 2
             } else if name.starts_with("diff.db.shard0.") {
                 0
@@ -234,6 +257,7 @@ fn rules_with_continue_unicode_unconfigured_and_default() {
         },
         exact: true,
         raw: no_raw,
+        known_differences: &[],
     });
 }
 
@@ -264,6 +288,7 @@ fn aggregated_consistent_hashing_with_rules() {
         // A name with two aggregate keys goes to one or two destinations.
         exact: false,
         raw: no_raw,
+        known_differences: &[],
     });
 }
 
@@ -284,8 +309,64 @@ fn edge_inputs_line_and_pickle() {
         min_copies: |_| 1,
         exact: false,
         raw: edge_payloads,
+        known_differences: EDGE_DIFFERENCES,
     });
 }
+
+/// What the edge inputs found. carbon is stricter on none of these by design: four are carbon
+/// (Twisted) closing the whole connection on a malformed line or frame, losing what follows it,
+/// where anthracite drops only the bad item; two are Python's `float()` accepting non-ASCII
+/// decimal digits, which anthracite's number parser (`src/protocol/number.rs`) does not.
+const EDGE_DIFFERENCES: &[KnownDifference] = &[
+    KnownDifference {
+        path: "edge.value.arabic.digits",
+        carbon: 1,
+        anthracite: 0,
+        why: "Python's float() accepts any Unicode decimal digit (١٢٣ → 123.0); anthracite only ASCII digits",
+    },
+    KnownDifference {
+        path: "edge.value.fullwidth.digits",
+        carbon: 1,
+        anthracite: 0,
+        why: "Python's float() accepts fullwidth digits (１２３ → 123.0); anthracite only ASCII digits",
+    },
+    KnownDifference {
+        path: "edge.after.badutf8",
+        carbon: 0,
+        anthracite: 1,
+        why: "carbon decodes a line as UTF-8 outside its try: the UnicodeDecodeError closes the connection and the lines after it are lost; anthracite drops only the bad line",
+    },
+    KnownDifference {
+        path: "edge.after.longline",
+        carbon: 0,
+        anthracite: 1,
+        why: "Twisted's LineOnlyReceiver closes the connection on a line over 16384 bytes; anthracite drops only that line",
+    },
+    KnownDifference {
+        path: "edge.p.after.bad.frame",
+        carbon: 0,
+        anthracite: 1,
+        why: "a pickle frame that is not a list (here the int 42) raises TypeError outside carbon's except list and closes the connection; anthracite drops only that frame",
+    },
+    KnownDifference {
+        path: "edge.p.bytes.name",
+        carbon: 0,
+        anthracite: 1,
+        why: "a bytes metric name makes carbon call bytes.encode (AttributeError) and close the connection; anthracite relays the name (valid UTF-8) as text",
+    },
+    KnownDifference {
+        path: "edge.p.after.bytes.name",
+        carbon: 0,
+        anthracite: 1,
+        why: "lost by carbon with the connection closed on the bytes name before it (same frame)",
+    },
+    KnownDifference {
+        path: "edge.p.next.frame.after.bytes.name",
+        carbon: 0,
+        anthracite: 1,
+        why: "lost by carbon with the connection closed on the bytes name (next frame)",
+    },
+];
 
 fn edge_payloads(ts: i64) -> Vec<Payload> {
     use serde_pickle::Value as V;
@@ -467,7 +548,7 @@ fn differential(case: &Case) {
     let raw = (case.raw)(unix_now() - 7_200);
     let min_total: usize = points.iter().map(|(p, _, _)| (case.min_copies)(p)).sum();
 
-    let carbon = run(
+    let mut carbon = run(
         RelayKind::Carbon,
         &conf,
         &dests,
@@ -500,7 +581,7 @@ fn differential(case: &Case) {
         );
     }
 
-    let anthracite = run(
+    let mut anthracite = run(
         RelayKind::Anthracite,
         &conf,
         &dests,
@@ -509,6 +590,27 @@ fn differential(case: &Case) {
         &raw,
         case,
     );
+    for known in case.known_differences {
+        let copies = |r: &Run| {
+            r.delivered
+                .iter()
+                .filter(|(k, _)| k.1 == known.path)
+                .map(|(_, n)| n)
+                .sum::<usize>()
+        };
+        assert_eq!(
+            (copies(&carbon), copies(&anthracite)),
+            (known.carbon, known.anthracite),
+            "{}: documented difference on {:?} changed (carbon, anthracite copies); it was: {}\n{}\n{}",
+            case.name,
+            known.path,
+            known.why,
+            carbon.log_tail,
+            anthracite.log_tail
+        );
+        carbon.delivered.retain(|k, _| k.1 != known.path);
+        anthracite.delivered.retain(|k, _| k.1 != known.path);
+    }
     compare(case.name, &dests, &carbon, &anthracite);
 }
 
