@@ -16,7 +16,7 @@
 //! are off (CARBON_METRIC_INTERVAL = 0) and `carbon.`-prefixed names are filtered defensively.
 //!
 //! Sizes: 50,000 datapoints for every generated case (the "≥ 50,000" per configuration);
-//! the six of them plus the edge-input case take well under a minute on a shared 2-core machine
+//! the seven of them plus the edge-input case take about a minute on a shared 2-core machine
 //! (every case runs carbon once and anthracite once).
 //!
 //! The edge-input case sends hand-made corner cases (Python-whitespace, `float()` grammar, bad
@@ -98,6 +98,8 @@ struct Case {
     /// over destinations). These are asserted exactly — a change on either side fails the
     /// test — and only then left out of the multiset comparison.
     known_differences: &'static [KnownDifference],
+    /// What the destinations speak (DESTINATION_PROTOCOL; pickle unless the case sets `line`).
+    protocol: SinkProtocol,
 }
 
 /// A documented divergence from carbon-relay 1.1.10 (README material).
@@ -138,6 +140,7 @@ fn consistent_hashing_four_destinations_one_without_instance() {
         exact: true,
         raw: no_raw,
         known_differences: &[],
+        protocol: SinkProtocol::Pickle,
     });
 }
 
@@ -167,6 +170,7 @@ fn replication_factor_two_diverse_replicas() {
         exact: true,
         raw: no_raw,
         known_differences: &[],
+        protocol: SinkProtocol::Pickle,
     });
 }
 
@@ -187,6 +191,7 @@ fn replication_factor_two_without_diverse_replicas() {
         exact: true,
         raw: no_raw,
         known_differences: &[],
+        protocol: SinkProtocol::Pickle,
     });
 }
 
@@ -210,6 +215,29 @@ fn fnv1a_ch_distinct_instances() {
         exact: true,
         raw: no_raw,
         known_differences: &[],
+        protocol: SinkProtocol::Pickle,
+    });
+}
+
+/// carbon's plaintext client (`"%s %s %s\n" % (metric, value, timestamp)`) against anthracite's;
+/// the sink parses the numbers, so this compares values, not their spelling.
+#[test]
+fn line_destination_protocol() {
+    differential(&Case {
+        name: "destination-protocol-line",
+        dests: &[("127.0.0.1", Some("a")), ("127.0.0.1", Some("b"))],
+        config: |_| {
+            (
+                "RELAY_METHOD = consistent-hashing\nDESTINATION_PROTOCOL = line\n".into(),
+                vec![],
+            )
+        },
+        points: 50_000,
+        min_copies: |_| 1,
+        exact: true,
+        raw: no_raw,
+        known_differences: &[],
+        protocol: SinkProtocol::Line,
     });
 }
 
@@ -258,6 +286,7 @@ fn rules_with_continue_unicode_unconfigured_and_default() {
         exact: true,
         raw: no_raw,
         known_differences: &[],
+        protocol: SinkProtocol::Pickle,
     });
 }
 
@@ -289,6 +318,7 @@ fn aggregated_consistent_hashing_with_rules() {
         exact: false,
         raw: no_raw,
         known_differences: &[],
+        protocol: SinkProtocol::Pickle,
     });
 }
 
@@ -310,6 +340,7 @@ fn edge_inputs_line_and_pickle() {
         exact: false,
         raw: edge_payloads,
         known_differences: EDGE_DIFFERENCES,
+        protocol: SinkProtocol::Pickle,
     });
 }
 
@@ -704,7 +735,7 @@ fn run(
     let sinks: Vec<CountingSink> = dests
         .iter()
         .zip(ports)
-        .map(|(d, p)| CountingSink::start_on(d, SinkProtocol::Pickle, *p))
+        .map(|(d, p)| CountingSink::start_on(d, case.protocol, *p))
         .collect();
     let total = |sinks: &[CountingSink]| sinks.iter().map(CountingSink::count).sum::<usize>();
     let mut relay = Relay::start(kind, conf);
