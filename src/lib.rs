@@ -53,4 +53,4 @@ pub mod telemetry;
 
 pub use batch::{Batch, Datapoint};
 pub use config::Config;
-pub use relay::{Relay, RelayBuilder, RelayHandle};
+pub use relay::{Relay, RelayBuilder, RelayError, RelayHandle, ShutdownReport};

@@ -1,1 +1,144 @@
-fn main() {}
+//! The `anthracite` command line: parse arguments, set up logging, run.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anthracite::{Config, Relay};
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+/// Exit code for configuration errors (a runtime failure exits with 1).
+const EXIT_CONFIG: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(name = "anthracite", version, about = "A high-performance carbon relay for Graphite")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: ConfigArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+struct ConfigArgs {
+    /// relay.toml to use.
+    #[arg(long, short = 'c', global = true, default_value = "relay.toml")]
+    config: PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the relay (the default).
+    Run,
+    /// Validate the configuration and print it with every default resolved.
+    Check,
+    /// Print the destinations of each NAME (or each line of stdin), in preference order.
+    Route {
+        /// Metric names; read from stdin when none are given.
+        names: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .init();
+    let config = match Config::load(&cli.run.config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("anthracite: configuration error: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let result = match cli.command.unwrap_or(Command::Run) {
+        Command::Run => run(config),
+        Command::Check => check(&config, &cli.run.config),
+        Command::Route { names } => route(config, names),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("anthracite: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(config: Config) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("anthracite")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let relay = Relay::builder(config).build()?;
+        let report = relay.run(shutdown_signal()).await?;
+        let lost: u64 = report.undelivered.iter().map(|(_, n)| n).sum();
+        if lost > 0 {
+            tracing::warn!(datapoints = lost, "exited with undelivered datapoints");
+        }
+        Ok(())
+    })
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        // Without signal handlers the relay can only be stopped by being killed.
+        tracing::error!("cannot install signal handlers");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}
+
+fn check(config: &Config, path: &Path) -> anyhow::Result<()> {
+    anthracite::router::Router::new(config.router.clone())
+        .with_context(|| format!("{}: router", path.display()))?;
+    println!("# {}: OK", path.display());
+    println!(
+        "# {} destination(s), method {:?}, hash {:?}, replication factor {}",
+        config.destinations.len(),
+        config.router.method,
+        config.router.hash_type,
+        config.router.replication_factor
+    );
+    print!("{}", config.to_resolved_toml());
+    Ok(())
+}
+
+fn route(config: Config, names: Vec<String>) -> anyhow::Result<()> {
+    let router = anthracite::router::Router::new(config.router).context("cannot build router")?;
+    let mut out = Vec::new();
+    let mut print = |name: &str| {
+        out.clear();
+        router.route_into(name.as_bytes(), &mut out);
+        let dests: Vec<String> = out
+            .iter()
+            .filter_map(|&i| router.destinations().get(usize::from(i)))
+            .map(ToString::to_string)
+            .collect();
+        println!("{name}\t{}", dests.join(" "));
+    };
+    if names.is_empty() {
+        for line in std::io::stdin().lock().lines() {
+            let line = line.context("reading names from stdin")?;
+            let name = line.trim_end_matches('\r');
+            if !name.is_empty() {
+                print(name);
+            }
+        }
+    } else {
+        for n in &names {
+            print(n);
+        }
+    }
+    Ok(())
+}

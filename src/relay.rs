@@ -1,38 +1,313 @@
-//! Wires the stages together. (work in progress)
+//! Wires the stages together and owns startup and shutdown order.
+//!
+//! Startup: build the router, one queue and one task per destination, then the receivers on
+//! the injected (or configured) sockets, then the self-metrics reporter.
+//!
+//! Shutdown, once the caller's `shutdown` future completes: stop accepting; let every
+//! connection parse what it already has and flush (bounded by the grace period); close the
+//! queues; let destinations drain until empty or the grace period ends; then count whatever is
+//! still queued as dropped with reason `shutdown` and log it. Completion is tracked, never
+//! slept on.
 
 use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, UdpSocket};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
 
 use crate::config::Config;
+use crate::destination::{self, DestinationSignals};
+use crate::ingest::{Ingestor, Pipeline};
+use crate::queue::{DestinationDropReason, DestinationQueue};
+use crate::receiver::{ReceiverContext, pickle, tcp, udp};
+use crate::router::{Router, RouterError};
+use crate::telemetry::stats::Source;
+use crate::telemetry::{RelayStats, StatsSnapshot, reporter};
 
-/// A relay ready to run.
-pub struct Relay {}
-/// Builds a [`Relay`].
-pub struct RelayBuilder {}
-/// A cheap handle onto a running relay.
-#[derive(Clone)]
-pub struct RelayHandle {}
+/// Errors starting or running a relay.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// The router could not be built from the configuration.
+    #[error("cannot build router: {0}")]
+    Router(#[from] RouterError),
+    /// A configured address could not be bound.
+    #[error("cannot bind {what} on {addr}: {source}")]
+    Bind {
+        /// Which receiver.
+        what: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// A relay ready to run. Build it with [`Relay::builder`].
+pub struct Relay {
+    config: Config,
+    pipeline: Pipeline,
+    line: Option<TcpListener>,
+    pickle: Option<TcpListener>,
+    udp: Option<UdpSocket>,
+}
+
+/// Builds a [`Relay`]: inject already-bound sockets (tests bind port 0, embedders own their
+/// sockets); any receiver not injected is bound from the configuration when the relay runs.
+pub struct RelayBuilder {
+    config: Config,
+    line: Option<TcpListener>,
+    pickle: Option<TcpListener>,
+    udp: Option<UdpSocket>,
+}
+
+/// A cheap, cloneable handle onto a relay: counters, and ingestors for non-socket sources.
+#[derive(Clone, Debug)]
+pub struct RelayHandle {
+    pipeline: Pipeline,
+}
+
+/// What shutdown left behind.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShutdownReport {
+    /// Counters after shutdown.
+    pub stats: StatsSnapshot,
+    /// Datapoints per destination that could not be delivered within the grace period.
+    pub undelivered: Vec<(String, u64)>,
+}
 
 impl Relay {
     /// Starts building a relay from a validated config.
     pub fn builder(config: Config) -> RelayBuilder {
-        let _ = config;
-        RelayBuilder {}
+        RelayBuilder {
+            config,
+            line: None,
+            pickle: None,
+            udp: None,
+        }
     }
-    /// Runs until `shutdown` completes, then shuts down in order.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), std::io::Error> {
+
+    /// A handle for counters and extra sources; valid before, during and after `run`.
+    pub fn handle(&self) -> RelayHandle {
+        RelayHandle {
+            pipeline: self.pipeline.clone(),
+        }
+    }
+
+    /// Runs until `shutdown` completes, then shuts down in order (see the module docs).
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<ShutdownReport, RelayError> {
+        let Relay {
+            config,
+            pipeline,
+            line,
+            pickle,
+            udp,
+        } = self;
+        let line = bind_tcp(line, config.listen.line_tcp, "line receiver").await?;
+        let pickle = bind_tcp(pickle, config.listen.pickle_tcp, "pickle receiver").await?;
+        let udp = match (udp, config.listen.line_udp) {
+            (Some(s), _) => Some(s),
+            (None, Some(addr)) => Some(UdpSocket::bind(addr).await.map_err(|source| {
+                RelayError::Bind {
+                    what: "udp receiver",
+                    addr,
+                    source,
+                }
+            })?),
+            (None, None) => None,
+        };
+
+        // Destinations first, so nothing accepted waits for them to exist.
+        let abort = CancellationToken::new();
+        let mut destinations = JoinSet::new();
+        for (dest, queue) in config.destinations.iter().zip(pipeline.queues.iter()) {
+            let signals = DestinationSignals {
+                abort: abort.clone(),
+            };
+            destinations.spawn(destination::run(dest.clone(), queue.clone(), signals));
+        }
+
+        let stop_receivers = CancellationToken::new();
+        let connections = TaskTracker::new();
+        let ctx = ReceiverContext {
+            pipeline: pipeline.clone(),
+            shutdown: stop_receivers.clone(),
+            tracker: connections.clone(),
+            connections: Arc::new(Semaphore::new(config.listen.max_connections)),
+            idle_timeout: config.listen.idle_timeout,
+            max_line_length: config.listen.max_line_length,
+            max_pickle_frame: config.listen.max_pickle_frame,
+        };
+        let mut receivers = JoinSet::new();
+        if let Some(l) = line {
+            info!(addr = ?l.local_addr().ok(), "plaintext receiver listening");
+            receivers.spawn(tcp::accept_loop(l, ctx.clone(), Source::LineTcp, tcp::serve_line));
+        }
+        if let Some(l) = pickle {
+            info!(addr = ?l.local_addr().ok(), "pickle receiver listening");
+            receivers.spawn(tcp::accept_loop(
+                l,
+                ctx.clone(),
+                Source::PickleTcp,
+                pickle::serve_pickle,
+            ));
+        }
+        if let Some(s) = udp {
+            info!(addr = ?s.local_addr().ok(), "udp receiver listening");
+            receivers.spawn(udp::serve_udp(s, ctx.clone()));
+        }
+        let stop_reporter = CancellationToken::new();
+        let reporter_task = config.telemetry.interval.map(|interval| {
+            tokio::spawn(reporter::run(
+                pipeline.clone(),
+                config.telemetry.clone(),
+                interval,
+                stop_reporter.clone(),
+            ))
+        });
+
         shutdown.await;
-        Ok(())
+        info!("shutting down: receivers first");
+        let deadline = tokio::time::Instant::now() + config.shutdown_grace;
+        stop_receivers.cancel();
+        while receivers.join_next().await.is_some() {}
+        connections.close();
+        if tokio::time::timeout_at(deadline, connections.wait()).await.is_err() {
+            warn!("client connections still draining at the end of the grace period");
+        }
+        stop_reporter.cancel();
+        if let Some(t) = reporter_task {
+            let _ = t.await;
+        }
+
+        info!("flushing destination queues");
+        for q in pipeline.queues.iter() {
+            q.close();
+        }
+        let drained = tokio::time::timeout_at(deadline, async {
+            while destinations.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            abort.cancel();
+            while destinations.join_next().await.is_some() {}
+        }
+        let mut undelivered = Vec::new();
+        for q in pipeline.queues.iter() {
+            let left: u64 = q.drain_all().iter().map(|b| b.len() as u64).sum();
+            if left > 0 {
+                q.stats().add_dropped(DestinationDropReason::Shutdown, left);
+                warn!(
+                    destination = q.stats().name(),
+                    datapoints = left,
+                    "undelivered at shutdown"
+                );
+                undelivered.push((q.stats().name().to_string(), left));
+            }
+        }
+        info!("shutdown complete");
+        Ok(ShutdownReport {
+            stats: pipeline.stats().snapshot(),
+            undelivered,
+        })
+    }
+}
+
+async fn bind_tcp(
+    injected: Option<TcpListener>,
+    configured: Option<SocketAddr>,
+    what: &'static str,
+) -> Result<Option<TcpListener>, RelayError> {
+    match (injected, configured) {
+        (Some(l), _) => Ok(Some(l)),
+        (None, Some(addr)) => TcpListener::bind(addr)
+            .await
+            .map(Some)
+            .map_err(|source| RelayError::Bind { what, addr, source }),
+        (None, None) => Ok(None),
     }
 }
 
 impl RelayBuilder {
-    /// Serves plaintext on an already-bound listener.
-    pub fn line_listener(self, l: tokio::net::TcpListener) -> Self {
-        let _ = l;
+    /// Serves plaintext on this listener instead of `listen.line_tcp`.
+    pub fn line_listener(mut self, listener: TcpListener) -> Self {
+        self.line = Some(listener);
         self
     }
-    /// Builds the relay.
-    pub fn build(self) -> Result<Relay, std::io::Error> {
-        Ok(Relay {})
+
+    /// Serves pickle on this listener instead of `listen.pickle_tcp`.
+    pub fn pickle_listener(mut self, listener: TcpListener) -> Self {
+        self.pickle = Some(listener);
+        self
     }
+
+    /// Serves plaintext datagrams on this socket instead of `listen.line_udp`.
+    pub fn udp_socket(mut self, socket: UdpSocket) -> Self {
+        self.udp = Some(socket);
+        self
+    }
+
+    /// Builds the router, queues and counters.
+    pub fn build(self) -> Result<Relay, RelayError> {
+        let router = Arc::new(Router::new(self.config.router.clone())?);
+        let names: Vec<String> = self
+            .config
+            .destinations
+            .iter()
+            .map(|d| d.spec.to_string())
+            .collect();
+        let stats = Arc::new(RelayStats::new(&names));
+        let queues: Arc<[Arc<DestinationQueue>]> = self
+            .config
+            .destinations
+            .iter()
+            .zip(stats.destinations())
+            .map(|(d, s)| Arc::new(DestinationQueue::new(d.queue, s.clone())))
+            .collect();
+        let pipeline = Pipeline::new(router, queues, stats, self.config.route_cache_entries);
+        Ok(Relay {
+            config: self.config,
+            pipeline,
+            line: self.line,
+            pickle: self.pickle,
+            udp: self.udp,
+        })
+    }
+}
+
+impl RelayHandle {
+    /// A copy of the relay's counters.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.pipeline.stats().snapshot()
+    }
+
+    /// An ingestor for a non-socket source (Kinesis, an embedding program): push datapoints
+    /// or lines into it and [`flush`](Ingestor::flush) them into the queues.
+    pub fn ingestor(&self) -> Ingestor {
+        self.pipeline.ingestor(Source::Embedded)
+    }
+
+    /// The router, e.g. to ask where a name goes.
+    pub fn router(&self) -> &Arc<Router> {
+        self.pipeline.router()
+    }
+
+    /// Datapoints waiting or in flight, per destination.
+    pub fn queued(&self) -> Vec<u64> {
+        self.pipeline
+            .queues
+            .iter()
+            .map(|q| q.queued() as u64)
+            .collect()
+    }
+}
+
+/// How long [`Relay::run`] may spend flushing, from the configuration.
+pub fn grace(config: &Config) -> Duration {
+    config.shutdown_grace
 }

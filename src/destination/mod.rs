@@ -1,1 +1,340 @@
-//! (work in progress)
+//! One task per destination: queue → socket.
+//!
+//! The task connects (capped exponential backoff with jitter between attempts), then loops:
+//! take the oldest batch, keep taking while less than `flush_bytes` is encoded (waiting at most
+//! `linger` for more), encode pickle messages of at most `max_datapoints_per_message` (or
+//! lines), write them in one `write_all`, and acknowledge the batches. When a write fails the
+//! batches go back to the front of the queue and are sent again after the reconnect, so a
+//! datapoint is delivered at least once unless the peer accepted the bytes and then lost them
+//! (carbon's protocol has no acknowledgements).
+//!
+//! While idle the task also watches the socket for EOF, so a carbon-cache that went away is
+//! noticed before the next write rather than by losing that write. A slow or dead destination
+//! only ever fills its own queue.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedReadHalf;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::batch::Batch;
+use crate::protocol::{line, pickle};
+use crate::queue::{DestinationQueue, QueueLimits};
+use crate::router::DestinationSpec;
+
+/// What a destination is sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputProtocol {
+    /// carbon's pickle protocol 2, length-prefixed (carbon-cache's `PICKLE_RECEIVER_PORT`).
+    #[default]
+    Pickle,
+    /// Plaintext lines (carbon-cache's `LINE_RECEIVER_PORT`).
+    Line,
+}
+
+/// Settings of one destination.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DestinationConfig {
+    /// Where it is and its ring identity.
+    pub spec: DestinationSpec,
+    /// Wire format.
+    pub protocol: OutputProtocol,
+    /// Largest pickle message, in datapoints.
+    pub max_datapoints_per_message: usize,
+    /// Queue bounds and full policy.
+    pub queue: QueueLimits,
+    /// Write once this many bytes are encoded.
+    pub flush_bytes: usize,
+    /// Longest wait for more data before a smaller write.
+    pub linger: Duration,
+    /// TCP connect timeout.
+    pub connect_timeout: Duration,
+    /// First reconnect delay.
+    pub backoff_min: Duration,
+    /// Longest reconnect delay.
+    pub backoff_max: Duration,
+}
+
+/// Capped exponential backoff with jitter (each delay uniformly in `[d/2, d]`).
+#[derive(Debug)]
+pub struct Backoff {
+    min: Duration,
+    max: Duration,
+    current: Duration,
+}
+
+impl Backoff {
+    /// Starts at `min`, doubles to `max`.
+    pub fn new(min: Duration, max: Duration) -> Self {
+        Self {
+            min,
+            max,
+            current: min,
+        }
+    }
+
+    /// The next delay to wait.
+    pub fn next_delay(&mut self) -> Duration {
+        let d = self.current;
+        self.current = (self.current * 2).min(self.max);
+        d.mul_f64(0.5 + fastrand::f64() * 0.5)
+    }
+
+    /// After a success.
+    pub fn reset(&mut self) {
+        self.current = self.min;
+    }
+}
+
+/// Signals a destination task obeys.
+#[derive(Clone, Debug)]
+pub struct DestinationSignals {
+    /// Cancelled when the shutdown grace period is over: stop now, leave the queue as it is.
+    pub abort: CancellationToken,
+}
+
+/// Runs one destination until its queue is closed and drained, or `signals.abort` fires.
+pub async fn run(config: DestinationConfig, queue: Arc<DestinationQueue>, signals: DestinationSignals) {
+    let name = config.spec.to_string();
+    let stats = queue.stats().clone();
+    let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
+    let mut sender = Sender::new(&config);
+    let mut failures_in_row = 0u32;
+    loop {
+        if queue.queued() == 0 && queue_closed_and_empty(&queue) {
+            return;
+        }
+        let connected = tokio::select! {
+            _ = signals.abort.cancelled() => return,
+            c = connect(&config) => c,
+        };
+        let stream = match connected {
+            Ok(s) => s,
+            Err(e) => {
+                stats.connect_failed();
+                failures_in_row += 1;
+                if failures_in_row == 1 {
+                    warn!(destination = %name, error = %e, "cannot connect; queueing until it is reachable");
+                }
+                let delay = backoff.next_delay();
+                tokio::select! {
+                    _ = signals.abort.cancelled() => return,
+                    _ = tokio::time::sleep(delay) => {}
+                    // Drained and closed while down: nothing left to deliver.
+                    _ = wait_closed_and_empty(&queue) => return,
+                }
+                continue;
+            }
+        };
+        if failures_in_row > 0 {
+            info!(destination = %name, attempts = failures_in_row, "connected");
+        } else {
+            debug!(destination = %name, "connected");
+        }
+        failures_in_row = 0;
+        backoff.reset();
+        stats.set_connected(true);
+        let outcome = sender.serve(stream, &queue, &signals).await;
+        stats.set_connected(false);
+        match outcome {
+            Served::Drained | Served::Aborted => return,
+            Served::Lost(e) => {
+                stats.connect_failed();
+                warn!(destination = %name, error = %e, "connection lost; unsent data stays queued");
+                let delay = backoff.next_delay();
+                tokio::select! {
+                    _ = signals.abort.cancelled() => return,
+                    _ = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+    }
+}
+
+fn queue_closed_and_empty(queue: &DestinationQueue) -> bool {
+    queue.is_closed() && queue.queued() == 0
+}
+
+async fn wait_closed_and_empty(queue: &DestinationQueue) {
+    loop {
+        if queue_closed_and_empty(queue) {
+            return;
+        }
+        queue.changed().await;
+    }
+}
+
+async fn connect(config: &DestinationConfig) -> std::io::Result<TcpStream> {
+    let target = (config.spec.host.as_str(), config.spec.port);
+    let stream = tokio::time::timeout(config.connect_timeout, TcpStream::connect(target))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+enum Served {
+    /// Queue closed and empty: done.
+    Drained,
+    /// Grace period over.
+    Aborted,
+    /// Write or read failed; in-flight data was requeued.
+    Lost(std::io::Error),
+}
+
+/// Encoding state reused across connections.
+struct Sender {
+    protocol: OutputProtocol,
+    per_message: usize,
+    flush_bytes: usize,
+    linger: Duration,
+    buf: BytesMut,
+    in_flight: Vec<Batch>,
+}
+
+impl Sender {
+    fn new(config: &DestinationConfig) -> Self {
+        Self {
+            protocol: config.protocol,
+            per_message: config.max_datapoints_per_message,
+            flush_bytes: config.flush_bytes,
+            linger: config.linger,
+            buf: BytesMut::with_capacity(config.flush_bytes * 2),
+            in_flight: Vec::new(),
+        }
+    }
+
+    async fn serve(
+        &mut self,
+        stream: TcpStream,
+        queue: &DestinationQueue,
+        signals: &DestinationSignals,
+    ) -> Served {
+        let (mut reader, mut writer) = stream.into_split();
+        loop {
+            let first = tokio::select! {
+                biased;
+                _ = signals.abort.cancelled() => return Served::Aborted,
+                b = queue.pop() => b,
+                e = watch_eof(&mut reader) => return Served::Lost(e),
+            };
+            let Some(first) = first else {
+                let _ = writer.shutdown().await;
+                return Served::Drained;
+            };
+            let mut pending = first.size_bytes();
+            self.in_flight.push(first);
+            // Gather up to flush_bytes, lingering briefly for more when the queue runs dry.
+            let mut lingered = false;
+            while pending < self.flush_bytes {
+                if let Some(b) = queue.try_pop() {
+                    pending += b.size_bytes();
+                    self.in_flight.push(b);
+                    continue;
+                }
+                if lingered || self.linger.is_zero() || queue.is_closed() {
+                    break;
+                }
+                lingered = true;
+                tokio::select! {
+                    _ = tokio::time::sleep(self.linger) => {}
+                    _ = queue.changed() => {}
+                }
+            }
+            let (datapoints, messages) = self.encode();
+            let write = tokio::select! {
+                biased;
+                _ = signals.abort.cancelled() => None,
+                r = writer.write_all(&self.buf) => Some(r),
+            };
+            self.buf.clear();
+            match write {
+                Some(Ok(())) => {
+                    self.in_flight.clear();
+                    queue.ack(datapoints, messages);
+                }
+                Some(Err(e)) => {
+                    queue.requeue(std::mem::take(&mut self.in_flight));
+                    return Served::Lost(e);
+                }
+                None => {
+                    // Aborted mid-write: the peer may have part of it; counting it as still
+                    // queued (undelivered) is the conservative choice.
+                    queue.requeue(std::mem::take(&mut self.in_flight));
+                    return Served::Aborted;
+                }
+            }
+        }
+    }
+
+    /// Encodes every in-flight batch into `buf`; returns (datapoints, messages).
+    fn encode(&mut self) -> (usize, usize) {
+        let mut datapoints = 0;
+        let mut messages = 0;
+        match self.protocol {
+            OutputProtocol::Line => {
+                for b in &self.in_flight {
+                    for dp in b.iter() {
+                        line::encode_line(dp, &mut self.buf);
+                    }
+                    datapoints += b.len();
+                }
+                messages = usize::from(datapoints > 0);
+            }
+            OutputProtocol::Pickle => {
+                let total: usize = self.in_flight.iter().map(Batch::len).sum();
+                let mut points = self.in_flight.iter().flat_map(|b| b.iter());
+                let mut left = total;
+                while left > 0 {
+                    let n = left.min(self.per_message);
+                    pickle::encode_message(points.by_ref().take(n), &mut self.buf);
+                    left -= n;
+                    messages += 1;
+                }
+                datapoints = total;
+            }
+        }
+        (datapoints, messages)
+    }
+}
+
+/// Resolves when the peer closes the connection or it errors. carbon-cache never sends data;
+/// anything it does send is read and ignored.
+async fn watch_eof(reader: &mut OwnedReadHalf) -> std::io::Error {
+    let mut scratch = [0u8; 512];
+    loop {
+        match reader.read(&mut scratch).await {
+            Ok(0) => {
+                return std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "destination closed the connection",
+                );
+            }
+            Ok(_) => continue,
+            Err(e) => return e,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_caps_and_jitters() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(400));
+        let d: Vec<_> = (0..5).map(|_| b.next_delay()).collect();
+        assert!(d[0] >= Duration::from_millis(50) && d[0] <= Duration::from_millis(100));
+        assert!(d[1] >= Duration::from_millis(100) && d[1] <= Duration::from_millis(200));
+        assert!(d[4] >= Duration::from_millis(200) && d[4] <= Duration::from_millis(400));
+        b.reset();
+        assert!(b.next_delay() <= Duration::from_millis(100));
+    }
+}

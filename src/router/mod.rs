@@ -131,3 +131,13 @@ impl RouteCache {
         todo!("router work")
     }
 }
+
+impl std::fmt::Display for DestinationSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)?;
+        if let Some(i) = &self.instance {
+            write!(f, ":{i}")?;
+        }
+        Ok(())
+    }
+}

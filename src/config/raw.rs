@@ -1,0 +1,260 @@
+//! The `relay.toml` schema: serde structs with documented defaults.
+//!
+//! Unknown keys are errors (`deny_unknown_fields`). Durations are numbers with their unit in
+//! the key name (`_ms`, `_secs`); sizes are bytes.
+
+use serde::{Deserialize, Serialize};
+
+use crate::destination::OutputProtocol;
+use crate::queue::WhenFull;
+use crate::router::{HashType, Method};
+
+/// The whole file.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawConfig {
+    /// `[listen]`.
+    pub listen: RawListen,
+    /// `[router]`.
+    pub router: RawRouter,
+    /// `[destinations]`.
+    pub destinations: RawDestinations,
+    /// `[[rules]]`, in evaluation order (method `rules` only).
+    pub rules: Vec<RawRule>,
+    /// `[telemetry]`.
+    pub telemetry: RawTelemetry,
+    /// `[shutdown]`.
+    pub shutdown: RawShutdown,
+}
+
+/// `[listen]`: receivers.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawListen {
+    /// Plaintext TCP address. Default `0.0.0.0:2003`; `""` disables.
+    pub line_tcp: String,
+    /// Plaintext UDP address. Default `""` (off, as in carbon).
+    pub line_udp: String,
+    /// Pickle TCP address. Default `0.0.0.0:2004`; `""` disables.
+    pub pickle_tcp: String,
+    /// Most concurrent TCP client connections. Default 10000.
+    pub max_connections: usize,
+    /// Close connections idle this long; 0 = never (default, as carbon).
+    pub idle_timeout_secs: f64,
+    /// Longest plaintext line in bytes. Default 16384 (carbon's limit).
+    pub max_line_length: usize,
+    /// Largest pickle frame in bytes. Default 1048576 (carbon's `PICKLE_RECEIVER_MAX_LENGTH`).
+    pub max_pickle_frame: usize,
+}
+
+impl Default for RawListen {
+    fn default() -> Self {
+        Self {
+            line_tcp: "0.0.0.0:2003".into(),
+            line_udp: String::new(),
+            pickle_tcp: "0.0.0.0:2004".into(),
+            max_connections: 10_000,
+            idle_timeout_secs: 0.0,
+            max_line_length: 16_384,
+            max_pickle_frame: 1 << 20,
+        }
+    }
+}
+
+/// `[router]`: how destinations are chosen.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawRouter {
+    /// `consistent-hashing` (default), `fast-hashing` or `rules`.
+    pub method: Method,
+    /// `carbon_ch` (default), `fnv1a_ch` or `mmh3_ch`.
+    pub hash_type: HashType,
+    /// Copies of each datapoint. Default 1.
+    pub replication_factor: usize,
+    /// At most one copy per host. Default true (carbon's default).
+    pub diverse_replicas: bool,
+    /// Distinct names each connection remembers the route of. Default 1000000; 0 disables.
+    pub route_cache_entries: usize,
+}
+
+impl Default for RawRouter {
+    fn default() -> Self {
+        Self {
+            method: Method::ConsistentHashing,
+            hash_type: HashType::CarbonCh,
+            replication_factor: 1,
+            diverse_replicas: true,
+            route_cache_entries: 1_000_000,
+        }
+    }
+}
+
+/// `[destinations]`: the carbon-caches and how to talk to them.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawDestinations {
+    /// `host:port[:instance]` strings (or tables with per-destination overrides), in ring
+    /// insertion order. Required.
+    pub servers: Vec<RawServer>,
+    /// `pickle` (default) or `line`.
+    pub protocol: OutputProtocol,
+    /// Datapoints per pickle message. Default 500 (carbon's `MAX_DATAPOINTS_PER_MESSAGE`).
+    pub max_datapoints_per_message: usize,
+    /// Write once this many bytes are buffered. Default 65536.
+    pub flush_bytes: usize,
+    /// Wait this long for more data before a smaller write. Default 5 ms.
+    pub linger_ms: u64,
+    /// TCP connect timeout. Default 3000 ms.
+    pub connect_timeout_ms: u64,
+    /// First reconnect delay. Default 100 ms; doubles per failure, with jitter.
+    pub backoff_min_ms: u64,
+    /// Longest reconnect delay. Default 10000 ms.
+    pub backoff_max_ms: u64,
+    /// `[destinations.queue]`.
+    pub queue: RawQueue,
+}
+
+impl Default for RawDestinations {
+    fn default() -> Self {
+        Self {
+            servers: Vec::new(),
+            protocol: OutputProtocol::Pickle,
+            max_datapoints_per_message: 500,
+            flush_bytes: 64 << 10,
+            linger_ms: 5,
+            connect_timeout_ms: 3000,
+            backoff_min_ms: 100,
+            backoff_max_ms: 10_000,
+            queue: RawQueue::default(),
+        }
+    }
+}
+
+/// `[destinations.queue]`: the per-destination queue.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawQueue {
+    /// Most datapoints waiting per destination. Default 1000000.
+    pub max_datapoints: usize,
+    /// Most bytes waiting per destination. Default 268435456 (256 MiB).
+    pub max_bytes: usize,
+    /// Policy when full: `drop_newest` (default).
+    pub when_full: WhenFull,
+}
+
+impl Default for RawQueue {
+    fn default() -> Self {
+        Self {
+            max_datapoints: 1_000_000,
+            max_bytes: 256 << 20,
+            when_full: WhenFull::DropNewest,
+        }
+    }
+}
+
+/// One entry of `servers`: a plain string, or a table with overrides.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum RawServer {
+    /// `"host:port[:instance]"`.
+    Address(String),
+    /// `{ address = "host:port:instance", when_full = "drop_newest", … }`.
+    Detailed(RawServerDetail),
+}
+
+/// Per-destination overrides.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServerDetail {
+    /// `host:port[:instance]`.
+    pub address: String,
+    /// Overrides `destinations.protocol`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<OutputProtocol>,
+    /// Overrides `destinations.queue.when_full`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_full: Option<WhenFull>,
+    /// Overrides `destinations.queue.max_datapoints`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queue_datapoints: Option<usize>,
+    /// Overrides `destinations.queue.max_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queue_bytes: Option<usize>,
+}
+
+impl RawServer {
+    /// The address text.
+    pub fn address(&self) -> &str {
+        match self {
+            RawServer::Address(a) => a,
+            RawServer::Detailed(d) => &d.address,
+        }
+    }
+
+    /// The overrides (none for a plain string).
+    pub fn overrides(&self) -> RawServerDetail {
+        match self {
+            RawServer::Address(a) => RawServerDetail {
+                address: a.clone(),
+                ..RawServerDetail::default()
+            },
+            RawServer::Detailed(d) => d.clone(),
+        }
+    }
+}
+
+/// One `[[rules]]` entry.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRule {
+    /// Regex searched anywhere in the name (add `^`/`$` to anchor, `(?i)` to ignore case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// The catch-all rule, evaluated last. Exactly one rule has it.
+    #[serde(default)]
+    pub default: bool,
+    /// Destinations (`host:port[:instance]`, as in `servers`).
+    pub destinations: Vec<String>,
+    /// Keep evaluating later rules after this one matches. Default false.
+    #[serde(default, rename = "continue")]
+    pub continue_matching: bool,
+}
+
+/// `[telemetry]`: the relay's own metrics.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawTelemetry {
+    /// Seconds between self-metric datapoints in the stream; 0 disables. Default 60.
+    pub interval_secs: f64,
+    /// Name prefix. Default `carbon` (carbon's `CARBON_METRIC_PREFIX`).
+    pub prefix: String,
+    /// Host part of the names. Default: the machine's hostname.
+    pub host: String,
+    /// Instance part (`<host>-<instance>`). Default `a`.
+    pub instance: String,
+}
+
+impl Default for RawTelemetry {
+    fn default() -> Self {
+        Self {
+            interval_secs: 60.0,
+            prefix: "carbon".into(),
+            host: String::new(),
+            instance: "a".into(),
+        }
+    }
+}
+
+/// `[shutdown]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawShutdown {
+    /// Seconds to flush queues after receivers stop. Default 10.
+    pub grace_secs: f64,
+}
+
+impl Default for RawShutdown {
+    fn default() -> Self {
+        Self { grace_secs: 10.0 }
+    }
+}

@@ -1,0 +1,152 @@
+//! TCP accept loop and the plaintext connection handler.
+
+use std::future::Future;
+use std::io;
+
+use bytes::BytesMut;
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use tracing::{debug, warn};
+
+use super::{READ_BUFFER, ReceiverContext};
+use crate::ingest::Ingestor;
+use crate::protocol::line::LineFramer;
+use crate::telemetry::stats::Source;
+
+/// Accepts connections until shutdown, running `handler` for each on the task tracker.
+pub async fn accept_loop<F, Fut>(listener: TcpListener, ctx: ReceiverContext, source: Source, handler: F)
+where
+    F: Fn(TcpStream, ReceiverContext) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let stats = ctx.pipeline.stats().clone();
+    let mut accept_errors = 0u64;
+    loop {
+        let accepted = tokio::select! {
+            _ = ctx.shutdown.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => {
+                accept_errors = 0;
+                a
+            }
+            Err(e) => {
+                // EMFILE and friends: back off briefly instead of spinning.
+                accept_errors += 1;
+                if accept_errors == 1 {
+                    warn!(source = source.as_str(), error = %e, "accept failed");
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = ctx.connections.clone().try_acquire_owned() else {
+            stats.connection_rejected(source);
+            debug!(%peer, "connection limit reached; closing new connection");
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let conn_ctx = ctx.clone();
+        let fut = handler(stream, conn_ctx);
+        let stats = stats.clone();
+        ctx.tracker.spawn(async move {
+            stats.connection_delta(source, true);
+            fut.await;
+            stats.connection_delta(source, false);
+            drop(permit);
+        });
+    }
+}
+
+/// Outcome of one read on a client connection.
+pub(crate) enum Read {
+    /// `n` bytes arrived.
+    Data,
+    /// Peer closed, or shutdown drained what was there.
+    Eof,
+    /// Idle timeout.
+    Idle,
+    /// Socket error.
+    Failed(io::Error),
+}
+
+/// Reads more bytes into `buf`, honouring the idle timeout and shutdown. After shutdown it
+/// only takes what is already buffered in the kernel, then reports `Eof`.
+pub(crate) async fn read_more(stream: &mut TcpStream, buf: &mut BytesMut, ctx: &ReceiverContext) -> Read {
+    if buf.capacity() - buf.len() < READ_BUFFER / 4 {
+        buf.reserve(READ_BUFFER);
+    }
+    if ctx.shutdown.is_cancelled() {
+        return drain_ready(stream, buf);
+    }
+    let read = async {
+        match ctx.idle_timeout {
+            Some(t) => tokio::time::timeout(t, stream.read_buf(buf)).await.ok(),
+            None => Some(stream.read_buf(buf).await),
+        }
+    };
+    tokio::select! {
+        biased;
+        r = read => match r {
+            None => Read::Idle,
+            Some(Ok(0)) => Read::Eof,
+            Some(Ok(_)) => Read::Data,
+            Some(Err(e)) => Read::Failed(e),
+        },
+        _ = ctx.shutdown.cancelled() => drain_ready(stream, buf),
+    }
+}
+
+fn drain_ready(stream: &mut TcpStream, buf: &mut BytesMut) -> Read {
+    if buf.capacity() - buf.len() < READ_BUFFER / 4 {
+        buf.reserve(READ_BUFFER);
+    }
+    let spare = buf.spare_capacity_mut();
+    // SAFETY-free path: try_read needs an initialised slice, so zero the spare part first.
+    let len = spare.len();
+    let start = buf.len();
+    buf.resize(start + len, 0);
+    match stream.try_read(&mut buf[start..]) {
+        Ok(n) if n > 0 => {
+            buf.truncate(start + n);
+            Read::Data
+        }
+        _ => {
+            buf.truncate(start);
+            Read::Eof
+        }
+    }
+}
+
+/// Serves one plaintext connection.
+pub async fn serve_line(mut stream: TcpStream, ctx: ReceiverContext) {
+    let mut ingestor: Ingestor = ctx.pipeline.ingestor(Source::LineTcp);
+    let mut framer = LineFramer::new(ctx.max_line_length);
+    let mut buf = BytesMut::with_capacity(READ_BUFFER);
+    loop {
+        match read_more(&mut stream, &mut buf, &ctx).await {
+            Read::Data => {
+                framer.feed(&mut buf, |line| match line {
+                    Ok(l) => ingestor.line(l),
+                    Err(reason) => ingestor.reject(reason),
+                });
+                ingestor.flush().await;
+            }
+            Read::Eof => break,
+            Read::Idle => {
+                ctx.pipeline.stats().connection_idle_closed(Source::LineTcp);
+                break;
+            }
+            Read::Failed(e) => {
+                debug!(error = %e, "line connection failed");
+                break;
+            }
+        }
+    }
+    if let Some(reason) = framer.finish(&mut buf) {
+        ingestor.reject(reason);
+    }
+    ingestor.flush().await;
+}
