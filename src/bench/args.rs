@@ -153,10 +153,9 @@ impl BenchArgs {
         if self.target == "in-process" {
             return Ok(TargetSpec::InProcess);
         }
-        let addr: SocketAddr = self
-            .target
-            .parse()
-            .map_err(|_| BenchError::Invalid(format!("--target {:?}: not an address", self.target)))?;
+        let addr: SocketAddr = self.target.parse().map_err(|_| {
+            BenchError::Invalid(format!("--target {:?}: not an address", self.target))
+        })?;
         check_loopback(&addr, self.allow_non_loopback)?;
         Ok(TargetSpec::Address {
             addr,
@@ -199,7 +198,10 @@ mod tests {
             target: "192.168.1.1:2003".into(),
             ..Default::default()
         };
-        assert!(matches!(args.target_spec(), Err(BenchError::NonLoopback(_))));
+        assert!(matches!(
+            args.target_spec(),
+            Err(BenchError::NonLoopback(_))
+        ));
     }
 
     #[test]

@@ -72,11 +72,7 @@ pub fn render_svg(report: &Report) -> Result<String, BenchError> {
             .draw()
             .map_err(chart_err)?;
 
-        let lat_max = tl
-            .iter()
-            .filter_map(|s| s.p99_ms)
-            .fold(1.0, f64::max)
-            * 1.1;
+        let lat_max = tl.iter().filter_map(|s| s.p99_ms).fold(1.0, f64::max) * 1.1;
         let mut c = ChartBuilder::on(&bottom)
             .caption("latency (per 100 ms interval)", ("sans-serif", 18))
             .margin(10)

@@ -175,7 +175,8 @@ pub fn render(
                 Protocol::Pickle => {
                     // (name, (timestamp, value)) as BINUNICODE, BINFLOAT, BINFLOAT, TUPLE2, TUPLE2.
                     p.bytes.push(b'X');
-                    p.bytes.extend_from_slice(&(name.len() as u32).to_le_bytes());
+                    p.bytes
+                        .extend_from_slice(&(name.len() as u32).to_le_bytes());
                     p.bytes.extend_from_slice(name);
                     p.bytes.push(b'G');
                     p.bytes.extend_from_slice(&(timestamp as f64).to_be_bytes());
@@ -324,7 +325,10 @@ mod tests {
         for d in 2..8 {
             let v = names(500, d);
             assert!(v.iter().all(|s| s.split('.').count() == d), "depth {d}");
-            assert_eq!(v.iter().collect::<std::collections::HashSet<_>>().len(), 500);
+            assert_eq!(
+                v.iter().collect::<std::collections::HashSet<_>>().len(),
+                500
+            );
         }
         let tagged = Names {
             tags: vec!["dc=x".into()],
@@ -348,7 +352,10 @@ mod tests {
         assert_eq!(c.points, 1);
         p.stamp(c, 42);
         let last = std::str::from_utf8(&p.bytes[c.start..c.end]).unwrap();
-        assert_eq!(last, format!("{} 0000000042 1700000000\n", v[(1000 * 3 + 1) % 10]));
+        assert_eq!(
+            last,
+            format!("{} 0000000042 1700000000\n", v[(1000 * 3 + 1) % 10])
+        );
         let per_chunk: usize = p.chunks.iter().map(|c| c.points).sum();
         assert_eq!(per_chunk, 1001);
     }

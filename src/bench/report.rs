@@ -212,20 +212,37 @@ impl Report {
         let row = |t: &mut String, k: &str, v: String| {
             let _ = writeln!(t, "  {k:<28} {v}");
         };
-        row(&mut t, "sent", format!("{} in {:.2} s ({}/s)", self.sent, self.send_secs, si(self.send_rate)));
+        row(
+            &mut t,
+            "sent",
+            format!(
+                "{} in {:.2} s ({}/s)",
+                self.sent,
+                self.send_secs,
+                si(self.send_rate)
+            ),
+        );
         row(
             &mut t,
             "delivered",
             format!("{} in {:.2} s", self.delivered, self.delivery_secs),
         );
-        row(&mut t, "throughput", format!("{} datapoints/s", si(self.delivered_rate)));
+        row(
+            &mut t,
+            "throughput",
+            format!("{} datapoints/s", si(self.delivered_rate)),
+        );
         row(
             &mut t,
             "lost (sent − delivered)",
             format!(
                 "{} ({:.3} %)",
                 self.lost,
-                if self.sent > 0 { self.lost as f64 * 100.0 / self.sent as f64 } else { 0.0 }
+                if self.sent > 0 {
+                    self.lost as f64 * 100.0 / self.sent as f64
+                } else {
+                    0.0
+                }
             ),
         );
         for s in &self.sinks {
@@ -239,14 +256,23 @@ impl Report {
             row(
                 &mut t,
                 &format!("  sink {} {}", s.index, s.addr),
-                format!("{} delivered, {} bad, {} conns{extra}", s.delivered, s.bad, s.connections),
+                format!(
+                    "{} delivered, {} bad, {} conns{extra}",
+                    s.delivered, s.bad, s.connections
+                ),
             );
         }
         let l = &self.latency;
         row(
             &mut t,
             "latency p50 / p99 / p999",
-            format!("{} / {} / {}  (max {})", us(l.p50_us), us(l.p99_us), us(l.p999_us), us(l.max_us)),
+            format!(
+                "{} / {} / {}  (max {})",
+                us(l.p50_us),
+                us(l.p99_us),
+                us(l.p999_us),
+                us(l.max_us)
+            ),
         );
         row(
             &mut t,
@@ -264,7 +290,11 @@ impl Report {
                 None => "not measured".into(),
             },
         );
-        row(&mut t, "generator ceiling", format!("{} datapoints/s", si(self.generator_ceiling_rate)));
+        row(
+            &mut t,
+            "generator ceiling",
+            format!("{} datapoints/s", si(self.generator_ceiling_rate)),
+        );
         if let Some(c) = self.placement_conflicts {
             row(&mut t, "names on >1 sink", c.to_string());
         }

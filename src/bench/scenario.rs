@@ -318,7 +318,10 @@ impl Scenario {
         if let (Some(d), true) = (l.duration_secs, l.rate > 0.0)
             && d * l.rate > MAX_DATAPOINTS as f64
         {
-            return bad("load.rate × load.duration_secs", "exceeds 50000000 datapoints");
+            return bad(
+                "load.rate × load.duration_secs",
+                "exceeds 50000000 datapoints",
+            );
         }
         if l.connections == 0 || l.connections > MAX_CONNECTIONS {
             return bad("load.connections", "must be in [1, 256]");
@@ -340,7 +343,10 @@ impl Scenario {
         }
         for s in &self.sinks.slow {
             if s.index >= self.sinks.count || s.bytes_per_sec == 0 {
-                return bad("sinks.slow", "needs index < sinks.count and bytes_per_sec > 0");
+                return bad(
+                    "sinks.slow",
+                    "needs index < sinks.count and bytes_per_sec > 0",
+                );
             }
         }
         for d in &self.sinks.down {

@@ -251,7 +251,10 @@ mod tests {
         let ph = Placeholders {
             line_port: 2003,
             pickle_port: 2004,
-            sinks: vec!["127.0.0.1:2104".parse().unwrap(), "127.0.0.1:2204".parse().unwrap()],
+            sinks: vec![
+                "127.0.0.1:2104".parse().unwrap(),
+                "127.0.0.1:2204".parse().unwrap(),
+            ],
             sink_protocol: Protocol::Pickle,
             config: Some(PathBuf::from("/tmp/x.conf")),
         };
