@@ -13,11 +13,7 @@ use tracing_subscriber::EnvFilter;
 const EXIT_CONFIG: u8 = 2;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "anthracite",
-    version,
-    about = "A high-performance carbon relay for Graphite"
-)]
+#[command(name = "anthracite", version, about = "A high-performance carbon relay for Graphite")]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -48,9 +44,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
         .with_writer(std::io::stderr)
         .init();
     let config = match Config::load(&cli.run.config) {
@@ -94,10 +88,7 @@ fn run(config: Config) -> anyhow::Result<()> {
 /// Resolves on SIGTERM or SIGINT.
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
         // Without signal handlers the relay can only be stopped by being killed.
         tracing::error!("cannot install signal handlers");
         return std::future::pending().await;

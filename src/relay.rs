@@ -100,10 +100,7 @@ impl Relay {
     }
 
     /// Runs until `shutdown` completes, then shuts down in order (see the module docs).
-    pub async fn run(
-        self,
-        shutdown: impl Future<Output = ()>,
-    ) -> Result<ShutdownReport, RelayError> {
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<ShutdownReport, RelayError> {
         let Relay {
             config,
             pipeline,
@@ -115,17 +112,13 @@ impl Relay {
         let pickle = bind_tcp(pickle, config.listen.pickle_tcp, "pickle receiver").await?;
         let udp = match (udp, config.listen.line_udp) {
             (Some(s), _) => Some(s),
-            (None, Some(addr)) => {
-                Some(
-                    UdpSocket::bind(addr)
-                        .await
-                        .map_err(|source| RelayError::Bind {
-                            what: "udp receiver",
-                            addr,
-                            source,
-                        })?,
-                )
-            }
+            (None, Some(addr)) => Some(UdpSocket::bind(addr).await.map_err(|source| {
+                RelayError::Bind {
+                    what: "udp receiver",
+                    addr,
+                    source,
+                }
+            })?),
             (None, None) => None,
         };
 
@@ -153,12 +146,7 @@ impl Relay {
         let mut receivers = JoinSet::new();
         if let Some(l) = line {
             info!(addr = ?l.local_addr().ok(), "plaintext receiver listening");
-            receivers.spawn(tcp::accept_loop(
-                l,
-                ctx.clone(),
-                Source::LineTcp,
-                tcp::serve_line,
-            ));
+            receivers.spawn(tcp::accept_loop(l, ctx.clone(), Source::LineTcp, tcp::serve_line));
         }
         if let Some(l) = pickle {
             info!(addr = ?l.local_addr().ok(), "pickle receiver listening");
@@ -189,10 +177,7 @@ impl Relay {
         stop_receivers.cancel();
         while receivers.join_next().await.is_some() {}
         connections.close();
-        if tokio::time::timeout_at(deadline, connections.wait())
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout_at(deadline, connections.wait()).await.is_err() {
             warn!("client connections still draining at the end of the grace period");
         }
         stop_reporter.cancel();

@@ -165,10 +165,7 @@ impl Config {
             ));
         }
         if l.max_connections == 0 {
-            return Err(invalid(
-                "listen.max_connections",
-                "must be at least 1".into(),
-            ));
+            return Err(invalid("listen.max_connections", "must be at least 1".into()));
         }
         let listen = ListenConfig {
             line_tcp: addr("listen.line_tcp", &l.line_tcp)?,
@@ -239,18 +236,12 @@ impl Config {
             });
         }
         if destinations.len() > usize::from(u16::MAX) {
-            return Err(invalid(
-                "destinations.servers",
-                "too many destinations".into(),
-            ));
+            return Err(invalid("destinations.servers", "too many destinations".into()));
         }
 
         let r = &raw.router;
         if r.replication_factor == 0 {
-            return Err(invalid(
-                "router.replication_factor",
-                "must be at least 1".into(),
-            ));
+            return Err(invalid("router.replication_factor", "must be at least 1".into()));
         }
         let mut rules = Vec::with_capacity(raw.rules.len());
         if r.method == Method::Rules {
@@ -301,9 +292,7 @@ impl Config {
             if defaults != 1 {
                 return Err(invalid(
                     "rules",
-                    format!(
-                        "method \"rules\" needs exactly one rule with default = true, found {defaults}"
-                    ),
+                    format!("method \"rules\" needs exactly one rule with default = true, found {defaults}"),
                 ));
             }
         } else if !raw.rules.is_empty() {

@@ -101,11 +101,7 @@ pub struct DestinationSignals {
 }
 
 /// Runs one destination until its queue is closed and drained, or `signals.abort` fires.
-pub async fn run(
-    config: DestinationConfig,
-    queue: Arc<DestinationQueue>,
-    signals: DestinationSignals,
-) {
+pub async fn run(config: DestinationConfig, queue: Arc<DestinationQueue>, signals: DestinationSignals) {
     let name = config.spec.to_string();
     let stats = queue.stats().clone();
     let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);

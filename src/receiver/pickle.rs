@@ -6,8 +6,8 @@ use tracing::{debug, warn};
 
 use super::tcp::{Read, read_more};
 use super::{READ_BUFFER, ReceiverContext};
-use crate::protocol::pickle::PickleDecoder;
 use crate::protocol::{DropCounts, DropReason};
+use crate::protocol::pickle::PickleDecoder;
 use crate::telemetry::stats::Source;
 
 /// Serves one pickle connection. A frame that does not decode is dropped and counted and the
@@ -22,9 +22,7 @@ pub async fn serve_pickle(mut stream: TcpStream, ctx: ReceiverContext) {
             Read::Data => {}
             Read::Eof => break,
             Read::Idle => {
-                ctx.pipeline
-                    .stats()
-                    .connection_idle_closed(Source::PickleTcp);
+                ctx.pipeline.stats().connection_idle_closed(Source::PickleTcp);
                 break;
             }
             Read::Failed(e) => {

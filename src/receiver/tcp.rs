@@ -14,12 +14,8 @@ use crate::protocol::line::LineFramer;
 use crate::telemetry::stats::Source;
 
 /// Accepts connections until shutdown, running `handler` for each on the task tracker.
-pub async fn accept_loop<F, Fut>(
-    listener: TcpListener,
-    ctx: ReceiverContext,
-    source: Source,
-    handler: F,
-) where
+pub async fn accept_loop<F, Fut>(listener: TcpListener, ctx: ReceiverContext, source: Source, handler: F)
+where
     F: Fn(TcpStream, ReceiverContext) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
@@ -78,11 +74,7 @@ pub(crate) enum Read {
 
 /// Reads more bytes into `buf`, honouring the idle timeout and shutdown. After shutdown it
 /// only takes what is already buffered in the kernel, then reports `Eof`.
-pub(crate) async fn read_more(
-    stream: &mut TcpStream,
-    buf: &mut BytesMut,
-    ctx: &ReceiverContext,
-) -> Read {
+pub(crate) async fn read_more(stream: &mut TcpStream, buf: &mut BytesMut, ctx: &ReceiverContext) -> Read {
     if buf.capacity() - buf.len() < READ_BUFFER / 4 {
         buf.reserve(READ_BUFFER);
     }

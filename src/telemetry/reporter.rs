@@ -79,12 +79,7 @@ pub fn interval_datapoints(
 }
 
 /// Runs until `stop` is cancelled, emitting one set of datapoints per interval.
-pub async fn run(
-    pipeline: Pipeline,
-    config: TelemetryConfig,
-    interval: Duration,
-    stop: CancellationToken,
-) {
+pub async fn run(pipeline: Pipeline, config: TelemetryConfig, interval: Duration, stop: CancellationToken) {
     let root = config.metric_root();
     let components: Vec<String> = pipeline
         .router()
