@@ -207,7 +207,7 @@ impl RawServer {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRule {
-    /// Regex searched anywhere in the name (add `^`/`$` to anchor, `(?i)` to ignore case).
+    /// Regex searched anywhere in the name, ignoring case (as carbon compiles it with `re.I`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
     /// The catch-all rule, evaluated last. Exactly one rule has it.

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::io;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::AsyncReadExt;
@@ -23,8 +24,19 @@ where
     let mut accept_errors = 0u64;
     loop {
         let accepted = tokio::select! {
-            _ = ctx.shutdown.cancelled() => return,
+            biased;
             a = listener.accept() => a,
+            _ = ctx.shutdown.cancelled() => {
+                // Connections already in the backlog have sent data the client believes was
+                // accepted: take them too (their handlers drain in shutdown mode), then stop.
+                while let Ok(Ok((stream, _))) =
+                    tokio::time::timeout(Duration::ZERO, listener.accept()).await
+                {
+                    let handler_fut = handler(stream, ctx.clone());
+                    ctx.tracker.spawn(handler_fut);
+                }
+                return;
+            }
         };
         let (stream, peer) = match accepted {
             Ok(a) => {
@@ -72,14 +84,22 @@ pub(crate) enum Read {
     Failed(io::Error),
 }
 
+/// After shutdown, how long a connection waits for more of what the client already sent.
+const SHUTDOWN_DRAIN_WAIT: Duration = Duration::from_millis(100);
+
 /// Reads more bytes into `buf`, honouring the idle timeout and shutdown. After shutdown it
-/// only takes what is already buffered in the kernel, then reports `Eof`.
-pub(crate) async fn read_more(stream: &mut TcpStream, buf: &mut BytesMut, ctx: &ReceiverContext) -> Read {
+/// keeps taking what the client already sent (each read waits at most
+/// `SHUTDOWN_DRAIN_WAIT`), then reports `Eof`; the caller's grace period bounds the total.
+pub(crate) async fn read_more(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    ctx: &ReceiverContext,
+) -> Read {
     if buf.capacity() - buf.len() < READ_BUFFER / 4 {
         buf.reserve(READ_BUFFER);
     }
     if ctx.shutdown.is_cancelled() {
-        return drain_ready(stream, buf);
+        return drain_read(stream, buf).await;
     }
     let read = async {
         match ctx.idle_timeout {
@@ -87,36 +107,24 @@ pub(crate) async fn read_more(stream: &mut TcpStream, buf: &mut BytesMut, ctx: &
             None => Some(stream.read_buf(buf).await),
         }
     };
-    tokio::select! {
+    let outcome = tokio::select! {
         biased;
-        r = read => match r {
-            None => Read::Idle,
-            Some(Ok(0)) => Read::Eof,
-            Some(Ok(_)) => Read::Data,
-            Some(Err(e)) => Read::Failed(e),
-        },
-        _ = ctx.shutdown.cancelled() => drain_ready(stream, buf),
+        r = read => Some(r),
+        _ = ctx.shutdown.cancelled() => None,
+    };
+    match outcome {
+        Some(None) => Read::Idle,
+        Some(Some(Ok(0))) => Read::Eof,
+        Some(Some(Ok(_))) => Read::Data,
+        Some(Some(Err(e))) => Read::Failed(e),
+        None => drain_read(stream, buf).await,
     }
 }
 
-fn drain_ready(stream: &mut TcpStream, buf: &mut BytesMut) -> Read {
-    if buf.capacity() - buf.len() < READ_BUFFER / 4 {
-        buf.reserve(READ_BUFFER);
-    }
-    let spare = buf.spare_capacity_mut();
-    // SAFETY-free path: try_read needs an initialised slice, so zero the spare part first.
-    let len = spare.len();
-    let start = buf.len();
-    buf.resize(start + len, 0);
-    match stream.try_read(&mut buf[start..]) {
-        Ok(n) if n > 0 => {
-            buf.truncate(start + n);
-            Read::Data
-        }
-        _ => {
-            buf.truncate(start);
-            Read::Eof
-        }
+async fn drain_read(stream: &mut TcpStream, buf: &mut BytesMut) -> Read {
+    match tokio::time::timeout(SHUTDOWN_DRAIN_WAIT, stream.read_buf(buf)).await {
+        Ok(Ok(n)) if n > 0 => Read::Data,
+        _ => Read::Eof,
     }
 }
 

@@ -1,10 +1,41 @@
 //! Routing: which destinations get a datapoint, exactly as carbon 1.1.10 decides.
 //!
-//! (Stub: implemented by the router work.)
+//! A [`Router`] is built once from a [`RouterSpec`] and shared (`Arc`) by every connection.
+//! It answers with destination *indices* into [`RouterSpec::destinations`], in the order carbon
+//! yields them, duplicates included where carbon yields duplicates (carbon then sends the
+//! datapoint twice, and so do we).
+//!
+//! - [`hash`]: carbon's position hashes (`carbon_ch` MD5, `fnv1a_ch`, `mmh3_ch`) and the
+//!   Python `str()` texts it hashes for ring nodes.
+//! - [`ring`]: `ConsistentHashRing` (consistent-hashing) and `FastHashRing` (fast-hashing), and
+//!   the table of precomputed preference lists that makes a lookup one hash plus a binary
+//!   search.
+//! - [`rules`]: `RELAY_METHOD = rules`.
+//! - [`cache`]: [`RouteCache`], the per-connection name → route cache that keeps MD5 off the
+//!   path of repeated names.
+//!
+//! Seam for the aggregated routers (`aggregated-consistent-hashing`, `fast-aggregated-hashing`,
+//! not implemented yet): carbon resolves a name to its aggregate names with the aggregation
+//! rules, routes each through the plain hashing router and yields the *set* of destinations.
+//! That is a new [`Strategy`] variant wrapping a [`HashRouting`] plus the aggregation rules,
+//! calling [`HashRouting::route_key_into`] per resolved name; the cache stays valid because the
+//! result is still a pure function of the name.
 
-use std::sync::Arc;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
+
+pub mod cache;
+pub mod hash;
+pub mod ring;
+pub mod rules;
+
+pub use cache::RouteCache;
+pub use hash::{NodeKeys, carbon_hash};
+pub use ring::{ConsistentHashRing, FastHashOrder, REPLICA_COUNT};
+
+use ring::{Node, Replication, RouteTable};
+use rules::Rules;
 
 /// A destination as written in carbon's `DESTINATIONS`: `host:port[:instance]`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -23,13 +54,96 @@ pub enum RouterError {
     /// Destination text is not `host:port[:instance]`.
     #[error("invalid destination {0:?}: expected host:port[:instance] or [ipv6]:port[:instance]")]
     BadDestination(String),
+    /// A hashing router needs at least one destination.
+    #[error("no destinations configured")]
+    NoDestinations,
+    /// More destinations than route indices (`u16`) can name.
+    #[error("{0} destinations configured; at most 65535 are supported")]
+    TooManyDestinations(usize),
+    /// Two destinations share `(host, instance)`: carbon keys its ring by that pair (the port
+    /// is not part of the key) and refuses the second one.
+    #[error("destination {0} duplicates the host and instance of an earlier destination")]
+    DuplicateDestination(DestinationSpec),
+    /// `replication_factor` is 0.
+    #[error("replication factor must be at least 1")]
+    ZeroReplicationFactor,
+    /// The rules do not contain exactly one default rule (a rule without `pattern`).
+    #[error("expected exactly one default rule (without a pattern), found {0}")]
+    DefaultRuleCount(usize),
+    /// A rule's pattern is not a valid regular expression.
+    #[error("invalid rule pattern {pattern:?}: {source}")]
+    BadPattern {
+        /// The pattern as written.
+        pattern: String,
+        /// Why it did not compile.
+        #[source]
+        source: regex::Error,
+    },
+    /// A rule names a destination index outside the destination list.
+    #[error("rule #{rule} refers to destination index {index}, which does not exist")]
+    RuleDestination {
+        /// Position of the rule in [`RouterSpec::rules`].
+        rule: usize,
+        /// The offending index.
+        index: u16,
+    },
 }
 
 impl DestinationSpec {
-    /// Parses `host:port[:instance]` or `[ipv6]:port[:instance]`.
+    /// Parses `host:port[:instance]` or `[ipv6]:port[:instance]` like carbon's
+    /// `util.parseDestination`: surrounding whitespace is ignored, everything after the
+    /// port's colon is the instance (which may itself contain `:` or be empty).
+    ///
+    /// Stricter than carbon where carbon would accept nonsense: a missing colon, an empty host
+    /// or a port outside 0..=65535 are errors here rather than a destination that never
+    /// connects.
     pub fn parse(text: &str) -> Result<Self, RouterError> {
-        let _ = text;
-        todo!("router work")
+        let bad = || RouterError::BadDestination(text.to_owned());
+        let s = text.trim();
+        let (host, rest) = if let Some(inner) = s.strip_prefix('[') {
+            // carbon: `bidx = s.rfind(']:')`, host between the brackets.
+            let close = inner.rfind("]:").ok_or_else(bad)?;
+            (&inner[..close], &inner[close + 2..])
+        } else {
+            s.split_once(':').ok_or_else(bad)?
+        };
+        let (port, instance) = match rest.split_once(':') {
+            Some((port, instance)) => (port, Some(instance.to_owned())),
+            None => (rest, None),
+        };
+        if host.is_empty() {
+            return Err(bad());
+        }
+        // Python's int() tolerates surrounding whitespace.
+        let port = port.trim().parse::<u16>().map_err(|_| bad())?;
+        Ok(Self {
+            host: host.to_owned(),
+            port,
+            instance,
+        })
+    }
+
+    /// Parses carbon's comma-separated `DESTINATIONS` list (blank entries are skipped).
+    pub fn parse_list(text: &str) -> Result<Vec<Self>, RouterError> {
+        text.split(',')
+            .filter(|d| !d.trim().is_empty())
+            .map(Self::parse)
+            .collect()
+    }
+}
+
+impl fmt::Display for DestinationSpec {
+    /// carbon's form: `host:port:instance`, `host:port` without instance, `[v6]:port…`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)?;
+        } else {
+            write!(f, "{}:{}", self.host, self.port)?;
+        }
+        match &self.instance {
+            Some(instance) => write!(f, ":{instance}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -89,55 +203,173 @@ pub struct RouterSpec {
     pub rules: Vec<RuleSpec>,
 }
 
-/// An immutable router, shared by every connection.
+/// Routing for the two hashing methods: one hash of the name picks a start index, whose
+/// preference list was computed when the router was built.
 #[derive(Debug)]
-pub struct Router {}
+pub struct HashRouting {
+    hash_type: HashType,
+    kind: HashKind,
+    table: RouteTable,
+}
 
-impl Router {
-    /// Builds the ring (or rule table).
-    pub fn new(spec: RouterSpec) -> Result<Self, RouterError> {
-        let _ = spec;
-        todo!("router work")
+#[derive(Debug)]
+enum HashKind {
+    Ring(ConsistentHashRing),
+    Fast(FastHashOrder),
+}
+
+impl HashRouting {
+    fn new(spec: &RouterSpec) -> Self {
+        let keys = NodeKeys::new();
+        let nodes: Vec<Node<'_>> = spec
+            .destinations
+            .iter()
+            .map(|d| Node {
+                server: &d.host,
+                instance: d.instance.as_deref(),
+            })
+            .collect();
+        // Same server string, same id: what DIVERSE_REPLICAS compares.
+        let server_ids: Vec<u16> = spec
+            .destinations
+            .iter()
+            .map(|d| {
+                let first = spec.destinations.iter().position(|e| e.host == d.host);
+                first.unwrap_or(0) as u16
+            })
+            .collect();
+        let server_count = server_ids
+            .iter()
+            .enumerate()
+            .filter(|&(i, &id)| usize::from(id) == i)
+            .count();
+        let replication = Replication {
+            factor: spec.replication_factor,
+            diverse: spec.diverse_replicas,
+            server_ids: &server_ids,
+            server_count,
+        };
+        let (kind, table) = if spec.method == Method::FastHashing {
+            let order = FastHashOrder::new(spec.hash_type, &nodes, &keys);
+            let table = RouteTable::build(nodes.len(), &replication, |s| order.walk_from(s));
+            (HashKind::Fast(order), table)
+        } else {
+            let ring = ConsistentHashRing::new(spec.hash_type, &nodes, &keys);
+            let table = RouteTable::build(ring.len(), &replication, |s| ring.walk_from(s));
+            (HashKind::Ring(ring), table)
+        };
+        Self {
+            hash_type: spec.hash_type,
+            kind,
+            table,
+        }
     }
 
-    /// Destination indices for `name`, in preference order (carbon may repeat one).
+    /// The destinations carbon yields for routing key `key`, appended to `out`.
+    #[inline]
+    pub fn route_key_into(&self, key: &[u8], out: &mut Vec<u16>) {
+        let position = carbon_hash(key, self.hash_type);
+        let start = match &self.kind {
+            HashKind::Ring(ring) => ring.start_index(position),
+            HashKind::Fast(order) => order.start_index(position),
+        };
+        out.extend_from_slice(self.table.get(start));
+    }
+
+    /// The consistent-hashing ring (`None` for fast-hashing).
+    pub fn ring(&self) -> Option<&ConsistentHashRing> {
+        match &self.kind {
+            HashKind::Ring(ring) => Some(ring),
+            HashKind::Fast(_) => None,
+        }
+    }
+
+    /// The fast-hashing node order (`None` for consistent-hashing).
+    pub fn fast_order(&self) -> Option<&FastHashOrder> {
+        match &self.kind {
+            HashKind::Fast(order) => Some(order),
+            HashKind::Ring(_) => None,
+        }
+    }
+}
+
+/// How a [`Router`] decides; the aggregated routers will be further variants (module docs).
+#[derive(Debug)]
+pub enum Strategy {
+    /// `consistent-hashing` or `fast-hashing`.
+    Hash(HashRouting),
+    /// `rules`.
+    Rules(Rules),
+}
+
+/// An immutable router, shared by every connection.
+#[derive(Debug)]
+pub struct Router {
+    destinations: Vec<DestinationSpec>,
+    strategy: Strategy,
+}
+
+impl Router {
+    /// Builds the ring (or rule table), checking the spec the way carbon does at startup.
+    pub fn new(spec: RouterSpec) -> Result<Self, RouterError> {
+        let count = spec.destinations.len();
+        if count == 0 {
+            return Err(RouterError::NoDestinations);
+        }
+        if count > usize::from(u16::MAX) {
+            return Err(RouterError::TooManyDestinations(count));
+        }
+        if spec.replication_factor == 0 {
+            return Err(RouterError::ZeroReplicationFactor);
+        }
+        let strategy = match spec.method {
+            Method::Rules => Strategy::Rules(Rules::new(&spec.rules, count)?),
+            Method::ConsistentHashing | Method::FastHashing => {
+                let mut seen = std::collections::HashSet::with_capacity(count);
+                for d in &spec.destinations {
+                    if !seen.insert((d.host.as_str(), d.instance.as_deref())) {
+                        return Err(RouterError::DuplicateDestination(d.clone()));
+                    }
+                }
+                Strategy::Hash(HashRouting::new(&spec))
+            }
+        };
+        Ok(Self {
+            destinations: spec.destinations,
+            strategy,
+        })
+    }
+
+    /// Destination indices for `name`, in carbon's yield order (carbon may repeat one).
+    ///
+    /// Replaces the contents of `out`; reuse one vector to avoid allocating.
+    #[inline]
     pub fn route_into(&self, name: &[u8], out: &mut Vec<u16>) {
-        let _ = (name, out);
-        todo!("router work")
+        out.clear();
+        match &self.strategy {
+            Strategy::Hash(hash) => hash.route_key_into(name, out),
+            Strategy::Rules(rules) => rules.route_into(name, out),
+        }
     }
 
     /// The destinations, indexed as routes refer to them.
     pub fn destinations(&self) -> &[DestinationSpec] {
-        todo!("router work")
-    }
-}
-
-/// A per-connection cache in front of a [`Router`]: repeated names skip the hash.
-#[derive(Debug)]
-pub struct RouteCache {
-    router: Arc<Router>,
-}
-
-impl RouteCache {
-    /// A cache holding at most `capacity` names.
-    pub fn new(router: Arc<Router>, capacity: usize) -> Self {
-        let _ = capacity;
-        Self { router }
+        &self.destinations
     }
 
-    /// Destination indices for `name`, from the cache when seen before.
-    pub fn route(&mut self, name: &[u8]) -> &[u16] {
-        let _ = (name, &self.router);
-        todo!("router work")
+    /// How this router decides (for inspection and tests).
+    pub fn strategy(&self) -> &Strategy {
+        &self.strategy
     }
-}
 
-impl std::fmt::Display for DestinationSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.host, self.port)?;
-        if let Some(i) = &self.instance {
-            write!(f, ":{i}")?;
+    /// The consistent-hashing ring, when the method is `consistent-hashing`.
+    pub fn ring(&self) -> Option<&ConsistentHashRing> {
+        match &self.strategy {
+            Strategy::Hash(hash) => hash.ring(),
+            Strategy::Rules(_) => None,
         }
-        Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
