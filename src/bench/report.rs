@@ -279,6 +279,7 @@ impl Report {
             "relay CPU",
             match (self.relay_cpu_secs, self.cpu_secs_per_million) {
                 (Some(c), Some(m)) => format!("{c:.2} s  ({m:.3} CPU-s per million datapoints)"),
+                (Some(c), None) => format!("{c:.2} s"),
                 _ => "not measured".into(),
             },
         );
