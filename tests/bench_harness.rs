@@ -204,11 +204,8 @@ for proto in range(6):
             "protocol {proto}"
         );
         let names = sink.stats.names.lock().unwrap().clone();
-        assert!(names.contains(&b"a.b.c42"[..].to_vec()), "protocol {proto}");
-        assert!(
-            names.contains(&b"bytes.name"[..].to_vec()),
-            "protocol {proto}"
-        );
+        assert!(names.contains(&b"a.b.c42"[..]), "protocol {proto}");
+        assert!(names.contains(&b"bytes.name"[..]), "protocol {proto}");
         // Every value was read: as a latency when it could be a send instant, else counted.
         let stamped = sink.stats.latency.lock().unwrap().count();
         let unstamped = sink.stats.unstamped.load(Ordering::Relaxed);
@@ -367,4 +364,83 @@ async fn in_process_anthracite_loses_nothing() {
     assert_eq!(parsed["delivered"], 50_000);
     assert!(parsed["latency"]["p99_us"].is_u64());
     assert!(std::fs::read_to_string(svg).unwrap().starts_with("<svg"));
+}
+
+/// A down sink drops its connections and refuses new ones, then accepts on the same port.
+#[tokio::test]
+async fn down_sink_refuses_then_accepts_on_the_same_port() {
+    let (tx, rx) = watch::channel(false);
+    let sink = Sink::start(
+        "127.0.0.1:0".parse().unwrap(),
+        SinkConfig {
+            down: Some((0.0, 1.0)),
+            ..Default::default()
+        },
+        Instant::now(),
+        rx,
+    )
+    .await
+    .unwrap();
+    let before = TcpStream::connect(sink.addr).await.unwrap();
+    tx.send(true).unwrap();
+    // Bounded wait for the refusal, then for the re-bind; no timing is asserted.
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut refused = false;
+    let mut accepted_again = false;
+    while Instant::now() < until {
+        match TcpStream::connect(sink.addr).await {
+            Err(_) => refused = true,
+            Ok(mut s) if refused => {
+                s.write_all(b"a.b 1 1700000000\n").await.unwrap();
+                s.shutdown().await.unwrap();
+                accepted_again = true;
+                break;
+            }
+            Ok(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(refused, "the sink never refused a connection");
+    assert!(accepted_again, "the sink never came back");
+    assert_eq!(settle(&sink, 1).await, 1);
+    drop(before);
+    sink.stop().await;
+}
+
+/// A slow sink still counts every datapoint exactly.
+#[tokio::test]
+async fn slow_sink_counts_exactly() {
+    let (_tx, rx) = watch::channel(false);
+    let sink = Sink::start(
+        "127.0.0.1:0".parse().unwrap(),
+        SinkConfig {
+            slow_bytes_per_sec: Some(200_000),
+            ..Default::default()
+        },
+        Instant::now(),
+        rx,
+    )
+    .await
+    .unwrap();
+    let p = generator::render(
+        &names(100),
+        0,
+        1,
+        3_000,
+        Protocol::Pickle,
+        100,
+        1_700_000_000,
+    );
+    let s = TcpStream::connect(sink.addr).await.unwrap();
+    let plan = SendPlan {
+        passes: Some(1),
+        deadline: Instant::now() + Duration::from_secs(30),
+        rate: 0.0,
+    };
+    let (_, sent) = generator::send(s, p, plan, Instant::now(), Arc::new(SendCounters::new()))
+        .await
+        .unwrap();
+    assert_eq!(sent, 3_000);
+    assert_eq!(settle(&sink, 3_000).await, 3_000);
+    sink.stop().await;
 }
