@@ -219,6 +219,8 @@ pub struct SendPlan {
 pub struct SendCounters {
     /// Datapoints fully written so far.
     pub sent: AtomicU64,
+    /// Bytes fully written so far.
+    pub bytes: AtomicU64,
     /// Microseconds since the epoch of the first write (u64::MAX until then).
     pub first_send_us: AtomicU64,
     /// Microseconds since the epoch when the last write completed.
@@ -291,6 +293,9 @@ pub async fn send(
             counters
                 .sent
                 .fetch_add(chunk.points as u64, Ordering::Relaxed);
+            counters
+                .bytes
+                .fetch_add((chunk.end - chunk.start) as u64, Ordering::Relaxed);
         }
         passes += 1;
     }

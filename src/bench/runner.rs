@@ -106,9 +106,10 @@ async fn connect_all(addr: SocketAddr, k: usize) -> Result<Vec<TcpStream>, Bench
 }
 
 /// Sends every payload once at maximum rate into a discarding sink for at most
-/// [`CALIBRATION`]: the generator's own ceiling on this machine, loopback included.
+/// [`CALIBRATION`], timed until the sink has read every byte: the generator's own ceiling on
+/// this machine, loopback included.
 async fn calibrate(payloads: Vec<Payload>) -> Result<(f64, Vec<Payload>), BenchError> {
-    let (addr, task) = sink::null_sink().await?;
+    let (addr, received, task) = sink::null_sink().await?;
     let streams = connect_all(addr, payloads.len()).await?;
     let epoch = Instant::now();
     let plan = SendPlan {
@@ -130,6 +131,11 @@ async fn calibrate(payloads: Vec<Payload>) -> Result<(f64, Vec<Payload>), BenchE
             .map_err(|e| BenchError::Relay(format!("calibration task: {e}")))??;
         back.push(p);
         sent += n;
+    }
+    let written = counters.bytes.load(Ordering::Relaxed);
+    let until = Instant::now() + Duration::from_secs(5);
+    while received.load(Ordering::Relaxed) < written && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let secs = epoch.elapsed().as_secs_f64();
     task.abort();

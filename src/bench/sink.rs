@@ -456,8 +456,9 @@ pub fn placement_conflicts(sinks: &[Arc<SinkStats>]) -> u64 {
     conflicts
 }
 
-/// A sink that reads and discards, for measuring the generator's own ceiling.
-pub async fn null_sink() -> Result<(SocketAddr, tokio::task::JoinHandle<()>), BenchError> {
+/// A sink that reads and discards, counting bytes, for measuring the generator's own ceiling.
+pub async fn null_sink()
+-> Result<(SocketAddr, Arc<AtomicU64>, tokio::task::JoinHandle<()>), BenchError> {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|source| BenchError::Io {
@@ -468,20 +469,24 @@ pub async fn null_sink() -> Result<(SocketAddr, tokio::task::JoinHandle<()>), Be
         context: "null sink address".into(),
         source,
     })?;
+    let bytes = Arc::new(AtomicU64::new(0));
+    let counted = bytes.clone();
     let task = tokio::spawn(async move {
         let mut conns = JoinSet::new();
         while let Ok((mut s, _)) = listener.accept().await {
+            let counted = counted.clone();
             conns.spawn(async move {
                 let mut buf = vec![0u8; READ_BUF];
                 while let Ok(n) = s.read(&mut buf).await {
                     if n == 0 {
                         break;
                     }
+                    counted.fetch_add(n as u64, Ordering::Relaxed);
                 }
             });
         }
     });
-    Ok((addr, task))
+    Ok((addr, bytes, task))
 }
 
 #[cfg(test)]
