@@ -172,6 +172,8 @@ impl Sampler {
         let mut samples = Vec::new();
         let mut tick = tokio::time::interval(SAMPLE_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick completes at once; a sample over a few microseconds means nothing.
+        tick.tick().await;
         let (mut last_sent, mut last_delivered) = (0, 0);
         let mut last_t = start;
         let mut window = Histogram::new();
