@@ -67,6 +67,12 @@ fn status_kb(status: &str, key: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// CPU seconds this whole process has used so far (every thread).
+pub fn self_cpu_secs() -> Option<f64> {
+    let text = fs::read_to_string("/proc/self/stat").ok()?;
+    parse_stat(&text).map(|st| st.ticks as f64 / TICKS_PER_SEC)
+}
+
 /// Pids whose ancestry leads to `root` (`root` included).
 pub fn process_tree(root: u32) -> Vec<u32> {
     let mut parent: HashMap<u32, u32> = HashMap::new();
@@ -211,6 +217,7 @@ mod tests {
         let me = std::process::id();
         assert!(peak_rss_bytes(me).unwrap() > 0);
         assert!(process_tree(me).contains(&me));
+        assert!(self_cpu_secs().is_some());
         let mut t = CpuTracker::process_tree(me);
         t.sample();
         assert!(t.cpu_secs() >= 0.0);

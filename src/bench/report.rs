@@ -48,6 +48,9 @@ pub struct Report {
     pub relay_cpu_secs: Option<f64>,
     /// Relay CPU seconds per million datapoints delivered.
     pub cpu_secs_per_million: Option<f64>,
+    /// CPU seconds of the harness itself (generator, sinks, sampler) during the run: this
+    /// process's total minus the in-process relay's threads.
+    pub harness_cpu_secs: Option<f64>,
     /// Peak resident memory in bytes, when measurable.
     pub peak_rss_bytes: Option<u64>,
     /// What [`Report::peak_rss_bytes`] covers.
@@ -283,6 +286,9 @@ impl Report {
                 _ => "not measured".into(),
             },
         );
+        if let Some(h) = self.harness_cpu_secs {
+            row(&mut t, "harness CPU (generator+sinks)", format!("{h:.2} s"));
+        }
         row(
             &mut t,
             "peak RSS",

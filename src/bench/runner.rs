@@ -14,7 +14,7 @@ use super::BenchError;
 use super::args::TargetSpec;
 use super::generator::{self, Payload, SendCounters, SendPlan};
 use super::histogram::Histogram;
-use super::measure::CpuTracker;
+use super::measure::{self, CpuTracker};
 use super::report::{Capacity, Latency, Report, Sample, SinkReport};
 use super::scenario::Scenario;
 use super::sink::{self, Sink, SinkConfig, SinkStats};
@@ -304,6 +304,7 @@ pub async fn run_once(
         cpu: target.cpu.take(),
         bar: progress_bar(opts.progress, expected),
     };
+    let cpu_at_start = measure::self_cpu_secs();
     let start = Instant::now();
     let sampler = tokio::spawn(sampler.run(start, stop_rx));
     let _ = started_tx.send(true);
@@ -367,6 +368,10 @@ pub async fn run_once(
     let (timeline, cpu) = sampler
         .await
         .map_err(|e| BenchError::Relay(format!("sampler: {e}")))?;
+    let process_cpu = match (cpu_at_start, measure::self_cpu_secs()) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
     let relay_stats = target.relay_stats();
     let label = target.label.clone();
     let rss_scope = target.rss_scope.clone();
@@ -403,6 +408,12 @@ pub async fn run_once(
     let delivery_secs = last_rx_us.saturating_sub(first_us) as f64 / 1e6;
     let send_secs = last_send_us.saturating_sub(first_us) as f64 / 1e6;
     let relay_cpu_secs = cpu.as_ref().map(CpuTracker::cpu_secs);
+    let harness_cpu_secs = match spec {
+        TargetSpec::InProcess => process_cpu
+            .zip(relay_cpu_secs)
+            .map(|(p, r)| (p - r).max(0.0)),
+        _ => process_cpu,
+    };
     let cpu_secs_per_million = relay_cpu_secs
         .filter(|_| delivered > 0)
         .map(|c| c * 1e6 / delivered as f64);
@@ -468,6 +479,7 @@ pub async fn run_once(
         },
         relay_cpu_secs,
         cpu_secs_per_million,
+        harness_cpu_secs,
         peak_rss_bytes: cpu.as_ref().and_then(CpuTracker::peak_rss_bytes),
         rss_scope,
         relay_stats: relay_stats.and_then(|r| serde_json::to_value(r).ok()),
