@@ -51,6 +51,11 @@ impl Pipeline {
         &self.router
     }
 
+    /// The destination queues, indexed like `router().destinations()`.
+    pub fn queues(&self) -> &[Arc<DestinationQueue>] {
+        &self.queues
+    }
+
     /// The relay's counters.
     pub fn stats(&self) -> &Arc<RelayStats> {
         &self.stats

@@ -1,45 +1,295 @@
-//! Graphite plaintext: `path value timestamp\n`. (Stub: implemented by the protocol work.)
+//! Graphite plaintext: `path value timestamp\n`.
+//!
+//! [`LineFramer`] splits a connection's byte stream the way Twisted's `LineOnlyReceiver` does
+//! for carbon (delimiter `\n`, `MAX_LENGTH` bytes per line), [`parse_line`] applies carbon
+//! 1.1.10's `line.strip().split()` and `float()` rules, and [`encode_line`] formats
+//! `"%s %s %s\n" % (metric, value, timestamp)` exactly as Python 3 prints it.
 
-use bytes::BytesMut;
+use bytes::{Buf, BufMut, BytesMut};
+use memchr::memchr;
 
 use super::DropReason;
+use super::number::{
+    MAX_FLOAT_REPR, is_py_space, is_py_space_ascii, parse_py_float, write_py_float,
+};
 use crate::batch::Datapoint;
+
+/// carbon's `LineOnlyReceiver.MAX_LENGTH` default.
+pub const DEFAULT_MAX_LINE: usize = 16384;
 
 /// Splits a byte stream into lines, enforcing the maximum line length.
 #[derive(Debug)]
 pub struct LineFramer {
     max_len: usize,
+    /// Bytes at the front of the buffer already known to hold no `\n`.
+    scanned: usize,
+    /// Inside an over-long line already reported: drop bytes up to its `\n`.
+    discarding: bool,
 }
 
 impl LineFramer {
     /// A framer that drops (and reports) lines longer than `max_len` bytes.
     pub fn new(max_len: usize) -> Self {
-        Self { max_len }
+        Self {
+            max_len,
+            scanned: 0,
+            discarding: false,
+        }
     }
 
     /// Calls `on_line` for every complete line in `buf` (without `\n`), or with
     /// `Err(DropReason::TooLong)` once per over-long line, and removes what it consumed.
-    pub fn feed(&mut self, buf: &mut BytesMut, on_line: impl FnMut(Result<&[u8], DropReason>)) {
-        let _ = (buf, on_line, self.max_len);
-        todo!("protocol work")
+    ///
+    /// A line's length excludes its `\n` (a trailing `\r` counts), as in Twisted. The unfinished
+    /// tail stays in `buf` unless it is already over-long, in which case it is dropped at once so
+    /// the buffer never grows past `max_len` while a huge line streams through.
+    pub fn feed(&mut self, buf: &mut BytesMut, mut on_line: impl FnMut(Result<&[u8], DropReason>)) {
+        let mut pos = 0;
+        let mut search_from = self.scanned.min(buf.len());
+        while let Some(i) = memchr(b'\n', &buf[search_from..]) {
+            let end = search_from + i;
+            if self.discarding {
+                self.discarding = false;
+            } else if end - pos > self.max_len {
+                on_line(Err(DropReason::TooLong));
+            } else {
+                on_line(Ok(&buf[pos..end]));
+            }
+            pos = end + 1;
+            search_from = pos;
+        }
+        let tail = buf.len() - pos;
+        if self.discarding {
+            buf.clear();
+            self.scanned = 0;
+        } else if tail > self.max_len {
+            on_line(Err(DropReason::TooLong));
+            self.discarding = true;
+            buf.clear();
+            self.scanned = 0;
+        } else {
+            buf.advance(pos);
+            self.scanned = tail;
+        }
     }
 
     /// At end of stream: reports `Unterminated` when unterminated bytes remain, and clears them.
     pub fn finish(&mut self, buf: &mut BytesMut) -> Option<DropReason> {
-        let _ = buf;
-        todo!("protocol work")
+        let reason = (!self.discarding && !buf.is_empty()).then_some(DropReason::Unterminated);
+        buf.clear();
+        self.scanned = 0;
+        self.discarding = false;
+        reason
     }
 }
 
 /// Parses one line (no `\n`; a trailing `\r` is allowed) into `(name, timestamp, value)`,
 /// before [`super::normalize`].
+///
+/// Mirrors carbon's `metric, value, timestamp = line.decode('utf-8').strip().split()` followed
+/// by `float(timestamp), float(value)`: fields are runs of non-whitespace in Python's sense,
+/// exactly three are required, and the numbers follow Python's `float()` grammar. The name is a
+/// slice of `line`.
 pub fn parse_line(line: &[u8]) -> Result<(&[u8], f64, f64), DropReason> {
-    let _ = line;
-    todo!("protocol work")
+    let mut fields: [&[u8]; 3] = [&[]; 3];
+    let count = if line.is_ascii() {
+        split_ascii(line, &mut fields)
+    } else {
+        let text = std::str::from_utf8(line).map_err(|_| DropReason::BadUtf8)?;
+        split_unicode(text, &mut fields)
+    };
+    if count != 3 {
+        return Err(DropReason::BadFields);
+    }
+    let [name, value, timestamp] = fields;
+    // carbon evaluates `(float(timestamp), float(value))`: timestamp first.
+    let timestamp = parse_py_float(timestamp).ok_or(DropReason::BadTimestamp)?;
+    let value = parse_py_float(value).ok_or(DropReason::BadValue)?;
+    Ok((name, timestamp, value))
 }
 
-/// Appends `name value timestamp\n` formatted as carbon's line sender does.
+/// Fills up to three fields; returns how many fields the line has (4 means "more than 3").
+fn split_ascii<'a>(line: &'a [u8], fields: &mut [&'a [u8]; 3]) -> usize {
+    let mut count = 0;
+    let mut i = 0;
+    while i < line.len() {
+        if is_py_space_ascii(line[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < line.len() && !is_py_space_ascii(line[i]) {
+            i += 1;
+        }
+        match fields.get_mut(count) {
+            Some(slot) => *slot = &line[start..i],
+            None => return 4,
+        }
+        count += 1;
+    }
+    count
+}
+
+fn split_unicode<'a>(text: &'a str, fields: &mut [&'a [u8]; 3]) -> usize {
+    let mut count = 0;
+    for field in text.split(is_py_space).filter(|f| !f.is_empty()) {
+        match fields.get_mut(count) {
+            Some(slot) => *slot = field.as_bytes(),
+            None => return 4,
+        }
+        count += 1;
+    }
+    count
+}
+
+/// Appends `name value timestamp\n` formatted as carbon's line sender does
+/// (`"%s %s %s\n" % (metric, value, timestamp)` with Python 3 float reprs).
 pub fn encode_line(dp: Datapoint<'_>, out: &mut BytesMut) {
-    let _ = (dp, out);
-    todo!("protocol work")
+    let mut num = [0u8; MAX_FLOAT_REPR];
+    out.reserve(dp.name.len() + 2 * MAX_FLOAT_REPR + 3);
+    out.put_slice(dp.name);
+    out.put_u8(b' ');
+    let n = write_py_float(dp.value, &mut num);
+    out.put_slice(&num[..n]);
+    out.put_u8(b' ');
+    let n = write_py_float(dp.timestamp, &mut num);
+    out.put_slice(&num[..n]);
+    out.put_u8(b'\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed_all(framer: &mut LineFramer, buf: &mut BytesMut) -> Vec<Result<Vec<u8>, DropReason>> {
+        let mut got = Vec::new();
+        framer.feed(buf, |r| got.push(r.map(<[u8]>::to_vec)));
+        got
+    }
+
+    #[test]
+    fn framer_splits_lines_and_keeps_tail() {
+        let mut f = LineFramer::new(100);
+        let mut buf = BytesMut::from(&b"a 1 2\nb 3 4\r\npart"[..]);
+        let got = feed_all(&mut f, &mut buf);
+        assert_eq!(got, vec![Ok(b"a 1 2".to_vec()), Ok(b"b 3 4\r".to_vec())]);
+        assert_eq!(&buf[..], b"part");
+        buf.extend_from_slice(b"ial 5");
+        assert!(feed_all(&mut f, &mut buf).is_empty());
+        buf.extend_from_slice(b" 6\n\n");
+        let got = feed_all(&mut f, &mut buf);
+        assert_eq!(got, vec![Ok(b"partial 5 6".to_vec()), Ok(Vec::new())]);
+        assert!(buf.is_empty());
+        assert_eq!(f.finish(&mut buf), None);
+    }
+
+    #[test]
+    fn over_long_line_spanning_feeds_is_reported_once_and_buffer_stays_bounded() {
+        let mut f = LineFramer::new(10);
+        let mut buf = BytesMut::from(&b"ok 1 2\n0123456789abc"[..]);
+        let got = feed_all(&mut f, &mut buf);
+        assert_eq!(got, vec![Ok(b"ok 1 2".to_vec()), Err(DropReason::TooLong)]);
+        assert!(buf.is_empty());
+        for _ in 0..100 {
+            buf.extend_from_slice(&[b'x'; 1000]);
+            assert!(feed_all(&mut f, &mut buf).is_empty());
+            assert!(buf.is_empty());
+        }
+        buf.extend_from_slice(b"yyy\nz 1 2\n");
+        assert_eq!(feed_all(&mut f, &mut buf), vec![Ok(b"z 1 2".to_vec())]);
+        // Exactly max_len is fine; max_len + 1 is not, terminated or not.
+        buf.extend_from_slice(b"0123456789\n0123456789a\n");
+        let got = feed_all(&mut f, &mut buf);
+        assert_eq!(
+            got,
+            vec![Ok(b"0123456789".to_vec()), Err(DropReason::TooLong)]
+        );
+        buf.extend_from_slice(b"0123456789a");
+        assert_eq!(feed_all(&mut f, &mut buf), vec![Err(DropReason::TooLong)]);
+        assert_eq!(f.finish(&mut buf), None);
+    }
+
+    #[test]
+    fn finish_reports_unterminated_tail() {
+        let mut f = LineFramer::new(100);
+        let mut buf = BytesMut::from(&b"a 1 2\n  "[..]);
+        assert_eq!(feed_all(&mut f, &mut buf).len(), 1);
+        assert_eq!(f.finish(&mut buf), Some(DropReason::Unterminated));
+        assert!(buf.is_empty());
+        assert_eq!(f.finish(&mut buf), None);
+    }
+
+    #[test]
+    fn byte_at_a_time_feeding_matches_bulk() {
+        let input = b"a.b 1 2\nc 3.5 4\r\n\nd 5 6\n";
+        let mut f = LineFramer::new(7);
+        let mut buf = BytesMut::new();
+        let mut got = Vec::new();
+        for &b in input {
+            buf.extend_from_slice(&[b]);
+            got.extend(feed_all(&mut f, &mut buf));
+        }
+        let mut bulk = BytesMut::from(&input[..]);
+        assert_eq!(got, feed_all(&mut LineFramer::new(7), &mut bulk));
+        assert_eq!(got[1], Err(DropReason::TooLong));
+    }
+
+    #[test]
+    fn parse_line_follows_carbon() {
+        assert_eq!(
+            parse_line(b"a.b 1.5 1700000000"),
+            Ok((&b"a.b"[..], 1.7e9, 1.5))
+        );
+        assert_eq!(parse_line(b"  a.b\t1  2 \r"), Ok((&b"a.b"[..], 2.0, 1.0)));
+        assert_eq!(parse_line(b"a\x1c1\x0b2\x0c"), Ok((&b"a"[..], 2.0, 1.0)));
+        assert_eq!(
+            parse_line(b"a;k=v 1_000 -1"),
+            Ok((&b"a;k=v"[..], -1.0, 1000.0))
+        );
+        let (_, ts, v) = parse_line(b"x nan inf").unwrap_or((b"", 0.0, 0.0));
+        assert!(v.is_nan() && ts == f64::INFINITY);
+        assert_eq!(parse_line(b""), Err(DropReason::BadFields));
+        assert_eq!(parse_line(b" \r"), Err(DropReason::BadFields));
+        assert_eq!(parse_line(b"a 1"), Err(DropReason::BadFields));
+        assert_eq!(parse_line(b"a 1 2 3"), Err(DropReason::BadFields));
+        assert_eq!(parse_line(b"a x 2"), Err(DropReason::BadValue));
+        assert_eq!(parse_line(b"a 1 2x"), Err(DropReason::BadTimestamp));
+        assert_eq!(parse_line(b"a x y"), Err(DropReason::BadTimestamp));
+        assert_eq!(parse_line(b"a\xff 1 2"), Err(DropReason::BadUtf8));
+    }
+
+    #[test]
+    fn parse_line_unicode_whitespace_is_pythons() {
+        let name = "météo.温度.🔥";
+        let line = format!("{name}\u{3000}1\u{a0}2\u{2029}");
+        assert_eq!(parse_line(line.as_bytes()), Ok((name.as_bytes(), 2.0, 1.0)));
+        let line = format!("{name}\u{85}1\u{1680}2\u{202f}\u{205f}");
+        assert_eq!(parse_line(line.as_bytes()), Ok((name.as_bytes(), 2.0, 1.0)));
+        // Zero-width space and BOM are not whitespace: they stay inside fields.
+        assert_eq!(
+            parse_line("a\u{200b} 1 2".as_bytes()).map(|r| r.0),
+            Ok("a\u{200b}".as_bytes())
+        );
+        assert_eq!(
+            parse_line("a 1\u{feff} 2".as_bytes()),
+            Err(DropReason::BadValue)
+        );
+    }
+
+    #[test]
+    fn encode_line_uses_python_reprs() {
+        let mut out = BytesMut::new();
+        let dp = |name: &'static [u8], timestamp, value| Datapoint {
+            name,
+            timestamp,
+            value,
+        };
+        encode_line(dp(b"a.b", 1700000000.0, 1.0), &mut out);
+        encode_line(dp(b"c;k=v", 1e16, 1.5e-5), &mut out);
+        encode_line(dp(b"d", -0.0, f64::NEG_INFINITY), &mut out);
+        assert_eq!(
+            &out[..],
+            b"a.b 1.0 1700000000.0\nc;k=v 1.5e-05 1e+16\nd -inf -0.0\n"
+        );
+    }
 }

@@ -1,15 +1,18 @@
 //! Wire formats: decode and encode, no I/O.
 //!
-//! - [`line`]: Graphite plaintext (`path value timestamp\n`), carbon 1.1.10's parsing rules,
+//! - [`line`](mod@line): Graphite plaintext (`path value timestamp\n`), carbon 1.1.10's parsing rules,
 //!   plus the line encoder for `protocol = "line"` destinations.
 //! - [`pickle`]: carbon's pickle framing (4-byte big-endian length + pickle), a safe decoder
 //!   for protocols 0–5 that executes nothing, and the protocol-2 encoder used towards
 //!   carbon-cache.
 //!
+//! - [`number`]: Python's `float()` grammar and `repr(float)`, shared by both.
+//!
 //! Both decoders report problems as small `Copy` enums whose [`DropReason::as_str`] is the
 //! `reason` label of the drop counter.
 
 pub mod line;
+pub mod number;
 pub mod pickle;
 
 /// Why one datapoint (or one frame) was not accepted. Doubles as a metric label.

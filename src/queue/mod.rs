@@ -9,6 +9,7 @@
 //! `routed = sent + dropped + queued`, where `queued` counts datapoints waiting and in flight.
 
 pub mod memory;
+pub mod spill;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

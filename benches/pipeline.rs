@@ -1,0 +1,110 @@
+//! The in-process pipeline: plaintext bytes → framer → parser → route cache → per-destination
+//! batches → queues, then the destination's pickle encoding of what was queued.
+//! One iteration = 2,000 lines (about 80 KiB, one large read) from one connection, 1,000
+//! distinct names (so the route cache is warm, as in production).
+
+use std::sync::Arc;
+
+use anthracite::ingest::Pipeline;
+use anthracite::protocol::line::LineFramer;
+use anthracite::protocol::pickle::encode_message;
+use anthracite::queue::{DestinationQueue, QueueLimits};
+use anthracite::router::{DestinationSpec, HashType, Method, Router, RouterSpec};
+use anthracite::telemetry::RelayStats;
+use anthracite::telemetry::stats::Source;
+use bytes::BytesMut;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+fn pipeline() -> Pipeline {
+    let destinations = vec![
+        DestinationSpec::parse("127.0.0.1:2104:a").expect("dest"),
+        DestinationSpec::parse("127.0.0.1:2204:b").expect("dest"),
+    ];
+    let router = Arc::new(
+        Router::new(RouterSpec {
+            method: Method::ConsistentHashing,
+            hash_type: HashType::CarbonCh,
+            replication_factor: 1,
+            diverse_replicas: true,
+            destinations: destinations.clone(),
+            rules: Vec::new(),
+        })
+        .expect("router"),
+    );
+    let names: Vec<String> = destinations.iter().map(|d| d.to_string()).collect();
+    let stats = Arc::new(RelayStats::new(&names));
+    let limits = QueueLimits {
+        max_datapoints: usize::MAX,
+        max_bytes: usize::MAX,
+        ..QueueLimits::default()
+    };
+    let queues: Arc<[Arc<DestinationQueue>]> = stats
+        .destinations()
+        .iter()
+        .map(|s| Arc::new(DestinationQueue::new(limits, s.clone())))
+        .collect();
+    Pipeline::new(router, queues, stats, 1_000_000)
+}
+
+fn payload(lines: usize, distinct: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..lines {
+        let n = i % distinct;
+        out.extend_from_slice(
+            format!(
+                "host-{:04}.cpu.{}.user {}.25 1700000000\n",
+                n / 8,
+                n % 8,
+                i % 1000
+            )
+            .as_bytes(),
+        );
+    }
+    out
+}
+
+fn bench_pipeline(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let lines = 2000;
+    let data = payload(lines, 1000);
+    let p = pipeline();
+    let mut out = BytesMut::with_capacity(1 << 20);
+    let mut ingestor = p.ingestor(Source::LineTcp);
+    let mut framer = LineFramer::new(16_384);
+    let mut group = c.benchmark_group("pipeline");
+    group.throughput(Throughput::Elements(lines as u64));
+    group.bench_function("lines_to_pickle_carbon_ch_2dest", |b| {
+        b.iter(|| {
+            let mut buf = BytesMut::from(&data[..]);
+            framer.feed(&mut buf, |line| match line {
+                Ok(l) => ingestor.line(l),
+                Err(r) => ingestor.reject(r),
+            });
+            rt.block_on(ingestor.flush());
+            drain(&p, &mut out);
+        })
+    });
+    group.finish();
+}
+
+/// What a destination task does with the queue: pop, encode pickle messages of 500, ack.
+fn drain(p: &Pipeline, out: &mut BytesMut) {
+    for q in p.queues() {
+        while let Some(batch) = q.try_pop() {
+            out.clear();
+            let mut points = batch.iter();
+            let mut left = batch.len();
+            while left > 0 {
+                let n = left.min(500);
+                encode_message(points.by_ref().take(n), out);
+                left -= n;
+            }
+            q.ack(batch.len(), 1);
+        }
+    }
+}
+
+criterion_group!(benches, bench_pipeline);
+criterion_main!(benches);

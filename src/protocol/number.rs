@@ -1,0 +1,359 @@
+//! Python's float text formats, shared by the line and pickle codecs.
+//!
+//! [`parse_py_float`] accepts exactly what Python 3's `float(str)` accepts for ASCII input
+//! (after whitespace stripping), and [`write_py_float`] prints what Python 3's `repr(float)`
+//! prints. Neither allocates.
+
+/// Longest text [`write_py_float`] produces (`-2.2250738585072014e-308` is 24 bytes).
+pub const MAX_FLOAT_REPR: usize = 32;
+
+/// Digits copied to the stack when a number holds `_` separators; longer ones use the heap
+/// (only ever for absurd input, never for real traffic).
+const STACK_DIGITS: usize = 128;
+
+/// Python whitespace as `str.isspace` sees it, for ASCII bytes.
+#[inline]
+pub fn is_py_space_ascii(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f)
+}
+
+/// Python whitespace as `str.isspace` sees it: Unicode `White_Space` plus U+001C..U+001F.
+#[inline]
+pub fn is_py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Parses `s` with Python 3's `float()` grammar (no surrounding whitespace allowed here):
+/// optional sign, then `inf`/`infinity`/`nan` in any case, or decimal digits with an optional
+/// `.` and exponent, `_` allowed between digits. Correctly rounded. Non-ASCII digits, which
+/// Python also accepts, are rejected.
+pub fn parse_py_float(s: &[u8]) -> Option<f64> {
+    let (neg, body) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let special = if body.eq_ignore_ascii_case(b"inf") || body.eq_ignore_ascii_case(b"infinity") {
+        Some(f64::INFINITY)
+    } else if body.eq_ignore_ascii_case(b"nan") {
+        Some(f64::NAN)
+    } else {
+        None
+    };
+    if let Some(v) = special {
+        return Some(if neg { -v } else { v });
+    }
+    let underscores = validate_decimal(body)?;
+    if !underscores {
+        // Validated: the grammar is now a subset of what Rust's parser accepts.
+        return std::str::from_utf8(s).ok()?.parse().ok();
+    }
+    if s.len() <= STACK_DIGITS {
+        let mut buf = [0u8; STACK_DIGITS];
+        let n = copy_without_underscores(s, &mut buf);
+        std::str::from_utf8(&buf[..n]).ok()?.parse().ok()
+    } else {
+        let cleaned: Vec<u8> = s.iter().copied().filter(|&b| b != b'_').collect();
+        std::str::from_utf8(&cleaned).ok()?.parse().ok()
+    }
+}
+
+fn copy_without_underscores(s: &[u8], buf: &mut [u8]) -> usize {
+    let mut n = 0;
+    for &b in s {
+        if b != b'_' {
+            buf[n] = b;
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Checks `[digitpart] "." digitpart | digitpart ["."]` then an optional exponent, where
+/// `digitpart ::= digit (["_"] digit)*`. Returns whether any `_` was seen.
+fn validate_decimal(s: &[u8]) -> Option<bool> {
+    let mut i = 0;
+    let mut underscores = false;
+    let int_digits = digit_part(s, &mut i, &mut underscores);
+    let mut frac_digits = 0;
+    if s.get(i) == Some(&b'.') {
+        i += 1;
+        frac_digits = digit_part(s, &mut i, &mut underscores);
+    }
+    if int_digits == 0 && frac_digits == 0 {
+        return None;
+    }
+    if matches!(s.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(s.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if digit_part(s, &mut i, &mut underscores) == 0 {
+            return None;
+        }
+    }
+    (i == s.len()).then_some(underscores)
+}
+
+/// Consumes `digit (["_"] digit)*` at `*i`; returns the number of digits (0: nothing consumed).
+fn digit_part(s: &[u8], i: &mut usize, underscores: &mut bool) -> usize {
+    let mut n = 0;
+    while let Some(&b) = s.get(*i) {
+        if b.is_ascii_digit() {
+            n += 1;
+            *i += 1;
+        } else if b == b'_' && n > 0 && s.get(*i + 1).is_some_and(|c| c.is_ascii_digit()) {
+            *underscores = true;
+            *i += 1;
+        } else {
+            break;
+        }
+    }
+    n
+}
+
+/// Writes `v` as Python 3's `repr(float)` does into `buf`, returning the length used:
+/// shortest round-trip digits, fixed notation when the decimal exponent is in `-4..16`
+/// (always with a `.`), else `d.ddde+XX`.
+pub fn write_py_float(v: f64, buf: &mut [u8; MAX_FLOAT_REPR]) -> usize {
+    if v.is_nan() {
+        buf[..3].copy_from_slice(b"nan");
+        return 3;
+    }
+    if v.is_infinite() {
+        let s: &[u8] = if v > 0.0 { b"inf" } else { b"-inf" };
+        buf[..s.len()].copy_from_slice(s);
+        return s.len();
+    }
+    if v.fract() == 0.0 && v.abs() < 1e16 {
+        return write_integral(v, buf);
+    }
+    // Rust's `{:e}` prints the same shortest round-trip digits as Python's repr.
+    let mut sci = [0u8; MAX_FLOAT_REPR];
+    let sci_len = {
+        let mut w = SliceWriter {
+            buf: &mut sci,
+            len: 0,
+        };
+        // Cannot fail: the longest `{:e}` of an f64 is 24 bytes.
+        let _ = std::fmt::Write::write_fmt(&mut w, format_args!("{v:e}"));
+        w.len
+    };
+    let sci = &sci[..sci_len];
+    let (neg, sci) = match sci.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, sci),
+    };
+    let e_pos = sci.iter().position(|&b| b == b'e').unwrap_or(sci.len());
+    let mantissa = &sci[..e_pos];
+    let exp_text = sci.get(e_pos + 1..).unwrap_or(b"0");
+    let mut digits = [0u8; 20];
+    let mut nd = 0;
+    for &b in mantissa {
+        if b.is_ascii_digit() && nd < digits.len() {
+            digits[nd] = b;
+            nd += 1;
+        }
+    }
+    let digits = &digits[..nd];
+    let exp = parse_small_int(exp_text);
+
+    let mut out = Out { buf, len: 0 };
+    if neg {
+        out.push(b'-');
+    }
+    if (-4..16).contains(&exp) {
+        if exp >= 0 {
+            let int_len = exp as usize + 1;
+            if digits.len() <= int_len {
+                out.extend(digits);
+                for _ in digits.len()..int_len {
+                    out.push(b'0');
+                }
+                out.extend(b".0");
+            } else {
+                out.extend(&digits[..int_len]);
+                out.push(b'.');
+                out.extend(&digits[int_len..]);
+            }
+        } else {
+            out.extend(b"0.");
+            for _ in 0..(-exp - 1) {
+                out.push(b'0');
+            }
+            out.extend(digits);
+        }
+    } else {
+        if let Some((first, rest)) = digits.split_first() {
+            out.push(*first);
+            if !rest.is_empty() {
+                out.push(b'.');
+                out.extend(rest);
+            }
+        }
+        out.push(b'e');
+        out.push(if exp < 0 { b'-' } else { b'+' });
+        let a = exp.unsigned_abs();
+        if a >= 100 {
+            out.push(b'0' + (a / 100) as u8);
+        }
+        out.push(b'0' + (a / 10 % 10) as u8);
+        out.push(b'0' + (a % 10) as u8);
+    }
+    out.len
+}
+
+/// Fast path for integral values below 1e16 (every timestamp): below 2^54 the spacing of
+/// floats is at most 2, so the shortest round-trip digits are the integer's own digits.
+fn write_integral(v: f64, buf: &mut [u8; MAX_FLOAT_REPR]) -> usize {
+    let mut digits = [0u8; 20];
+    let mut n = v.abs() as u64;
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut out = Out { buf, len: 0 };
+    if v.is_sign_negative() {
+        out.push(b'-');
+    }
+    out.extend(&digits[i..]);
+    out.extend(b".0");
+    out.len
+}
+
+fn parse_small_int(s: &[u8]) -> i32 {
+    let (neg, digits) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, s),
+    };
+    let mut n: i32 = 0;
+    for &b in digits {
+        n = n
+            .saturating_mul(10)
+            .saturating_add(i32::from(b.wrapping_sub(b'0')));
+    }
+    if neg { -n } else { n }
+}
+
+struct Out<'a> {
+    buf: &'a mut [u8; MAX_FLOAT_REPR],
+    len: usize,
+}
+
+impl Out<'_> {
+    #[inline]
+    fn push(&mut self, b: u8) {
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
+    }
+
+    #[inline]
+    fn extend(&mut self, s: &[u8]) {
+        for &b in s {
+            self.push(b);
+        }
+    }
+}
+
+struct SliceWriter<'a> {
+    buf: &'a mut [u8; MAX_FLOAT_REPR],
+    len: usize,
+}
+
+impl std::fmt::Write for SliceWriter<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let slot = self.buf.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        slot.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repr(v: f64) -> String {
+        let mut buf = [0u8; MAX_FLOAT_REPR];
+        let n = write_py_float(v, &mut buf);
+        String::from_utf8(buf[..n].to_vec()).unwrap_or_default()
+    }
+
+    // Produced with python3.11: `for v in [...]: print(repr(v))`.
+    #[test]
+    fn repr_matches_python_table() {
+        let table: &[(f64, &str)] = &[
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (1.5e-5, "1.5e-05"),
+            (0.0001, "0.0001"),
+            (0.00012345, "0.00012345"),
+            (-0.0, "-0.0"),
+            (0.0, "0.0"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (f64::NAN, "nan"),
+            (1700000000.0, "1700000000.0"),
+            (1700000000.5, "1700000000.5"),
+            (123456789012345678.0, "1.2345678901234568e+17"),
+            (1e100, "1e+100"),
+            (1e-300, "1e-300"),
+            (5e-324, "5e-324"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (2.2250738585072014e-308, "2.2250738585072014e-308"),
+            (-1.5, "-1.5"),
+            (42.0, "42.0"),
+            (9999999999999998.0, "9999999999999998.0"),
+            (0.3, "0.3"),
+            (1.0 / 3.0, "0.3333333333333333"),
+            (123.456, "123.456"),
+            (-1e-5, "-1e-05"),
+        ];
+        for &(v, want) in table {
+            assert_eq!(repr(v), want, "repr of {v:?}");
+        }
+    }
+
+    #[test]
+    fn python_float_grammar() {
+        let ok: &[(&str, f64)] = &[
+            ("1", 1.0),
+            ("1.", 1.0),
+            (".5", 0.5),
+            ("-.5e1", -5.0),
+            ("+1E-2", 0.01),
+            ("1_000", 1000.0),
+            ("1_0.2_5e1_0", 10.25e10),
+            ("inf", f64::INFINITY),
+            ("-Infinity", f64::NEG_INFINITY),
+            ("+iNf", f64::INFINITY),
+            ("1e999", f64::INFINITY),
+            ("0.1", 0.1),
+        ];
+        for &(s, want) in ok {
+            assert_eq!(parse_py_float(s.as_bytes()), Some(want), "{s}");
+        }
+        assert!(parse_py_float(b"nan").is_some_and(f64::is_nan));
+        assert!(parse_py_float(b"-NaN").is_some_and(f64::is_nan));
+        let bad = [
+            "", ".", "+", "-", "e5", "1e", "1e+", "_1", "1_", "1__0", "1._5", "1_.5", "0x10",
+            "1.5.", "in", "infinit", "nan1", " 1", "1 ", "1,5", "++1", "1e_5", "٣", "snan", "1d",
+            "∞",
+        ];
+        for s in bad {
+            assert_eq!(parse_py_float(s.as_bytes()), None, "{s:?}");
+        }
+        let long = format!("1_{}", "0".repeat(300));
+        assert_eq!(parse_py_float(long.as_bytes()), Some(1e300));
+    }
+}

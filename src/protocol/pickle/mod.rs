@@ -1,0 +1,486 @@
+//! carbon's pickle protocol: a safe decoder for protocols 0–5 and the protocol-2 encoder.
+//!
+//! On the wire a message is a 4-byte big-endian length followed by a pickle of
+//! `[(name, (timestamp, value)), …]`; the receiver strips the length, [`PickleDecoder::decode`]
+//! decodes one payload, and [`encode_message`] writes one whole message.
+//!
+//! # The decoder
+//!
+//! A small pickle virtual machine that builds data only: no opcode can import, call or
+//! construct anything (`GLOBAL`, `REDUCE`, `BUILD`, `INST`, `OBJ`, `NEWOBJ*`, `PERSID`, `EXT*`,
+//! out-of-band buffers and unknown opcodes reject the frame). It mirrors CPython's C
+//! unpickler (stack with a separate mark stack and fence, memo semantics, `MEMOIZE` storing at
+//! `len(memo)`, `FRAME` only checking that its bytes exist), so a frame Python would refuse is
+//! refused here too.
+//!
+//! Values are a 16-byte `Val` enum: strings and bytes are spans of the payload (or of a
+//! scratch arena for protocol-0 escapes), containers are indexes into reusable tables, so
+//! nothing is allocated per value and a memo `GET` of a container shares it by index instead
+//! of copying it (no billion-laughs blow-up). Limits keep hostile input cheap: every length is
+//! checked against the bytes actually present before use, at most [`MAX_OBJECTS`] values are
+//! created, container nesting and open marks are bounded by [`MAX_DEPTH`], and a memo index
+//! cannot exceed the number of values created so far (real picklers number them densely).
+//!
+//! After the frame decoded, each entry is checked like carbon's
+//! `metric, (timestamp, value) = item; float(timestamp), float(value)`: a malformed entry is
+//! counted and skipped, the others are emitted.
+
+use bytes::{BufMut, BytesMut};
+
+use super::number::parse_py_float;
+use super::{DropCounts, DropReason};
+
+mod text;
+mod vm;
+use crate::batch::Datapoint;
+
+/// Default maximum frame length (carbon's `PICKLE_RECEIVER_MAX_LENGTH`, 1 MiB).
+pub const DEFAULT_MAX_FRAME: usize = 1 << 20;
+
+/// Most values one frame may create (every push counts, including memo `GET`s and `DUP`s).
+pub const MAX_OBJECTS: usize = 1 << 20;
+
+/// Deepest container nesting, and most simultaneously open `MARK`s, one frame may use.
+pub const MAX_DEPTH: u32 = 1000;
+
+const BAD: DropReason = DropReason::BadPickle;
+const NONE: u32 = u32::MAX;
+
+type Res<T> = Result<T, DropReason>;
+
+/// Where a string's bytes live.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: u32,
+    len: u32,
+    /// In the decoder's scratch arena (decoded escapes) rather than the payload.
+    arena: bool,
+}
+
+// Values are copied around the stack, memo and tables: keep them two words.
+const _: () = assert!(std::mem::size_of::<Val>() == 16);
+
+/// One Python value, by reference into the payload or the decoder's tables.
+#[derive(Clone, Copy, Debug)]
+enum Val {
+    None,
+    /// `int` (and `bool`) that fits in an i64.
+    Int(i64),
+    /// Larger `int` from `LONG1`/`LONG4`: little-endian two's complement bytes.
+    BigInt(Span),
+    /// Larger `int` from the text opcodes `INT`/`LONG`: optional sign, digits, `_`.
+    BigDec(Span),
+    Float(f64),
+    /// `str`, valid UTF-8.
+    Str(Span),
+    /// `str` holding lone surrogates: not representable in UTF-8.
+    BadStr,
+    /// `bytes`, `bytearray` or a Python 2 `str`.
+    Bytes(Span),
+    List(u32),
+    Tuple(u32),
+    Dict(u32),
+    Set(u32),
+    FrozenSet(u32),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ListObj {
+    head: u32,
+    tail: u32,
+    len: u32,
+    depth: u32,
+}
+
+/// A run of a list's items in `list_items`; lists grow by chained chunks because appends to
+/// different lists may interleave.
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    start: u32,
+    len: u32,
+    next: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct TupleObj {
+    start: u32,
+    len: u32,
+    depth: u32,
+}
+
+/// A reusable, safe pickle decoder (scratch buffers kept between frames).
+#[derive(Debug, Default)]
+pub struct PickleDecoder {
+    stack: Vec<Val>,
+    /// Stack lengths at each open `MARK`; the last one is the fence pops may not cross.
+    marks: Vec<usize>,
+    memo: Vec<Option<Val>>,
+    memo_len: usize,
+    lists: Vec<ListObj>,
+    chunks: Vec<Chunk>,
+    list_items: Vec<Val>,
+    tuples: Vec<TupleObj>,
+    tuple_items: Vec<Val>,
+    /// Depths of dicts and sets, whose contents carbon never uses.
+    others: Vec<u32>,
+    arena: Vec<u8>,
+    created: usize,
+}
+
+impl PickleDecoder {
+    /// A new decoder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Decodes one frame payload (length prefix already removed). A frame that does not decode
+    /// is rejected whole (`Err(BadPickle)`); otherwise each well-formed entry is passed to
+    /// `emit(name, timestamp, value)` and each malformed entry is counted in `drops`.
+    /// Returns the number of entries emitted.
+    ///
+    /// Entries that are not a pair of `(name, pair)`, or whose numbers `float()` would refuse
+    /// (including ints too large for a float), count as `BadPickleEntry`; names that are not
+    /// valid UTF-8 count as `BadUtf8`. Numbers are emitted raw, before
+    /// [`super::normalize`].
+    pub fn decode(
+        &mut self,
+        payload: &[u8],
+        drops: &mut DropCounts,
+        mut emit: impl FnMut(&[u8], f64, f64),
+    ) -> Result<usize, DropReason> {
+        if payload.len() > (u32::MAX / 2) as usize {
+            return Err(BAD);
+        }
+        self.reset();
+        let result = self.run(payload);
+        let top = match result {
+            Ok(top) => top,
+            Err(e) => {
+                self.release_oversized();
+                return Err(e);
+            }
+        };
+        let mut emitted = 0;
+        let mut entry = |item: Val| match self.entry(payload, item) {
+            Ok((name, timestamp, value)) => {
+                emit(name, timestamp, value);
+                emitted += 1;
+            }
+            Err(reason) => drops.add(reason),
+        };
+        match top {
+            Val::List(id) => {
+                let mut chunk = self.lists[id as usize].head;
+                while let Some(c) = self.chunks.get(chunk as usize) {
+                    let items = &self.list_items[c.start as usize..(c.start + c.len) as usize];
+                    items.iter().for_each(|&item| entry(item));
+                    chunk = c.next;
+                }
+            }
+            Val::Tuple(id) => {
+                let t = self.tuples[id as usize];
+                let items = &self.tuple_items[t.start as usize..(t.start + t.len) as usize];
+                items.iter().for_each(|&item| entry(item));
+            }
+            _ => return Err(BAD),
+        }
+        Ok(emitted)
+    }
+
+    fn reset(&mut self) {
+        self.stack.clear();
+        self.marks.clear();
+        self.memo.clear();
+        self.memo_len = 0;
+        self.lists.clear();
+        self.chunks.clear();
+        self.list_items.clear();
+        self.tuples.clear();
+        self.tuple_items.clear();
+        self.others.clear();
+        self.arena.clear();
+        self.created = 0;
+    }
+
+    /// After a hostile frame, do not keep tens of megabytes of scratch for the connection's life.
+    fn release_oversized(&mut self) {
+        const KEEP: usize = 1 << 16;
+        if self.stack.capacity() > KEEP || self.memo.capacity() > KEEP {
+            *self = Self::default();
+        }
+    }
+
+    // ---- entries: carbon's `metric, (timestamp, value) = item` ----
+
+    fn bytes<'a>(&'a self, payload: &'a [u8], s: Span) -> &'a [u8] {
+        let src = if s.arena { &self.arena[..] } else { payload };
+        &src[s.start as usize..(s.start + s.len) as usize]
+    }
+
+    /// Unpacks `v` into exactly two items, as `a, b = v` would for a list or tuple.
+    fn pair(&self, v: Val) -> Option<(Val, Val)> {
+        match v {
+            Val::Tuple(id) => {
+                let t = self.tuples[id as usize];
+                if t.len != 2 {
+                    return None;
+                }
+                let s = t.start as usize;
+                Some((self.tuple_items[s], self.tuple_items[s + 1]))
+            }
+            Val::List(id) => {
+                let l = self.lists[id as usize];
+                if l.len != 2 {
+                    return None;
+                }
+                let mut items = [Val::None; 2];
+                let mut n = 0;
+                let mut chunk = l.head;
+                while let Some(c) = self.chunks.get(chunk as usize) {
+                    for &item in &self.list_items[c.start as usize..(c.start + c.len) as usize] {
+                        *items.get_mut(n)? = item;
+                        n += 1;
+                    }
+                    chunk = c.next;
+                }
+                (n == 2).then_some((items[0], items[1]))
+            }
+            _ => None,
+        }
+    }
+
+    fn entry<'a>(&'a self, payload: &'a [u8], item: Val) -> Res<(&'a [u8], f64, f64)> {
+        let (name, point) = self.pair(item).ok_or(DropReason::BadPickleEntry)?;
+        let (timestamp, value) = self.pair(point).ok_or(DropReason::BadPickleEntry)?;
+        let timestamp = self
+            .float(payload, timestamp)
+            .ok_or(DropReason::BadPickleEntry)?;
+        let value = self
+            .float(payload, value)
+            .ok_or(DropReason::BadPickleEntry)?;
+        let name = match name {
+            Val::Str(s) => self.bytes(payload, s),
+            Val::Bytes(s) => {
+                let b = self.bytes(payload, s);
+                std::str::from_utf8(b).map_err(|_| DropReason::BadUtf8)?;
+                b
+            }
+            Val::BadStr => return Err(DropReason::BadUtf8),
+            _ => return Err(DropReason::BadPickleEntry),
+        };
+        Ok((name, timestamp, value))
+    }
+
+    /// Python's `float(v)`, or `None` where it would raise.
+    fn float(&self, payload: &[u8], v: Val) -> Option<f64> {
+        match v {
+            Val::Int(i) => Some(i as f64),
+            Val::Float(f) => Some(f),
+            Val::BigInt(s) => bigint_to_f64(self.bytes(payload, s)),
+            Val::BigDec(s) => parse_py_float(self.bytes(payload, s)).filter(|f| f.is_finite()),
+            Val::Str(s) => {
+                // CPython strips ASCII " \t\n\v\f\r" and non-ASCII Unicode whitespace here,
+                // which is exactly Rust's `char::is_whitespace` (U+001C..U+001F stay).
+                let text = std::str::from_utf8(self.bytes(payload, s)).ok()?;
+                parse_py_float(text.trim_matches(char::is_whitespace).as_bytes())
+            }
+            Val::Bytes(s) => {
+                // bytes are stripped of ASCII whitespace only (`Py_ISSPACE`).
+                let b = self.bytes(payload, s);
+                let b = b.trim_ascii_start();
+                parse_py_float(b.trim_ascii_end())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Python's correctly rounded `float(int)` for a little-endian two's complement integer;
+/// `None` when it overflows (Python raises `OverflowError`).
+fn bigint_to_f64(le: &[u8]) -> Option<f64> {
+    let neg = le.last().is_some_and(|&b| b & 0x80 != 0);
+    // Magnitude byte i of a negative number is (!n + 1)[i]: the +1 carries through the low
+    // zero bytes and stops at the first non-zero one.
+    let first_nonzero = le.iter().position(|&b| b != 0).unwrap_or(le.len());
+    let mag = |i: usize| -> u8 {
+        let b = le[i];
+        if !neg || i < first_nonzero {
+            b
+        } else if i == first_nonzero {
+            b.wrapping_neg()
+        } else {
+            !b
+        }
+    };
+    let Some(top) = (0..le.len()).rev().find(|&i| mag(i) != 0) else {
+        return Some(0.0);
+    };
+    let lo = top.saturating_sub(8);
+    let mut acc: u128 = 0;
+    for i in (lo..=top).rev() {
+        acc = acc << 8 | u128::from(mag(i));
+    }
+    let mut sticky = (0..lo).any(|i| mag(i) != 0);
+    let mut exp = 8 * lo as u64;
+    let bits = 128 - acc.leading_zeros();
+    if bits > 64 {
+        let sh = bits - 64;
+        sticky |= acc & ((1u128 << sh) - 1) != 0;
+        acc >>= sh;
+        exp += u64::from(sh);
+    }
+    // Bit 0 as sticky bit keeps round-half-even exact: 64 bits are rounded to 53.
+    let m = (acc as u64 | u64::from(sticky)) as f64;
+    let scale = if exp <= 1023 {
+        f64::from_bits((exp + 1023) << 52)
+    } else {
+        f64::INFINITY
+    };
+    let f = m * scale;
+    f.is_finite().then_some(if neg { -f } else { f })
+}
+
+/// Appends one framed message (4-byte big-endian length + protocol-2 pickle of
+/// `[(name, (timestamp, value)), …]`) holding every datapoint of `points`.
+///
+/// Names go out as `BINUNICODE`, numbers as `BINFLOAT` (bit-exact), without memo opcodes.
+pub fn encode_message<'a>(points: impl Iterator<Item = Datapoint<'a>>, out: &mut BytesMut) {
+    let start = out.len();
+    out.put_u32(0);
+    out.put_slice(b"\x80\x02](");
+    let mut count = 0usize;
+    for dp in points {
+        out.reserve(dp.name.len() + 25);
+        out.put_u8(b'X');
+        out.put_u32_le(dp.name.len() as u32);
+        out.put_slice(dp.name);
+        out.put_u8(b'G');
+        out.put_f64(dp.timestamp);
+        out.put_u8(b'G');
+        out.put_f64(dp.value);
+        out.put_slice(b"\x86\x86");
+        count += 1;
+    }
+    if count == 0 {
+        out.truncate(out.len() - 1); // the MARK
+        out.put_u8(b'.');
+    } else {
+        out.put_slice(b"e.");
+    }
+    let len = (out.len() - start - 4) as u32;
+    out[start..start + 4].copy_from_slice(&len.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::vm::long_val;
+    use super::*;
+
+    type Points = Vec<(Vec<u8>, f64, f64)>;
+
+    fn decode(payload: &[u8]) -> Result<(Points, DropCounts), DropReason> {
+        let mut drops = DropCounts::default();
+        let mut got = Vec::new();
+        PickleDecoder::new().decode(payload, &mut drops, |n, t, v| got.push((n.to_vec(), t, v)))?;
+        Ok((got, drops))
+    }
+
+    #[test]
+    fn protocol2_list_of_tuples_with_memo() {
+        // python3.11: pickle.dumps([('a.b', (1, 2.5)), ('a.b', (1700000000, 3))], protocol=2)
+        let p = b"\x80\x02]q\x00(X\x03\x00\x00\x00a.bq\x01K\x01G@\x04\x00\x00\x00\x00\x00\x00\x86q\x02\x86q\x03h\x01J\x00\xf1SeK\x03\x86q\x04\x86q\x05e.";
+        let (got, drops) = decode(p).unwrap_or_default();
+        assert!(drops.is_empty());
+        assert_eq!(
+            got,
+            vec![(b"a.b".to_vec(), 1.0, 2.5), (b"a.b".to_vec(), 1.7e9, 3.0)]
+        );
+    }
+
+    #[test]
+    fn protocol0_python2_style() {
+        // python2: pickle.dumps([('a', (1, '2'))], 0)
+        let p = b"(lp0\n(S'a'\np1\n(I1\nS'2'\np2\ntp3\ntp4\na.";
+        let (got, _) = decode(p).unwrap_or_default();
+        assert_eq!(got, vec![(b"a".to_vec(), 1.0, 2.0)]);
+    }
+
+    #[test]
+    fn empty_list_opcode_mid_frame_does_not_swallow_the_stack() {
+        // python3.11: pickle.dumps([['a.b', [1, 1.0]]], protocol=4)
+        let p = b"\x80\x04\x95\x1d\x00\x00\x00\x00\x00\x00\x00]\x94]\x94(\x8c\x03a.b\x94]\x94(K\x01G?\xf0\x00\x00\x00\x00\x00\x00eea.";
+        let (got, _) = decode(p).unwrap_or_default();
+        assert_eq!(got, vec![(b"a.b".to_vec(), 1.0, 1.0)]);
+    }
+
+    #[test]
+    fn bad_entries_are_counted_and_skipped() {
+        // [('a', (1, 2)), ('b', (None, 1)), (3, (1, 2)), ('c', 1), (b'\xff', (1, 2))]
+        let p = b"\x80\x03](X\x01\x00\x00\x00aK\x01K\x02\x86\x86X\x01\x00\x00\x00bNK\x01\x86\x86K\x03K\x01K\x02\x86\x86X\x01\x00\x00\x00cK\x01\x86C\x01\xffK\x01K\x02\x86\x86e.";
+        let (got, drops) = decode(p).unwrap_or_default();
+        assert_eq!(got, vec![(b"a".to_vec(), 1.0, 2.0)]);
+        assert_eq!(drops.get(DropReason::BadPickleEntry), 3);
+        assert_eq!(drops.get(DropReason::BadUtf8), 1);
+    }
+
+    #[test]
+    fn non_sequence_payload_is_bad_pickle() {
+        assert_eq!(decode(b"K\x01.").map(|r| r.0), Err(BAD));
+        assert_eq!(decode(b"}.").map(|r| r.0), Err(BAD));
+        assert_eq!(decode(b"").map(|r| r.0), Err(BAD));
+        assert_eq!(decode(b"]").map(|r| r.0), Err(BAD));
+        assert_eq!(decode(b"].").map(|r| r.0.len()), Ok(0));
+    }
+
+    #[test]
+    fn big_ints_round_like_python() {
+        // 2**64 + 1, -(2**70), 2**1024 (overflows), -1 (LONG1 0xff), 0 (empty LONG1)
+        assert_eq!(
+            bigint_to_f64(&[1, 0, 0, 0, 0, 0, 0, 0, 1]),
+            Some(18446744073709551616.0)
+        );
+        let mut neg = [0u8; 9];
+        neg[8] = 0xc0;
+        assert_eq!(bigint_to_f64(&neg), Some(-(2f64.powi(70))));
+        let mut huge = vec![0u8; 129];
+        huge[128] = 1;
+        assert_eq!(bigint_to_f64(&huge), None);
+        // 2**53 + 1 rounds to even (2**53); 2**53 + 3 rounds up.
+        let v = (1u128 << 53) + 1;
+        assert_eq!(bigint_to_f64(&v.to_le_bytes()), Some(9007199254740992.0));
+        let v = (1u128 << 53) + 3;
+        assert_eq!(bigint_to_f64(&v.to_le_bytes()), Some(9007199254740996.0));
+        assert!(matches!(long_val(&[0xff], 0), Val::Int(-1)));
+        assert!(matches!(long_val(&[], 0), Val::Int(0)));
+    }
+
+    #[test]
+    fn encode_then_decode_round_trips_bits() {
+        let pts = [
+            (&b"a.b"[..], 1700000000.0, 0.1),
+            ("温度.🔥;k=v".as_bytes(), -0.0, f64::MAX),
+            (&b"z"[..], f64::MIN_POSITIVE, f64::NEG_INFINITY),
+        ];
+        let mut out = BytesMut::new();
+        encode_message(
+            pts.iter().map(|&(name, timestamp, value)| Datapoint {
+                name,
+                timestamp,
+                value,
+            }),
+            &mut out,
+        );
+        let len = u32::from_be_bytes([out[0], out[1], out[2], out[3]]) as usize;
+        assert_eq!(len, out.len() - 4);
+        let (got, _) = decode(&out[4..]).unwrap_or_default();
+        assert_eq!(got.len(), 3);
+        for (g, p) in got.iter().zip(pts) {
+            assert_eq!(g.0, p.0);
+            assert_eq!(g.1.to_bits(), p.1.to_bits());
+            assert_eq!(g.2.to_bits(), p.2.to_bits());
+        }
+        let mut empty = BytesMut::new();
+        encode_message(std::iter::empty(), &mut empty);
+        assert_eq!(&empty[..], b"\x00\x00\x00\x04\x80\x02].");
+    }
+}
