@@ -178,10 +178,11 @@ impl Sampler {
         let mut last_t = start;
         let mut window = Histogram::new();
         loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = stop.changed() => break,
-            }
+            // The last sample covers the partial interval up to the stop.
+            let stopping = tokio::select! {
+                _ = tick.tick() => false,
+                _ = stop.changed() => true,
+            };
             let now = Instant::now();
             let dt = now.duration_since(last_t).as_secs_f64().max(1e-6);
             let (sent, delivered) = self.totals();
@@ -211,6 +212,9 @@ impl Sampler {
                 ));
             }
             (last_sent, last_delivered, last_t) = (sent, delivered, now);
+            if stopping {
+                break;
+            }
         }
         if let Some(c) = self.cpu.as_mut() {
             c.sample();
