@@ -45,7 +45,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub relay_pid: Option<u32>,
     /// Start this relay command for the run; placeholders: {line_port} {pickle_port}
-    /// {sink_ports} {sink_addrs} {dest_list} {sink_protocol} {config}.
+    /// {sink_ports} {sink_addrs} {dest_list} (carbon `host:port:inst, …`) {c_relay_servers}
+    /// (`host:port=inst …`) {toml_servers} {sink_protocol} {config} {config_dir};
+    /// `{config:PATH}` renders template PATH with the same placeholders and expands to its path.
     #[arg(long, conflicts_with = "compare")]
     pub relay_cmd: Option<String>,
     /// A relay config file rendered with the same placeholders into {config}.

@@ -25,6 +25,8 @@ pub struct Placeholders {
     pub sink_protocol: Protocol,
     /// Rendered config file, if any.
     pub config: Option<PathBuf>,
+    /// A fresh directory for this run's rendered files, logs and pid files.
+    pub config_dir: PathBuf,
 }
 
 impl Placeholders {
@@ -38,12 +40,22 @@ impl Placeholders {
             .enumerate()
             .map(|(i, a)| format!("{a}:{}", instance(i)))
             .collect();
+        let c_relay: Vec<String> = self
+            .sinks
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("{a}={}", instance(i)))
+            .collect();
+        let toml: Vec<String> = dests.iter().map(|d| format!("\"{d}\"")).collect();
         text.replace("{line_port}", &self.line_port.to_string())
             .replace("{pickle_port}", &self.pickle_port.to_string())
             .replace("{sink_ports}", &ports.join(","))
             .replace("{sink_addrs}", &addrs.join(" "))
             .replace("{dest_list}", &dests.join(", "))
+            .replace("{c_relay_servers}", &c_relay.join(" "))
+            .replace("{toml_servers}", &toml.join(", "))
             .replace("{sink_protocol}", self.sink_protocol.as_str())
+            .replace("{config_dir}", &self.config_dir.display().to_string())
             .replace(
                 "{config}",
                 &self
@@ -166,20 +178,31 @@ impl RunningTarget {
             } => {
                 let dir = std::env::temp_dir();
                 let stem = format!("anthracite-bench-{}-{run_id}-{name}", std::process::id());
+                // Its own directory: carbon looks for storage-schemas.conf beside carbon.conf.
+                let conf_dir = dir.join(&stem);
+                std::fs::create_dir_all(&conf_dir).map_err(|source| BenchError::Io {
+                    context: format!("creating {}", conf_dir.display()),
+                    source,
+                })?;
                 let mut ph = Placeholders {
                     line_port: free_port()?,
                     pickle_port: free_port()?,
                     sinks: sinks.to_vec(),
                     sink_protocol: scenario.sinks.protocol,
                     config: None,
+                    config_dir: conf_dir.clone(),
                 };
                 if let Some(t) = template {
-                    let path = dir.join(format!("{stem}.conf"));
+                    let name = t
+                        .file_name()
+                        .map_or("relay.conf".into(), |n| n.to_os_string());
+                    let path = conf_dir.join(name);
+                    ph.config = Some(path.clone());
                     render_template(t, &path, &ph)?;
-                    ph.config = Some(path);
                 }
-                let rendered = ph.render(cmd);
-                let log = dir.join(format!("{stem}.log"));
+                let cmd = render_inline_templates(cmd, &conf_dir, &ph)?;
+                let rendered = ph.render(&cmd);
+                let log = conf_dir.join("relay.log");
                 let mut process = RelayProcess::spawn(&rendered, log)?;
                 let port = match scenario.load.protocol {
                     Protocol::Line => ph.line_port,
@@ -231,6 +254,40 @@ pub struct RelayCounters {
     pub destinations: Vec<(u64, u64, u64)>,
 }
 
+/// Replaces every `{config:PATH}` in `cmd` with the path of `PATH` rendered into `dir`, so
+/// each `--compare` contender can carry its own config template.
+pub fn render_inline_templates(
+    cmd: &str,
+    dir: &Path,
+    ph: &Placeholders,
+) -> Result<String, BenchError> {
+    let mut out = String::with_capacity(cmd.len());
+    let mut rest = cmd;
+    while let Some(at) = rest.find("{config:") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "{config:".len()..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| BenchError::Invalid(format!("unterminated {{config:…}} in {cmd:?}")))?;
+        let template = Path::new(&after[..end]);
+        std::fs::create_dir_all(dir).map_err(|source| BenchError::Io {
+            context: format!("creating {}", dir.display()),
+            source,
+        })?;
+        let name = template
+            .file_name()
+            .map_or("relay.conf".into(), |n| n.to_os_string());
+        let path = dir.join(name);
+        let mut own = ph.clone();
+        own.config = Some(path.clone());
+        render_template(template, &path, &own)?;
+        out.push_str(&path.display().to_string());
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 fn render_template(template: &Path, out: &Path, ph: &Placeholders) -> Result<(), BenchError> {
     let text = std::fs::read_to_string(template).map_err(|source| BenchError::Io {
         context: format!("reading {}", template.display()),
@@ -257,6 +314,7 @@ mod tests {
             ],
             sink_protocol: Protocol::Pickle,
             config: Some(PathBuf::from("/tmp/x.conf")),
+            config_dir: PathBuf::from("/tmp"),
         };
         assert_eq!(
             ph.render("DESTINATIONS = {dest_list}"),
@@ -266,6 +324,27 @@ mod tests {
             ph.render("-f {config} -p {line_port} {sink_addrs} {sink_ports}"),
             "-f /tmp/x.conf -p 2003 127.0.0.1:2104 127.0.0.1:2204 2104,2204"
         );
+        assert_eq!(
+            ph.render("{c_relay_servers} | {toml_servers}"),
+            "127.0.0.1:2104=a 127.0.0.1:2204=b | \"127.0.0.1:2104:a\", \"127.0.0.1:2204:b\""
+        );
         assert_eq!(instance(27), "b1");
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("t.conf");
+        std::fs::write(&t, "port {line_port} self {config}").unwrap();
+        let out = dir.path().join("out");
+        let cmd = render_inline_templates(
+            &format!("relay -f {{config:{}}} -x", t.display()),
+            &out,
+            &ph,
+        )
+        .unwrap();
+        let rendered = out.join("t.conf");
+        assert_eq!(cmd, format!("relay -f {} -x", rendered.display()));
+        assert_eq!(
+            std::fs::read_to_string(&rendered).unwrap(),
+            format!("port 2003 self {}", rendered.display())
+        );
+        assert!(render_inline_templates("x {config:oops", &out, &ph).is_err());
     }
 }
