@@ -33,6 +33,9 @@ pub struct BenchArgs {
     /// Number of sinks (relay destinations).
     #[arg(long)]
     pub sinks: Option<usize>,
+    /// After sending, wait at most this long for deliveries (slow relays need more).
+    #[arg(long)]
+    pub drain_timeout: Option<f64>,
     /// Rate to plan for in the capacity estimate (datapoints/s).
     #[arg(long)]
     pub capacity_rate: Option<f64>,
@@ -140,6 +143,7 @@ impl BenchArgs {
             protocol: self.protocol,
             sinks: self.sinks,
             capacity_target_rate: self.capacity_rate,
+            drain_timeout_secs: self.drain_timeout,
         }
     }
 

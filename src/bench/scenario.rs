@@ -239,6 +239,8 @@ pub struct Overrides {
     pub sinks: Option<usize>,
     /// `--capacity-rate`.
     pub capacity_target_rate: Option<f64>,
+    /// `--drain-timeout`.
+    pub drain_timeout_secs: Option<f64>,
 }
 
 impl Scenario {
@@ -292,6 +294,9 @@ impl Scenario {
         }
         if let Some(v) = o.sinks {
             self.sinks.count = v;
+        }
+        if let Some(v) = o.drain_timeout_secs {
+            self.limits.drain_timeout_secs = v;
         }
         if let Some(v) = o.capacity_target_rate {
             self.capacity_target_rate = Some(v);
