@@ -20,7 +20,43 @@
 //! 6. **report** — [`report`]: table, JSON and the capacity estimate; [`chart`]: SVG of
 //!    throughput and latency over time; [`compare`]: A B A B … runs with per-pair ratios.
 //!
-//! Targets are loopback-only unless `--allow-non-loopback` is given.
+//! Targets are loopback-only unless `--allow-non-loopback` is given. Every run is bounded:
+//! at most [`scenario::MAX_DATAPOINTS`] datapoints, `limits.max_send_secs` of sending and
+//! `limits.drain_timeout_secs` of draining; relay processes are stopped by PID afterwards.
+//!
+//! ## Usage
+//!
+//! ```text
+//! # anthracite in-process (its own runtime; CPU from its threads only)
+//! anthracite bench bench/scenarios/burst-3m.toml --json burst.json --svg burst.svg
+//!
+//! # a relay that is already running, and its pid for CPU/RSS; point it at fixed sink ports
+//! anthracite bench bench/scenarios/steady-250k.toml --target 127.0.0.1:2003 \
+//!     --relay-pid 1234 --sink-ports 2104,2204
+//!
+//! # A B A B …: anthracite against carbon-c-relay and carbon-relay.py 1.1.10, 3 rounds
+//! anthracite bench bench/scenarios/burst-3m.toml --rounds 3 --drain-timeout 180 --compare \
+//!   anthracite=in-process \
+//!   "carbon-c-relay=carbon-c-relay -f {config:bench/relays/carbon-c-relay.conf} -p {line_port} -w 2 -q 5000000" \
+//!   "carbon-relay=sh -c 'touch {config_dir}/storage-schemas.conf && exec carbon-relay.py \
+//!      --config={config:bench/relays/carbon.conf} --nodaemon --pidfile={config_dir}/relay.pid \
+//!      --logdir={config_dir} start'"
+//! ```
+//!
+//! Placeholders in relay commands and templates: `{line_port}`, `{pickle_port}` (free ports
+//! chosen per run), `{sink_ports}`, `{sink_addrs}`, `{dest_list}` (carbon's
+//! `host:port:instance, …`), `{c_relay_servers}` (`host:port=instance …`), `{toml_servers}`,
+//! `{sink_protocol}`, `{config}` (from `--relay-config-template`), `{config:PATH}` (renders
+//! PATH and expands to the rendered file) and `{config_dir}` (a fresh directory per run, also
+//! holding the relay's `relay.log`).
+//!
+//! ## Reading the figures
+//!
+//! Throughput is delivered datapoints over first byte sent → last datapoint received. On a
+//! shared machine it moves with whatever else runs; **CPU-seconds per million datapoints** is
+//! the stable figure (time the relay actually ran, not time it waited for a core), and the
+//! capacity estimate is derived from it. `--compare` runs contenders alternately so drift hits
+//! all of them alike; quote its ratios rather than absolute rates.
 
 pub mod args;
 pub mod chart;
