@@ -12,6 +12,9 @@ use super::measure::{CpuTracker, RELAY_THREAD_NAME};
 use super::process::RelayProcess;
 use super::scenario::{Protocol, Scenario};
 
+/// Pause between a started relay accepting connections and the run starting.
+pub const STARTUP_SETTLE: Duration = Duration::from_secs(1);
+
 /// Values substituted into `--relay-cmd` and `--relay-config-template`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Placeholders {
@@ -211,6 +214,15 @@ impl RunningTarget {
                 let addr = SocketAddr::from(([127, 0, 0, 1], port));
                 let timeout = Duration::from_secs_f64(scenario.limits.startup_timeout_secs);
                 wait_ready(addr, timeout, &mut process).await?;
+                // Some relays listen before their workers run (carbon-c-relay reset the first
+                // connections in one run out of nine); give them a moment to settle.
+                tokio::time::sleep(STARTUP_SETTLE).await;
+                if !process.is_running() {
+                    return Err(BenchError::Relay(format!(
+                        "relay exited right after starting; see {}",
+                        process.log.display()
+                    )));
+                }
                 Ok(RunningTarget {
                     label: name.clone(),
                     addr,
