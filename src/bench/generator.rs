@@ -282,13 +282,18 @@ pub async fn send(
                 }
             }
             payload.stamp(chunk, micros_since(epoch));
-            stream
+            if let Err(source) = stream
                 .write_all(&payload.bytes[chunk.start..chunk.end])
                 .await
-                .map_err(|source| BenchError::Io {
+            {
+                counters
+                    .last_send_us
+                    .fetch_max(micros_since(epoch), Ordering::Relaxed);
+                return Err(BenchError::Io {
                     context: "generator write".into(),
                     source,
-                })?;
+                });
+            }
             sent += chunk.points as u64;
             counters
                 .sent
