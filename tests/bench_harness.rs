@@ -444,3 +444,36 @@ async fn slow_sink_counts_exactly() {
     assert_eq!(settle(&sink, 3_000).await, 3_000);
     sink.stop().await;
 }
+
+/// `--compare` against a relay started as a process (another anthracite, by PID) and the
+/// in-process one: both lose nothing, the process is measured from /proc, ratios exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_in_process_against_an_anthracite_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("cmp.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"cmp\"\n[load]\ndatapoints = 20000\nconnections = 2\n\
+         [names]\ncount = 2000\n[sinks]\ncount = 2\n[limits]\nquiet_secs = 3\n",
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_anthracite");
+    let args = BenchArgs {
+        scenario,
+        compare: vec![
+            "inproc=in-process".into(),
+            format!("proc={bin} --config {{config:bench/relays/anthracite.toml}}"),
+        ],
+        rounds: 1,
+        no_progress: true,
+        ..Default::default()
+    };
+    let r = anthracite::bench::run(args).await.unwrap();
+    let c = r.comparison.expect("comparison attached");
+    assert_eq!(c.entries.len(), 2);
+    assert!(c.entries.iter().all(|e| e.lost == 0), "{}", c.table());
+    let proc_entry = c.entries.iter().find(|e| e.name == "proc").unwrap();
+    assert!(proc_entry.cpu_secs_per_million.is_some());
+    assert_eq!(c.ratios.len(), 1);
+    assert_eq!(c.ratios[0].throughput.len(), 1);
+}
