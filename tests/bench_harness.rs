@@ -304,6 +304,7 @@ async fn runner_by_address_reports_zero_loss_and_a_chart() {
     assert_eq!(r.latency.count, 20_000);
     assert_eq!(r.placement_conflicts, Some(0));
     assert_eq!(r.sinks[0].distinct_names, Some(5000));
+    assert_eq!(r.sinks[0].expected, Some(20_000));
     assert!(r.relay_cpu_secs.is_some() && r.peak_rss_bytes.is_some());
     assert!(r.generator_ceiling_rate > 0.0);
     assert!(!r.timeline.is_empty());
@@ -350,7 +351,9 @@ async fn in_process_anthracite_loses_nothing() {
     assert!(r.is_consistent());
     assert_eq!(r.placement_conflicts, Some(0));
     assert!(
-        r.sinks.iter().all(|s| s.delivered > 0 && s.lost == Some(0)),
+        r.sinks
+            .iter()
+            .all(|s| s.delivered > 0 && s.lost == Some(0) && s.placement_lost == Some(0)),
         "{}",
         r.table()
     );

@@ -65,6 +65,7 @@ pub mod generator;
 pub mod histogram;
 pub mod inprocess;
 pub mod measure;
+pub mod placement;
 pub mod process;
 pub mod report;
 pub mod runner;

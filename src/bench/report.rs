@@ -88,6 +88,11 @@ pub struct SinkReport {
     pub relay_dropped: Option<u64>,
     /// Relay-side sent − received here (in-process only): loss on this destination's link.
     pub lost: Option<i64>,
+    /// Datapoints that should land here if the relay routes with carbon_ch over the sinks as
+    /// named by the harness (`127.0.0.1:PORT:a`, …) with replication 1.
+    pub expected: Option<u64>,
+    /// `expected − delivered`: this destination's loss under that routing assumption.
+    pub placement_lost: Option<i64>,
     /// Distinct names seen (when recording).
     pub distinct_names: Option<u64>,
 }
@@ -249,13 +254,16 @@ impl Report {
             ),
         );
         for s in &self.sinks {
-            let extra = match (s.relay_sent, s.lost) {
-                (Some(rs), Some(l)) => format!(
-                    "  relay sent {rs}, dropped {}, link loss {l}",
-                    s.relay_dropped.unwrap_or(0)
-                ),
+            let mut extra = match (s.expected, s.placement_lost) {
+                (Some(e), Some(l)) => format!(", expected {e} (carbon_ch), lost {l}"),
                 _ => String::new(),
             };
+            if let (Some(rs), Some(l)) = (s.relay_sent, s.lost) {
+                extra.push_str(&format!(
+                    "; relay sent {rs}, dropped {}, link loss {l}",
+                    s.relay_dropped.unwrap_or(0)
+                ));
+            }
             row(
                 &mut t,
                 &format!("  sink {} {}", s.index, s.addr),

@@ -15,6 +15,7 @@ use super::args::TargetSpec;
 use super::generator::{self, Payload, SendCounters, SendPlan};
 use super::histogram::Histogram;
 use super::measure::{self, CpuTracker};
+use super::placement;
 use super::report::{Capacity, Latency, Report, Sample, SinkReport};
 use super::scenario::Scenario;
 use super::sink::{self, Sink, SinkConfig, SinkStats};
@@ -39,7 +40,7 @@ pub struct RunOptions {
 }
 
 /// Payloads for every connection, rendered before any clock starts.
-fn prepare(scenario: &Scenario) -> Vec<Payload> {
+fn prepare(scenario: &Scenario) -> (Vec<String>, Vec<Payload>) {
     let n = &scenario.names;
     let names: Vec<String> = (0..n.count).map(|i| generator::name(n, i)).collect();
     let l = &scenario.load;
@@ -66,11 +67,12 @@ fn prepare(scenario: &Scenario) -> Vec<Payload> {
             vec![cover.min(needed.max(chunk)) as u64; k]
         }
     };
-    counts
+    let payloads = counts
         .iter()
         .enumerate()
         .map(|(c, &points)| generator::render(&names, c, k, points, l.protocol, chunk, ts))
-        .collect()
+        .collect();
+    (names, payloads)
 }
 
 fn plan(scenario: &Scenario, start: Instant) -> SendPlan {
@@ -247,7 +249,8 @@ pub async fn run_once(
     let mut notes = Vec::new();
 
     // 1. Payload first, before any clock.
-    let payloads = prepare(scenario);
+    let (names, payloads) = prepare(scenario);
+    let cycles: Vec<u64> = payloads.iter().map(Payload::datapoints).collect();
     let (ceiling, payloads) = calibrate(payloads).await?;
 
     // 2. Sinks, then the relay pointed at them.
@@ -421,6 +424,12 @@ pub async fn run_once(
     let cpu_secs_per_million = relay_cpu_secs
         .filter(|_| delivered > 0)
         .map(|c| c * 1e6 / delivered as f64);
+    let sent_per_connection: Vec<u64> = senders
+        .iter()
+        .map(|c| c.sent.load(Ordering::Relaxed))
+        .collect();
+    let expected = placement::expected_per_sink(&names, &sink_addrs, &sent_per_connection, &cycles);
+    drop(names);
     let sink_reports = stats
         .iter()
         .enumerate()
@@ -436,6 +445,11 @@ pub async fn run_once(
                 relay_sent: rel.map(|r| r.0),
                 relay_dropped: rel.map(|r| r.1),
                 lost: rel.map(|r| r.0 as i64 - d as i64),
+                expected: expected.as_ref().and_then(|e| e.get(i).copied()),
+                placement_lost: expected
+                    .as_ref()
+                    .and_then(|e| e.get(i))
+                    .map(|&e| e as i64 - d as i64),
                 distinct_names: scenario
                     .sinks
                     .record_names
