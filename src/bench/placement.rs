@@ -32,6 +32,7 @@ pub fn expected_per_sink(
         diverse_replicas: true,
         destinations,
         rules: Vec::new(),
+        aggregation_rules: Vec::new(),
     })
     .ok()?;
     let mut out = Vec::with_capacity(1);
