@@ -16,8 +16,12 @@ use super::scenario::{Protocol, Scenario};
 use super::target::{RelayCounters, instance};
 use crate::{Config, Relay, RelayHandle};
 
+/// Queue bound per destination, the same 5M the carbon-relay and carbon-c-relay templates in
+/// `bench/relays/` use, so a burst is compared on equal terms.
+pub const QUEUE_DATAPOINTS: usize = 5_000_000;
+
 /// The relay config the harness runs in-process: the product's defaults, pointed at the sinks,
-/// listeners injected, self-telemetry off.
+/// listeners injected, self-telemetry off, queues of [`QUEUE_DATAPOINTS`].
 pub fn config_toml(scenario: &Scenario, sinks: &[SocketAddr]) -> String {
     let servers: Vec<String> = sinks
         .iter()
@@ -27,6 +31,7 @@ pub fn config_toml(scenario: &Scenario, sinks: &[SocketAddr]) -> String {
     format!(
         "[listen]\nline_tcp = \"\"\npickle_tcp = \"\"\n\
          [destinations]\nservers = [{}]\nprotocol = \"{}\"\n\
+         [destinations.queue]\nmax_datapoints = {QUEUE_DATAPOINTS}\nmax_bytes = 1073741824\n\
          [router]\nmethod = \"consistent-hashing\"\nhash_type = \"carbon_ch\"\n\
          [telemetry]\ninterval_secs = 0\n",
         servers.join(", "),
