@@ -48,10 +48,10 @@ fn line_parse(c: &mut Criterion) {
             buf.extend_from_slice(&input);
             let mut sum = 0.0;
             framer.feed(&mut buf, |line| {
-                if let Ok((name, ts, v)) = line.and_then(parse_line) {
-                    if let Ok((ts, v)) = normalize(ts, v, 0.0) {
-                        sum += ts + v + name.len() as f64;
-                    }
+                if let Ok((name, ts, v)) = line.and_then(parse_line)
+                    && let Ok((ts, v)) = normalize(ts, v, 0.0)
+                {
+                    sum += ts + v + name.len() as f64;
                 }
             });
             black_box(sum)

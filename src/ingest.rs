@@ -79,6 +79,16 @@ impl Pipeline {
     pub fn stats(&self) -> &Arc<RelayStats> {
         &self.stats
     }
+
+    /// True while any destination queue holds more than `fraction` of its datapoint bound.
+    /// Pull sources (Kinesis) stop reading while it holds, instead of pushing datapoints a
+    /// full queue would drop; one lock per queue, meant to be called once per batch.
+    pub fn backlogged(&self, fraction: f64) -> bool {
+        self.queues.iter().any(|q| {
+            let limit = q.limits().max_datapoints as f64 * fraction;
+            q.len() as f64 > limit
+        })
+    }
 }
 
 /// Per-producer parse/route/batch state. Not shared between tasks.

@@ -26,8 +26,10 @@
 //!
 //! [`relay`] wires the stages together and owns startup and shutdown order (receivers first,
 //! then queues drain, then destinations close). [`telemetry`] holds the self-metric names and
-//! the reporter that feeds `carbon.relays.<host>.*` back into the stream. Other sources (the
-//! Kinesis reader, an embedding program) join at step 3 through [`relay::RelayHandle::ingestor`].
+//! the reporter that feeds `carbon.relays.<host>.*` back into the stream. Other sources join at
+//! step 3 through an [`ingest::Ingestor`]: the Kinesis Data Streams reader
+//! (`receiver::kinesis`, Cargo feature `kinesis`) and any embedding program, via
+//! [`relay::RelayHandle::ingestor`].
 //! [`bench`](mod@bench) is the capacity-planning harness behind `anthracite bench`.
 //!
 //! ## Embedding

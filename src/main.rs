@@ -79,6 +79,9 @@ enum Command {
         /// Metric names; read from stdin when none are given.
         names: Vec<String>,
     },
+    /// Capacity-planning benchmark: load generator + counting sinks + report, against
+    /// anthracite in-process or any relay by address or command (see bench/scenarios/).
+    Bench(Box<anthracite::bench::BenchArgs>),
 }
 
 fn main() -> ExitCode {
@@ -89,6 +92,17 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    let command = cli.command.unwrap_or(Command::Run);
+    if let Command::Bench(args) = command {
+        // The harness builds its own relay configuration; no relay.toml is read.
+        return match bench(*args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("anthracite bench: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let (config, warnings) = match cli.run.load() {
         Ok(c) => c,
         Err(e) => {
@@ -99,8 +113,8 @@ fn main() -> ExitCode {
     for w in &warnings {
         tracing::warn!("{w}");
     }
-    let result = match cli.command.unwrap_or(Command::Run) {
-        Command::Run => run(config),
+    let result = match command {
+        Command::Run | Command::Bench(_) => run(config),
         Command::Check => check(&config, cli.run.source(), &warnings),
         Command::Route { names } => route(config, names),
     };
@@ -190,6 +204,21 @@ fn route(config: Config, names: Vec<String>) -> anyhow::Result<()> {
         for n in &names {
             print(n);
         }
+    }
+    Ok(())
+}
+
+fn bench(args: anthracite::bench::BenchArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("anth-bench")
+        .build()
+        .context("cannot start the async runtime")?;
+    let report = runtime.block_on(anthracite::bench::run(args))?;
+    if !report.is_consistent() {
+        anyhow::bail!(
+            "the report is internally inconsistent (percentiles or per-sink sums); see above"
+        );
     }
     Ok(())
 }

@@ -55,6 +55,10 @@ pub enum RelayError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A Kinesis source could not start (e.g. its checkpoint file is corrupt).
+    #[cfg(feature = "kinesis")]
+    #[error(transparent)]
+    Kinesis(#[from] crate::receiver::kinesis::KinesisError),
 }
 
 /// A relay ready to run. Build it with [`Relay::builder`].
@@ -65,6 +69,8 @@ pub struct Relay {
     line: Option<TcpListener>,
     pickle: Option<TcpListener>,
     udp: Option<UdpSocket>,
+    #[cfg(feature = "kinesis")]
+    aws: Option<aws_config::SdkConfig>,
 }
 
 /// Builds a [`Relay`]: inject already-bound sockets (tests bind port 0, embedders own their
@@ -74,6 +80,8 @@ pub struct RelayBuilder {
     line: Option<TcpListener>,
     pickle: Option<TcpListener>,
     udp: Option<UdpSocket>,
+    #[cfg(feature = "kinesis")]
+    aws: Option<aws_config::SdkConfig>,
 }
 
 /// A cheap, cloneable handle onto a relay: counters, and ingestors for non-socket sources.
@@ -102,6 +110,8 @@ impl Relay {
             line: None,
             pickle: None,
             udp: None,
+            #[cfg(feature = "kinesis")]
+            aws: None,
         }
     }
 
@@ -124,6 +134,8 @@ impl Relay {
             line,
             pickle,
             udp,
+            #[cfg(feature = "kinesis")]
+            aws,
         } = self;
         let line = bind_tcp(line, config.listen.line_tcp, "line receiver").await?;
         let pickle = bind_tcp(pickle, config.listen.pickle_tcp, "pickle receiver").await?;
@@ -142,6 +154,10 @@ impl Relay {
             }
             (None, None) => None,
         };
+        // Kinesis checkpoints load before anything runs: a corrupt one stops startup.
+        #[cfg(feature = "kinesis")]
+        let kinesis_sources =
+            crate::receiver::kinesis::prepare(&config.kinesis, aws.as_ref()).await?;
 
         // Destinations first, so nothing accepted waits for them to exist.
         let abort = CancellationToken::new();
@@ -187,6 +203,9 @@ impl Relay {
             info!(addr = ?s.local_addr().ok(), "udp receiver listening");
             receivers.spawn(udp::serve_udp(s, ctx.clone()));
         }
+        #[cfg(feature = "kinesis")]
+        let kinesis_tasks =
+            crate::receiver::kinesis::spawn(kinesis_sources, &pipeline, &stop_receivers);
         let stop_reporter = CancellationToken::new();
         let reporter_task = config.telemetry.interval.map(|interval| {
             tokio::spawn(reporter::run(
@@ -204,6 +223,9 @@ impl Relay {
         let deadline = tokio::time::Instant::now() + config.shutdown_grace;
         stop_receivers.cancel();
         while receivers.join_next().await.is_some() {}
+        // Kinesis readers flush what they parsed; then the final checkpoint is committed.
+        #[cfg(feature = "kinesis")]
+        crate::receiver::kinesis::join(kinesis_tasks, deadline).await;
         connections.close();
         if tokio::time::timeout_at(deadline, connections.wait())
             .await
@@ -299,6 +321,14 @@ impl RelayBuilder {
         self
     }
 
+    /// Uses this AWS configuration (credentials, region) for the configured Kinesis streams
+    /// instead of the SDK's default chain; each stream's region, role and endpoint still apply.
+    #[cfg(feature = "kinesis")]
+    pub fn aws_sdk_config(mut self, sdk: aws_config::SdkConfig) -> Self {
+        self.aws = Some(sdk);
+        self
+    }
+
     /// Builds the router, queues and counters.
     pub fn build(self) -> Result<Relay, RelayError> {
         let router = Arc::new(Router::new(self.config.router.clone())?);
@@ -352,6 +382,8 @@ impl RelayBuilder {
             line: self.line,
             pickle: self.pickle,
             udp: self.udp,
+            #[cfg(feature = "kinesis")]
+            aws: self.aws,
         })
     }
 }
@@ -366,6 +398,12 @@ impl RelayHandle {
     /// or lines into it and [`flush`](Ingestor::flush) them into the queues.
     pub fn ingestor(&self) -> Ingestor {
         self.pipeline.ingestor(Source::Embedded)
+    }
+
+    /// The shared parse → route → queue pipeline, for sources that make their own ingestors
+    /// (a `KinesisSource` run by an embedder).
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
     }
 
     /// The router, e.g. to ask where a name goes.

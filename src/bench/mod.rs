@@ -1,1 +1,158 @@
-//! The capacity-planning harness behind `anthracite bench`. (Stub: implemented by the bench work.)
+//! The capacity-planning harness behind `anthracite bench`.
+//!
+//! It answers "how many relays and cores for N datapoints/s to M carbon-caches, and what
+//! happens when one is slow?" and is the instrument behind every performance claim in this
+//! project. One run goes:
+//!
+//! 1. **scenario** — [`scenario`]: a TOML file (`bench/scenarios/*.toml`) plus command-line
+//!    overrides ([`args::BenchArgs`]), validated so every run is bounded in time and count.
+//! 2. **generate** — [`generator`]: realistic names (`host-0001.cpu.3.user`), payloads rendered
+//!    per connection before the clock starts, line or pickle, K connections, maximum or paced
+//!    rate; each datapoint's value carries its send instant for latency. Its own ceiling is
+//!    measured first against a discarding sink.
+//! 3. **relay** — [`target`]: anthracite in-process on its own runtime ([`inprocess`]), a relay
+//!    already running at an address, or a command started per run ([`process`]: no shell when
+//!    possible, own process group, stopped by PID with SIGTERM then SIGKILL).
+//! 4. **sink** — [`sink`]: M loopback listeners that count datapoints exactly (line and pickle
+//!    protocols 0–5), measure latency, and can play a slow or a down carbon-cache.
+//! 5. **measure** — [`measure`]: relay CPU seconds and peak RSS from `/proc`; [`histogram`]:
+//!    latency percentiles; the [`runner`] samples everything every 100 ms.
+//! 6. **report** — [`report`]: table, JSON and the capacity estimate; [`chart`]: SVG of
+//!    throughput and latency over time; [`compare`]: A B A B … runs with per-pair ratios.
+//!
+//! Targets are loopback-only unless `--allow-non-loopback` is given. Every run is bounded:
+//! at most [`scenario::MAX_DATAPOINTS`] datapoints, `limits.max_send_secs` of sending and
+//! `limits.drain_timeout_secs` of draining; relay processes are stopped by PID afterwards.
+//!
+//! ## Usage
+//!
+//! ```text
+//! # anthracite in-process (its own runtime; CPU from its threads only)
+//! anthracite bench bench/scenarios/burst-3m.toml --json burst.json --svg burst.svg
+//!
+//! # a relay that is already running, and its pid for CPU/RSS; point it at fixed sink ports
+//! anthracite bench bench/scenarios/steady-250k.toml --target 127.0.0.1:2003 \
+//!     --relay-pid 1234 --sink-ports 2104,2204
+//!
+//! # A B A B …: anthracite against carbon-c-relay and carbon-relay.py 1.1.10, 3 rounds
+//! anthracite bench bench/scenarios/burst-3m.toml --rounds 3 --drain-timeout 180 --compare \
+//!   anthracite=in-process \
+//!   "carbon-c-relay=carbon-c-relay -f {config:bench/relays/carbon-c-relay.conf} -p {line_port} -w 2 -q 5000000" \
+//!   "carbon-relay=sh -c 'touch {config_dir}/storage-schemas.conf && exec carbon-relay.py \
+//!      --config={config:bench/relays/carbon.conf} --nodaemon --pidfile={config_dir}/relay.pid \
+//!      --logdir={config_dir} start'"
+//! ```
+//!
+//! Placeholders in relay commands and templates: `{line_port}`, `{pickle_port}` (free ports
+//! chosen per run), `{sink_ports}`, `{sink_addrs}`, `{dest_list}` (carbon's
+//! `host:port:instance, …`), `{c_relay_servers}` (`host:port=instance …`), `{toml_servers}`,
+//! `{sink_protocol}`, `{config}` (from `--relay-config-template`), `{config:PATH}` (renders
+//! PATH and expands to the rendered file) and `{config_dir}` (a fresh directory per run, also
+//! holding the relay's `relay.log`).
+//!
+//! ## Reading the figures
+//!
+//! Throughput is delivered datapoints over first byte sent → last datapoint received. On a
+//! shared machine it moves with whatever else runs; **CPU-seconds per million datapoints** is
+//! the stable figure (time the relay actually ran, not time it waited for a core), and the
+//! capacity estimate is derived from it. `--compare` runs contenders alternately so drift hits
+//! all of them alike; quote its ratios rather than absolute rates.
+
+pub mod args;
+pub mod chart;
+pub mod compare;
+pub mod generator;
+pub mod histogram;
+pub mod inprocess;
+pub mod measure;
+pub mod placement;
+pub mod process;
+pub mod report;
+pub mod runner;
+pub mod scenario;
+pub mod sink;
+pub mod target;
+
+use std::net::SocketAddr;
+
+pub use args::{BenchArgs, TargetSpec};
+pub use report::Report;
+pub use runner::{RunOptions, run_once};
+pub use scenario::Scenario;
+
+/// Errors of the harness.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A scenario file is not valid TOML or has unknown keys.
+    #[error("scenario {file}: {message}")]
+    ScenarioParse {
+        /// The file (empty when parsed from a string).
+        file: String,
+        /// What the parser said.
+        message: String,
+    },
+    /// A value is out of bounds or inconsistent.
+    #[error("{0}")]
+    Invalid(String),
+    /// A target is not on loopback and `--allow-non-loopback` was not given.
+    #[error("{0} is not a loopback address (pass --allow-non-loopback to bench it anyway)")]
+    NonLoopback(SocketAddr),
+    /// An I/O operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The relay under test could not be started or misbehaved.
+    #[error("relay: {0}")]
+    Relay(String),
+    /// The chart could not be drawn.
+    #[error("chart: {0}")]
+    Chart(String),
+    /// The JSON report could not be written.
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Runs `anthracite bench`: loads the scenario, runs it (or the `--compare`), prints the
+/// table, writes `--json` and `--svg`, and returns the report.
+pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
+    let scenario = Scenario::load(&args.scenario)?.validate(&args.overrides())?;
+    let opts = RunOptions {
+        progress: !args.no_progress,
+        sink_ports: args.sink_ports.clone(),
+        relay_threads: args.relay_threads,
+        run_id: 0,
+    };
+    let report = if args.compare.is_empty() {
+        let report = run_once(&scenario, &args.target_spec()?, &opts).await?;
+        println!("{}", report.table());
+        report
+    } else {
+        let specs = args.compare_specs()?;
+        let named: Vec<(String, TargetSpec)> = args
+            .compare
+            .iter()
+            .map(|c| c.split_once('=').map_or(c.as_str(), |(n, _)| n).to_string())
+            .zip(specs)
+            .collect();
+        let report = compare::run(&scenario, &named, args.rounds, &opts).await?;
+        if let Some(c) = &report.comparison {
+            println!("{}", c.table());
+        }
+        report
+    };
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text).map_err(|source| BenchError::Io {
+            context: format!("writing {}", path.display()),
+            source,
+        })?;
+    }
+    if let Some(path) = &args.svg {
+        chart::write_svg(&report, path)?;
+    }
+    Ok(report)
+}

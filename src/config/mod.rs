@@ -6,6 +6,7 @@
 
 pub mod carbon;
 pub mod ini;
+pub mod kinesis;
 pub mod raw;
 
 use std::net::SocketAddr;
@@ -17,6 +18,7 @@ use crate::queue::spill::{FsyncPolicy, SpillConfig};
 use crate::queue::{QueueLimits, SpillSettings, WhenFull};
 use crate::router::{DestinationSpec, Method, RouterSpec, RuleSpec};
 
+pub use kinesis::KinesisConfig;
 pub use raw::RawConfig;
 
 /// Configuration errors. Every variant names the key (and the file, when loaded from one).
@@ -131,6 +133,8 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// How long shutdown may take to flush queues.
     pub shutdown_grace: Duration,
+    /// Kinesis Data Streams sources (`[[kinesis]]`).
+    pub kinesis: Vec<KinesisConfig>,
     /// The raw configuration with every default filled in (what `anthracite check` prints).
     pub resolved: RawConfig,
 }
@@ -422,7 +426,10 @@ impl Config {
         if !(raw.shutdown.grace_secs >= 0.0 && raw.shutdown.grace_secs.is_finite()) {
             return Err(invalid("shutdown.grace_secs", "must be >= 0".into()));
         }
+        let kinesis = kinesis::validate_all(&raw.kinesis.0, listen.max_line_length)
+            .map_err(|(key, message)| invalid(&key, message))?;
         Ok(Config {
+            kinesis,
             listen,
             router,
             route_cache_entries: r.route_cache_entries,

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::kinesis::{OneOrMany, RawKinesis};
 use crate::destination::OutputProtocol;
 use crate::queue::WhenFull;
 use crate::router::{HashType, Method};
@@ -27,6 +28,9 @@ pub struct RawConfig {
     pub telemetry: RawTelemetry,
     /// `[shutdown]`.
     pub shutdown: RawShutdown,
+    /// `[[kinesis]]` (or one `[kinesis]`): Kinesis Data Streams sources. Default: none.
+    #[serde(skip_serializing_if = "OneOrMany::is_empty")]
+    pub kinesis: OneOrMany<RawKinesis>,
 }
 
 /// `[listen]`: receivers.

@@ -224,14 +224,31 @@ impl Sender {
         signals: &DestinationSignals,
     ) -> Served {
         let (mut reader, mut writer) = stream.into_split();
+        let mut unconfirmed = Unconfirmed::default();
         loop {
             let first = tokio::select! {
                 biased;
-                _ = signals.abort.cancelled() => return Served::Aborted,
+                _ = signals.abort.cancelled() => {
+                    unconfirmed.requeue(queue);
+                    return Served::Aborted;
+                }
                 b = queue.pop() => b,
-                e = watch_eof(&mut reader) => return Served::Lost(e),
+                e = watch_eof(&mut reader) => {
+                    unconfirmed.requeue(queue);
+                    return Served::Lost(e);
+                }
+                // Idle with a write outstanding and the peer still there: it was received.
+                _ = tokio::time::sleep(CONFIRM_IDLE), if !unconfirmed.is_empty() => {
+                    unconfirmed.confirm(queue);
+                    continue;
+                }
             };
             let Some(first) = first else {
+                if let Err(e) = check_alive(&reader) {
+                    unconfirmed.requeue(queue);
+                    return Served::Lost(e);
+                }
+                unconfirmed.confirm(queue);
                 let _ = writer.shutdown().await;
                 return Served::Drained;
             };
@@ -254,6 +271,15 @@ impl Sender {
                     _ = queue.changed() => {}
                 }
             }
+            // The previous write is confirmed only if the peer has not closed since: a carbon
+            // cache that went away between two writes would otherwise silently swallow the
+            // first write after its close.
+            if let Err(e) = check_alive(&reader) {
+                unconfirmed.requeue(queue);
+                queue.requeue(std::mem::take(&mut self.in_flight));
+                return Served::Lost(e);
+            }
+            unconfirmed.confirm(queue);
             let (datapoints, messages) = self.encode();
             let write = tokio::select! {
                 biased;
@@ -263,8 +289,7 @@ impl Sender {
             self.buf.clear();
             match write {
                 Some(Ok(())) => {
-                    self.in_flight.clear();
-                    queue.ack(datapoints, messages);
+                    unconfirmed.hold(std::mem::take(&mut self.in_flight), datapoints, messages);
                 }
                 Some(Err(e)) => {
                     queue.requeue(std::mem::take(&mut self.in_flight));
@@ -308,6 +333,68 @@ impl Sender {
             }
         }
         (datapoints, messages)
+    }
+}
+
+/// How long an idle connection must stay open after a write before that write counts as sent.
+const CONFIRM_IDLE: Duration = Duration::from_millis(50);
+
+/// Batches written to the socket but not yet known to have reached a live peer.
+///
+/// carbon's protocols have no acknowledgement. A write succeeds once the kernel has the bytes;
+/// if the cache closed its end just before, those bytes are lost with no error. So the last
+/// write is held here and counted as sent only when the connection is seen alive afterwards
+/// (before the next write, or after [`CONFIRM_IDLE`] of quiet); if the peer is gone by then, the
+/// batches go back to the queue. Delivery is therefore at-least-once: a cache that processed the
+/// write and then closed gets it again after the reconnect.
+#[derive(Default)]
+struct Unconfirmed {
+    batches: Vec<Batch>,
+    datapoints: usize,
+    messages: usize,
+}
+
+impl Unconfirmed {
+    fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    fn hold(&mut self, batches: Vec<Batch>, datapoints: usize, messages: usize) {
+        self.batches = batches;
+        self.datapoints = datapoints;
+        self.messages = messages;
+    }
+
+    fn confirm(&mut self, queue: &DestinationQueue) {
+        if !self.batches.is_empty() {
+            self.batches.clear();
+            queue.ack(self.datapoints, self.messages);
+        }
+    }
+
+    fn requeue(&mut self, queue: &DestinationQueue) {
+        if !self.batches.is_empty() {
+            queue.requeue(std::mem::take(&mut self.batches));
+        }
+    }
+}
+
+/// `Ok` while the peer has not closed the connection (checked without waiting).
+fn check_alive(reader: &OwnedReadHalf) -> std::io::Result<()> {
+    let mut scratch = [0u8; 512];
+    loop {
+        match reader.try_read(&mut scratch) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "destination closed the connection",
+                ));
+            }
+            // carbon-cache sends nothing; whatever it sent is ignored.
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) => return Err(e),
+        }
     }
 }
 

@@ -3,12 +3,16 @@
 //! - [`tcp`]: the accept loop shared by both TCP receivers (connection limit, idle timeout,
 //!   drain on shutdown) and the plaintext connection handler;
 //! - [`pickle`]: the pickle connection handler (4-byte big-endian length framing);
-//! - [`udp`]: plaintext datagrams.
+//! - [`udp`]: plaintext datagrams;
+//! - `kinesis` (Cargo feature `kinesis`, on by default): AWS Kinesis Data Streams shards,
+//!   read by one task per shard into the same pipeline.
 //!
 //! Each connection owns an `Ingestor` and flushes it after every read, so counters and queue
 //! locks are touched once per read, not per datapoint. On shutdown a connection stops waiting
 //! for new data, parses what the kernel already holds for it, flushes, and closes.
 
+#[cfg(feature = "kinesis")]
+pub mod kinesis;
 pub mod pickle;
 pub mod tcp;
 pub mod udp;

@@ -41,6 +41,9 @@ pub async fn serve_pickle(mut stream: TcpStream, ctx: ReceiverContext) {
                     limit = ctx.max_pickle_frame,
                     "pickle frame over the limit; closing the connection"
                 );
+                // Framing is lost: what follows is not a partial frame, so it is not counted
+                // again as unterminated.
+                buf.clear();
                 break 'conn;
             }
             if buf.len() < 4 + len {

@@ -94,3 +94,29 @@ pub mod carbon {
     /// anthracite extra: datapoints rejected by the parsers in the interval.
     pub const INVALID_DATAPOINTS: &str = "invalidDatapoints";
 }
+
+/// Kinesis source metrics (`metrics` facade). Labels: `stream`, and `shard` where noted.
+pub mod kinesis {
+    /// Gauge, labels `stream`, `shard`: how far the shard's reader is behind the tip, in ms
+    /// (GetRecords' `MillisBehindLatest`).
+    pub const MILLIS_BEHIND_LATEST: &str = "anthracite_kinesis_millis_behind_latest";
+    /// Counter, labels `stream`, `shard`: Kinesis records received.
+    pub const RECORDS: &str = "anthracite_kinesis_records_total";
+    /// Counter, labels `stream`, `shard`: non-empty lines handed to the parser.
+    pub const LINES: &str = "anthracite_kinesis_lines_total";
+    /// Counter, labels `stream`, `shard`: record payload bytes received.
+    pub const BYTES: &str = "anthracite_kinesis_bytes_total";
+    /// Counter, labels `stream`, `shard`: ProvisionedThroughputExceeded answers.
+    pub const THROTTLES: &str = "anthracite_kinesis_throttles_total";
+    /// Counter, labels `stream`, `shard`: ExpiredIterator answers.
+    pub const EXPIRED_ITERATORS: &str = "anthracite_kinesis_expired_iterators_total";
+    /// Counter, labels `stream`, `shard`: records that were KPL aggregates.
+    pub const KPL_AGGREGATED: &str = "anthracite_kinesis_kpl_aggregated_total";
+    /// Counter, labels `stream`, `shard`: records with the KPL magic that were not valid
+    /// aggregates (passed through as plain records).
+    pub const KPL_CORRUPT: &str = "anthracite_kinesis_kpl_corrupt_total";
+    /// Gauge, label `stream`: seconds since the last committed checkpoint.
+    pub const CHECKPOINT_AGE: &str = "anthracite_kinesis_checkpoint_age_seconds";
+    /// Gauge, label `stream`: shards being read.
+    pub const ACTIVE_SHARDS: &str = "anthracite_kinesis_active_shards";
+}

@@ -382,7 +382,7 @@ impl PickleDecoder {
 
     /// Keys must pair with values, and be hashable as Python requires.
     fn check_pairs(&self, from: usize) -> Res<()> {
-        if (self.stack.len() - from) % 2 != 0 {
+        if !(self.stack.len() - from).is_multiple_of(2) {
             return Err(BAD);
         }
         self.check_hashable(from, 2)

@@ -141,10 +141,10 @@ impl SpillFs for StdFs {
         let mut names = Vec::new();
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;
-            if entry.file_type()?.is_file() {
-                if let Ok(name) = entry.file_name().into_string() {
-                    names.push(name);
-                }
+            if entry.file_type()?.is_file()
+                && let Ok(name) = entry.file_name().into_string()
+            {
+                names.push(name);
             }
         }
         Ok(names)

@@ -558,11 +558,9 @@ impl<F: SpillFs> SpillLog<F> {
         seg.unread_datapoints = 0;
         seg.valid_len = self.read.offset;
         seg.sealed = true;
-        if is_active {
-            if let Some(mut writer) = self.writer.take() {
-                // Best effort: the records before the damage stay valid.
-                let _ = writer.sync();
-            }
+        if is_active && let Some(mut writer) = self.writer.take() {
+            // Best effort: the records before the damage stay valid.
+            let _ = writer.sync();
         }
     }
 
@@ -636,10 +634,11 @@ impl<F: SpillFs> SpillLog<F> {
     /// Performs whatever is due by time: a data sync under `FsyncPolicy::Interval`, a ledger
     /// write after `ledger_interval`. Call it now and then when the log is otherwise idle.
     pub fn tick(&mut self) -> Result<(), SpillError> {
-        if let FsyncPolicy::Interval(every) = self.config.fsync {
-            if self.unsynced && self.last_sync.elapsed() >= every {
-                self.sync_data()?;
-            }
+        if let FsyncPolicy::Interval(every) = self.config.fsync
+            && self.unsynced
+            && self.last_sync.elapsed() >= every
+        {
+            self.sync_data()?;
         }
         if self.ledger_dirty && self.last_ledger.elapsed() >= self.config.ledger_interval {
             self.write_ledger()?;
@@ -648,12 +647,11 @@ impl<F: SpillFs> SpillLog<F> {
     }
 
     fn sync_data(&mut self) -> Result<(), SpillError> {
-        if let Some(writer) = self.writer.as_mut() {
-            if self.unsynced {
-                if let Err(e) = writer.sync() {
-                    return Err(self.note_io(SpillOp::Sync, e));
-                }
-            }
+        if let Some(writer) = self.writer.as_mut()
+            && self.unsynced
+            && let Err(e) = writer.sync()
+        {
+            return Err(self.note_io(SpillOp::Sync, e));
         }
         self.unsynced = false;
         self.last_sync = Instant::now();

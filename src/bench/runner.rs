@@ -1,0 +1,513 @@
+//! One measured run: prepare → calibrate → sinks → relay → send → drain → measure → report.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use super::BenchError;
+use super::args::TargetSpec;
+use super::generator::{self, Payload, SendCounters, SendPlan};
+use super::histogram::Histogram;
+use super::measure::{self, CpuTracker};
+use super::placement;
+use super::report::{Capacity, Latency, Report, Sample, SinkReport};
+use super::scenario::Scenario;
+use super::sink::{self, Sink, SinkConfig, SinkStats};
+use super::target::RunningTarget;
+
+/// Sampling interval of the timeline and the progress bar.
+pub const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+/// How long the generator-ceiling calibration may send.
+const CALIBRATION: Duration = Duration::from_millis(500);
+
+/// Run options that are not part of the scenario.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Show a progress bar (only drawn when stderr is a terminal).
+    pub progress: bool,
+    /// Fixed sink ports (empty: ephemeral).
+    pub sink_ports: Vec<u16>,
+    /// In-process relay worker threads.
+    pub relay_threads: Option<usize>,
+    /// Distinguishes runs of a `--compare` (temp file names).
+    pub run_id: usize,
+}
+
+/// Payloads for every connection, rendered before any clock starts.
+fn prepare(scenario: &Scenario) -> (Vec<String>, Vec<Payload>) {
+    let n = &scenario.names;
+    let names: Vec<String> = (0..n.count).map(|i| generator::name(n, i)).collect();
+    let l = &scenario.load;
+    let k = l.connections;
+    let per_conn_rate = l.rate / k as f64;
+    let chunk = if l.rate > 0.0 {
+        ((per_conn_rate / 1000.0) as usize).clamp(1, l.batch)
+    } else {
+        l.batch
+    };
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let counts: Vec<u64> = match l.duration_secs {
+        None => scenario.per_connection_counts(),
+        Some(d) => {
+            // A cycle covering every name once, repeated until the deadline.
+            let cover = n.count.div_ceil(k).div_ceil(chunk) * chunk;
+            let needed = if l.rate > 0.0 {
+                (per_conn_rate * d).ceil() as usize
+            } else {
+                usize::MAX
+            };
+            vec![cover.min(needed.max(chunk)) as u64; k]
+        }
+    };
+    let payloads = counts
+        .iter()
+        .enumerate()
+        .map(|(c, &points)| generator::render(&names, c, k, points, l.protocol, chunk, ts))
+        .collect();
+    (names, payloads)
+}
+
+fn plan(scenario: &Scenario, start: Instant) -> SendPlan {
+    let l = &scenario.load;
+    let cap = l
+        .duration_secs
+        .unwrap_or(f64::INFINITY)
+        .min(scenario.limits.max_send_secs);
+    SendPlan {
+        passes: if l.duration_secs.is_some() {
+            None
+        } else {
+            Some(1)
+        },
+        deadline: start + Duration::from_secs_f64(cap),
+        rate: l.rate / l.connections as f64,
+    }
+}
+
+async fn connect_all(addr: SocketAddr, k: usize) -> Result<Vec<TcpStream>, BenchError> {
+    let mut v = Vec::with_capacity(k);
+    for _ in 0..k {
+        v.push(
+            TcpStream::connect(addr)
+                .await
+                .map_err(|source| BenchError::Io {
+                    context: format!("connecting to relay at {addr}"),
+                    source,
+                })?,
+        );
+    }
+    Ok(v)
+}
+
+/// Sends every payload once at maximum rate into a discarding sink for at most
+/// [`CALIBRATION`], timed until the sink has read every byte: the generator's own ceiling on
+/// this machine, loopback included.
+async fn calibrate(payloads: Vec<Payload>) -> Result<(f64, Vec<Payload>), BenchError> {
+    let (addr, received, task) = sink::null_sink().await?;
+    let streams = connect_all(addr, payloads.len()).await?;
+    let epoch = Instant::now();
+    let plan = SendPlan {
+        passes: Some(1),
+        deadline: epoch + CALIBRATION,
+        rate: 0.0,
+    };
+    let counters = Arc::new(SendCounters::new());
+    let handles: Vec<_> = streams
+        .into_iter()
+        .zip(payloads)
+        .map(|(s, p)| tokio::spawn(generator::send(s, p, plan, epoch, counters.clone())))
+        .collect();
+    let mut back = Vec::with_capacity(handles.len());
+    let mut sent = 0;
+    for h in handles {
+        let (p, n) = h
+            .await
+            .map_err(|e| BenchError::Relay(format!("calibration task: {e}")))??;
+        back.push(p);
+        sent += n;
+    }
+    let written = counters.bytes.load(Ordering::Relaxed);
+    let until = Instant::now() + Duration::from_secs(5);
+    while received.load(Ordering::Relaxed) < written && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let secs = epoch.elapsed().as_secs_f64();
+    task.abort();
+    Ok((sent as f64 / secs.max(1e-9), back))
+}
+
+struct Sampler {
+    senders: Vec<Arc<SendCounters>>,
+    sinks: Vec<Arc<SinkStats>>,
+    cpu: Option<CpuTracker>,
+    bar: Option<ProgressBar>,
+}
+
+impl Sampler {
+    fn totals(&self) -> (u64, u64) {
+        let sent = self
+            .senders
+            .iter()
+            .map(|c| c.sent.load(Ordering::Relaxed))
+            .sum();
+        let delivered = self
+            .sinks
+            .iter()
+            .map(|s| s.delivered.load(Ordering::Relaxed))
+            .sum();
+        (sent, delivered)
+    }
+
+    async fn run(
+        mut self,
+        start: Instant,
+        mut stop: watch::Receiver<bool>,
+    ) -> (Vec<Sample>, Option<CpuTracker>) {
+        let mut samples = Vec::new();
+        let mut tick = tokio::time::interval(SAMPLE_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick completes at once; a sample over a few microseconds means nothing.
+        tick.tick().await;
+        let (mut last_sent, mut last_delivered) = (0, 0);
+        let mut last_t = start;
+        let mut window = Histogram::new();
+        loop {
+            // The last sample covers the partial interval up to the stop.
+            let stopping = tokio::select! {
+                _ = tick.tick() => false,
+                _ = stop.changed() => true,
+            };
+            let now = Instant::now();
+            let dt = now.duration_since(last_t).as_secs_f64().max(1e-6);
+            let (sent, delivered) = self.totals();
+            window.clear();
+            for s in &self.sinks {
+                if let Ok(mut w) = s.window.lock() {
+                    window.merge(&w);
+                    w.clear();
+                }
+            }
+            let ms = |q| window.quantile(q).map(|v| v as f64 / 1e3);
+            samples.push(Sample {
+                t: now.duration_since(start).as_secs_f64(),
+                sent_rate: (sent - last_sent) as f64 / dt,
+                delivered_rate: (delivered - last_delivered) as f64 / dt,
+                p50_ms: ms(0.5),
+                p99_ms: ms(0.99),
+            });
+            if let Some(c) = self.cpu.as_mut() {
+                c.sample();
+            }
+            if let Some(b) = &self.bar {
+                b.set_position(delivered);
+                b.set_message(format!(
+                    "sent {sent}  {} dp/s delivered",
+                    super::report::si((delivered - last_delivered) as f64 / dt)
+                ));
+            }
+            (last_sent, last_delivered, last_t) = (sent, delivered, now);
+            if stopping {
+                break;
+            }
+        }
+        if let Some(c) = self.cpu.as_mut() {
+            c.sample();
+        }
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+        (samples, self.cpu)
+    }
+}
+
+fn progress_bar(enabled: bool, expected: u64) -> Option<ProgressBar> {
+    if !enabled || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::with_draw_target(Some(expected), ProgressDrawTarget::stderr());
+    let style = ProgressStyle::with_template("{bar:40} {pos}/{len} delivered  {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    Some(bar)
+}
+
+/// Runs `scenario` once against `spec` and measures it.
+pub async fn run_once(
+    scenario: &Scenario,
+    spec: &TargetSpec,
+    opts: &RunOptions,
+) -> Result<Report, BenchError> {
+    let l = &scenario.load;
+    let mut notes = Vec::new();
+
+    // 1. Payload first, before any clock.
+    let (names, payloads) = prepare(scenario);
+    let cycles: Vec<u64> = payloads.iter().map(Payload::datapoints).collect();
+    let (ceiling, payloads) = calibrate(payloads).await?;
+
+    // 2. Sinks, then the relay pointed at them.
+    let epoch = Instant::now();
+    let (started_tx, started_rx) = watch::channel(false);
+    let mut sinks: Vec<Sink> = Vec::with_capacity(scenario.sinks.count);
+    for i in 0..scenario.sinks.count {
+        let port = opts.sink_ports.get(i).copied().unwrap_or(0);
+        let config = SinkConfig {
+            protocol: scenario.sinks.detect,
+            record_names: scenario.sinks.record_names,
+            slow_bytes_per_sec: scenario
+                .sinks
+                .slow
+                .iter()
+                .find(|s| s.index == i)
+                .map(|s| s.bytes_per_sec),
+            down: scenario
+                .sinks
+                .down
+                .iter()
+                .find(|d| d.index == i)
+                .map(|d| (d.at_secs, d.for_secs)),
+        };
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        sinks.push(Sink::start(addr, config, epoch, started_rx.clone()).await?);
+    }
+    let sink_addrs: Vec<SocketAddr> = sinks.iter().map(|s| s.addr).collect();
+    let stats: Vec<Arc<SinkStats>> = sinks.iter().map(|s| s.stats.clone()).collect();
+    let mut target =
+        match RunningTarget::start(spec, scenario, &sink_addrs, opts.relay_threads, opts.run_id)
+            .await
+        {
+            Ok(t) => t,
+            Err(e) => {
+                for s in sinks {
+                    s.stop().await;
+                }
+                return Err(e);
+            }
+        };
+    notes.append(&mut target.notes);
+
+    // 3. Connect, then start the clock.
+    let streams = connect_all(target.addr, l.connections).await?;
+    let senders: Vec<Arc<SendCounters>> = (0..l.connections)
+        .map(|_| Arc::new(SendCounters::new()))
+        .collect();
+    let expected = match l.duration_secs {
+        None => l.datapoints,
+        Some(d) if l.rate > 0.0 => (d * l.rate) as u64,
+        Some(_) => 0,
+    };
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let sampler = Sampler {
+        senders: senders.clone(),
+        sinks: stats.clone(),
+        cpu: target.cpu.take(),
+        bar: progress_bar(opts.progress, expected),
+    };
+    let cpu_at_start = measure::self_cpu_secs();
+    let start = Instant::now();
+    let sampler = tokio::spawn(sampler.run(start, stop_rx));
+    let _ = started_tx.send(true);
+    let plan = plan(scenario, start);
+    let handles: Vec<_> = streams
+        .into_iter()
+        .zip(payloads)
+        .zip(&senders)
+        .map(|((s, p), c)| tokio::spawn(generator::send(s, p, plan, epoch, c.clone())))
+        .collect();
+    for h in handles {
+        match h.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => notes.push(format!("a generator connection failed: {e}")),
+            Err(e) => notes.push(format!("a generator task failed: {e}")),
+        }
+    }
+    let sent: u64 = senders.iter().map(|c| c.sent.load(Ordering::Relaxed)).sum();
+    let first_us = senders
+        .iter()
+        .map(|c| c.first_send_us.load(Ordering::Relaxed))
+        .min()
+        .unwrap_or(0);
+    let last_send_us = senders
+        .iter()
+        .map(|c| c.last_send_us.load(Ordering::Relaxed))
+        .max()
+        .unwrap_or(0);
+
+    // 4. Drain: until everything arrived, or nothing arrived for quiet_secs, bounded.
+    let drain_until = Instant::now() + Duration::from_secs_f64(scenario.limits.drain_timeout_secs);
+    let quiet = Duration::from_secs_f64(scenario.limits.quiet_secs);
+    let delivered_now = || {
+        stats
+            .iter()
+            .map(|s| s.delivered.load(Ordering::Relaxed))
+            .sum::<u64>()
+    };
+    let mut last = delivered_now();
+    let mut last_change = Instant::now();
+    loop {
+        let d = delivered_now();
+        if d >= sent {
+            break;
+        }
+        if d != last {
+            (last, last_change) = (d, Instant::now());
+        } else if last_change.elapsed() >= quiet {
+            break;
+        }
+        if Instant::now() >= drain_until {
+            notes.push(format!(
+                "drain timeout ({} s) reached with deliveries still arriving",
+                scenario.limits.drain_timeout_secs
+            ));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = stop_tx.send(true);
+    let (timeline, cpu) = sampler
+        .await
+        .map_err(|e| BenchError::Relay(format!("sampler: {e}")))?;
+    let process_cpu = match (cpu_at_start, measure::self_cpu_secs()) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    let relay_stats = target.relay_stats();
+    let label = target.label.clone();
+    let rss_scope = target.rss_scope.clone();
+    target.stop().await;
+    for s in sinks {
+        s.stop().await;
+    }
+
+    // 5. Figures.
+    let delivered: u64 = stats
+        .iter()
+        .map(|s| s.delivered.load(Ordering::Relaxed))
+        .sum();
+    let last_rx_us = stats
+        .iter()
+        .map(|s| s.last_rx_us.load(Ordering::Relaxed))
+        .max()
+        .unwrap_or(0);
+    let mut latency = Histogram::new();
+    for s in &stats {
+        if let Ok(h) = s.latency.lock() {
+            latency.merge(&h);
+        }
+    }
+    let unstamped: u64 = stats
+        .iter()
+        .map(|s| s.unstamped.load(Ordering::Relaxed))
+        .sum();
+    if unstamped > 0 {
+        notes.push(format!(
+            "{unstamped} datapoints carried no send time (value rewritten?)"
+        ));
+    }
+    let delivery_secs = last_rx_us.saturating_sub(first_us) as f64 / 1e6;
+    let send_secs = last_send_us.saturating_sub(first_us) as f64 / 1e6;
+    let relay_cpu_secs = cpu.as_ref().map(CpuTracker::cpu_secs);
+    let harness_cpu_secs = match spec {
+        TargetSpec::InProcess => process_cpu
+            .zip(relay_cpu_secs)
+            .map(|(p, r)| (p - r).max(0.0)),
+        _ => process_cpu,
+    };
+    let cpu_secs_per_million = relay_cpu_secs
+        .filter(|_| delivered > 0)
+        .map(|c| c * 1e6 / delivered as f64);
+    let sent_per_connection: Vec<u64> = senders
+        .iter()
+        .map(|c| c.sent.load(Ordering::Relaxed))
+        .collect();
+    let expected = placement::expected_per_sink(&names, &sink_addrs, &sent_per_connection, &cycles);
+    drop(names);
+    let sink_reports = stats
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let d = s.delivered.load(Ordering::Relaxed);
+            let rel = relay_stats.as_ref().and_then(|r| r.destinations.get(i));
+            SinkReport {
+                index: i,
+                addr: sink_addrs[i].to_string(),
+                delivered: d,
+                bad: s.bad.load(Ordering::Relaxed),
+                connections: s.connections.load(Ordering::Relaxed),
+                relay_sent: rel.map(|r| r.0),
+                relay_dropped: rel.map(|r| r.1),
+                lost: rel.map(|r| r.0 as i64 - d as i64),
+                expected: expected.as_ref().and_then(|e| e.get(i).copied()),
+                placement_lost: expected
+                    .as_ref()
+                    .and_then(|e| e.get(i))
+                    .map(|&e| e as i64 - d as i64),
+                distinct_names: scenario
+                    .sinks
+                    .record_names
+                    .then(|| s.names.lock().map(|n| n.len() as u64).unwrap_or(0)),
+            }
+        })
+        .collect();
+    if matches!(spec, TargetSpec::InProcess) {
+        notes.push(
+            "in-process: relay CPU is its own runtime's threads only; RSS is the whole process"
+                .into(),
+        );
+    }
+    if ceiling > 0.0 && l.rate == 0.0 && delivered as f64 / delivery_secs.max(1e-9) > 0.8 * ceiling
+    {
+        notes.push("throughput is within 20 % of the generator's ceiling: the generator may be the bottleneck".into());
+    }
+    let target_rate =
+        scenario
+            .capacity_target_rate
+            .unwrap_or(if l.rate > 0.0 { l.rate } else { 1e6 });
+    Ok(Report {
+        scenario: scenario.name.clone(),
+        target: label,
+        protocol: l.protocol.as_str().into(),
+        sink_protocol: scenario.sinks.protocol.as_str().into(),
+        connections: l.connections,
+        names: scenario.names.count,
+        offered_rate: l.rate,
+        sent,
+        delivered,
+        lost: sent as i64 - delivered as i64,
+        sinks: sink_reports,
+        send_secs,
+        delivery_secs,
+        send_rate: sent as f64 / send_secs.max(1e-9),
+        delivered_rate: delivered as f64 / delivery_secs.max(1e-9),
+        generator_ceiling_rate: ceiling,
+        latency: Latency {
+            count: latency.count(),
+            p50_us: latency.quantile(0.5),
+            p99_us: latency.quantile(0.99),
+            p999_us: latency.quantile(0.999),
+            max_us: (latency.count() > 0).then(|| latency.max()),
+        },
+        relay_cpu_secs,
+        cpu_secs_per_million,
+        harness_cpu_secs,
+        peak_rss_bytes: cpu.as_ref().and_then(CpuTracker::peak_rss_bytes),
+        rss_scope,
+        relay_stats: relay_stats.and_then(|r| serde_json::to_value(r).ok()),
+        placement_conflicts: scenario
+            .sinks
+            .record_names
+            .then(|| sink::placement_conflicts(&stats)),
+        capacity: cpu_secs_per_million.and_then(|m| Capacity::estimate(m, target_rate)),
+        timeline,
+        notes,
+        comparison: None,
+    })
+}

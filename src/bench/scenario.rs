@@ -1,0 +1,435 @@
+//! Scenario files (`bench/scenarios/*.toml`): what load to offer, to how many sinks, how they
+//! misbehave, and the bounds of the run.
+//!
+//! Parsed in two stages like the relay's own config: raw serde structs with
+//! `deny_unknown_fields` and documented defaults, then [`Scenario::validate`], which applies
+//! command-line overrides and checks every bound so a run can never be unbounded.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::BenchError;
+
+/// Upper bound on datapoints in one run (count mode); keeps pre-rendered payloads in memory.
+pub const MAX_DATAPOINTS: u64 = 50_000_000;
+/// Upper bound on any run's wall-clock length, drain included.
+pub const MAX_RUN_SECS: f64 = 3600.0;
+/// Upper bound on generator connections and on sinks.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// Wire protocol spoken by the generator (towards the relay) or expected by a sink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// Graphite plaintext, `name value timestamp\n`.
+    Line,
+    /// carbon pickle, 4-byte big-endian length + pickle of `[(name, (ts, value)), …]`.
+    Pickle,
+}
+
+impl Protocol {
+    /// Lowercase name, as in scenario files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Line => "line",
+            Protocol::Pickle => "pickle",
+        }
+    }
+}
+
+/// What a sink expects to receive.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SinkProtocol {
+    /// Decide per connection from the first byte (pickle frames start with a 0 length byte).
+    #[default]
+    Auto,
+    /// Plaintext only.
+    Line,
+    /// Pickle only.
+    Pickle,
+}
+
+/// A whole scenario file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name printed in reports (defaults to the file stem).
+    #[serde(default)]
+    pub name: String,
+    /// One sentence for humans.
+    #[serde(default)]
+    pub description: String,
+    /// Offered load.
+    #[serde(default)]
+    pub load: Load,
+    /// Shape of the metric names.
+    #[serde(default)]
+    pub names: Names,
+    /// The counting sinks that stand in for carbon-caches.
+    #[serde(default)]
+    pub sinks: Sinks,
+    /// Bounds of the run.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Rate used for the capacity estimate ("Y datapoints/s needs Z cores").
+    #[serde(default)]
+    pub capacity_target_rate: Option<f64>,
+}
+
+/// Offered load.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Load {
+    /// Datapoints to send in total (count mode). Default 1,000,000. Ignored when
+    /// `duration_secs` is set.
+    pub datapoints: u64,
+    /// Send for this long instead of a fixed count (duration mode).
+    pub duration_secs: Option<f64>,
+    /// Total datapoints/s over all connections; 0 means as fast as possible. Default 0.
+    pub rate: f64,
+    /// Generator connections. Default 4.
+    pub connections: usize,
+    /// Protocol towards the relay. Default line.
+    pub protocol: Protocol,
+    /// Datapoints per pickle frame, and per write slice in line mode at maximum rate.
+    /// Default 500.
+    pub batch: usize,
+}
+
+impl Default for Load {
+    fn default() -> Self {
+        Self {
+            datapoints: 1_000_000,
+            duration_secs: None,
+            rate: 0.0,
+            connections: 4,
+            protocol: Protocol::Line,
+            batch: 500,
+        }
+    }
+}
+
+/// Shape of the generated names: `host-0001.cpu.3.user` and friends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Names {
+    /// Distinct names. Default 100,000.
+    pub count: usize,
+    /// Dot-separated components (2–16). Default 4 (`host-0001.cpu.3.user`).
+    pub depth: usize,
+    /// Pad the last component so names are at least this long. Default 0 (no padding).
+    pub min_length: usize,
+    /// Prefix put before every name, e.g. `"servers."`. Default empty.
+    pub prefix: String,
+    /// Graphite tags appended verbatim, e.g. `["dc=x", "env=prod"]` → `;dc=x;env=prod`.
+    pub tags: Vec<String>,
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Self {
+            count: 100_000,
+            depth: 4,
+            min_length: 0,
+            prefix: String::new(),
+            tags: Vec::new(),
+        }
+    }
+}
+
+/// The counting sinks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Sinks {
+    /// Number of sinks (relay destinations). Default 2.
+    pub count: usize,
+    /// What the relay is told to send them, and what they decode. Default pickle.
+    pub protocol: Protocol,
+    /// Decode by protocol or auto-detect per connection. Default auto.
+    pub detect: SinkProtocol,
+    /// Record every name received to check that each name lands on one sink only.
+    pub record_names: bool,
+    /// Sinks that read slowly.
+    pub slow: Vec<SlowSink>,
+    /// Sinks that go down for a while.
+    pub down: Vec<DownSink>,
+}
+
+impl Default for Sinks {
+    fn default() -> Self {
+        Self {
+            count: 2,
+            protocol: Protocol::Pickle,
+            detect: SinkProtocol::Auto,
+            record_names: false,
+            slow: Vec::new(),
+            down: Vec::new(),
+        }
+    }
+}
+
+/// A sink that reads at most `bytes_per_sec` bytes per second on each connection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlowSink {
+    /// Sink index (0-based).
+    pub index: usize,
+    /// Read throttle per connection.
+    pub bytes_per_sec: u64,
+}
+
+/// A sink that closes its listener and its connections at `at_secs` after the first byte is
+/// sent, refuses connections for `for_secs`, then re-binds the same port and accepts again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DownSink {
+    /// Sink index (0-based).
+    pub index: usize,
+    /// When it goes down, seconds after the run starts. Default 0 (down from the start).
+    #[serde(default)]
+    pub at_secs: f64,
+    /// How long it stays down.
+    pub for_secs: f64,
+}
+
+/// Bounds of the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Hard cap on the sending phase. Default 300 s.
+    pub max_send_secs: f64,
+    /// After the last send, wait at most this long for deliveries to stop. Default 15 s.
+    pub drain_timeout_secs: f64,
+    /// Deliveries are complete once nothing arrived for this long (or everything arrived).
+    /// Default 1 s.
+    pub quiet_secs: f64,
+    /// How long to wait for a started relay to accept connections. Default 20 s.
+    pub startup_timeout_secs: f64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_send_secs: 300.0,
+            drain_timeout_secs: 15.0,
+            quiet_secs: 1.0,
+            startup_timeout_secs: 20.0,
+        }
+    }
+}
+
+/// Command-line overrides of scenario fields.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `--datapoints`.
+    pub datapoints: Option<u64>,
+    /// `--duration`.
+    pub duration_secs: Option<f64>,
+    /// `--rate`.
+    pub rate: Option<f64>,
+    /// `--connections`.
+    pub connections: Option<usize>,
+    /// `--names`.
+    pub names: Option<usize>,
+    /// `--protocol`.
+    pub protocol: Option<Protocol>,
+    /// `--sinks`.
+    pub sinks: Option<usize>,
+    /// `--capacity-rate`.
+    pub capacity_target_rate: Option<f64>,
+    /// `--drain-timeout`.
+    pub drain_timeout_secs: Option<f64>,
+}
+
+impl Scenario {
+    /// Parses scenario TOML text (stage one: syntax and unknown keys).
+    pub fn from_toml_str(text: &str) -> Result<Self, BenchError> {
+        toml::from_str(text).map_err(|e| BenchError::ScenarioParse {
+            file: String::new(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Reads and parses a scenario file; `name` defaults to the file stem.
+    pub fn load(path: &Path) -> Result<Self, BenchError> {
+        let text = std::fs::read_to_string(path).map_err(|source| BenchError::Io {
+            context: format!("reading scenario {}", path.display()),
+            source,
+        })?;
+        let mut s: Scenario = toml::from_str(&text).map_err(|e| BenchError::ScenarioParse {
+            file: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        if s.name.is_empty() {
+            s.name = path
+                .file_stem()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+        }
+        Ok(s)
+    }
+
+    /// Applies overrides, then checks every bound (stage two).
+    pub fn validate(mut self, o: &Overrides) -> Result<Self, BenchError> {
+        if let Some(v) = o.datapoints {
+            self.load.datapoints = v;
+            self.load.duration_secs = None;
+        }
+        if let Some(v) = o.duration_secs {
+            self.load.duration_secs = Some(v);
+        }
+        if let Some(v) = o.rate {
+            self.load.rate = v;
+        }
+        if let Some(v) = o.connections {
+            self.load.connections = v;
+        }
+        if let Some(v) = o.names {
+            self.names.count = v;
+        }
+        if let Some(v) = o.protocol {
+            self.load.protocol = v;
+        }
+        if let Some(v) = o.sinks {
+            self.sinks.count = v;
+        }
+        if let Some(v) = o.drain_timeout_secs {
+            self.limits.drain_timeout_secs = v;
+        }
+        if let Some(v) = o.capacity_target_rate {
+            self.capacity_target_rate = Some(v);
+        }
+        let bad = |key: &str, why: &str| {
+            Err(BenchError::Invalid(format!(
+                "scenario {:?}: {key} {why}",
+                self.name
+            )))
+        };
+        let l = &self.load;
+        match l.duration_secs {
+            Some(d) if !(d > 0.0 && d <= MAX_RUN_SECS) => {
+                return bad("load.duration_secs", "must be in (0, 3600]");
+            }
+            None if l.datapoints == 0 || l.datapoints > MAX_DATAPOINTS => {
+                return bad("load.datapoints", "must be in [1, 50000000]");
+            }
+            _ => {}
+        }
+        if !(l.rate >= 0.0 && l.rate.is_finite()) {
+            return bad("load.rate", "must be >= 0 (0 = maximum rate)");
+        }
+        if let (Some(d), true) = (l.duration_secs, l.rate > 0.0)
+            && d * l.rate > MAX_DATAPOINTS as f64
+        {
+            return bad(
+                "load.rate × load.duration_secs",
+                "exceeds 50000000 datapoints",
+            );
+        }
+        if l.connections == 0 || l.connections > MAX_CONNECTIONS {
+            return bad("load.connections", "must be in [1, 256]");
+        }
+        if l.batch == 0 || l.batch > 100_000 {
+            return bad("load.batch", "must be in [1, 100000]");
+        }
+        if self.names.count == 0 || self.names.count > 10_000_000 {
+            return bad("names.count", "must be in [1, 10000000]");
+        }
+        if !(2..=16).contains(&self.names.depth) {
+            return bad("names.depth", "must be in [2, 16]");
+        }
+        if self.names.min_length > 1024 {
+            return bad("names.min_length", "must be <= 1024");
+        }
+        if self.sinks.count == 0 || self.sinks.count > MAX_CONNECTIONS {
+            return bad("sinks.count", "must be in [1, 256]");
+        }
+        for s in &self.sinks.slow {
+            if s.index >= self.sinks.count || s.bytes_per_sec == 0 {
+                return bad(
+                    "sinks.slow",
+                    "needs index < sinks.count and bytes_per_sec > 0",
+                );
+            }
+        }
+        for d in &self.sinks.down {
+            if d.index >= self.sinks.count
+                || !(d.at_secs >= 0.0 && d.at_secs <= MAX_RUN_SECS)
+                || !(d.for_secs > 0.0 && d.for_secs <= MAX_RUN_SECS)
+            {
+                return bad(
+                    "sinks.down",
+                    "needs index < sinks.count, 0 <= at_secs, 0 < for_secs <= 3600",
+                );
+            }
+        }
+        let lim = &self.limits;
+        for (key, v) in [
+            ("limits.max_send_secs", lim.max_send_secs),
+            ("limits.drain_timeout_secs", lim.drain_timeout_secs),
+            ("limits.quiet_secs", lim.quiet_secs),
+            ("limits.startup_timeout_secs", lim.startup_timeout_secs),
+        ] {
+            if !(v > 0.0 && v <= MAX_RUN_SECS) {
+                return bad(key, "must be in (0, 3600]");
+            }
+        }
+        if let Some(r) = self.capacity_target_rate
+            && !(r > 0.0 && r.is_finite())
+        {
+            return bad("capacity_target_rate", "must be > 0");
+        }
+        Ok(self)
+    }
+
+    /// Datapoints each connection sends in count mode (the remainder goes to the first ones).
+    pub fn per_connection_counts(&self) -> Vec<u64> {
+        let k = self.load.connections as u64;
+        let total = self.load.datapoints;
+        (0..k)
+            .map(|c| total / k + u64::from(c < total % k))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        assert!(Scenario::from_toml_str("[load]\nbogus = 1\n").is_err());
+    }
+
+    #[test]
+    fn overrides_apply_and_bounds_hold() {
+        let s = Scenario::from_toml_str("[load]\ndatapoints = 10\nconnections = 3\n").unwrap();
+        let s = s
+            .validate(&Overrides {
+                datapoints: Some(11),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(s.per_connection_counts(), vec![4, 4, 3]);
+        let zero = Scenario::from_toml_str("[load]\nconnections = 0\n").unwrap();
+        assert!(zero.validate(&Overrides::default()).is_err());
+    }
+
+    #[test]
+    fn shipped_scenarios_parse_and_validate() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/scenarios");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                Scenario::load(&path)
+                    .and_then(|s| s.validate(&Overrides::default()))
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                n += 1;
+            }
+        }
+        assert!(n >= 4);
+    }
+}

@@ -1,0 +1,427 @@
+//! `[[kinesis]]` (or a single `[kinesis]`): AWS Kinesis Data Streams sources.
+//!
+//! Always compiled, so a `relay.toml` is validated the same way with or without the `kinesis`
+//! Cargo feature; a binary built without the feature rejects a configured stream with an error
+//! naming the key. The runtime lives in `crate::receiver::kinesis`.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+
+/// Where a shard without a checkpoint starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InitialPosition {
+    /// The oldest record still retained (default: nothing retained is missed).
+    #[default]
+    TrimHorizon,
+    /// Only records written after the reader starts. Closed shards are skipped.
+    Latest,
+    /// Records written at or after `initial_timestamp`.
+    AtTimestamp,
+}
+
+/// How record payloads are encoded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContentEncoding {
+    /// Plain Graphite text (default).
+    #[default]
+    None,
+    /// Every (user) record is a gzip member.
+    Gzip,
+    /// Every (user) record is a zlib stream.
+    Zlib,
+    /// Per record: gzip if it starts with `1f 8b`, zlib if it has a zlib header, else plain.
+    Auto,
+}
+
+/// One `[[kinesis]]` entry as written in `relay.toml`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawKinesis {
+    /// Stream name, or its ARN (`arn:aws:kinesis:…:stream/NAME`). Required.
+    pub stream: String,
+    /// AWS region. Default: the SDK's chain (`AWS_REGION`, profile, IMDS).
+    pub region: String,
+    /// Endpoint URL (a VPC endpoint, or a local Kinesis for tests). Default: AWS's.
+    pub endpoint_url: String,
+    /// Named profile for credentials and region. Default: the SDK's default chain.
+    pub profile: String,
+    /// Role to assume (STS) with the default chain's credentials. Default: none.
+    pub role_arn: String,
+    /// `trim_horizon` (default), `latest` or `at_timestamp`; used only for shards without a
+    /// checkpoint.
+    pub initial_position: InitialPosition,
+    /// For `at_timestamp`: a TOML datetime with offset, e.g. `2026-01-01T00:00:00Z`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial_timestamp: Option<toml::value::Datetime>,
+    /// Pause between GetRecords calls on a shard that is caught up. Default 1000 ms.
+    pub poll_idle_ms: u64,
+    /// Pause between GetRecords calls on a shard that is behind. Default 200 ms, the minimum
+    /// (Kinesis allows 5 calls per second per shard).
+    pub poll_busy_ms: u64,
+    /// Records per GetRecords call, 1..=10000. Default 10000.
+    pub max_records: i32,
+    /// Re-list shards this often (splits, merges). Default 60 s.
+    pub shard_sync_interval_secs: f64,
+    /// Directory of the checkpoint files (one per stream). Required.
+    pub checkpoint_dir: PathBuf,
+    /// Commit checkpoints this often (also at shard end and shutdown). Default 10 s.
+    pub checkpoint_interval_secs: f64,
+    /// `none` (default), `gzip`, `zlib` or `auto`.
+    pub content_encoding: ContentEncoding,
+    /// Pause polling while any destination queue holds more than this fraction of its
+    /// `max_datapoints`. Default 0.5.
+    pub queue_high_water: f64,
+    /// First back-off after a throttle or error. Default 200 ms; doubles, with jitter.
+    pub backoff_min_ms: u64,
+    /// Longest back-off. Default 10000 ms.
+    pub backoff_max_ms: u64,
+}
+
+impl Default for RawKinesis {
+    fn default() -> Self {
+        Self {
+            stream: String::new(),
+            region: String::new(),
+            endpoint_url: String::new(),
+            profile: String::new(),
+            role_arn: String::new(),
+            initial_position: InitialPosition::TrimHorizon,
+            initial_timestamp: None,
+            poll_idle_ms: 1000,
+            poll_busy_ms: 200,
+            max_records: 10_000,
+            shard_sync_interval_secs: 60.0,
+            checkpoint_dir: PathBuf::new(),
+            checkpoint_interval_secs: 10.0,
+            content_encoding: ContentEncoding::None,
+            queue_high_water: 0.5,
+            backoff_min_ms: 200,
+            backoff_max_ms: 10_000,
+        }
+    }
+}
+
+/// A validated Kinesis source.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KinesisConfig {
+    /// Stream name (the last part of an ARN).
+    pub stream_name: String,
+    /// The ARN when the stream was given as one.
+    pub stream_arn: Option<String>,
+    /// Region override.
+    pub region: Option<String>,
+    /// Endpoint override.
+    pub endpoint_url: Option<String>,
+    /// Profile override.
+    pub profile: Option<String>,
+    /// Role to assume.
+    pub role_arn: Option<String>,
+    /// Start position without a checkpoint.
+    pub initial_position: InitialPosition,
+    /// Seconds since the epoch, for [`InitialPosition::AtTimestamp`].
+    pub initial_timestamp: Option<f64>,
+    /// Pause between calls on a caught-up shard.
+    pub poll_idle: Duration,
+    /// Pause between calls on a shard that is behind (≥ 200 ms).
+    pub poll_busy: Duration,
+    /// Records per GetRecords call.
+    pub max_records: i32,
+    /// Shard re-list interval.
+    pub shard_sync_interval: Duration,
+    /// Checkpoint directory.
+    pub checkpoint_dir: PathBuf,
+    /// Checkpoint commit interval.
+    pub checkpoint_interval: Duration,
+    /// Payload encoding.
+    pub content_encoding: ContentEncoding,
+    /// Queue fill fraction that pauses polling.
+    pub queue_high_water: f64,
+    /// Back-off bounds after throttles and errors.
+    pub backoff_min: Duration,
+    /// Longest back-off.
+    pub backoff_max: Duration,
+    /// Longest Graphite line (from `listen.max_line_length`).
+    pub max_line_length: usize,
+}
+
+impl KinesisConfig {
+    /// Validates one raw entry; `key` is its dotted name (`kinesis[0]`). Errors are
+    /// `(key, message)`.
+    pub fn from_raw(
+        raw: &RawKinesis,
+        key: &str,
+        max_line_length: usize,
+    ) -> Result<Self, (String, String)> {
+        let err = |k: &str, m: &str| (format!("{key}.{k}"), m.to_string());
+        let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        if raw.stream.is_empty() {
+            return Err(err("stream", "a stream name or ARN is required"));
+        }
+        let (stream_name, stream_arn) = if raw.stream.starts_with("arn:") {
+            let name = raw
+                .stream
+                .split_once(":stream/")
+                .map(|(_, n)| n)
+                .filter(|n| !n.is_empty() && !n.contains('/'))
+                .ok_or_else(|| err("stream", "ARN must end in :stream/NAME"))?;
+            (name.to_string(), Some(raw.stream.clone()))
+        } else {
+            (raw.stream.clone(), None)
+        };
+        let valid_name = stream_name.len() <= 128
+            && stream_name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+        if !valid_name {
+            return Err(err(
+                "stream",
+                "stream names are 1-128 characters of [a-zA-Z0-9_.-]",
+            ));
+        }
+        let initial_timestamp = match (raw.initial_position, &raw.initial_timestamp) {
+            (InitialPosition::AtTimestamp, None) => {
+                return Err(err(
+                    "initial_timestamp",
+                    "required with initial_position = \"at_timestamp\"",
+                ));
+            }
+            (InitialPosition::AtTimestamp, Some(t)) => {
+                Some(datetime_to_epoch(t).ok_or_else(|| {
+                    err("initial_timestamp", "needs a date, a time and an offset")
+                })?)
+            }
+            (_, Some(_)) => {
+                return Err(err(
+                    "initial_timestamp",
+                    "only used with initial_position = \"at_timestamp\"",
+                ));
+            }
+            (_, None) => None,
+        };
+        if raw.poll_busy_ms < 200 {
+            return Err(err(
+                "poll_busy_ms",
+                "must be at least 200 (Kinesis allows 5 GetRecords calls per second per shard)",
+            ));
+        }
+        if raw.poll_idle_ms < raw.poll_busy_ms {
+            return Err(err("poll_idle_ms", "must be at least poll_busy_ms"));
+        }
+        if !(1..=10_000).contains(&raw.max_records) {
+            return Err(err("max_records", "must be between 1 and 10000"));
+        }
+        let secs = |k: &str, v: f64| -> Result<Duration, (String, String)> {
+            if v.is_finite() && v > 0.0 && v < 1e9 {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                Err(err(k, "must be a positive number of seconds"))
+            }
+        };
+        let shard_sync_interval = secs("shard_sync_interval_secs", raw.shard_sync_interval_secs)?;
+        let checkpoint_interval = secs("checkpoint_interval_secs", raw.checkpoint_interval_secs)?;
+        if raw.checkpoint_dir.as_os_str().is_empty() {
+            return Err(err(
+                "checkpoint_dir",
+                "a directory for checkpoint files is required",
+            ));
+        }
+        if !(raw.queue_high_water > 0.0 && raw.queue_high_water <= 1.0) {
+            return Err(err("queue_high_water", "must be in (0, 1]"));
+        }
+        if raw.backoff_min_ms == 0 || raw.backoff_max_ms < raw.backoff_min_ms {
+            return Err(err(
+                "backoff_max_ms",
+                "need 0 < backoff_min_ms <= backoff_max_ms",
+            ));
+        }
+        Ok(KinesisConfig {
+            stream_name,
+            stream_arn,
+            region: opt(&raw.region),
+            endpoint_url: opt(&raw.endpoint_url),
+            profile: opt(&raw.profile),
+            role_arn: opt(&raw.role_arn),
+            initial_position: raw.initial_position,
+            initial_timestamp,
+            poll_idle: Duration::from_millis(raw.poll_idle_ms),
+            poll_busy: Duration::from_millis(raw.poll_busy_ms),
+            max_records: raw.max_records,
+            shard_sync_interval,
+            checkpoint_dir: raw.checkpoint_dir.clone(),
+            checkpoint_interval,
+            content_encoding: raw.content_encoding,
+            queue_high_water: raw.queue_high_water,
+            backoff_min: Duration::from_millis(raw.backoff_min_ms),
+            backoff_max: Duration::from_millis(raw.backoff_max_ms),
+            max_line_length,
+        })
+    }
+
+    /// A config for `stream` with every default, for embedding and tests.
+    pub fn new(stream: &str, checkpoint_dir: impl Into<PathBuf>) -> Result<Self, (String, String)> {
+        let raw = RawKinesis {
+            stream: stream.to_string(),
+            checkpoint_dir: checkpoint_dir.into(),
+            ..RawKinesis::default()
+        };
+        Self::from_raw(&raw, "kinesis", 16_384)
+    }
+}
+
+/// Validates every `[[kinesis]]` entry; errors are `(dotted key, message)`.
+pub fn validate_all(
+    raw: &[RawKinesis],
+    max_line_length: usize,
+) -> Result<Vec<KinesisConfig>, (String, String)> {
+    let mut out: Vec<KinesisConfig> = Vec::with_capacity(raw.len());
+    for (i, k) in raw.iter().enumerate() {
+        let key = format!("kinesis[{i}]");
+        if !cfg!(feature = "kinesis") {
+            return Err((
+                key,
+                "this binary was built without the `kinesis` feature".into(),
+            ));
+        }
+        let k = KinesisConfig::from_raw(k, &key, max_line_length)?;
+        if out
+            .iter()
+            .any(|p| p.stream_name == k.stream_name && p.checkpoint_dir == k.checkpoint_dir)
+        {
+            return Err((
+                key,
+                "the same stream twice with one checkpoint_dir would share a checkpoint file"
+                    .into(),
+            ));
+        }
+        out.push(k);
+    }
+    Ok(out)
+}
+
+/// Seconds since the epoch of a TOML offset datetime.
+fn datetime_to_epoch(t: &toml::value::Datetime) -> Option<f64> {
+    let date = t.date?;
+    let time = t.time?;
+    let offset_minutes = match t.offset? {
+        toml::value::Offset::Z => 0i64,
+        toml::value::Offset::Custom { minutes } => i64::from(minutes),
+    };
+    // Howard Hinnant's days_from_civil.
+    let (y, m, d) = (
+        i64::from(date.year),
+        i64::from(date.month),
+        i64::from(date.day),
+    );
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400
+        + i64::from(time.hour) * 3600
+        + i64::from(time.minute) * 60
+        + i64::from(time.second)
+        - offset_minutes * 60;
+    Some(secs as f64 + f64::from(time.nanosecond) / 1e9)
+}
+
+/// Either one table (`[kinesis]`) or an array of tables (`[[kinesis]]`).
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(transparent)]
+pub struct OneOrMany<T>(pub Vec<T>);
+
+impl<T> OneOrMany<T> {
+    /// True when nothing is configured.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = OneOrMany<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a table or an array of tables")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(|t| OneOrMany(vec![t]))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                Vec::<T>::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(OneOrMany)
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_of_datetimes() {
+        let t: toml::value::Datetime = "2023-11-14T22:13:20Z".parse().expect("datetime");
+        assert_eq!(datetime_to_epoch(&t), Some(1_700_000_000.0));
+        let t: toml::value::Datetime = "2023-11-15T00:13:20+02:00".parse().expect("datetime");
+        assert_eq!(datetime_to_epoch(&t), Some(1_700_000_000.0));
+        let t: toml::value::Datetime = "1970-01-01T00:00:00.5Z".parse().expect("datetime");
+        assert_eq!(datetime_to_epoch(&t), Some(0.5));
+    }
+
+    #[test]
+    fn table_or_array_of_tables_and_errors_name_the_key() {
+        let base = "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\n";
+        let one = format!("{base}[kinesis]\nstream = \"s\"\ncheckpoint_dir = \"/tmp/cp\"\n");
+        let c = crate::Config::from_toml_str(&one).expect("one table");
+        assert_eq!(c.kinesis.len(), usize::from(cfg!(feature = "kinesis")));
+        if !cfg!(feature = "kinesis") {
+            return;
+        }
+        let many = format!(
+            "{base}[[kinesis]]\nstream = \"a\"\ncheckpoint_dir = \"/tmp/cp\"\n[[kinesis]]\nstream = \"b\"\ncheckpoint_dir = \"/tmp/cp\"\ninitial_position = \"at_timestamp\"\ninitial_timestamp = 2023-11-14T22:13:20Z\ncontent_encoding = \"auto\"\n"
+        );
+        let c = crate::Config::from_toml_str(&many).expect("array of tables");
+        assert_eq!(c.kinesis.len(), 2);
+        assert_eq!(c.kinesis[1].initial_timestamp, Some(1_700_000_000.0));
+        assert!(c.to_resolved_toml().contains("[[kinesis]]"));
+        let bad = format!(
+            "{base}[[kinesis]]\nstream = \"a\"\ncheckpoint_dir = \"/x\"\npoll_busy_ms = 50\n"
+        );
+        let err = crate::Config::from_toml_str(&bad).expect_err("too fast");
+        assert!(err.to_string().contains("kinesis[0].poll_busy_ms"), "{err}");
+        let unknown =
+            format!("{base}[kinesis]\nstream = \"a\"\ncheckpoint_dir = \"/x\"\nbogus = 1\n");
+        let err = crate::Config::from_toml_str(&unknown).expect_err("unknown key");
+        assert!(err.to_string().contains("bogus"), "{err}");
+        let missing = format!("{base}[kinesis]\nstream = \"a\"\n");
+        let err = crate::Config::from_toml_str(&missing).expect_err("no checkpoint_dir");
+        assert!(
+            err.to_string().contains("kinesis[0].checkpoint_dir"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn arn_gives_name() {
+        let raw = RawKinesis {
+            stream: "arn:aws:kinesis:eu-west-1:123456789012:stream/metrics".into(),
+            checkpoint_dir: "/tmp".into(),
+            ..RawKinesis::default()
+        };
+        let c = KinesisConfig::from_raw(&raw, "kinesis[0]", 100).expect("valid");
+        assert_eq!(c.stream_name, "metrics");
+        assert!(c.stream_arn.is_some());
+    }
+}

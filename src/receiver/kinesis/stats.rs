@@ -1,0 +1,238 @@
+//! Counters of one Kinesis source, updated once per GetRecords batch and mirrored to the
+//! `metrics` facade (names in [`crate::telemetry::names::kinesis`]).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use metrics::{Counter, Gauge, counter, gauge};
+
+use crate::telemetry::names::kinesis as names;
+
+/// A shard's life, in the order the coordinator saw it (for operators and tests).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ShardEvent {
+    /// A reader started on the shard.
+    Started(String),
+    /// The shard reached SHARD_END and everything in it was delivered.
+    Ended(String),
+}
+
+/// Counters of one stream (all shards together).
+#[derive(Debug)]
+pub struct KinesisStats {
+    stream: String,
+    polls: AtomicU64,
+    records: AtomicU64,
+    user_records: AtomicU64,
+    lines: AtomicU64,
+    bytes: AtomicU64,
+    throttles: AtomicU64,
+    expired_iterators: AtomicU64,
+    kpl_aggregated: AtomicU64,
+    kpl_corrupt: AtomicU64,
+    decode_errors: AtomicU64,
+    errors: AtomicU64,
+    paused: AtomicU64,
+    checkpoints: AtomicU64,
+    active_shards: AtomicU64,
+    events: Mutex<Vec<ShardEvent>>,
+    active_gauge: Gauge,
+    checkpoint_age_gauge: Gauge,
+}
+
+/// A copy of [`KinesisStats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KinesisStatsSnapshot {
+    /// Successful GetRecords calls.
+    pub polls: u64,
+    /// Kinesis records received.
+    pub records: u64,
+    /// User records after KPL de-aggregation.
+    pub user_records: u64,
+    /// Non-empty lines handed to the parser.
+    pub lines: u64,
+    /// Record payload bytes received.
+    pub bytes: u64,
+    /// ProvisionedThroughputExceeded answers.
+    pub throttles: u64,
+    /// ExpiredIterator answers.
+    pub expired_iterators: u64,
+    /// Records that were KPL aggregates.
+    pub kpl_aggregated: u64,
+    /// Records with the KPL magic that were not valid aggregates (passed through as plain).
+    pub kpl_corrupt: u64,
+    /// User records whose payload did not decode (dropped).
+    pub decode_errors: u64,
+    /// Other failed calls (stream missing, network, …).
+    pub errors: u64,
+    /// Times a reader paused because a destination queue was over its high-water mark.
+    pub paused: u64,
+    /// Checkpoints committed.
+    pub checkpoints: u64,
+    /// Shards being read now.
+    pub active_shards: u64,
+}
+
+/// What one reader adds after one GetRecords batch.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct BatchCounts {
+    pub records: u64,
+    pub user_records: u64,
+    pub lines: u64,
+    pub bytes: u64,
+    pub kpl_aggregated: u64,
+    pub kpl_corrupt: u64,
+    pub decode_errors: u64,
+}
+
+impl KinesisStats {
+    /// Empty counters for `stream`.
+    pub fn new(stream: &str) -> Self {
+        let label = stream.to_string();
+        Self {
+            stream: label.clone(),
+            polls: AtomicU64::new(0),
+            records: AtomicU64::new(0),
+            user_records: AtomicU64::new(0),
+            lines: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            throttles: AtomicU64::new(0),
+            expired_iterators: AtomicU64::new(0),
+            kpl_aggregated: AtomicU64::new(0),
+            kpl_corrupt: AtomicU64::new(0),
+            decode_errors: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            paused: AtomicU64::new(0),
+            checkpoints: AtomicU64::new(0),
+            active_shards: AtomicU64::new(0),
+            events: Mutex::new(Vec::new()),
+            active_gauge: gauge!(names::ACTIVE_SHARDS, "stream" => label.clone()),
+            checkpoint_age_gauge: gauge!(names::CHECKPOINT_AGE, "stream" => label),
+        }
+    }
+
+    /// The stream's name.
+    pub fn stream(&self) -> &str {
+        &self.stream
+    }
+
+    /// A copy of the counters.
+    pub fn snapshot(&self) -> KinesisStatsSnapshot {
+        KinesisStatsSnapshot {
+            polls: self.polls.load(Relaxed),
+            records: self.records.load(Relaxed),
+            user_records: self.user_records.load(Relaxed),
+            lines: self.lines.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+            throttles: self.throttles.load(Relaxed),
+            expired_iterators: self.expired_iterators.load(Relaxed),
+            kpl_aggregated: self.kpl_aggregated.load(Relaxed),
+            kpl_corrupt: self.kpl_corrupt.load(Relaxed),
+            decode_errors: self.decode_errors.load(Relaxed),
+            errors: self.errors.load(Relaxed),
+            paused: self.paused.load(Relaxed),
+            checkpoints: self.checkpoints.load(Relaxed),
+            active_shards: self.active_shards.load(Relaxed),
+        }
+    }
+
+    /// Shard starts and ends so far, in order.
+    pub fn events(&self) -> Vec<ShardEvent> {
+        self.events.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn event(&self, e: ShardEvent) {
+        let delta: i64 = match e {
+            ShardEvent::Started(_) => 1,
+            ShardEvent::Ended(_) => 0,
+        };
+        if delta > 0 {
+            self.shard_active(true);
+        }
+        if let Ok(mut v) = self.events.lock() {
+            v.push(e);
+        }
+    }
+
+    pub(crate) fn shard_active(&self, started: bool) {
+        let n = if started {
+            self.active_shards.fetch_add(1, Relaxed) + 1
+        } else {
+            self.active_shards.fetch_sub(1, Relaxed).saturating_sub(1)
+        };
+        self.active_gauge.set(n as f64);
+    }
+
+    pub(crate) fn checkpointed(&self) {
+        self.checkpoints.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn checkpoint_age(&self, secs: f64) {
+        self.checkpoint_age_gauge.set(secs);
+    }
+
+    pub(crate) fn error(&self) {
+        self.errors.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn paused(&self) {
+        self.paused.fetch_add(1, Relaxed);
+    }
+}
+
+/// One shard's metric handles (registered once per reader, never per record).
+pub(crate) struct ShardMetrics {
+    behind: Gauge,
+    records: Counter,
+    lines: Counter,
+    bytes: Counter,
+    throttles: Counter,
+    expired: Counter,
+    kpl_aggregated: Counter,
+    kpl_corrupt: Counter,
+}
+
+impl ShardMetrics {
+    pub(crate) fn new(stream: &str, shard: &str) -> Self {
+        let l = |name: &'static str| counter!(name, "stream" => stream.to_string(), "shard" => shard.to_string());
+        Self {
+            behind: gauge!(names::MILLIS_BEHIND_LATEST, "stream" => stream.to_string(), "shard" => shard.to_string()),
+            records: l(names::RECORDS),
+            lines: l(names::LINES),
+            bytes: l(names::BYTES),
+            throttles: l(names::THROTTLES),
+            expired: l(names::EXPIRED_ITERATORS),
+            kpl_aggregated: l(names::KPL_AGGREGATED),
+            kpl_corrupt: l(names::KPL_CORRUPT),
+        }
+    }
+
+    pub(crate) fn batch(&self, stats: &KinesisStats, c: &BatchCounts, behind: Option<i64>) {
+        if let Some(ms) = behind {
+            self.behind.set(ms as f64);
+        }
+        stats.polls.fetch_add(1, Relaxed);
+        stats.records.fetch_add(c.records, Relaxed);
+        stats.user_records.fetch_add(c.user_records, Relaxed);
+        stats.lines.fetch_add(c.lines, Relaxed);
+        stats.bytes.fetch_add(c.bytes, Relaxed);
+        stats.kpl_aggregated.fetch_add(c.kpl_aggregated, Relaxed);
+        stats.kpl_corrupt.fetch_add(c.kpl_corrupt, Relaxed);
+        stats.decode_errors.fetch_add(c.decode_errors, Relaxed);
+        self.records.increment(c.records);
+        self.lines.increment(c.lines);
+        self.bytes.increment(c.bytes);
+        self.kpl_aggregated.increment(c.kpl_aggregated);
+        self.kpl_corrupt.increment(c.kpl_corrupt);
+    }
+
+    pub(crate) fn throttled(&self, stats: &KinesisStats) {
+        stats.throttles.fetch_add(1, Relaxed);
+        self.throttles.increment(1);
+    }
+
+    pub(crate) fn expired(&self, stats: &KinesisStats) {
+        stats.expired_iterators.fetch_add(1, Relaxed);
+        self.expired.increment(1);
+    }
+}

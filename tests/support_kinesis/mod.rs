@@ -1,0 +1,32 @@
+//! Kinesis test support: a real local Kinesis (kinesalite, pinned in `tests/kinesalite/`), a
+//! fault-injecting HTTP proxy in front of it, and a pickle sink that counts what the relay
+//! delivers.
+
+#![allow(dead_code)]
+
+pub mod harness;
+pub mod kinesalite;
+pub mod proxy;
+pub mod sink;
+
+use std::future::Future;
+use std::time::Duration;
+
+/// Polls `cond` every 50 ms until it holds; panics with `what` after `limit`. A deadline for
+/// a hung test, never a timing assertion.
+pub async fn wait_for<F, Fut>(what: &str, limit: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let end = tokio::time::Instant::now() + limit;
+    loop {
+        if cond().await {
+            return;
+        }
+        if tokio::time::Instant::now() > end {
+            panic!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
