@@ -275,8 +275,11 @@ impl Sender {
             // cache that went away between two writes would otherwise silently swallow the
             // first write after its close.
             if let Err(e) = check_alive(&reader) {
-                unconfirmed.requeue(queue);
+                // Each requeue goes to the front: newer batches first, so the older
+                // unconfirmed write ends up ahead of them (FIFO, and the queue's in-flight
+                // bookkeeping expects the most recent batches back first).
                 queue.requeue(std::mem::take(&mut self.in_flight));
+                unconfirmed.requeue(queue);
                 return Served::Lost(e);
             }
             unconfirmed.confirm(queue);

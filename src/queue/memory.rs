@@ -452,7 +452,9 @@ impl DestinationQueue {
     }
 
     /// In-flight batches whose write failed go back to the front, oldest first, ahead of
-    /// everything queued since. They are already counted in the memory bound.
+    /// everything queued since. They are already counted in the memory bound. `batches` must
+    /// be the most recently popped in-flight batches, in pop order (requeue newer groups
+    /// first when handing back more than one group).
     pub fn requeue(&self, batches: Vec<Batch>) {
         let mut s = self.lock();
         for b in batches.into_iter().rev() {
