@@ -439,10 +439,10 @@ impl DestinationQueue {
             s.in_flight_bytes -= t.bytes;
             disk_records += usize::from(t.from_disk);
         }
-        if disk_records > 0 {
-            if let Some(sp) = &self.spill {
-                let _ = sp.tx.send(Cmd::Ack(disk_records));
-            }
+        if disk_records > 0
+            && let Some(sp) = &self.spill
+        {
+            let _ = sp.tx.send(Cmd::Ack(disk_records));
         }
         self.maybe_replay(&mut s);
         self.core.publish(&s);
