@@ -379,7 +379,18 @@ pub async fn run_once(
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
     };
-    let relay_stats = target.relay_stats();
+    // The relay counts a write as sent once the peer is seen alive after it (see
+    // `destination::Unconfirmed`): give its last write a moment to be confirmed.
+    let settle_until = Instant::now() + Duration::from_secs(2);
+    let mut relay_stats = target.relay_stats();
+    while relay_stats
+        .as_ref()
+        .is_some_and(|r| r.destinations.iter().any(|&(_, _, queued)| queued > 0))
+        && Instant::now() < settle_until
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        relay_stats = target.relay_stats();
+    }
     let label = target.label.clone();
     let rss_scope = target.rss_scope.clone();
     target.stop().await;
