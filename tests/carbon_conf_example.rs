@@ -121,10 +121,10 @@ fn starts_on_carbon_conf_example_and_names_unimplemented_keys() {
             "{key} not reported: {warnings:#?}"
         );
     }
-    // Flow control is on in the example and not implemented yet: named too.
+    // Flow control is on in the example: it becomes the block (back-pressure) policy.
     assert!(
-        warnings.iter().any(|w| w.contains("USE_FLOW_CONTROL")),
-        "{warnings:#?}"
+        stdout.contains("when_full = \"block\""),
+        "USE_FLOW_CONTROL = True maps to when_full = block:\n{stdout}"
     );
     // The same warnings go to the log at startup.
     assert!(stderr.contains("TIME_TO_DEFER_SENDING"), "{stderr}");

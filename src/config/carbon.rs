@@ -18,6 +18,7 @@ use super::ini::{self, Ini};
 use super::raw::{RawConfig, RawRule, RawServer};
 use super::{Config, ConfigError};
 use crate::destination::OutputProtocol;
+use crate::queue::WhenFull;
 use crate::router::{DestinationSpec, HashType, Method};
 
 /// How to read a carbon.conf (carbon-relay's command-line options).
@@ -411,10 +412,19 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
     if !(0.0..=1.0).contains(&low) {
         return Err(s.invalid("QUEUE_LOW_WATERMARK_PCT", "must be between 0 and 1".into()));
     }
+    // carbon pauses every receiver while a destination queue is full (USE_FLOW_CONTROL, on by
+    // default) and drops new datapoints otherwise. anthracite's `block` policy is the same
+    // back-pressure, applied per destination queue: producers whose data routes to the full
+    // queue wait; its resume point is "room for the batch", not QUEUE_LOW_WATERMARK_PCT.
     if s.bool("USE_FLOW_CONTROL", true)? {
-        warnings.push(format!(
-            "{file}: USE_FLOW_CONTROL = True (carbon's default) is not implemented yet: a full destination queue drops new datapoints (counted as fullQueueDrops) instead of pausing the receivers, so QUEUE_LOW_WATERMARK_PCT has no effect"
-        ));
+        raw.destinations.queue.when_full = Some(WhenFull::Block);
+        if (low - 0.8).abs() > f64::EPSILON {
+            warnings.push(format!(
+                "{file}: QUEUE_LOW_WATERMARK_PCT = {low} has no effect: a blocked producer resumes as soon as its batch fits"
+            ));
+        }
+    } else {
+        raw.destinations.queue.when_full = Some(WhenFull::DropNewest);
     }
     raw.destinations.max_datapoints_per_message =
         s.uint("MAX_DATAPOINTS_PER_MESSAGE", 500)? as usize;

@@ -43,11 +43,16 @@ fn carbon_defaults_apply_when_keys_are_absent() {
     assert!(cfg.router.diverse_replicas);
     assert_eq!(cfg.router.hash_type, HashType::CarbonCh);
     assert_eq!(cfg.ingest.lists, None);
-    // carbon's default USE_FLOW_CONTROL = True is named.
-    assert!(
-        c.warnings.iter().any(|w| w.contains("USE_FLOW_CONTROL")),
-        "{:?}",
-        c.warnings
+    // carbon's default USE_FLOW_CONTROL = True is back-pressure: the block policy.
+    assert_eq!(
+        cfg.destinations[0].queue.when_full,
+        crate::queue::WhenFull::Block
+    );
+    let off = import("[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = 127.0.0.1:2004\nUSE_FLOW_CONTROL = False\n")
+        .expect("imports");
+    assert_eq!(
+        off.config.destinations[0].queue.when_full,
+        crate::queue::WhenFull::DropNewest
     );
 }
 
