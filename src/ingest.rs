@@ -103,6 +103,7 @@ pub struct Ingestor {
     now: f64,
     filter: Option<NameFilter>,
     resolution: u64,
+    backpressure: bool,
 }
 
 /// The ingestor's view of the white/blacklists: refreshed once per flush, verdicts cached per
@@ -195,7 +196,16 @@ impl Ingestor {
             accepted: 0,
             drops: DropCounts::default(),
             now: unix_now(),
+            backpressure: false,
         }
+    }
+
+    /// For sources that can pause (Kinesis, an embedder reading from a durable log): make
+    /// [`flush`](Self::flush) wait for room in a full queue instead of applying a dropping
+    /// policy, so nothing such a source hands over is dropped for lack of room.
+    pub fn with_backpressure(mut self) -> Self {
+        self.backpressure = true;
+        self
     }
 
     /// Parses one plaintext line (without `\n`) and routes it, or counts why not.
@@ -278,7 +288,9 @@ impl Ingestor {
                 if !q.stats().is_connected() {
                     q.stats().add_queued_until_connected(batch.len() as u64);
                 }
-                if can_wait {
+                if self.backpressure {
+                    q.push_backpressure(batch).await;
+                } else if can_wait {
                     q.push_wait(batch).await;
                 } else {
                     q.push(batch);

@@ -213,7 +213,7 @@ impl DestinationQueue {
             return out;
         }
         self.core.stats.add_routed(batch.len() as u64);
-        if let Step::Wait(rest) = self.try_push(batch, false, &mut out) {
+        if let Step::Wait(rest) = self.try_push(batch, false, false, &mut out) {
             self.drop_counted(rest.len(), DestinationDropReason::QueueFull, &mut out);
         }
         out
@@ -223,6 +223,18 @@ impl DestinationQueue {
     /// buffer to the spill log is full. Every datapoint is counted as routed, and the
     /// dropped ones as dropped with their reason.
     pub async fn push_wait(&self, batch: Batch) -> PushOutcome {
+        self.push_waiting(batch, false).await
+    }
+
+    /// Queues `batch` for a source that can pause (Kinesis, an embedder that opted in): when the
+    /// memory tier is full and the policy would drop (`drop_newest`, `drop_oldest`, or the spill
+    /// fallback), it waits for room instead, as `block` does. `spill` still spills. Such a
+    /// source loses nothing here: what it has not handed over stays upstream.
+    pub async fn push_backpressure(&self, batch: Batch) -> PushOutcome {
+        self.push_waiting(batch, true).await
+    }
+
+    async fn push_waiting(&self, batch: Batch, force_block: bool) -> PushOutcome {
         let mut out = PushOutcome::default();
         if batch.is_empty() {
             return out;
@@ -233,7 +245,7 @@ impl DestinationQueue {
             let room = self.core.room.notified();
             tokio::pin!(room);
             room.as_mut().enable();
-            match self.try_push(batch, true, &mut out) {
+            match self.try_push(batch, true, force_block, &mut out) {
                 Step::Done => return out,
                 Step::Wait(rest) => batch = rest,
             }
@@ -248,7 +260,13 @@ impl DestinationQueue {
         }
     }
 
-    fn try_push(&self, mut batch: Batch, can_wait: bool, out: &mut PushOutcome) -> Step {
+    fn try_push(
+        &self,
+        mut batch: Batch,
+        can_wait: bool,
+        force_block: bool,
+        out: &mut PushOutcome,
+    ) -> Step {
         let total = batch.len();
         let mut s = self.lock();
         if s.closed {
@@ -301,6 +319,7 @@ impl DestinationQueue {
             return Step::Done;
         }
         let policy = match self.core.limits.when_full {
+            _ if force_block => WhenFull::Block,
             WhenFull::Spill => self.core.limits.spill_fallback,
             p => p,
         };

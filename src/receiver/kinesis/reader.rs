@@ -95,7 +95,7 @@ impl ShardReader {
     /// Reads the shard until SHARD_END or shutdown.
     pub async fn run(self, shutdown: CancellationToken) -> ReaderExit {
         let mut st = State {
-            ingestor: self.pipeline.ingestor(Source::Embedded),
+            ingestor: self.pipeline.ingestor(Source::Embedded).with_backpressure(),
             decoder: PayloadDecoder::new(self.config.content_encoding),
             metrics: ShardMetrics::new(&self.config.stream_name, &self.shard_id),
             last: self.resume.clone(),
