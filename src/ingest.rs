@@ -242,7 +242,12 @@ impl Ingestor {
                     return;
                 }
                 self.accepted += 1;
-                for &dest in route {
+                for (i, &dest) in route.iter().enumerate() {
+                    // carbon sends to the *set* of destinations the router yields: a duplicate
+                    // (RF=2 on a one-node ring, overlapping `continue` rules) gets one copy.
+                    if route[..i].contains(&dest) {
+                        continue;
+                    }
                     // Route indices come from the router built on the same destination list.
                     if let Some(b) = self.pending.get_mut(usize::from(dest)) {
                         b.push(name, timestamp, value);

@@ -219,6 +219,29 @@ fn fnv1a_ch_distinct_instances() {
     });
 }
 
+/// One node, RF=2, not diverse: carbon's ring yields that node twice, and its client manager
+/// collects destinations into a set, so the datapoint is sent once.
+#[test]
+fn replication_factor_two_on_a_single_node_sends_once() {
+    differential(&Case {
+        name: "rf2-single-node",
+        dests: &[("127.0.0.1", Some("a"))],
+        config: |_| {
+            (
+                "RELAY_METHOD = consistent-hashing\nREPLICATION_FACTOR = 2\nDIVERSE_REPLICAS = False\n"
+                    .into(),
+                vec![],
+            )
+        },
+        points: 5_000,
+        min_copies: |_| 1,
+        exact: true,
+        raw: no_raw,
+        known_differences: &[],
+        protocol: SinkProtocol::Pickle,
+    });
+}
+
 /// carbon's plaintext client (`"%s %s %s\n" % (metric, value, timestamp)`) against anthracite's;
 /// the sink parses the numbers, so this compares values, not their spelling.
 #[test]

@@ -128,3 +128,28 @@ fn line_protocol_destination_gets_python_formatted_lines() {
         ]
     );
 }
+
+#[test]
+fn a_destination_named_twice_by_the_rules_gets_one_copy() {
+    let a = CountingSink::start("a", SinkProtocol::Pickle);
+    let b = CountingSink::start("b", SinkProtocol::Pickle);
+    let (da, db) = (format!("{}:a", a.addr()), format!("{}:b", b.addr()));
+    let relay = TestRelay::start(&config_for(
+        &[da.clone(), db.clone()],
+        &format!(
+            "[router]\nmethod = \"rules\"\n\
+             [[rules]]\npattern = \"^dup\\\\.\"\ndestinations = [\"{da}\"]\ncontinue = true\n\
+             [[rules]]\npattern = \"dup\"\ndestinations = [\"{da}\", \"{db}\"]\n\
+             [[rules]]\ndefault = true\ndestinations = [\"{db}\"]\n"
+        ),
+    ));
+    let mut c = TcpStream::connect(relay.line).expect("connect");
+    c.write_all(b"dup.x 1 1700000000\nother 2 1700000000\n")
+        .expect("write");
+    drop(c);
+    assert_eq!(b.wait_for_count(2, WAIT), 2);
+    assert_eq!(a.wait_for_count(1, WAIT), 1);
+    let report = relay.stop();
+    assert_eq!(report.stats.destinations[0].routed, 1, "one copy for a");
+    assert_eq!(a.count(), 1);
+}

@@ -2,8 +2,9 @@
 //!
 //! A [`Router`] is built once from a [`RouterSpec`] and shared (`Arc`) by every connection.
 //! It answers with destination *indices* into [`RouterSpec::destinations`], in the order carbon
-//! yields them, duplicates included where carbon yields duplicates (carbon then sends the
-//! datapoint twice, and so do we).
+//! yields them, duplicates included where carbon yields duplicates (`anthracite route` prints
+//! them). Delivery goes to each distinct destination once, as carbon's
+//! `CarbonClientManager.getFactories` collects the destinations into a set.
 //!
 //! - [`hash`]: carbon's position hashes (`carbon_ch` MD5, `fnv1a_ch`, `mmh3_ch`) and the
 //!   Python `str()` texts it hashes for ring nodes.
