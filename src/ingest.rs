@@ -12,9 +12,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::batch::Batch;
 use crate::filter::{Lists, SharedLists, Verdict};
-use crate::protocol::{DropCounts, DropReason, line, normalize};
+use crate::protocol::{DropCounts, DropReason, line, normalize, tags};
 use crate::queue::DestinationQueue;
-use crate::router::{RouteCache, Router};
+use crate::router::{NameHashBuilder, RouteCache, Router};
 use crate::telemetry::RelayStats;
 use crate::telemetry::stats::Source;
 
@@ -27,6 +27,7 @@ pub struct Pipeline {
     pub(crate) route_cache_entries: usize,
     pub(crate) lists: Option<Arc<SharedLists>>,
     pub(crate) min_timestamp_resolution: u64,
+    pub(crate) tag_relay_normalized: bool,
 }
 
 impl Pipeline {
@@ -44,6 +45,7 @@ impl Pipeline {
             route_cache_entries,
             lists: None,
             min_timestamp_resolution: 0,
+            tag_relay_normalized: false,
         }
     }
 
@@ -57,6 +59,13 @@ impl Pipeline {
     /// `MIN_TIMESTAMP_RESOLUTION`; 0 = off).
     pub fn with_min_timestamp_resolution(mut self, seconds: u64) -> Self {
         self.min_timestamp_resolution = seconds;
+        self
+    }
+
+    /// Routes and sends tagged names in carbon's normalised form (`TAG_RELAY_NORMALIZED`):
+    /// tags sorted, leading `~` removed, OpenMetrics `name{tag="v"}` rewritten.
+    pub fn with_tag_normalization(mut self, on: bool) -> Self {
+        self.tag_relay_normalized = on;
         self
     }
 
@@ -104,6 +113,47 @@ pub struct Ingestor {
     filter: Option<NameFilter>,
     resolution: u64,
     backpressure: bool,
+    tags: Option<TagNormalizer>,
+}
+
+/// A name in carbon's normalised tagged form.
+type NormalizedName = Box<[u8]>;
+
+/// Per-ingestor memo of carbon's tag normalisation: names repeat, so each distinct name is
+/// parsed once (bounded; cleared when full, like the route cache).
+#[derive(Debug)]
+struct TagNormalizer {
+    /// `None`: the name stays as it is (no tags to sort, or carbon would not parse it).
+    memo: HashMap<Box<[u8]>, Option<NormalizedName>, NameHashBuilder>,
+    max_entries: usize,
+}
+
+impl TagNormalizer {
+    fn new(max_entries: usize) -> Self {
+        Self {
+            memo: HashMap::with_hasher(NameHashBuilder::random()),
+            max_entries: max_entries.max(1),
+        }
+    }
+
+    #[inline]
+    fn apply<'a>(&'a mut self, name: &'a [u8]) -> &'a [u8] {
+        if !self.memo.contains_key(name) {
+            if self.memo.len() >= self.max_entries {
+                self.memo.clear();
+            }
+            let normalized = std::str::from_utf8(name)
+                .ok()
+                .and_then(tags::normalize)
+                .filter(|n| n.as_bytes() != name)
+                .map(|n| n.into_bytes().into_boxed_slice());
+            self.memo.insert(name.into(), normalized);
+        }
+        match self.memo.get(name) {
+            Some(Some(n)) => n,
+            _ => name,
+        }
+    }
 }
 
 /// The ingestor's view of the white/blacklists: refreshed once per flush, verdicts cached per
@@ -171,6 +221,8 @@ impl NameFilter {
 
 impl Ingestor {
     fn new(pipeline: Pipeline, source: Source) -> Self {
+        let tags_on = pipeline.tag_relay_normalized;
+        let route_cache_entries = pipeline.route_cache_entries;
         let cache = RouteCache::new(pipeline.router.clone(), pipeline.route_cache_entries);
         let pending = (0..pipeline.queues.len()).map(|_| Batch::new()).collect();
         // carbon applies the lists and the resolution in `MetricReceiver.metricReceived`; its
@@ -197,6 +249,7 @@ impl Ingestor {
             drops: DropCounts::default(),
             now: unix_now(),
             backpressure: false,
+            tags: tags_on.then(|| TagNormalizer::new(route_cache_entries)),
         }
     }
 
@@ -236,6 +289,12 @@ impl Ingestor {
                     let res = self.resolution as i64;
                     timestamp = ((timestamp.trunc() as i64).div_euclid(res) * res) as f64;
                 }
+                // carbon's RelayProcessor normalises after the receiver's checks (lists,
+                // timestamps), then routes and sends the normalised name.
+                let name = match self.tags.as_mut() {
+                    Some(t) => t.apply(name),
+                    None => name,
+                };
                 let route = self.cache.route(name);
                 if route.is_empty() {
                     self.drops.add(DropReason::NoDestination);

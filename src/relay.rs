@@ -365,7 +365,8 @@ impl RelayBuilder {
         }
         let queues: Arc<[Arc<DestinationQueue>]> = queues.into();
         let mut pipeline = Pipeline::new(router, queues, stats, self.config.route_cache_entries)
-            .with_min_timestamp_resolution(self.config.ingest.min_timestamp_resolution);
+            .with_min_timestamp_resolution(self.config.ingest.min_timestamp_resolution)
+            .with_tag_normalization(self.config.ingest.tag_relay_normalized);
         let lists = self
             .config
             .ingest

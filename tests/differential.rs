@@ -219,6 +219,32 @@ fn fnv1a_ch_distinct_instances() {
     });
 }
 
+/// TAG_RELAY_NORMALIZED: tagged names (both tag orders, a `~` prefix, OpenMetrics form, all in
+/// the input mix) are routed and sent in carbon's normalised form.
+#[test]
+fn tag_relay_normalized() {
+    differential(&Case {
+        name: "tag-relay-normalized",
+        dests: &[
+            ("127.0.0.1", Some("a")),
+            ("127.0.0.1", Some("b")),
+            ("127.0.0.1", Some("c")),
+        ],
+        config: |_| {
+            (
+                "RELAY_METHOD = consistent-hashing\nTAG_RELAY_NORMALIZED = True\n".into(),
+                vec![],
+            )
+        },
+        points: 20_000,
+        min_copies: |_| 1,
+        exact: true,
+        raw: no_raw,
+        known_differences: &[],
+        protocol: SinkProtocol::Pickle,
+    });
+}
+
 /// One node, RF=2, not diverse: carbon's ring yields that node twice, and its client manager
 /// collects destinations into a set, so the datapoint is sent once.
 #[test]
@@ -556,7 +582,14 @@ fn datapoints(n: usize) -> Vec<Point> {
                 0 => format!("diff.plain.host{:03}.cpu.m{j}", j % 97),
                 1 => format!("diff.東京.サーバー{}.温度.m{j}", j % 31),
                 2 => format!("diff.emoji.🚀.🔥{}.m{j}", j % 13),
-                3 => format!("diff.tagged.requests;host=h{};dc=北京;k=v{j}", j % 17),
+                3 => match (j / 8) % 3 {
+                    0 => format!("diff.tagged.requests;host=h{};dc=北京;k=v{j}", j % 17),
+                    1 => format!("~diff.tagged.requests;k=v{j};dc=北京;host=h{}", j % 17),
+                    _ => format!(
+                        "diff.om.requests{{host=\"h{}\",dc=\"x\",k=\"v{j}\"}}",
+                        j % 17
+                    ),
+                },
                 4 => format!("diff.long.{long_prefix}.m{j}"),
                 5 => format!("Diff.WEB.Frontend{}.latency.m{j}", j % 7),
                 6 => format!("diff.db.shard{}.queries.q.m{j}", j % 5),

@@ -434,11 +434,7 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
     raw.telemetry.instance = options.instance.clone();
 
     raw.ingest.min_timestamp_resolution = s.uint("MIN_TIMESTAMP_RESOLUTION", 0)?;
-    if s.bool("TAG_RELAY_NORMALIZED", false)? {
-        warnings.push(format!(
-            "{file}: TAG_RELAY_NORMALIZED = True is not implemented: tagged names are routed and sent as received"
-        ));
-    }
+    raw.ingest.tag_relay_normalized = s.bool("TAG_RELAY_NORMALIZED", false)?;
     if s.bool("USE_WHITELIST", false)? {
         raw.ingest.use_whitelist = true;
         raw.ingest.whitelist = conf_dir.join("whitelist.conf").display().to_string();

@@ -101,6 +101,8 @@ impl TelemetryConfig {
 pub struct IngestConfig {
     /// Timestamps are rounded down to a multiple of this many seconds (0: off).
     pub min_timestamp_resolution: u64,
+    /// Normalise tagged names before routing (carbon's `TAG_RELAY_NORMALIZED`).
+    pub tag_relay_normalized: bool,
     /// White/blacklist files (`None`: no filtering).
     pub lists: Option<ListsConfig>,
 }
@@ -417,6 +419,7 @@ impl Config {
         let path = |p: &str| (!p.is_empty()).then(|| PathBuf::from(p));
         let ingest = IngestConfig {
             min_timestamp_resolution: g.min_timestamp_resolution,
+            tag_relay_normalized: g.tag_relay_normalized,
             lists: g.use_whitelist.then(|| ListsConfig {
                 whitelist: path(&g.whitelist),
                 blacklist: path(&g.blacklist),

@@ -304,6 +304,10 @@ pub struct RawIngest {
     /// Round timestamps down to a multiple of this many seconds (carbon's
     /// `MIN_TIMESTAMP_RESOLUTION`). Default 0: keep them as received.
     pub min_timestamp_resolution: u64,
+    /// Route and send tagged names in carbon's normalised form: tags sorted, a leading `~`
+    /// removed, OpenMetrics `name{tag="value"}` rewritten (carbon's `TAG_RELAY_NORMALIZED`).
+    /// Default false.
+    pub tag_relay_normalized: bool,
     /// Filter names through `whitelist` and `blacklist` (carbon's `USE_WHITELIST`). Default
     /// false.
     pub use_whitelist: bool,
@@ -321,6 +325,7 @@ impl Default for RawIngest {
     fn default() -> Self {
         Self {
             min_timestamp_resolution: 0,
+            tag_relay_normalized: false,
             use_whitelist: false,
             whitelist: String::new(),
             blacklist: String::new(),

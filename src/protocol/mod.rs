@@ -14,6 +14,7 @@
 pub mod line;
 pub mod number;
 pub mod pickle;
+pub mod tags;
 
 /// Why one datapoint (or one frame) was not accepted. Doubles as a metric label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -21,8 +21,17 @@ use super::Router;
 /// Hashes a name with xxh3, seeded per cache so that names crafted to collide in one process
 /// do not collide in another.
 #[derive(Clone, Copy, Debug)]
-struct NameHashBuilder {
+pub(crate) struct NameHashBuilder {
     seed: u64,
+}
+
+impl NameHashBuilder {
+    /// A builder with a fresh random seed.
+    pub(crate) fn random() -> Self {
+        Self {
+            seed: fastrand::u64(..),
+        }
+    }
 }
 
 impl BuildHasher for NameHashBuilder {
@@ -36,7 +45,7 @@ impl BuildHasher for NameHashBuilder {
 
 /// `[u8]`'s `Hash` writes a length then the bytes; xxh3 covers the bytes in one call.
 #[derive(Clone, Copy, Debug)]
-struct NameHasher {
+pub(crate) struct NameHasher {
     state: u64,
 }
 
@@ -78,9 +87,7 @@ pub struct RouteCache {
 impl RouteCache {
     /// A cache holding at most `capacity` names; `0` disables caching (every lookup routes).
     pub fn new(router: Arc<Router>, capacity: usize) -> Self {
-        let hasher = NameHashBuilder {
-            seed: fastrand::u64(..),
-        };
+        let hasher = NameHashBuilder::random();
         Self {
             router,
             capacity,

@@ -31,6 +31,7 @@ pub mod hash;
 pub mod ring;
 pub mod rules;
 
+pub(crate) use cache::NameHashBuilder;
 pub use cache::RouteCache;
 pub use hash::{NodeKeys, carbon_hash};
 pub use ring::{ConsistentHashRing, FastHashOrder, REPLICA_COUNT};

@@ -1,0 +1,159 @@
+//! carbon's tagged-name normalisation (`TaggedSeries.parse(name).path`), applied before routing
+//! when `TAG_RELAY_NORMALIZED` is on.
+//!
+//! Two input forms, as carbon 1.1.10 parses them:
+//! - carbon: `name;tag=value;…`;
+//! - OpenMetrics, when the name ends with `"}` and holds a `{`: `name{tag="value",…}` (values
+//!   may escape `"` and `\`).
+//!
+//! The output is the name with leading `~` removed, then `;tag=value` for every tag but `name`,
+//! sorted as strings (a repeated tag keeps its last value). Where carbon's parser raises (an
+//! empty tag or value, a value starting with `~`, a tag holding `;!^=`, a value holding `;`, a
+//! name left empty) carbon routes the name unchanged, and so does [`normalize`] (it returns
+//! `None`).
+
+/// The normalised form of `name`, or `None` when carbon would keep the name as it is because it
+/// does not parse.
+pub fn normalize(name: &str) -> Option<String> {
+    let (metric, mut tags) = if name.ends_with("\"}") && name.contains('{') {
+        parse_openmetrics(name)?
+    } else {
+        parse_carbon(name)?
+    };
+    let base = metric.trim_start_matches('~');
+    if base.is_empty() {
+        return None;
+    }
+    // A dict in carbon: the last value of a repeated tag wins; `name` is replaced by the metric.
+    let mut seen: Vec<(String, String)> = Vec::with_capacity(tags.len());
+    for (tag, value) in tags.drain(..) {
+        if tag == "name" {
+            continue;
+        }
+        match seen.iter_mut().find(|(t, _)| *t == tag) {
+            Some(entry) => entry.1 = value,
+            None => seen.push((tag, value)),
+        }
+    }
+    let mut parts: Vec<String> = seen.into_iter().map(|(t, v)| format!(";{t}={v}")).collect();
+    parts.sort_unstable();
+    let mut out = String::with_capacity(name.len());
+    out.push_str(base);
+    for p in parts {
+        out.push_str(&p);
+    }
+    Some(out)
+}
+
+fn valid(tag: &str, value: &str) -> bool {
+    !tag.is_empty()
+        && !value.is_empty()
+        && !tag.contains([';', '!', '^', '='])
+        && !value.contains(';')
+        && !value.starts_with('~')
+}
+
+type Parsed<'a> = (&'a str, Vec<(String, String)>);
+
+fn parse_carbon(name: &str) -> Option<Parsed<'_>> {
+    let mut segments = name.split(';');
+    let metric = segments.next().filter(|m| !m.is_empty())?;
+    let mut tags = Vec::new();
+    for segment in segments {
+        let (tag, value) = segment.split_once('=')?;
+        if !valid(tag, value) {
+            return None;
+        }
+        tags.push((tag.to_string(), value.to_string()));
+    }
+    Some((metric, tags))
+}
+
+fn parse_openmetrics(name: &str) -> Option<Parsed<'_>> {
+    // `path[0:-1].split('{', 2)` unpacked into exactly two parts.
+    let body = &name[..name.len() - 1];
+    let mut halves = body.splitn(3, '{');
+    let metric = halves.next()?;
+    let mut raw = halves.next()?;
+    if halves.next().is_some() || metric.is_empty() {
+        return None;
+    }
+    let mut tags = Vec::new();
+    while !raw.is_empty() {
+        // ([^=]+)="((?:[\\]["\\]|[^"\\])+)"(:?,|$)
+        let eq = raw.find('=')?;
+        let tag = &raw[..eq];
+        let rest = raw[eq..].strip_prefix("=\"")?;
+        if tag.is_empty() {
+            return None;
+        }
+        let bytes = rest.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'\\' if matches!(bytes.get(i + 1), Some(b'"' | b'\\')) => i += 2,
+                b'"' | b'\\' => break,
+                _ => i += 1,
+            }
+        }
+        if i == 0 || bytes.get(i) != Some(&b'"') {
+            return None;
+        }
+        let escaped = &rest[..i];
+        let after = &rest[i + 1..];
+        raw = if let Some(r) = after.strip_prefix(":,") {
+            r
+        } else if let Some(r) = after.strip_prefix(',') {
+            r
+        } else if after.is_empty() {
+            after
+        } else {
+            return None;
+        };
+        let value = escaped.replace("\\\"", "\"").replace("\\\\", "\\");
+        if !valid(tag, &value) {
+            return None;
+        }
+        tags.push((tag.to_string(), value));
+    }
+    Some((metric, tags))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize;
+
+    /// Expected values printed by carbon 1.1.10's own `TaggedSeries.parse(name).path` (Python
+    /// 3.11, the venv the test support builds); `None` where it raises.
+    #[test]
+    fn matches_carbon_tagged_series() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("a.b;z=1;a=2", Some("a.b;a=2;z=1")),
+            ("a.b", Some("a.b")),
+            ("~a.b;x=1", Some("a.b;x=1")),
+            ("~~~", None),
+            ("a;name=zz;b=1", Some("a;b=1")),
+            ("a;b=1;b=2", Some("a;b=2")),
+            ("a;b", None),
+            ("a;=1", None),
+            ("a;b=", None),
+            ("a;b=~x", None),
+            ("a;b!=1", None),
+            ("a;b=1;ab=2;a=3", Some("a;a=3;ab=2;b=1")),
+            ("cpu{host=\"h1\",dc=\"x\"}", Some("cpu;dc=x;host=h1")),
+            ("cpu{host=\"h\\\"1\",dc=\"x\"}", Some("cpu;dc=x;host=h\"1")),
+            ("cpu{host=\"h1\":,dc=\"x\"}", Some("cpu;dc=x;host=h1")),
+            ("cpu{a{b=\"1\"}", None),
+            ("{a=\"1\"}", None),
+            ("m;ü=ö;a=日", Some("m;a=日;ü=ö")),
+            ("a.b;z=1;a=2;", None),
+            ("a;x=1=2", Some("a;x=1=2")),
+            (";a=1", None),
+            ("cpu{host=\"a\\\\b\"}", Some("cpu;host=a\\b")),
+            ("x{a=\"1\",}", Some("x{a=\"1\",}")),
+        ];
+        for (input, want) in cases {
+            assert_eq!(normalize(input).as_deref(), *want, "{input:?}");
+        }
+    }
+}
