@@ -25,18 +25,25 @@ fn names() -> Vec<String> {
         .collect()
 }
 
+/// One datapoint per name, with distinct timestamps and fractional values.
+fn points(names: &[String]) -> Vec<Datapoint<'_>> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| Datapoint {
+            name: name.as_bytes(),
+            timestamp: 1_700_000_000.0 + i as f64,
+            value: i as f64 * 0.37,
+        })
+        .collect()
+}
+
 fn line_parse(c: &mut Criterion) {
     let names = names();
+    let points = points(&names);
     let mut input = BytesMut::new();
-    for (i, name) in names.iter().enumerate() {
-        encode_line(
-            Datapoint {
-                name: name.as_bytes(),
-                timestamp: 1_700_000_000.0 + i as f64,
-                value: i as f64 * 0.37,
-            },
-            &mut input,
-        );
+    for &dp in &points {
+        encode_line(dp, &mut input);
     }
     let input = input.freeze();
     let mut group = c.benchmark_group("line");
@@ -61,15 +68,8 @@ fn line_parse(c: &mut Criterion) {
         let mut out = BytesMut::with_capacity(input.len());
         b.iter(|| {
             out.clear();
-            for (i, name) in names.iter().enumerate() {
-                encode_line(
-                    Datapoint {
-                        name: name.as_bytes(),
-                        timestamp: 1_700_000_000.0 + i as f64,
-                        value: i as f64 * 0.37,
-                    },
-                    &mut out,
-                );
+            for &dp in &points {
+                encode_line(dp, &mut out);
             }
             black_box(out.len())
         });
@@ -79,15 +79,7 @@ fn line_parse(c: &mut Criterion) {
 
 fn pickle(c: &mut Criterion) {
     let names = names();
-    let points: Vec<Datapoint<'_>> = names
-        .iter()
-        .enumerate()
-        .map(|(i, name)| Datapoint {
-            name: name.as_bytes(),
-            timestamp: 1_700_000_000.0 + i as f64,
-            value: i as f64 * 0.37,
-        })
-        .collect();
+    let points = points(&names);
     let mut framed = BytesMut::new();
     encode_message(points.iter().copied(), &mut framed);
     let payload = framed.split_off(4).freeze();

@@ -13,7 +13,6 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::Semaphore;
@@ -420,9 +419,4 @@ impl RelayHandle {
             .map(|q| q.queued() as u64)
             .collect()
     }
-}
-
-/// How long [`Relay::run`] may spend flushing, from the configuration.
-pub fn grace(config: &Config) -> Duration {
-    config.shutdown_grace
 }

@@ -80,7 +80,9 @@ struct Case {
     name: &'static str,
     /// DESTINATIONS entries (ports are allocated by the test).
     dests: &'static [Dest],
-    /// Builds the [relay] keys besides the listener, DESTINATIONS and [`COMMON`] ones, and any
+    /// [relay] keys of the case (besides the listener, DESTINATIONS and [`COMMON`] ones).
+    keys: &'static str,
+    /// Builds further [relay] keys besides the listener, DESTINATIONS and [`COMMON`] ones, and any
     /// extra files for conf/ (relay-rules.conf, aggregation-rules.conf), from the DESTINATIONS
     /// entries as written.
     config: fn(&[String]) -> CaseConfig,
@@ -123,25 +125,61 @@ fn no_raw(_: i64) -> Vec<Payload> {
     Vec::new()
 }
 
+const THREE: &[Dest] = &[
+    ("127.0.0.1", Some("a")),
+    ("127.0.0.1", Some("b")),
+    ("127.0.0.1", Some("c")),
+];
+
+impl Case {
+    /// A hashing case: [relay] keys only, no extra files, no hand-made payloads, every datapoint
+    /// delivered exactly `copies` times, pickle destinations.
+    fn hashing(
+        name: &'static str,
+        dests: &'static [Dest],
+        keys: &'static str,
+        points: usize,
+        copies: fn(&str) -> usize,
+    ) -> Case {
+        Case {
+            name,
+            dests,
+            keys,
+            config: |_| (String::new(), vec![]),
+            points,
+            min_copies: copies,
+            exact: true,
+            raw: no_raw,
+            known_differences: &[],
+            protocol: SinkProtocol::Pickle,
+        }
+    }
+}
+
+fn one(_: &str) -> usize {
+    1
+}
+
+fn two(_: &str) -> usize {
+    2
+}
+
 #[test]
 fn consistent_hashing_four_destinations_one_without_instance() {
-    differential(&Case {
-        name: "consistent-hashing",
-        dests: &[
-            ("127.0.0.1", Some("a")),
-            ("127.0.0.1", Some("b")),
-            ("127.0.0.1", Some("c")),
-            // instance None is its own ring key: ('127.0.0.1', None)
-            ("127.0.0.1", None),
-        ],
-        config: |_| ("RELAY_METHOD = consistent-hashing\n".into(), vec![]),
-        points: 50_000,
-        min_copies: |_| 1,
-        exact: true,
-        raw: no_raw,
-        known_differences: &[],
-        protocol: SinkProtocol::Pickle,
-    });
+    const DESTS: &[Dest] = &[
+        ("127.0.0.1", Some("a")),
+        ("127.0.0.1", Some("b")),
+        ("127.0.0.1", Some("c")),
+        // instance None is its own ring key: ('127.0.0.1', None)
+        ("127.0.0.1", None),
+    ];
+    differential(&Case::hashing(
+        "consistent-hashing",
+        DESTS,
+        "RELAY_METHOD = consistent-hashing\n",
+        50_000,
+        one,
+    ));
 }
 
 /// Two hosts (`127.0.0.1` and `localhost`, both reaching the sinks on 127.0.0.1) with two
@@ -155,117 +193,61 @@ const SHARED_HOSTS: &[Dest] = &[
 
 #[test]
 fn replication_factor_two_diverse_replicas() {
-    differential(&Case {
-        name: "rf2-diverse",
-        dests: SHARED_HOSTS,
-        config: |_| {
-            (
-                "RELAY_METHOD = consistent-hashing\nREPLICATION_FACTOR = 2\nDIVERSE_REPLICAS = True\n"
-                    .into(),
-                vec![],
-            )
-        },
-        points: 50_000,
-        min_copies: |_| 2,
-        exact: true,
-        raw: no_raw,
-        known_differences: &[],
-        protocol: SinkProtocol::Pickle,
-    });
+    differential(&Case::hashing(
+        "rf2-diverse",
+        SHARED_HOSTS,
+        "RELAY_METHOD = consistent-hashing\nREPLICATION_FACTOR = 2\nDIVERSE_REPLICAS = True\n",
+        50_000,
+        two,
+    ));
 }
 
 #[test]
 fn replication_factor_two_without_diverse_replicas() {
-    differential(&Case {
-        name: "rf2-not-diverse",
-        dests: SHARED_HOSTS,
-        config: |_| {
-            (
-                "RELAY_METHOD = consistent-hashing\nREPLICATION_FACTOR = 2\nDIVERSE_REPLICAS = False\n"
-                    .into(),
-                vec![],
-            )
-        },
-        points: 50_000,
-        min_copies: |_| 2,
-        exact: true,
-        raw: no_raw,
-        known_differences: &[],
-        protocol: SinkProtocol::Pickle,
-    });
+    differential(&Case::hashing(
+        "rf2-not-diverse",
+        SHARED_HOSTS,
+        "RELAY_METHOD = consistent-hashing\nREPLICATION_FACTOR = 2\nDIVERSE_REPLICAS = False\n",
+        50_000,
+        two,
+    ));
 }
 
 #[test]
 fn fnv1a_ch_distinct_instances() {
-    differential(&Case {
-        name: "fnv1a_ch",
-        dests: &[
-            ("127.0.0.1", Some("a")),
-            ("127.0.0.1", Some("b")),
-            ("127.0.0.1", Some("c")),
-        ],
-        config: |_| {
-            (
-                "RELAY_METHOD = consistent-hashing\nROUTER_HASH_TYPE = fnv1a_ch\n".into(),
-                vec![],
-            )
-        },
-        points: 50_000,
-        min_copies: |_| 1,
-        exact: true,
-        raw: no_raw,
-        known_differences: &[],
-        protocol: SinkProtocol::Pickle,
-    });
+    differential(&Case::hashing(
+        "fnv1a_ch",
+        THREE,
+        "RELAY_METHOD = consistent-hashing\nROUTER_HASH_TYPE = fnv1a_ch\n",
+        50_000,
+        one,
+    ));
 }
 
 /// TAG_RELAY_NORMALIZED: tagged names (both tag orders, a `~` prefix, OpenMetrics form, all in
 /// the input mix) are routed and sent in carbon's normalised form.
 #[test]
 fn tag_relay_normalized() {
-    differential(&Case {
-        name: "tag-relay-normalized",
-        dests: &[
-            ("127.0.0.1", Some("a")),
-            ("127.0.0.1", Some("b")),
-            ("127.0.0.1", Some("c")),
-        ],
-        config: |_| {
-            (
-                "RELAY_METHOD = consistent-hashing\nTAG_RELAY_NORMALIZED = True\n".into(),
-                vec![],
-            )
-        },
-        points: 20_000,
-        min_copies: |_| 1,
-        exact: true,
-        raw: no_raw,
-        known_differences: &[],
-        protocol: SinkProtocol::Pickle,
-    });
+    differential(&Case::hashing(
+        "tag-relay-normalized",
+        THREE,
+        "RELAY_METHOD = consistent-hashing\nTAG_RELAY_NORMALIZED = True\n",
+        20_000,
+        one,
+    ));
 }
 
 /// One node, RF=2, not diverse: carbon's ring yields that node twice, and its client manager
 /// collects destinations into a set, so the datapoint is sent once.
 #[test]
 fn replication_factor_two_on_a_single_node_sends_once() {
-    differential(&Case {
-        name: "rf2-single-node",
-        dests: &[("127.0.0.1", Some("a"))],
-        config: |_| {
-            (
-                "RELAY_METHOD = consistent-hashing\nREPLICATION_FACTOR = 2\nDIVERSE_REPLICAS = False\n"
-                    .into(),
-                vec![],
-            )
-        },
-        points: 5_000,
-        min_copies: |_| 1,
-        exact: true,
-        raw: no_raw,
-        known_differences: &[],
-        protocol: SinkProtocol::Pickle,
-    });
+    differential(&Case::hashing(
+        "rf2-single-node",
+        &[("127.0.0.1", Some("a"))],
+        "RELAY_METHOD = consistent-hashing\nREPLICATION_FACTOR = 2\nDIVERSE_REPLICAS = False\n",
+        5_000,
+        one,
+    ));
 }
 
 /// carbon's plaintext client (`"%s %s %s\n" % (metric, value, timestamp)`) against anthracite's;
@@ -273,20 +255,14 @@ fn replication_factor_two_on_a_single_node_sends_once() {
 #[test]
 fn line_destination_protocol() {
     differential(&Case {
-        name: "destination-protocol-line",
-        dests: &[("127.0.0.1", Some("a")), ("127.0.0.1", Some("b"))],
-        config: |_| {
-            (
-                "RELAY_METHOD = consistent-hashing\nDESTINATION_PROTOCOL = line\n".into(),
-                vec![],
-            )
-        },
-        points: 50_000,
-        min_copies: |_| 1,
-        exact: true,
-        raw: no_raw,
-        known_differences: &[],
         protocol: SinkProtocol::Line,
+        ..Case::hashing(
+            "destination-protocol-line",
+            &[("127.0.0.1", Some("a")), ("127.0.0.1", Some("b"))],
+            "RELAY_METHOD = consistent-hashing\nDESTINATION_PROTOCOL = line\n",
+            50_000,
+            one,
+        )
     });
 }
 
@@ -294,6 +270,7 @@ fn line_destination_protocol() {
 fn rules_with_continue_unicode_unconfigured_and_default() {
     differential(&Case {
         name: "rules",
+        keys: "",
         dests: &[
             ("127.0.0.1", Some("a")),
             ("127.0.0.1", Some("b")),
@@ -343,6 +320,7 @@ fn rules_with_continue_unicode_unconfigured_and_default() {
 fn aggregated_consistent_hashing_with_rules() {
     differential(&Case {
         name: "aggregated-consistent-hashing",
+        keys: "",
         dests: &[
             ("127.0.0.1", Some("a")),
             ("127.0.0.1", Some("b")),
@@ -378,6 +356,7 @@ fn aggregated_consistent_hashing_with_rules() {
 fn edge_inputs_line_and_pickle() {
     differential(&Case {
         name: "edge-inputs",
+        keys: "",
         dests: &[
             ("127.0.0.1", Some("a")),
             ("127.0.0.1", Some("b")),
@@ -618,7 +597,8 @@ fn differential(case: &Case) {
             None => format!("{host}:{port}"),
         })
         .collect();
-    let (keys, files) = (case.config)(&dests);
+    let (extra_keys, files) = (case.config)(&dests);
+    let keys = format!("{}{extra_keys}", case.keys);
     let files: Vec<(&str, &str)> = files.iter().map(|(n, b)| (*n, b.as_str())).collect();
     // The one carbon.conf both relays run on.
     let conf = write_carbon_conf(

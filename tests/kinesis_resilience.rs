@@ -13,14 +13,9 @@ use support_kinesis::harness::*;
 use support_kinesis::kinesalite::Kinesalite;
 use support_kinesis::{proxy, sink, wait_for};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn restart_from_checkpoint_no_loss_bounded_duplicates() {
-    let k = Kinesalite::start().await;
-    k.create_stream("restart", 2).await;
-    let (dest, received) = sink::start("127.0.0.1:0").await;
-    let relay = start_relay(&relay_toml(&dest.to_string(), ""), None).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    for i in 0..20 {
+/// Puts records `range` of the restart test: one line each, over four partition keys.
+async fn put_phase(k: &Kinesalite, range: std::ops::Range<u32>) {
+    for i in range {
         k.put(
             "restart",
             &format!("k{}", i % 4),
@@ -28,6 +23,16 @@ async fn restart_from_checkpoint_no_loss_bounded_duplicates() {
         )
         .await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_from_checkpoint_no_loss_bounded_duplicates() {
+    let k = Kinesalite::start().await;
+    k.create_stream("restart", 2).await;
+    let (dest, received) = sink::start("127.0.0.1:0").await;
+    let relay = start_relay(&relay_toml(&dest.to_string(), ""), None).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    put_phase(&k, 0..20).await;
     // Graceful stop: the final checkpoint covers everything delivered.
     let src = run_source(&k, source_config("restart", dir.path()), &relay, None).await;
     wait_for("phase 1", LONG, || {
@@ -36,14 +41,7 @@ async fn restart_from_checkpoint_no_loss_bounded_duplicates() {
     })
     .await;
     src.stop().await;
-    for i in 20..40 {
-        k.put(
-            "restart",
-            &format!("k{}", i % 4),
-            lines(&format!("r.k{}", i % 4), i * 10, 1).as_bytes(),
-        )
-        .await;
-    }
+    put_phase(&k, 20..40).await;
     let src = run_source(&k, source_config("restart", dir.path()), &relay, None).await;
     wait_for("phase 2", LONG, || {
         let n = received.len();
@@ -54,14 +52,7 @@ async fn restart_from_checkpoint_no_loss_bounded_duplicates() {
     // after the last interval commit.
     src.task.abort();
     let _ = src.task.await;
-    for i in 40..60 {
-        k.put(
-            "restart",
-            &format!("k{}", i % 4),
-            lines(&format!("r.k{}", i % 4), i * 10, 1).as_bytes(),
-        )
-        .await;
-    }
+    put_phase(&k, 40..60).await;
     let src = run_source(&k, source_config("restart", dir.path()), &relay, None).await;
     wait_for("phase 3", LONG, || {
         let r = received.clone();

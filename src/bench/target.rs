@@ -180,7 +180,19 @@ impl RunningTarget {
                 template,
             } => {
                 let dir = std::env::temp_dir();
-                let stem = format!("anthracite-bench-{}-{run_id}-{name}", std::process::id());
+                // `name` defaults to the command, which may hold `/`: keep the stem one path
+                // component.
+                let safe: String = name
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '-' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                let stem = format!("anthracite-bench-{}-{run_id}-{safe}", std::process::id());
                 // Its own directory: carbon looks for storage-schemas.conf beside carbon.conf.
                 let conf_dir = dir.join(&stem);
                 std::fs::create_dir_all(&conf_dir).map_err(|source| BenchError::Io {
