@@ -337,16 +337,22 @@ fn sigkill_while_spilling_loses_nothing_logged_and_skips_a_corrupt_tail() {
         .expect("destination dir")
         .path();
     let mut logged = Vec::new();
-    {
+    let torn_tail = {
         let (mut log, report) =
             SpillLog::open(&log_dir, SpillConfig::default()).expect("open spill log");
-        assert_eq!(report.damaged_segments, 0, "{report:?}");
+        // SIGKILL may land in the middle of a record write: at most the newest segment's tail
+        // is torn (never fsynced, so not owed), and recovery skips it.
+        assert!(report.damaged_segments <= 1, "{report:?}");
         while let Ok(Some(b)) = log.read_next() {
             logged.push(b.iter().map(|d| d.value as usize).collect::<Vec<_>>());
         }
-    }
+        if report.damaged_segments == 1 {
+            report.abandoned_bytes
+        } else {
+            0
+        }
+    };
     assert!(logged.len() > 1);
-    // Corrupt the last record of the newest segment (its last payload byte).
     let mut segs: Vec<_> = std::fs::read_dir(&log_dir)
         .expect("log dir")
         .flatten()
@@ -356,6 +362,10 @@ fn sigkill_while_spilling_loses_nothing_logged_and_skips_a_corrupt_tail() {
     segs.sort();
     let newest = segs.last().expect("a segment");
     let mut bytes = std::fs::read(newest).expect("read segment");
+    // Cut a torn tail left by the kill, so the deliberate corruption below hits the last
+    // complete record and is the only damage the restart sees.
+    bytes.truncate(bytes.len() - torn_tail as usize);
+    // Corrupt the last record of the newest segment (its last payload byte).
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
     std::fs::write(newest, &bytes).expect("write segment");
