@@ -49,6 +49,7 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod config;
 pub mod destination;

@@ -79,6 +79,7 @@ enum Command {
         /// Metric names; read from stdin when none are given.
         names: Vec<String>,
     },
+    #[cfg(feature = "bench")]
     /// Capacity-planning benchmark: load generator + counting sinks + report, against
     /// anthracite in-process or any relay by address or command (see bench/scenarios/).
     Bench(Box<anthracite::bench::BenchArgs>),
@@ -93,6 +94,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let command = cli.command.unwrap_or(Command::Run);
+    #[cfg(feature = "bench")]
     if let Command::Bench(args) = command {
         // The harness builds its own relay configuration; no relay.toml is read.
         return match bench(*args) {
@@ -114,7 +116,9 @@ fn main() -> ExitCode {
         tracing::warn!("{w}");
     }
     let result = match command {
-        Command::Run | Command::Bench(_) => run(config),
+        Command::Run => run(config),
+        #[cfg(feature = "bench")]
+        Command::Bench(_) => run(config),
         Command::Check => check(&config, cli.run.source(), &warnings),
         Command::Route { names } => route(config, names),
     };
@@ -208,6 +212,7 @@ fn route(config: Config, names: Vec<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "bench")]
 fn bench(args: anthracite::bench::BenchArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,7 +1,7 @@
 //! Destinations: a refusing destination does not slow the other, its data waits and arrives,
 //! accounting is exact; shutdown flushes what is queued for a connected destination.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::net::TcpStream;

@@ -1,8 +1,7 @@
 //! The Kinesis source against a real local Kinesis (kinesalite): lines, KPL vectors, start
 //! positions, configuration through the relay, a missing stream, a corrupt checkpoint.
-#![cfg(feature = "kinesis")]
 
-mod support_kinesis;
+use crate::support_kinesis;
 
 use std::time::Duration;
 

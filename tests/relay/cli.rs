@@ -1,6 +1,6 @@
 //! The `anthracite` binary: `check`, `route`, and `run` stopped by SIGTERM.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::net::TcpStream;

@@ -4,7 +4,7 @@
 //! tail record is skipped and counted; an exhausted disk budget applies the fallback with
 //! exact counters. No timing assertions: every wait is bounded, every check is a count.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

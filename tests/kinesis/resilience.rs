@@ -1,8 +1,7 @@
 //! The Kinesis source against a real local Kinesis (kinesalite): restarts from checkpoints,
 //! resharding, injected throttles and expiries, a full downstream.
-#![cfg(feature = "kinesis")]
 
-mod support_kinesis;
+use crate::support_kinesis;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,4 @@
 //! Every vector in ../shared/compat/kpl-vectors.json through `kpl::deaggregate` (no server).
-#![cfg(feature = "kinesis")]
 
 use anthracite::receiver::kinesis::kpl::{Deaggregated, deaggregate};
 use base64::Engine;

@@ -1,6 +1,6 @@
 //! Plaintext receiver rules over real loopback sockets, raw bytes in, pickle out.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::net::{TcpStream, UdpSocket};

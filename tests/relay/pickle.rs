@@ -1,6 +1,6 @@
 //! Pickle receiver over real loopback sockets: framing, bad frames, the frame limit.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
