@@ -6,7 +6,7 @@ use std::io::Write;
 use std::net::{TcpStream, UdpSocket};
 use std::time::Duration;
 
-use anthracite::protocol::DropReason;
+use anthracite::unstable::protocol::DropReason;
 use support::relay::{TestRelay, config_for};
 use support::sink::{CountingSink, SinkProtocol};
 

@@ -7,6 +7,7 @@ mod support;
 
 mod cli;
 mod destinations;
+mod embedding;
 mod features;
 mod hash_vectors;
 mod line;

@@ -1,12 +1,16 @@
-//! Unit tests of the memory tier and its policies.
+//! Unit tests of the queue: the memory tier, its policies, the disk tier, positions.
+
+use std::sync::Arc;
 
 use super::*;
-use crate::queue::SpillSettings;
-use crate::telemetry::RelayStats;
+use crate::batch::Batch;
+
+fn stats() -> Arc<DestinationStats> {
+    Arc::new(DestinationStats::new("d:1:a"))
+}
 
 fn queue(max_datapoints: usize, max_bytes: usize) -> DestinationQueue {
-    let stats = RelayStats::new(&["d:1:a".to_string()]);
-    let d = stats.destinations()[0].clone();
+    let d = stats();
     DestinationQueue::new(
         QueueLimits {
             max_datapoints,
@@ -21,7 +25,8 @@ fn queue(max_datapoints: usize, max_bytes: usize) -> DestinationQueue {
 fn batch(n: usize) -> Batch {
     let mut b = Batch::new();
     for i in 0..n {
-        b.push(format!("m.{i}").as_bytes(), i as f64, 1.0);
+        b.push(format!("m.{i}").as_bytes(), i as f64, 1.0)
+            .expect("batch has room");
     }
     b
 }
@@ -74,7 +79,8 @@ async fn pop_returns_none_after_close_and_drain() {
 fn seq_batch(start: usize, n: usize) -> Batch {
     let mut b = Batch::new();
     for i in start..start + n {
-        b.push(format!("s.{i:08}").as_bytes(), i as f64, 1.0);
+        b.push(format!("s.{i:08}").as_bytes(), i as f64, 1.0)
+            .expect("batch has room");
     }
     b
 }
@@ -85,8 +91,7 @@ fn spill_queue(
     fallback: WhenFull,
     max_disk: u64,
 ) -> DestinationQueue {
-    let stats = RelayStats::new(&["d:1:a".to_string()]);
-    let d = stats.destinations()[0].clone();
+    let d = stats();
     DestinationQueue::with_spill(
         QueueLimits {
             max_datapoints,
@@ -193,7 +198,6 @@ async fn spill_budget_exhausted_block_waits_and_loses_nothing() {
 
 #[test]
 fn drop_oldest_evicts_front_and_counts() {
-    let stats = RelayStats::new(&["d:1:a".to_string()]);
     let q = DestinationQueue::new(
         QueueLimits {
             max_datapoints: 10,
@@ -201,7 +205,7 @@ fn drop_oldest_evicts_front_and_counts() {
             when_full: WhenFull::DropOldest,
             spill_fallback: WhenFull::DropNewest,
         },
-        stats.destinations()[0].clone(),
+        stats(),
     );
     q.push(seq_batch(0, 6));
     q.push(seq_batch(6, 6));
@@ -216,7 +220,6 @@ fn drop_oldest_evicts_front_and_counts() {
 
 #[tokio::test]
 async fn block_waits_for_ack_instead_of_dropping() {
-    let stats = RelayStats::new(&["d:1:a".to_string()]);
     let q = Arc::new(DestinationQueue::new(
         QueueLimits {
             max_datapoints: 10,
@@ -224,7 +227,7 @@ async fn block_waits_for_ack_instead_of_dropping() {
             when_full: WhenFull::Block,
             spill_fallback: WhenFull::DropNewest,
         },
-        stats.destinations()[0].clone(),
+        stats(),
     ));
     q.push_wait(seq_batch(0, 8)).await;
     let waiting = {
@@ -247,7 +250,7 @@ async fn spill_full_drop_oldest_discards_oldest_disk_records_and_counts() {
     let s = loop {
         let s = q.stats().snapshot();
         if s.queued + s.dropped_total() == s.routed && s.queued_disk + s.queued_memory == s.queued {
-            let settled = q.lock().staged_bytes == 0;
+            let settled = q.staged_bytes() == 0;
             if settled {
                 break s;
             }
@@ -355,7 +358,7 @@ async fn spill_io_error_applies_fallback_counts_and_recovers() {
     for i in 0..50 {
         q.push_wait(seq_batch(i * 10, 10)).await;
     }
-    let settled = |s: &crate::telemetry::DestinationSnapshot, routed: u64| {
+    let settled = |s: &DestinationSnapshot, routed: u64| {
         s.routed == routed
             && s.spill.spilled_datapoints
                 + s.dropped(DestinationDropReason::SpillIo)
