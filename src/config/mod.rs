@@ -108,6 +108,7 @@ pub struct Config {
     /// How long shutdown may take to flush queues.
     pub(crate) shutdown_grace: Duration,
     /// Kinesis Data Streams sources (`[[kinesis]]`).
+    #[cfg_attr(not(feature = "kinesis"), allow(dead_code))]
     pub(crate) kinesis: Vec<KinesisConfig>,
     /// The raw configuration with every default filled in (what `anthracite check` prints).
     pub(crate) resolved: RawConfig,

@@ -1,8 +1,8 @@
 //! The queue's core: its state under one lock, and the accounting every tier shares.
 //!
-//! [`State`] is everything a destination's queue holds: the memory tier's batches (waiting and
+//! `State` is everything a destination's queue holds: the memory tier's batches (waiting and
 //! in flight), what the disk tier holds (as datapoint counts and positions, the records
-//! themselves live in the spill log), and the hand-over buffer between them. [`Core`] is the
+//! themselves live in the spill log), and the hand-over buffer between them. `Core` is the
 //! part shared by producers, the destination task and the spill thread: the lock, the two
 //! wake-ups, the limits and the destination's books.
 //!
@@ -12,8 +12,8 @@
 //! datapoints (datapoints recovered from a previous run's spill log come first). Memory
 //! batches, in-flight tags and disk runs carry the position of their first datapoint. The
 //! queue is FIFO across its tiers, so the smallest position still held —
-//! [`State::oldest_position`] — tells how far the destination has got: every datapoint before
-//! it was sent or dropped. Delivery receipts wait on it ([`Core::settled`]).
+//! `State::oldest_position` — tells how far the destination has got: every datapoint before
+//! it was sent or dropped. Delivery receipts wait on it (`Core::settled`).
 //!
 //! This module imports nothing above the queue: the memory tier, the disk tier and the spill
 //! thread all work on these types.

@@ -395,3 +395,82 @@ async fn spill_io_error_applies_fallback_counts_and_recovers() {
     let got = consume(&q, kept).await;
     assert!(got.windows(2).all(|w| w[0] < w[1]));
 }
+
+/// Polls a future once: `Some` if it is ready now.
+fn now_or_never<F: std::future::Future>(f: F) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
+#[test]
+fn settled_waits_for_older_in_flight_data_even_when_newer_data_is_evicted() {
+    let q = DestinationQueue::new(
+        QueueLimits {
+            max_datapoints: 10,
+            max_bytes: usize::MAX,
+            when_full: WhenFull::DropOldest,
+            spill_fallback: WhenFull::DropNewest,
+        },
+        stats(),
+    );
+    let first = q.push(seq_batch(0, 5));
+    assert_eq!(first.mark, 5);
+    let in_flight = q.try_pop().expect("batch");
+    // Only 5 fit beside the 5 in flight: the batch keeps its newest 5 (positions 5..10).
+    let second = q.push(seq_batch(5, 10));
+    assert_eq!((second.accepted, second.evicted, second.mark), (5, 5, 10));
+    // Room for 3 more evicts the waiting batch (positions 5..10), newer than what is in flight.
+    let third = q.push(seq_batch(15, 3));
+    assert_eq!((third.accepted, third.evicted, third.mark), (3, 5, 13));
+    assert_eq!(
+        now_or_never(q.settled(first.mark)),
+        None,
+        "the first batch is still in flight"
+    );
+    q.ack(in_flight.len(), 1);
+    assert_eq!(now_or_never(q.settled(first.mark)), Some(Settled::Done));
+    assert_eq!(now_or_never(q.settled(second.mark)), Some(Settled::Done));
+    assert_eq!(now_or_never(q.settled(third.mark)), None);
+    let last = q.try_pop().expect("batch");
+    q.requeue(vec![last]);
+    assert_eq!(
+        now_or_never(q.settled(third.mark)),
+        None,
+        "requeued, not sent"
+    );
+    let last = q.try_pop().expect("batch");
+    q.ack(last.len(), 1);
+    assert_eq!(now_or_never(q.settled(third.mark)), Some(Settled::Done));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settled_follows_positions_through_the_disk_tier() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let q = spill_queue(dir.path(), 20, WhenFull::DropNewest, 64 << 20);
+    let mut marks = Vec::new();
+    for i in 0..10 {
+        marks.push(q.push_wait(seq_batch(i * 10, 10)).await.mark);
+    }
+    assert_eq!(marks, (1..=10).map(|i| i * 10).collect::<Vec<u64>>());
+    assert!(q.queued_disk() > 0);
+    let mut sent = 0;
+    for (i, &mark) in marks.iter().enumerate() {
+        while sent < mark {
+            let b = q.pop().await.expect("open");
+            sent += b.len() as u64;
+            q.ack(b.len(), 1);
+        }
+        assert_eq!(
+            now_or_never(q.settled(mark)),
+            Some(Settled::Done),
+            "batch {i}"
+        );
+        if let Some(&next) = marks.get(i + 1) {
+            assert_eq!(now_or_never(q.settled(next)), None, "batch {}", i + 1);
+        }
+    }
+}
