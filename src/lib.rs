@@ -65,6 +65,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod admin;
 mod batch;
 #[cfg(feature = "bench")]
 mod bench;

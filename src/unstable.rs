@@ -2,6 +2,11 @@
 //! binary and the benchmark harness. **No stability promise**: anything here may change or
 //! go away in any release. Embedders use the crate root.
 
+/// The admin HTTP listener (`/metrics`, `/healthz`, `/ready`, `/destinations`).
+pub mod admin {
+    pub use crate::admin::*;
+}
+
 /// Batches: the unit that moves between stages.
 pub mod batch {
     pub use crate::batch::*;

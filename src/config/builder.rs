@@ -111,6 +111,13 @@ impl ConfigBuilder {
         self
     }
 
+    /// Serves `/metrics`, `/healthz`, `/ready` and `/destinations` on this address (`None`,
+    /// the default: no admin listener).
+    pub fn admin_listen(mut self, addr: Option<SocketAddr>) -> Self {
+        self.raw.admin.listen = addr_text(addr);
+        self
+    }
+
     /// How long shutdown may take to flush the queues.
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.raw.shutdown.grace_secs = grace.as_secs_f64();

@@ -23,7 +23,7 @@ pub use crate::telemetry::TelemetryConfig;
 pub use builder::ConfigBuilder;
 pub use carbon::{CarbonImport, CarbonOptions};
 pub use kinesis::KinesisConfig;
-pub use raw::RawConfig;
+pub use raw::{LogFormat, RawConfig};
 
 /// Configuration errors. Every variant names the key (and the file, when loaded from one).
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +107,10 @@ pub struct Config {
     pub(crate) telemetry: TelemetryConfig,
     /// How long shutdown may take to flush queues.
     pub(crate) shutdown_grace: Duration,
+    /// The admin HTTP listener (`None`: off).
+    pub(crate) admin_listen: Option<SocketAddr>,
+    /// Where it was read from (a file name, `<string>`, `<builder>`), for logs.
+    pub(crate) source: String,
     /// Kinesis Data Streams sources (`[[kinesis]]`).
     #[cfg_attr(not(feature = "kinesis"), allow(dead_code))]
     pub(crate) kinesis: Vec<KinesisConfig>,
@@ -177,6 +181,7 @@ impl Config {
         let telemetry = validate::telemetry(&raw.telemetry, &ctx)?;
         let ingest = validate::ingest(&raw.ingest, &ctx)?;
         let shutdown_grace = validate::shutdown_grace(&raw.shutdown, &ctx)?;
+        let admin_listen = validate::admin(&raw.admin, &ctx)?;
         let kinesis = kinesis::validate_all(&raw.kinesis.0, listen.max_line_length)
             .map_err(|(key, message)| ctx.invalid(&key, message))?;
         Ok(Config {
@@ -187,9 +192,16 @@ impl Config {
             ingest,
             telemetry,
             shutdown_grace,
+            admin_listen,
+            source: file.to_string(),
             kinesis,
             resolved: raw,
         })
+    }
+
+    /// How the `anthracite` binary writes log lines (`[log] format`).
+    pub fn log_format(&self) -> LogFormat {
+        self.resolved.log.format
     }
 
     /// The configuration with every default filled in, as TOML.

@@ -28,6 +28,10 @@ pub struct RawConfig {
     pub telemetry: RawTelemetry,
     /// `[shutdown]`.
     pub shutdown: RawShutdown,
+    /// `[admin]`.
+    pub admin: RawAdmin,
+    /// `[log]`.
+    pub log: RawLog,
     /// `[[kinesis]]` (or one `[kinesis]`): Kinesis Data Streams sources. Default: none.
     #[serde(skip_serializing_if = "OneOrMany::is_empty")]
     pub kinesis: OneOrMany<RawKinesis>,
@@ -121,6 +125,15 @@ pub struct RawDestinations {
     pub backoff_min_ms: u64,
     /// Longest reconnect delay. Default 10000 ms.
     pub backoff_max_ms: u64,
+    /// A write that makes no progress for this long marks the connection dead (a hung
+    /// carbon-cache, a silent network partition): its data is requeued and the relay
+    /// reconnects. Default 10000 ms; 0 disables (a hung peer then holds its connection until
+    /// the kernel gives up, ~15 minutes).
+    pub write_timeout_ms: u64,
+    /// TCP keepalive on destination connections: idle seconds before the first probe
+    /// (probes every third of that, three unanswered probes close the connection). Default
+    /// 30; 0 disables.
+    pub keepalive_secs: u64,
     /// `[destinations.queue]`.
     pub queue: RawQueue,
     /// `[destinations.spill]`.
@@ -138,6 +151,8 @@ impl Default for RawDestinations {
             connect_timeout_ms: 3000,
             backoff_min_ms: 100,
             backoff_max_ms: 10_000,
+            write_timeout_ms: 10_000,
+            keepalive_secs: 30,
             queue: RawQueue::default(),
             spill: RawSpill::default(),
         }
@@ -357,6 +372,33 @@ impl Default for RawTelemetry {
             instance: "a".into(),
         }
     }
+}
+
+/// `[admin]`: the admin HTTP listener (`/metrics`, `/healthz`, `/ready`, `/destinations`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawAdmin {
+    /// `IP:port` of the admin listener. Default `""` (off).
+    pub listen: String,
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// Human-readable lines (colours only when stderr is a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `[log]`: logging of the `anthracite` binary (levels come from `RUST_LOG`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawLog {
+    /// `text` (default) or `json`; `--log-format` overrides it.
+    pub format: LogFormat,
 }
 
 /// `[shutdown]`.

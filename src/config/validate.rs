@@ -96,6 +96,18 @@ pub(super) fn destinations(
             "need 0 < backoff_min_ms <= backoff_max_ms",
         ));
     }
+    if d.write_timeout_ms != 0 && !(100..=3_600_000).contains(&d.write_timeout_ms) {
+        return Err(ctx.invalid(
+            "destinations.write_timeout_ms",
+            "must be 0 (off) or between 100 and 3600000",
+        ));
+    }
+    if d.keepalive_secs > 7200 {
+        return Err(ctx.invalid(
+            "destinations.keepalive_secs",
+            "must be between 0 (off) and 7200",
+        ));
+    }
     let mut out: Vec<DestinationConfig> = Vec::with_capacity(d.servers.len());
     for (i, server) in d.servers.iter().enumerate() {
         let key = format!("destinations.servers[{i}]");
@@ -130,6 +142,9 @@ pub(super) fn destinations(
             connect_timeout: Duration::from_millis(d.connect_timeout_ms.max(1)),
             backoff_min: Duration::from_millis(d.backoff_min_ms),
             backoff_max: Duration::from_millis(d.backoff_max_ms),
+            write_timeout: (d.write_timeout_ms > 0)
+                .then(|| Duration::from_millis(d.write_timeout_ms)),
+            keepalive: (d.keepalive_secs > 0).then(|| Duration::from_secs(d.keepalive_secs)),
             spill,
         });
     }
@@ -394,6 +409,11 @@ pub(super) fn ingest(g: &RawIngest, ctx: &Ctx) -> Result<IngestConfig, ConfigErr
             reload_interval: Duration::from_secs_f64(g.list_reload_secs),
         }),
     })
+}
+
+/// `[admin]`: the listener's address (`None`: off).
+pub(super) fn admin(a: &raw::RawAdmin, ctx: &Ctx) -> Result<Option<SocketAddr>, ConfigError> {
+    ctx.addr("admin.listen", &a.listen)
 }
 
 /// `[shutdown]`.

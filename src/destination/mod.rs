@@ -11,15 +11,33 @@
 //! While idle the task also watches the socket for EOF, so a carbon-cache that went away is
 //! noticed before the next write rather than by losing that write. A slow or dead destination
 //! only ever fills its own queue.
+//!
+//! ## Dead peers
+//!
+//! A carbon-cache that stops reading (a hung process, a silent partition) keeps its TCP
+//! connection "up" for the kernel's retransmission timeout (~15 minutes). So every write must
+//! make progress within `write_timeout` (10 s by default): a write that does not marks the
+//! connection dead (counted as a write timeout), its batches go back to the queue (which fills
+//! and spills like for any outage) and the task reconnects with backoff. TCP keepalive
+//! (`keepalive`) finds a peer that vanished while the connection was idle. A hung destination
+//! only ever holds its own task and queue, never another destination's or a receiver.
+//!
+//! Failures come in *episodes*: from the first failure until a connection has stayed healthy
+//! for [`RECOVERY_WINDOW`]. The first failure of each kind in an episode (cannot connect,
+//! connection lost, write timeout) is logged as a warning, the rest at debug level, and the end
+//! of the episode once, with its counts. At shutdown a destination in an episode is known
+//! dead: it stops at once (its queue is spilled or counted as undelivered) instead of holding
+//! shutdown for the whole grace period; a write that stalls during shutdown gets
+//! [`DEAD_AT_SHUTDOWN`] before the destination gives up.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -60,6 +78,10 @@ pub struct DestinationConfig {
     pub backoff_min: Duration,
     /// Longest reconnect delay.
     pub backoff_max: Duration,
+    /// A write making no progress for this long marks the connection dead (`None`: never).
+    pub write_timeout: Option<Duration>,
+    /// TCP keepalive idle time (`None`: no keepalive).
+    pub keepalive: Option<Duration>,
     /// The disk tier (`None`: memory only).
     pub spill: Option<crate::queue::SpillSettings>,
 }
@@ -96,13 +118,80 @@ impl Backoff {
 }
 
 /// Signals a destination task obeys.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct DestinationSignals {
+    /// Cancelled when shutdown starts draining the queues: a destination known dead stops
+    /// now instead of waiting for the grace period.
+    pub drain: CancellationToken,
     /// Cancelled when the shutdown grace period is over: stop now, leave the queue as it is.
     pub abort: CancellationToken,
 }
 
-/// Runs one destination until its queue is closed and drained, or `signals.abort` fires.
+/// How long a connection must stay healthy before a failure episode is over.
+pub const RECOVERY_WINDOW: Duration = Duration::from_secs(30);
+
+/// During shutdown, how long a destination in a failure episode may stall a write before it
+/// gives up.
+pub const DEAD_AT_SHUTDOWN: Duration = Duration::from_secs(1);
+
+/// What went wrong with a destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Failure {
+    Connect,
+    Lost,
+    WriteTimeout,
+}
+
+/// A destination's failure episode: from the first failure until a connection stays healthy
+/// for [`RECOVERY_WINDOW`]. Logs the first failure of each kind and the recovery.
+#[derive(Debug, Default)]
+struct Episode {
+    since: Option<Instant>,
+    counts: [u64; 3],
+}
+
+impl Episode {
+    fn is_active(&self) -> bool {
+        self.since.is_some()
+    }
+
+    fn failed(
+        &mut self,
+        name: &str,
+        kind: Failure,
+        error: &std::io::Error,
+        write_timeout: Option<Duration>,
+    ) {
+        self.since.get_or_insert_with(Instant::now);
+        let n = &mut self.counts[kind as usize];
+        *n += 1;
+        if *n > 1 {
+            debug!(destination = %name, error = %error, ?kind, "destination still failing");
+            return;
+        }
+        match kind {
+            Failure::Connect => warn!(destination = %name, error = %error,
+                "cannot connect; queueing until it is reachable (further failures of this episode at debug level)"),
+            Failure::Lost => warn!(destination = %name, error = %error,
+                "connection lost; unsent data stays queued (further losses of this episode at debug level)"),
+            Failure::WriteTimeout => warn!(destination = %name,
+                write_timeout_ms = write_timeout.map_or(0, |d| d.as_millis() as u64),
+                "destination not reading: a write made no progress for the write timeout; connection declared dead, its data requeued (further timeouts of this episode at debug level)"),
+        }
+    }
+
+    fn recovered(&mut self, name: &str) {
+        if let Some(since) = self.since.take() {
+            let [connect, lost, timeouts] = std::mem::take(&mut self.counts);
+            info!(destination = %name, failed_connects = connect, lost_connections = lost,
+                write_timeouts = timeouts, seconds = since.elapsed().as_secs(),
+                "destination recovered");
+        }
+    }
+}
+
+/// Runs one destination until its queue is closed and drained, `signals.abort` fires, or it
+/// is known dead when shutdown drains the queues.
 pub async fn run(
     config: DestinationConfig,
     queue: Arc<DestinationQueue>,
@@ -112,54 +201,58 @@ pub async fn run(
     let stats = queue.stats().clone();
     let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
     let mut sender = Sender::new(&config);
-    let mut failures_in_row = 0u32;
+    let mut episode = Episode::default();
     loop {
-        if queue.queued() == 0 && queue_closed_and_empty(&queue) {
+        if queue_closed_and_empty(&queue) {
             return;
         }
         let connected = tokio::select! {
             _ = signals.abort.cancelled() => return,
             c = connect(&config) => c,
         };
-        let stream = match connected {
-            Ok(s) => s,
+        let failure = match connected {
+            Ok(stream) => {
+                debug!(destination = %name, "connected");
+                backoff.reset();
+                stats.set_connected(true);
+                let outcome = sender.serve(stream, &queue, &signals, &mut episode).await;
+                stats.set_connected(false);
+                match outcome {
+                    Served::Drained | Served::Aborted => return,
+                    Served::GaveUp => {
+                        warn!(destination = %name, "known dead at shutdown: not waiting for the grace period");
+                        return;
+                    }
+                    Served::Lost(e) => {
+                        stats.connect_failed(&e);
+                        (Failure::Lost, e)
+                    }
+                    Served::Hung(e) => {
+                        stats.write_timed_out(&e);
+                        (Failure::WriteTimeout, e)
+                    }
+                }
+            }
             Err(e) => {
-                stats.connect_failed();
-                failures_in_row += 1;
-                if failures_in_row == 1 {
-                    warn!(destination = %name, error = %e, "cannot connect; queueing until it is reachable");
-                }
-                let delay = backoff.next_delay();
-                tokio::select! {
-                    _ = signals.abort.cancelled() => return,
-                    _ = tokio::time::sleep(delay) => {}
-                    // Drained and closed while down: nothing left to deliver.
-                    _ = wait_closed_and_empty(&queue) => return,
-                }
-                continue;
+                stats.connect_failed(&e);
+                (Failure::Connect, e)
             }
         };
-        if failures_in_row > 0 {
-            info!(destination = %name, attempts = failures_in_row, "connected");
-        } else {
-            debug!(destination = %name, "connected");
+        episode.failed(&name, failure.0, &failure.1, config.write_timeout);
+        if signals.drain.is_cancelled() {
+            warn!(destination = %name, "known dead at shutdown: not waiting for the grace period");
+            return;
         }
-        failures_in_row = 0;
-        backoff.reset();
-        stats.set_connected(true);
-        let outcome = sender.serve(stream, &queue, &signals).await;
-        stats.set_connected(false);
-        match outcome {
-            Served::Drained | Served::Aborted => return,
-            Served::Lost(e) => {
-                stats.connect_failed();
-                warn!(destination = %name, error = %e, "connection lost; unsent data stays queued");
-                let delay = backoff.next_delay();
-                tokio::select! {
-                    _ = signals.abort.cancelled() => return,
-                    _ = tokio::time::sleep(delay) => {}
-                }
+        let delay = backoff.next_delay();
+        tokio::select! {
+            _ = signals.abort.cancelled() => return,
+            _ = signals.drain.cancelled() => {
+                warn!(destination = %name, "known dead at shutdown: not waiting for the grace period");
+                return;
             }
+            _ = tokio::time::sleep(delay) => {}
+            // Drained and closed while down: nothing left to deliver.
+            _ = wait_closed_and_empty(&queue) => return,
         }
     }
 }
@@ -183,6 +276,13 @@ async fn connect(config: &DestinationConfig) -> std::io::Result<TcpStream> {
         .await
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
     stream.set_nodelay(true)?;
+    if let Some(idle) = config.keepalive {
+        let probes = socket2::TcpKeepalive::new()
+            .with_time(idle)
+            .with_interval((idle / 3).max(Duration::from_secs(1)))
+            .with_retries(3);
+        socket2::SockRef::from(&stream).set_tcp_keepalive(&probes)?;
+    }
     Ok(stream)
 }
 
@@ -191,16 +291,79 @@ enum Served {
     Drained,
     /// Grace period over.
     Aborted,
+    /// Shutdown is draining and the destination is known dead; in-flight data was requeued.
+    GaveUp,
     /// Write or read failed; in-flight data was requeued.
     Lost(std::io::Error),
+    /// A write made no progress for the write timeout; in-flight data was requeued.
+    Hung(std::io::Error),
+}
+
+/// Why [`write_all_timed`] stopped.
+enum WriteError {
+    Io(std::io::Error),
+    /// No progress for the write timeout.
+    Stalled(std::io::Error),
+    /// Shutdown is draining and the destination is known dead.
+    GaveUp,
+    /// The grace period is over.
+    Aborted,
+}
+
+/// Writes all of `buf`; each `write` must make progress within `timeout` (shortened to
+/// [`DEAD_AT_SHUTDOWN`] when shutdown drains and the destination is in a failure episode).
+async fn write_all_timed(
+    writer: &mut OwnedWriteHalf,
+    buf: &[u8],
+    timeout: Option<Duration>,
+    signals: &DestinationSignals,
+    known_dead: bool,
+) -> Result<(), WriteError> {
+    let mut off = 0;
+    while off < buf.len() {
+        let limit = match (timeout, known_dead && signals.drain.is_cancelled()) {
+            (Some(t), true) => Some(t.min(DEAD_AT_SHUTDOWN)),
+            (None, true) => Some(DEAD_AT_SHUTDOWN),
+            (t, false) => t,
+        };
+        let stall = async {
+            match limit {
+                Some(t) => tokio::time::sleep(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        // `write` is cancel-safe: when another branch wins, nothing was written.
+        let n = tokio::select! {
+            biased;
+            _ = signals.abort.cancelled() => return Err(WriteError::Aborted),
+            r = writer.write(&buf[off..]) => r.map_err(WriteError::Io)?,
+            _ = signals.drain.cancelled(), if known_dead && limit != Some(DEAD_AT_SHUTDOWN) => continue,
+            _ = stall => {
+                if known_dead && signals.drain.is_cancelled() {
+                    return Err(WriteError::GaveUp);
+                }
+                return Err(WriteError::Stalled(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("write made no progress for {:?}", limit.unwrap_or_default()),
+                )));
+            }
+        };
+        if n == 0 {
+            return Err(WriteError::Io(std::io::ErrorKind::WriteZero.into()));
+        }
+        off += n;
+    }
+    Ok(())
 }
 
 /// Encoding state reused across connections.
 struct Sender {
+    name: String,
     protocol: OutputProtocol,
     per_message: usize,
     flush_bytes: usize,
     linger: Duration,
+    write_timeout: Option<Duration>,
     buf: BytesMut,
     in_flight: Vec<Batch>,
 }
@@ -208,10 +371,12 @@ struct Sender {
 impl Sender {
     fn new(config: &DestinationConfig) -> Self {
         Self {
+            name: config.spec.to_string(),
             protocol: config.protocol,
             per_message: config.max_datapoints_per_message,
             flush_bytes: config.flush_bytes,
             linger: config.linger,
+            write_timeout: config.write_timeout,
             buf: BytesMut::with_capacity(config.flush_bytes * 2),
             in_flight: Vec::new(),
         }
@@ -222,9 +387,21 @@ impl Sender {
         stream: TcpStream,
         queue: &DestinationQueue,
         signals: &DestinationSignals,
+        episode: &mut Episode,
     ) -> Served {
         let (mut reader, mut writer) = stream.into_split();
         let mut unconfirmed = Unconfirmed::default();
+        let connected_at = Instant::now();
+        let name = self.name.clone();
+        // A healthy connection ends a failure episode once it has lasted the recovery window.
+        let confirm = |unconfirmed: &mut Unconfirmed, episode: &mut Episode| {
+            if unconfirmed.confirm(queue)
+                && episode.is_active()
+                && connected_at.elapsed() >= RECOVERY_WINDOW
+            {
+                episode.recovered(&name);
+            }
+        };
         loop {
             let first = tokio::select! {
                 biased;
@@ -239,7 +416,7 @@ impl Sender {
                 }
                 // Idle with a write outstanding and the peer still there: it was received.
                 _ = tokio::time::sleep(CONFIRM_IDLE), if !unconfirmed.is_empty() => {
-                    unconfirmed.confirm(queue);
+                    confirm(&mut unconfirmed, episode);
                     continue;
                 }
             };
@@ -248,7 +425,7 @@ impl Sender {
                     unconfirmed.requeue(queue);
                     return Served::Lost(e);
                 }
-                unconfirmed.confirm(queue);
+                confirm(&mut unconfirmed, episode);
                 let _ = writer.shutdown().await;
                 return Served::Drained;
             };
@@ -282,28 +459,31 @@ impl Sender {
                 unconfirmed.requeue(queue);
                 return Served::Lost(e);
             }
-            unconfirmed.confirm(queue);
+            confirm(&mut unconfirmed, episode);
             let (datapoints, messages) = self.encode();
-            let write = tokio::select! {
-                biased;
-                _ = signals.abort.cancelled() => None,
-                r = writer.write_all(&self.buf) => Some(r),
-            };
+            let write = write_all_timed(
+                &mut writer,
+                &self.buf,
+                self.write_timeout,
+                signals,
+                episode.is_active(),
+            )
+            .await;
             self.buf.clear();
+            if write.is_ok() {
+                unconfirmed.hold(std::mem::take(&mut self.in_flight), datapoints, messages);
+                continue;
+            }
+            // The peer may have part of the write: it is requeued whole and sent again after
+            // the reconnect (at-least-once; counting it as still queued is the conservative
+            // choice at shutdown).
+            queue.requeue(std::mem::take(&mut self.in_flight));
             match write {
-                Some(Ok(())) => {
-                    unconfirmed.hold(std::mem::take(&mut self.in_flight), datapoints, messages);
-                }
-                Some(Err(e)) => {
-                    queue.requeue(std::mem::take(&mut self.in_flight));
-                    return Served::Lost(e);
-                }
-                None => {
-                    // Aborted mid-write: the peer may have part of it; counting it as still
-                    // queued (undelivered) is the conservative choice.
-                    queue.requeue(std::mem::take(&mut self.in_flight));
-                    return Served::Aborted;
-                }
+                Ok(()) => {}
+                Err(WriteError::Io(e)) => return Served::Lost(e),
+                Err(WriteError::Stalled(e)) => return Served::Hung(e),
+                Err(WriteError::GaveUp) => return Served::GaveUp,
+                Err(WriteError::Aborted) => return Served::Aborted,
             }
         }
     }
@@ -368,11 +548,14 @@ impl Unconfirmed {
         self.messages = messages;
     }
 
-    fn confirm(&mut self, queue: &DestinationQueue) {
-        if !self.batches.is_empty() {
-            self.batches.clear();
-            queue.ack(self.datapoints, self.messages);
+    /// Counts the held write as sent; true if there was one.
+    fn confirm(&mut self, queue: &DestinationQueue) -> bool {
+        if self.batches.is_empty() {
+            return false;
         }
+        self.batches.clear();
+        queue.ack(self.datapoints, self.messages);
+        true
     }
 
     fn requeue(&mut self, queue: &DestinationQueue) {

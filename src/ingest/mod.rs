@@ -32,7 +32,7 @@ use crate::router::{RouteCache, Router};
 
 pub use receipt::{Delivery, Receipt};
 pub use source::Source;
-pub use stats::{IngestSnapshot, IngestStats};
+pub use stats::{IngestSnapshot, IngestStats, SourceSnapshot};
 
 /// Pending bytes (names plus per-datapoint overhead, over all destinations) past which
 /// [`Ingestor::push`] answers [`Pushed::FlushNow`].

@@ -22,6 +22,7 @@ struct SourceStats {
     rejected_metric: Counter,
     idle_metric: Counter,
     rejected: AtomicU64,
+    idle_closed: AtomicU64,
 }
 
 impl SourceStats {
@@ -40,6 +41,7 @@ impl SourceStats {
             rejected_metric: counter!(facade::CONNECTIONS_REJECTED, "source" => label),
             idle_metric: counter!(facade::CONNECTIONS_IDLE_CLOSED, "source" => label),
             rejected: AtomicU64::new(0),
+            idle_closed: AtomicU64::new(0),
         }
     }
 }
@@ -128,7 +130,9 @@ impl IngestStats {
 
     /// A connection was closed for idleness.
     pub fn connection_idle_closed(&self, source: Source) {
-        self.source(source).idle_metric.increment(1);
+        let s = self.source(source);
+        s.idle_closed.fetch_add(1, Relaxed);
+        s.idle_metric.increment(1);
     }
 
     /// A consistent-enough copy of every counter (each counter read once).
@@ -138,15 +142,25 @@ impl IngestStats {
         let mut received = 0;
         let mut active_connections = 0;
         let mut rejected_connections = 0;
+        let mut sources = Vec::with_capacity(self.sources.len());
         for (i, s) in self.sources.iter().enumerate() {
-            let r = s.received.load(Relaxed);
-            received += r;
-            received_by_source.push((Source::ALL[i], r));
-            active_connections += s.active.load(Relaxed);
-            rejected_connections += s.rejected.load(Relaxed);
+            let mut one = SourceSnapshot {
+                source: Source::ALL[i],
+                received: s.received.load(Relaxed),
+                invalid: DropCounts::default(),
+                active: s.active.load(Relaxed),
+                rejected: s.rejected.load(Relaxed),
+                idle_closed: s.idle_closed.load(Relaxed),
+            };
             for reason in DropReason::ALL {
-                invalid.0[reason.index()] += s.invalid[reason.index()].load(Relaxed);
+                one.invalid.0[reason.index()] = s.invalid[reason.index()].load(Relaxed);
+                invalid.0[reason.index()] += one.invalid.0[reason.index()];
             }
+            received += one.received;
+            received_by_source.push((one.source, one.received));
+            active_connections += one.active;
+            rejected_connections += one.rejected;
+            sources.push(one);
         }
         IngestSnapshot {
             received,
@@ -156,8 +170,27 @@ impl IngestStats {
             rejected_connections,
             blacklist_matches: self.blacklist_matches.load(Relaxed),
             whitelist_rejects: self.whitelist_rejects.load(Relaxed),
+            sources,
         }
     }
+}
+
+/// A copy of one source's counters.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct SourceSnapshot {
+    /// The source.
+    pub source: Source,
+    /// Datapoints accepted.
+    pub received: u64,
+    /// Rejected while parsing, per reason.
+    pub invalid: DropCounts,
+    /// Open client connections.
+    pub active: u64,
+    /// Connections refused at the limit.
+    pub rejected: u64,
+    /// Connections closed by the idle timeout.
+    pub idle_closed: u64,
 }
 
 /// A copy of the ingest side's counters.
@@ -177,4 +210,6 @@ pub struct IngestSnapshot {
     pub blacklist_matches: u64,
     /// Datapoints dropped because their name was not on a non-empty whitelist.
     pub whitelist_rejects: u64,
+    /// Per source, in [`Source::ALL`] order.
+    pub sources: Vec<SourceSnapshot>,
 }

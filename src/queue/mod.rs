@@ -85,7 +85,7 @@ pub use self::core::{PushOutcome, QueueLimits};
 pub use destination_queue::{DestinationQueue, Settled};
 pub use disk_tier::SpillSettings;
 pub use policy::{DestinationDropReason, PushMode, WhenFull};
-pub use stats::{DestinationSnapshot, DestinationStats, QueueDepth, SpillSnapshot};
+pub use stats::{DestinationSnapshot, DestinationStats, LastError, QueueDepth, SpillSnapshot};
 
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,9 @@
 //!
 //! Updated once per batch (a push, a pop, a write, a spill append), never per datapoint.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::SystemTime;
 
 use metrics::{Counter, Gauge, counter, gauge};
 
@@ -59,7 +61,11 @@ pub struct DestinationStats {
     messages_metric: Counter,
     dropped_metric: Vec<Counter>,
     connected_metric: Gauge,
+    connect_failures: AtomicU64,
     connect_failures_metric: Counter,
+    write_timeouts: AtomicU64,
+    write_timeouts_metric: Counter,
+    last_error: Mutex<Option<LastError>>,
     queue_datapoints_metric: Gauge,
     queue_bytes_metric: Gauge,
     spill: SpillCounters,
@@ -158,10 +164,17 @@ impl DestinationStats {
                 })
                 .collect(),
             connected_metric: gauge!(facade::DESTINATION_CONNECTED, "destination" => l.clone()),
+            connect_failures: AtomicU64::new(0),
             connect_failures_metric: counter!(
                 facade::DESTINATION_CONNECT_FAILURES,
                 "destination" => l.clone()
             ),
+            write_timeouts: AtomicU64::new(0),
+            write_timeouts_metric: counter!(
+                facade::DESTINATION_WRITE_TIMEOUTS,
+                "destination" => l.clone()
+            ),
+            last_error: Mutex::new(None),
             queue_datapoints_metric: gauge!(facade::QUEUE_DATAPOINTS, "destination" => l.clone()),
             queue_bytes_metric: gauge!(facade::QUEUE_BYTES, "destination" => l.clone()),
             spill: SpillCounters::new(&l),
@@ -213,9 +226,26 @@ impl DestinationStats {
         self.connected_metric.set(if connected { 1.0 } else { 0.0 });
     }
 
-    /// A connection attempt failed or a connection was lost.
-    pub fn connect_failed(&self) {
+    /// A connection attempt failed or a connection was lost, with what happened.
+    pub fn connect_failed(&self, error: &dyn std::fmt::Display) {
+        self.connect_failures.fetch_add(1, Relaxed);
         self.connect_failures_metric.increment(1);
+        self.set_last_error(error);
+    }
+
+    /// A write made no progress for the write timeout: the connection was declared dead.
+    pub fn write_timed_out(&self, error: &dyn std::fmt::Display) {
+        self.write_timeouts.fetch_add(1, Relaxed);
+        self.write_timeouts_metric.increment(1);
+        self.set_last_error(error);
+    }
+
+    fn set_last_error(&self, error: &dyn std::fmt::Display) {
+        let e = LastError {
+            message: error.to_string(),
+            at: SystemTime::now(),
+        };
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
     }
 
     /// Publishes queue depth gauges (called by the queue, per batch).
@@ -310,6 +340,13 @@ impl DestinationStats {
             queued_memory,
             queued_disk,
             connected: self.connected.load(Relaxed) == 1,
+            connect_failures: self.connect_failures.load(Relaxed),
+            write_timeouts: self.write_timeouts.load(Relaxed),
+            last_error: self
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
             spill: SpillSnapshot {
                 memory_bytes: sp.memory_bytes.load(Relaxed),
                 memory_bytes_peak: sp.memory_bytes_peak.load(Relaxed),
@@ -354,8 +391,24 @@ pub struct DestinationSnapshot {
     pub queued_disk: u64,
     /// Connected right now.
     pub connected: bool,
+    /// Connection attempts that failed and connections lost.
+    pub connect_failures: u64,
+    /// Connections declared dead because a write made no progress for the write timeout.
+    pub write_timeouts: u64,
+    /// The most recent connection error, and when it happened.
+    pub last_error: Option<LastError>,
     /// The disk tier's counters.
     pub spill: SpillSnapshot,
+}
+
+/// A destination's most recent connection error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LastError {
+    /// What happened.
+    pub message: String,
+    /// When.
+    pub at: SystemTime,
 }
 
 /// A copy of one destination's memory-tier size and disk-tier counters.

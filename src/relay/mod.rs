@@ -11,6 +11,7 @@
 //! slept on.
 
 mod running;
+mod shared;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -24,6 +25,8 @@ use crate::ingest::{IngestStats, Ingestor, Pipeline, Source};
 use crate::queue::{DestinationQueue, DestinationStats, WhenFull};
 use crate::router::{Router, RouterError};
 use crate::telemetry::StatsSnapshot;
+use crate::telemetry::reporter::Books;
+use shared::Shared;
 
 /// Errors starting or running a relay.
 #[derive(Debug, thiserror::Error)]
@@ -59,8 +62,9 @@ pub enum RelayError {
 /// A relay ready to run. Build it with [`Relay::builder`].
 pub struct Relay {
     config: Config,
-    pipeline: Pipeline,
+    shared: Arc<Shared>,
     lists: Option<crate::filter::ListWatcher>,
+    admin: Option<TcpListener>,
     line: Option<TcpListener>,
     pickle: Option<TcpListener>,
     udp: Option<UdpSocket>,
@@ -72,6 +76,7 @@ pub struct Relay {
 /// sockets); any receiver not injected is bound from the configuration when the relay runs.
 pub struct RelayBuilder {
     config: Config,
+    admin: Option<TcpListener>,
     line: Option<TcpListener>,
     pickle: Option<TcpListener>,
     udp: Option<UdpSocket>,
@@ -82,7 +87,7 @@ pub struct RelayBuilder {
 /// A cheap, cloneable handle onto a relay: counters, and ingestors for non-socket sources.
 #[derive(Clone, Debug)]
 pub struct RelayHandle {
-    pipeline: Pipeline,
+    shared: Arc<Shared>,
 }
 
 /// What shutdown left behind.
@@ -103,6 +108,7 @@ impl Relay {
     pub fn builder(config: Config) -> RelayBuilder {
         RelayBuilder {
             config,
+            admin: None,
             line: None,
             pickle: None,
             udp: None,
@@ -114,7 +120,7 @@ impl Relay {
     /// A handle for counters and extra sources; valid before, during and after `run`.
     pub fn handle(&self) -> RelayHandle {
         RelayHandle {
-            pipeline: self.pipeline.clone(),
+            shared: self.shared.clone(),
         }
     }
 
@@ -139,6 +145,15 @@ impl RelayBuilder {
     /// Serves pickle on this listener instead of `listen.pickle_tcp`.
     pub fn pickle_listener(mut self, listener: TcpListener) -> Self {
         self.pickle = Some(listener);
+        self
+    }
+
+    /// Serves the admin endpoints (`/metrics`, `/healthz`, `/ready`, `/destinations`) on
+    /// this listener instead of `admin.listen`. It answers from the start of
+    /// [`Relay::run`] to its end: `/ready` says 503 until every receiver is bound and again
+    /// once shutdown begins.
+    pub fn admin_listener(mut self, listener: TcpListener) -> Self {
+        self.admin = Some(listener);
         self
     }
 
@@ -201,8 +216,9 @@ impl RelayBuilder {
         }
         Ok(Relay {
             config: self.config,
-            pipeline,
+            shared: Arc::new(Shared::new(pipeline)),
             lists,
+            admin: self.admin,
             line: self.line,
             pickle: self.pickle,
             udp: self.udp,
@@ -215,27 +231,24 @@ impl RelayBuilder {
 impl RelayHandle {
     /// A copy of the relay's counters.
     pub fn stats(&self) -> StatsSnapshot {
-        StatsSnapshot::collect(
-            self.pipeline.stats().snapshot(),
-            self.pipeline.queues.iter().map(|q| &**q.stats()),
-        )
+        self.shared.snapshot()
     }
 
     /// An ingestor for a non-socket source (Kinesis, an embedding program): push datapoints
     /// or lines into it and [`flush`](Ingestor::flush) them into the queues.
     pub fn ingestor(&self) -> Ingestor {
-        self.pipeline.ingestor(Source::Embedded)
+        self.shared.pipeline.ingestor(Source::Embedded)
     }
 
     /// The shared parse → route → queue pipeline, for sources that make their own ingestors.
     pub(crate) fn pipeline(&self) -> &Pipeline {
-        &self.pipeline
+        &self.shared.pipeline
     }
 
     /// The destinations each name goes to (`host:port:instance`), in carbon's preference
     /// order, with duplicates removed as carbon's client manager does.
     pub fn route(&self, name: &str) -> Vec<String> {
-        let router = self.pipeline.router();
+        let router = self.pipeline().router();
         let mut out = Vec::new();
         router.route_into(name.as_bytes(), &mut out);
         let mut names: Vec<String> = Vec::with_capacity(out.len());
@@ -252,7 +265,7 @@ impl RelayHandle {
 
     /// Datapoints waiting or in flight, per destination.
     pub fn queued(&self) -> Vec<u64> {
-        self.pipeline
+        self.pipeline()
             .queues
             .iter()
             .map(|q| q.queued() as u64)

@@ -12,17 +12,21 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use super::{Relay, RelayError, ShutdownReport};
+use super::{Relay, RelayError, ShutdownReport, shared::Shared};
+use crate::admin::{self, AdminState, Phase};
 use crate::config::Config;
 use crate::destination::{self, DestinationSignals};
 use crate::ingest::{Pipeline, Source};
 use crate::receiver::{ReceiverContext, pickle, tcp, udp};
-use crate::telemetry::{StatsSnapshot, reporter};
+use crate::telemetry::reporter::{self, Books};
 
 /// Everything a running relay owns, so that shutdown can stop it in order.
 pub(super) struct Running {
     config: Config,
+    shared: Arc<Shared>,
     pipeline: Pipeline,
+    /// Cancelled when the queues start draining: destinations known dead stop at once.
+    drain: CancellationToken,
     /// Cancelled when the grace period is over: destinations stop at once.
     abort: CancellationToken,
     destinations: JoinSet<()>,
@@ -34,34 +38,59 @@ pub(super) struct Running {
     /// Stops the self-metrics reporter and the list watcher.
     stop_background: CancellationToken,
     background: Vec<JoinHandle<()>>,
+    /// Stops the admin listener, last of all.
+    stop_admin: CancellationToken,
+    admin: Option<JoinHandle<()>>,
 }
 
 impl Relay {
-    /// Startup: binds what was not injected, loads Kinesis checkpoints (a corrupt one stops
-    /// startup), then starts destinations before receivers, so nothing accepted waits for a
-    /// destination to exist, and finally the self-metrics reporter and the list watcher.
+    /// Startup: the admin listener first (so `/ready` can say "starting"), then Kinesis
+    /// checkpoints (a corrupt one stops startup before any port is taken), then the
+    /// receivers' sockets; destinations start before receivers, so nothing accepted waits for
+    /// a destination to exist; then the self-metrics reporter and the list watcher. The relay
+    /// is ready once all of that runs.
     pub(super) async fn start(self) -> Result<Running, RelayError> {
         let Relay {
             config,
-            pipeline,
+            shared,
             lists,
+            admin,
             line,
             pickle,
             udp,
             #[cfg(feature = "kinesis")]
             aws,
         } = self;
-        let line = bind_tcp(line, config.listen.line_tcp, "line receiver").await?;
-        let pickle = bind_tcp(pickle, config.listen.pickle_tcp, "pickle receiver").await?;
-        let udp = bind_udp(udp, config.listen.line_udp).await?;
+        let pipeline = shared.pipeline.clone();
+        let stop_admin = CancellationToken::new();
+        let admin = bind_tcp(admin, config.admin_listen, "admin listener").await?;
+        let admin_addr = admin.as_ref().and_then(|l| l.local_addr().ok());
+        let admin = admin.map(|l| {
+            let state = AdminState {
+                books: shared.clone() as Arc<dyn Books>,
+                health: shared.health.clone(),
+            };
+            tokio::spawn(admin::serve(l, state, stop_admin.clone()))
+        });
         #[cfg(feature = "kinesis")]
         let kinesis_sources =
             crate::receiver::kinesis::prepare(&config.kinesis, aws.as_ref()).await?;
+        let line = bind_tcp(line, config.listen.line_tcp, "line receiver").await?;
+        let pickle = bind_tcp(pickle, config.listen.pickle_tcp, "pickle receiver").await?;
+        let udp = bind_udp(udp, config.listen.line_udp).await?;
+        let addrs = Addresses {
+            line: line.as_ref().and_then(|l| l.local_addr().ok()),
+            pickle: pickle.as_ref().and_then(|l| l.local_addr().ok()),
+            udp: udp.as_ref().and_then(|s| s.local_addr().ok()),
+            admin: admin_addr,
+        };
 
         let abort = CancellationToken::new();
+        let drain = CancellationToken::new();
         let mut destinations = JoinSet::new();
         for (dest, queue) in config.destinations.iter().zip(pipeline.queues.iter()) {
             let signals = DestinationSignals {
+                drain: drain.clone(),
                 abort: abort.clone(),
             };
             destinations.spawn(destination::run(dest.clone(), queue.clone(), signals));
@@ -80,7 +109,6 @@ impl Relay {
         };
         let mut receivers = JoinSet::new();
         if let Some(l) = line {
-            info!(addr = ?l.local_addr().ok(), "plaintext receiver listening");
             receivers.spawn(tcp::accept_loop(
                 l,
                 ctx.clone(),
@@ -89,7 +117,6 @@ impl Relay {
             ));
         }
         if let Some(l) = pickle {
-            info!(addr = ?l.local_addr().ok(), "pickle receiver listening");
             receivers.spawn(tcp::accept_loop(
                 l,
                 ctx.clone(),
@@ -98,8 +125,11 @@ impl Relay {
             ));
         }
         if let Some(s) = udp {
-            info!(addr = ?s.local_addr().ok(), "udp receiver listening");
             receivers.spawn(udp::serve_udp(s, ctx.clone()));
+        }
+        #[cfg(feature = "kinesis")]
+        for source in &kinesis_sources {
+            shared.add_source(source.stats());
         }
         #[cfg(feature = "kinesis")]
         let kinesis = crate::receiver::kinesis::spawn(kinesis_sources, &pipeline, &stop_receivers);
@@ -109,6 +139,7 @@ impl Relay {
         if let Some(interval) = config.telemetry.interval {
             background.push(tokio::spawn(reporter::run(
                 pipeline.clone(),
+                shared.clone() as Arc<dyn Books>,
                 config.telemetry.clone(),
                 interval,
                 stop_background.clone(),
@@ -117,9 +148,22 @@ impl Relay {
         if let Some(w) = lists {
             background.push(tokio::spawn(w.run(stop_background.clone())));
         }
+        shared.health.set(Phase::Ready);
+        info!(
+            version = env!("CARGO_PKG_VERSION"),
+            config = %config.source,
+            line_tcp = %addrs.text(addrs.line),
+            pickle_tcp = %addrs.text(addrs.pickle),
+            line_udp = %addrs.text(addrs.udp),
+            admin = %addrs.text(addrs.admin),
+            destinations = %config.destination_names().join(","),
+            "anthracite running"
+        );
         Ok(Running {
             config,
+            shared,
             pipeline,
+            drain,
             abort,
             destinations,
             stop_receivers,
@@ -129,7 +173,23 @@ impl Relay {
             kinesis,
             stop_background,
             background,
+            stop_admin,
+            admin,
         })
+    }
+}
+
+/// The bound addresses, for the startup line.
+struct Addresses {
+    line: Option<SocketAddr>,
+    pickle: Option<SocketAddr>,
+    udp: Option<SocketAddr>,
+    admin: Option<SocketAddr>,
+}
+
+impl Addresses {
+    fn text(&self, a: Option<SocketAddr>) -> String {
+        a.map_or_else(|| "off".to_string(), |a| a.to_string())
     }
 }
 
@@ -138,11 +198,18 @@ impl Running {
     /// completion, never slept on.
     pub(super) async fn shut_down(mut self) -> ShutdownReport {
         info!("shutting down: receivers first");
+        self.shared.health.set(Phase::ShuttingDown);
         let deadline = Instant::now() + self.config.shutdown_grace;
         self.stop_receivers(deadline).await;
         self.stop_background().await;
         self.drain_destinations(deadline).await;
+        let stop_admin = self.stop_admin.clone();
+        let admin = self.admin.take();
         let report = self.settle_queues().await;
+        stop_admin.cancel();
+        if let Some(task) = admin {
+            let _ = task.await;
+        }
         info!("shutdown complete");
         report
     }
@@ -175,6 +242,7 @@ impl Running {
     /// period ends, then stop at once.
     async fn drain_destinations(&mut self, deadline: Instant) {
         info!("flushing destination queues");
+        self.drain.cancel();
         for q in self.pipeline.queues.iter() {
             q.close();
         }
@@ -207,10 +275,7 @@ impl Running {
             }
         }
         ShutdownReport {
-            stats: StatsSnapshot::collect(
-                self.pipeline.stats().snapshot(),
-                self.pipeline.queues.iter().map(|q| &**q.stats()),
-            ),
+            stats: self.shared.snapshot(),
             undelivered,
             spilled,
         }

@@ -10,13 +10,17 @@
 //!
 //! [`names`] is a leaf every layer may import: it holds only the names.
 
+pub mod figures;
 pub mod names;
+pub mod process;
+pub mod prometheus;
 pub mod reporter;
 pub mod stats;
 
 use std::time::Duration;
 
-pub use stats::StatsSnapshot;
+pub use figures::{Component, Figure, Reporting};
+pub use stats::{ReloadCounts, StatsSnapshot};
 
 /// The relay's own metrics.
 #[derive(Clone, Debug, PartialEq)]

@@ -61,6 +61,27 @@ pub mod facade {
     pub const QUEUED_UNTIL_CONNECTED: &str = "anthracite_queued_until_connected_total";
     /// Counter, label `source`: connections closed by the idle timeout.
     pub const CONNECTIONS_IDLE_CLOSED: &str = "anthracite_connections_idle_closed_total";
+    /// Counter, label `destination`: connections declared dead because a write made no
+    /// progress for `destinations.write_timeout_ms` (a hung peer).
+    pub const DESTINATION_WRITE_TIMEOUTS: &str = "anthracite_destination_write_timeouts_total";
+    /// Counter, label `result` (`applied`, `rejected`): configuration reloads (SIGHUP).
+    pub const CONFIG_RELOADS: &str = "anthracite_config_reloads_total";
+    /// Gauge, labels `version`, `features`: always 1; the build's version and Cargo features.
+    pub const BUILD_INFO: &str = "anthracite_build_info";
+}
+
+/// Process series in `/metrics`, with the names Prometheus client libraries use.
+pub mod process {
+    /// Gauge: resident set size in bytes (`VmRSS`).
+    pub const RESIDENT_MEMORY: &str = "process_resident_memory_bytes";
+    /// Gauge (fractional seconds, so not a `metrics` counter): user + system CPU time.
+    pub const CPU_SECONDS: &str = "process_cpu_seconds_total";
+    /// Gauge: open file descriptors.
+    pub const OPEN_FDS: &str = "process_open_fds";
+    /// Gauge: the soft limit on open file descriptors.
+    pub const MAX_FDS: &str = "process_max_fds";
+    /// Gauge: when the process started, in seconds since the Unix epoch.
+    pub const START_TIME: &str = "process_start_time_seconds";
 }
 
 /// Leaf names of the datapoints the relay emits about itself into the stream, under
@@ -91,8 +112,38 @@ pub mod carbon {
     pub const FULL_QUEUE_DROPS: &str = "fullQueueDrops";
     /// Per destination: datapoints waiting (memory queue), sampled at report time.
     pub const RELAY_MAX_QUEUE_LENGTH: &str = "relayMaxQueueLength";
-    /// anthracite extra: datapoints rejected by the parsers in the interval.
+    /// anthracite extra, relay-wide, under `invalidDatapoints.<reason>`: datapoints rejected
+    /// by the parsers in the interval, per reason (every reason, zeros included).
     pub const INVALID_DATAPOINTS: &str = "invalidDatapoints";
+    /// Per destination: datapoints written to its spill log in the interval.
+    pub const SPILLED_DATAPOINTS: &str = "spilledDatapoints";
+    /// Per destination: datapoints replayed from its spill log in the interval.
+    pub const REPLAYED_DATAPOINTS: &str = "replayedDatapoints";
+    /// Per destination: datapoints in the disk tier, sampled at report time.
+    pub const SPILL_QUEUE_DATAPOINTS: &str = "spillQueueDatapoints";
+    /// Per destination: bytes of spill segment files, sampled at report time.
+    pub const SPILL_DISK_BYTES: &str = "spillDiskBytes";
+    /// Per destination: age of the oldest spilled record in seconds, sampled at report time.
+    pub const SPILL_OLDEST_AGE_SECONDS: &str = "spillOldestAgeSeconds";
+    /// Per destination, under `droppedDatapoints.<reason>`: datapoints dropped after routing
+    /// in the interval, per reason (every reason, zeros included).
+    pub const DROPPED_DATAPOINTS: &str = "droppedDatapoints";
+    /// Per destination: 1 while connected, sampled at report time.
+    pub const CONNECTED: &str = "connected";
+    /// Per destination: connections declared dead by the write timeout in the interval.
+    pub const WRITE_TIMEOUTS: &str = "writeTimeouts";
+    /// Relay-wide, under `configReloads.<result>`: reloads applied / rejected in the interval.
+    pub const CONFIG_RELOADS: &str = "configReloads";
+    /// Per Kinesis stream, under `kinesis.<stream>.`: the largest `MillisBehindLatest` over
+    /// its shards, sampled at report time.
+    pub const MILLIS_BEHIND_LATEST: &str = "millisBehindLatest";
+    /// Per Kinesis stream: records received in the interval.
+    pub const RECORDS_READ: &str = "recordsRead";
+    /// Per Kinesis stream: seconds since its last committed checkpoint, sampled at report
+    /// time.
+    pub const CHECKPOINT_LAG_SECONDS: &str = "checkpointLagSeconds";
+    /// Per Kinesis stream: throttled GetRecords calls in the interval.
+    pub const THROTTLES: &str = "throttles";
 }
 
 /// Kinesis source metrics (`metrics` facade). Labels: `stream`, and `shard` where noted.
@@ -119,4 +170,57 @@ pub mod kinesis {
     pub const CHECKPOINT_AGE: &str = "anthracite_kinesis_checkpoint_age_seconds";
     /// Gauge, label `stream`: shards being read.
     pub const ACTIVE_SHARDS: &str = "anthracite_kinesis_active_shards";
+}
+
+/// The `# HELP` text of a `/metrics` series (one line; the doc comments above say more).
+pub fn help(name: &str) -> &'static str {
+    use {facade as f, kinesis as k, process as p};
+    match name {
+        f::RECEIVED => "Datapoints accepted by a receiver, after parsing.",
+        f::INVALID => "Lines, entries or frames rejected while parsing, per reason.",
+        f::ROUTED => "Datapoints routed to a destination (carbon's attemptedRelays).",
+        f::SENT => "Datapoints written to a destination and seen delivered.",
+        f::BATCHES_SENT => "Pickle or line messages written to a destination.",
+        f::DROPPED => "Datapoints dropped after routing, per reason.",
+        f::QUEUE_DATAPOINTS => "Datapoints in the memory tier (waiting and in flight).",
+        f::QUEUE_BYTES => "Bytes in the memory tier (waiting and in flight).",
+        f::SPILLED_RECORDS => "Records written to the spill log.",
+        f::SPILLED_DATAPOINTS => "Datapoints written to the spill log.",
+        f::SPILLED_BYTES => "Bytes written to the spill log (names plus per-datapoint overhead).",
+        f::REPLAYED_RECORDS => "Records replayed from the spill log.",
+        f::REPLAYED_DATAPOINTS => "Datapoints replayed from the spill log.",
+        f::REPLAYED_BYTES => "Bytes replayed from the spill log.",
+        f::SPILL_QUEUE_DATAPOINTS => "Datapoints in the disk tier.",
+        f::SPILL_DISK_BYTES => "Bytes of spill segment files on disk.",
+        f::SPILL_OLDEST_AGE => "Age of the oldest record in the spill log.",
+        f::SPILL_DAMAGED_SEGMENTS => "Torn or corrupt spill segments found.",
+        f::SPILL_IO_ERRORS => "I/O errors of the spill log.",
+        f::DESTINATION_CONNECTED => "1 while the destination is connected.",
+        f::DESTINATION_CONNECT_FAILURES => "Failed connection attempts and lost connections.",
+        f::DESTINATION_WRITE_TIMEOUTS => "Connections declared dead by the write timeout.",
+        f::CONNECTIONS_ACTIVE => "Open client connections.",
+        f::CONNECTIONS_REJECTED => "Client connections refused at the connection limit.",
+        f::CONNECTIONS_IDLE_CLOSED => "Client connections closed by the idle timeout.",
+        f::BLACKLIST_MATCHES => "Datapoints dropped by the blacklist.",
+        f::WHITELIST_REJECTS => "Datapoints dropped for not being on the whitelist.",
+        f::QUEUED_UNTIL_CONNECTED => "Datapoints routed while the destination was not connected.",
+        f::CONFIG_RELOADS => "Configuration reloads, applied or rejected.",
+        f::BUILD_INFO => "Version and Cargo features of this build (always 1).",
+        k::MILLIS_BEHIND_LATEST => "How far the shard's reader is behind the tip, in ms.",
+        k::RECORDS => "Kinesis records received.",
+        k::LINES => "Non-empty lines handed to the parser.",
+        k::BYTES => "Kinesis record payload bytes received.",
+        k::THROTTLES => "Throttled GetRecords calls.",
+        k::EXPIRED_ITERATORS => "Expired shard iterators.",
+        k::KPL_AGGREGATED => "Records that were KPL aggregates.",
+        k::KPL_CORRUPT => "Records with the KPL magic that were not valid aggregates.",
+        k::CHECKPOINT_AGE => "Seconds since the stream's last committed checkpoint.",
+        k::ACTIVE_SHARDS => "Shards being read.",
+        p::RESIDENT_MEMORY => "Resident memory size in bytes.",
+        p::CPU_SECONDS => "User and system CPU time spent, in seconds.",
+        p::OPEN_FDS => "Open file descriptors.",
+        p::MAX_FDS => "Limit on open file descriptors.",
+        p::START_TIME => "Start time of the process since the Unix epoch, in seconds.",
+        _ => "anthracite self-metric (see src/telemetry/names.rs).",
+    }
 }

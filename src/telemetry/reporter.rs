@@ -1,172 +1,129 @@
 //! Emits the relay's own metrics into the stream every interval, routed like any datapoint.
 //!
 //! Names follow carbon: `<prefix>.relays.<host>-<instance>.<leaf>` and, per destination,
-//! `….destinations.<host with . → _>:<port>:<instance>.<leaf>`. Counts are per interval.
+//! `….destinations.<host with . → _>:<port>:<instance>.<leaf>`; per Kinesis stream
+//! `….kinesis.<stream>.<leaf>`. Counters are reported as their increase over the interval
+//! (carbon's counts are per interval), gauges as sampled at report time. The values are the
+//! relay's [figures](super::figures), the same that `/metrics` renders.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::TelemetryConfig;
+use super::figures::{Component, Fold, Kind, destination_path};
 use super::names::carbon as leaf;
+use super::process::ProcessUsage;
 use super::stats::StatsSnapshot;
 use crate::ingest::{Pipeline, Source, unix_now};
-use crate::queue::DestinationDropReason;
+use crate::queue::DestinationStats;
 
-/// carbon's destination component: `host:port:instance` with dots replaced by underscores
-/// (`None` when there is no instance, as carbon's `%s` formatting gives).
-pub fn destination_component(host: &str, port: u16, instance: Option<&str>) -> String {
-    format!("{}:{}:{}", host, port, instance.unwrap_or("None")).replace('.', "_")
+pub use super::figures::destination_component;
+
+/// What the reporter and `/metrics` read from a running relay.
+pub trait Books: Send + Sync {
+    /// Every counter now: the ingest side, each destination in ring order, then destinations
+    /// a reload removed that still hold data.
+    fn snapshot(&self) -> StatsSnapshot;
+    /// The live books of the same destinations (for carbon's `relayMaxQueueLength`, the
+    /// peak depth since the previous report).
+    fn destination_stats(&self) -> Vec<Arc<DestinationStats>>;
+    /// Components of other sources with figures of their own (Kinesis streams).
+    fn sources(&self) -> Vec<Component>;
 }
 
-/// Builds one interval's datapoints from two snapshots.
-pub fn interval_datapoints(
-    root: &str,
-    components: &[String],
-    prev: &StatsSnapshot,
-    now: &StatsSnapshot,
-    peaks: &[u64],
-) -> Vec<(String, f64)> {
-    let received = |s: &StatsSnapshot| -> u64 {
-        s.received_by_source
-            .iter()
-            .filter(|(src, _)| *src != Source::Internal)
-            .map(|(_, n)| n)
-            .sum()
-    };
-    let mut out = vec![
-        (
-            format!("{root}.{}", leaf::METRICS_RECEIVED),
-            received(now).saturating_sub(received(prev)) as f64,
-        ),
-        (
-            format!("{root}.{}", leaf::ACTIVE_CONNECTIONS),
-            now.active_connections as f64,
-        ),
-        (
-            format!("{root}.{}", leaf::BLACKLIST_MATCHES),
-            now.blacklist_matches.saturating_sub(prev.blacklist_matches) as f64,
-        ),
-        (
-            format!("{root}.{}", leaf::WHITELIST_REJECTS),
-            now.whitelist_rejects.saturating_sub(prev.whitelist_rejects) as f64,
-        ),
-        (
-            format!("{root}.{}", leaf::INVALID_DATAPOINTS),
-            now.invalid.total().saturating_sub(prev.invalid.total()) as f64,
-        ),
-    ];
-    for (i, d) in now.destinations.iter().enumerate() {
-        let (Some(p), Some(component)) = (prev.destinations.get(i), components.get(i)) else {
-            continue;
-        };
-        let base = format!("{root}.destinations.{component}");
-        let full = DestinationDropReason::QueueFull;
-        out.push((
-            format!("{base}.{}", leaf::ATTEMPTED_RELAYS),
-            d.routed.saturating_sub(p.routed) as f64,
-        ));
-        out.push((
-            format!("{base}.{}", leaf::SENT),
-            d.sent.saturating_sub(p.sent) as f64,
-        ));
-        out.push((
-            format!("{base}.{}", leaf::BATCHES_SENT),
-            d.messages.saturating_sub(p.messages) as f64,
-        ));
-        out.push((
-            format!("{base}.{}", leaf::FULL_QUEUE_DROPS),
-            d.dropped(full).saturating_sub(p.dropped(full)) as f64,
-        ));
-        out.push((
-            format!("{base}.{}", leaf::QUEUED_UNTIL_CONNECTED),
-            d.queued_until_connected
-                .saturating_sub(p.queued_until_connected) as f64,
-        ));
-        out.push((
-            format!("{base}.{}", leaf::RELAY_MAX_QUEUE_LENGTH),
-            peaks.get(i).copied().unwrap_or(0) as f64,
-        ));
-    }
+/// Every component a relay reports: itself, its destinations, its other sources.
+pub fn all_components(books: &dyn Books) -> Vec<Component> {
+    let mut out = super::figures::components(&books.snapshot());
+    out.extend(books.sources());
     out
 }
 
-/// carbon's `cpuUsage` and `memUsage` (Linux; `None` where `/proc` is unavailable).
-///
-/// carbon: `(Δ(ru_utime + ru_stime) / Δ wall time) × 100` from `getrusage(RUSAGE_SELF)`, and
-/// RSS pages of `/proc/self/statm` × page size. Here the CPU time is `utime + stime` of
-/// `/proc/self/stat` (the same process-wide counters, in `USER_HZ` = 100 ticks per second on
-/// Linux) and the RSS is `VmRSS` of `/proc/self/status` (the same counter, in KiB).
+/// Turns components into carbon datapoints, one interval at a time.
 #[derive(Debug)]
-pub struct ProcessUsage {
-    last_cpu: Option<f64>,
-    last_wall: std::time::Instant,
+pub struct CarbonReport {
+    root: String,
+    /// Each counter's total at the previous report, by full name.
+    last: HashMap<String, f64>,
 }
 
-impl Default for ProcessUsage {
-    fn default() -> Self {
-        Self {
-            last_cpu: cpu_seconds(),
-            last_wall: std::time::Instant::now(),
+impl CarbonReport {
+    /// A report under `root` whose first interval counts from `baseline`.
+    pub fn new(root: String, baseline: &[Component]) -> Self {
+        let mut r = Self {
+            root,
+            last: HashMap::new(),
+        };
+        for (name, kind, value) in r.fold(baseline) {
+            if kind == Kind::Counter {
+                r.last.insert(name, value);
+            }
         }
-    }
-}
-
-impl ProcessUsage {
-    /// CPU percent since the previous call (or construction).
-    pub fn cpu_percent(&mut self) -> Option<f64> {
-        let cpu = cpu_seconds()?;
-        let wall = std::time::Instant::now();
-        let dt = wall.duration_since(self.last_wall).as_secs_f64().max(1e-6);
-        let used = cpu - self.last_cpu.unwrap_or(cpu);
-        self.last_cpu = Some(cpu);
-        self.last_wall = wall;
-        Some(used / dt * 100.0)
+        r
     }
 
-    /// Resident set size in bytes.
-    pub fn rss_bytes() -> Option<u64> {
-        let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kib * 1024)
+    /// Folds figures sharing a leaf; keeps the order of first appearance.
+    fn fold(&self, components: &[Component]) -> Vec<(String, Kind, f64)> {
+        let mut out: Vec<(String, Kind, f64)> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        for c in components {
+            for f in &c.figures {
+                let Some(l) = &f.carbon else { continue };
+                let name = if c.path.is_empty() {
+                    format!("{}.{}", self.root, l.name)
+                } else {
+                    format!("{}.{}.{}", self.root, c.path, l.name)
+                };
+                match index.get(&name) {
+                    Some(&i) => {
+                        let v = &mut out[i].2;
+                        *v = match l.fold {
+                            Fold::Sum => *v + f.value,
+                            Fold::Max => v.max(f.value),
+                        };
+                    }
+                    None => {
+                        index.insert(name.clone(), out.len());
+                        out.push((name, f.kind, f.value));
+                    }
+                }
+            }
+        }
+        out
     }
-}
 
-/// `utime + stime` of this process, in seconds.
-fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the parenthesised command name (which may contain spaces).
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 overall: 12 and 13 after `comm`, 0-based 11, 12.
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) / 100.0)
+    /// One interval's datapoints: counters as their increase since the previous call (a
+    /// leaf seen for the first time counts from zero), gauges as they are.
+    pub fn interval(&mut self, components: &[Component]) -> Vec<(String, f64)> {
+        let folded = self.fold(components);
+        let mut out = Vec::with_capacity(folded.len());
+        for (name, kind, value) in folded {
+            let v = match kind {
+                Kind::Gauge => value,
+                Kind::Counter => {
+                    let prev = self.last.insert(name.clone(), value).unwrap_or(0.0);
+                    (value - prev).max(0.0)
+                }
+            };
+            out.push((name, v));
+        }
+        out
+    }
 }
 
 /// Runs until `stop` is cancelled, emitting one set of datapoints per interval.
 pub async fn run(
     pipeline: Pipeline,
+    books: Arc<dyn Books>,
     config: TelemetryConfig,
     interval: Duration,
     stop: CancellationToken,
 ) {
     let root = config.metric_root();
-    let components: Vec<String> = pipeline
-        .router()
-        .destinations()
-        .iter()
-        .map(|d| destination_component(&d.host, d.port, d.instance.as_deref()))
-        .collect();
     let mut ingestor = pipeline.ingestor(Source::Internal);
-    let snapshot = || {
-        StatsSnapshot::collect(
-            pipeline.stats().snapshot(),
-            pipeline.queues().iter().map(|q| &**q.stats()),
-        )
-    };
-    let mut prev = snapshot();
+    let mut report = CarbonReport::new(root.clone(), &all_components(&*books));
     let mut usage = ProcessUsage::default();
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -175,14 +132,19 @@ pub async fn run(
             _ = stop.cancelled() => return,
             _ = ticker.tick() => {}
         }
-        let now = snapshot();
-        let peaks: Vec<u64> = pipeline
-            .queues()
-            .iter()
-            .map(|q| q.stats().depth().take_peak())
-            .collect();
         let ts = unix_now();
-        let mut points = interval_datapoints(&root, &components, &prev, &now, &peaks);
+        let mut points = report.interval(&all_components(&*books));
+        for d in books.destination_stats() {
+            let peak = d.depth().take_peak();
+            points.push((
+                format!(
+                    "{root}.{}.{}",
+                    destination_path(d.name()),
+                    leaf::RELAY_MAX_QUEUE_LENGTH
+                ),
+                peak as f64,
+            ));
+        }
         if let Some(cpu) = usage.cpu_percent() {
             points.push((format!("{root}.{}", leaf::CPU_USAGE), cpu));
         }
@@ -194,60 +156,91 @@ pub async fn run(
             let _ = ingestor.push(name.as_bytes(), ts, value);
         }
         ingestor.flush().await;
-        prev = now;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::telemetry::figures::{Figure, components};
 
     #[test]
-    fn process_usage_reads_proc() {
-        let mut usage = ProcessUsage::default();
-        let spin = std::time::Instant::now();
-        let mut x = 0u64;
-        while spin.elapsed() < Duration::from_millis(50) {
-            x = x.wrapping_add(1);
-        }
-        assert!(x > 0);
-        let cpu = usage.cpu_percent().expect("cpu on Linux");
-        assert!((0.0..=800.0).contains(&cpu), "{cpu}");
-        assert!(ProcessUsage::rss_bytes().expect("rss on Linux") > 1 << 20);
-    }
-
-    #[test]
-    fn interval_has_carbon_leaves() {
+    fn interval_has_carbon_leaves_and_counts_per_interval() {
         let ingest = crate::ingest::IngestStats::new();
         let dest = crate::queue::DestinationStats::new("h:1:a");
-        let prev = StatsSnapshot::collect(ingest.snapshot(), [&dest]);
+        let snapshot = || StatsSnapshot::collect(ingest.snapshot(), [&dest]);
+        let mut report = CarbonReport::new("carbon.relays.x-a".into(), &components(&snapshot()));
         ingest.record_filtered(2, 3);
         dest.add_queued_until_connected(4);
-        let now = StatsSnapshot::collect(ingest.snapshot(), [&dest]);
-        let comps = vec![destination_component("h", 1, Some("a"))];
-        let points = interval_datapoints("carbon.relays.x-a", &comps, &prev, &now, &[7]);
+        dest.add_spilled(5, 100);
+        let mut drops = crate::protocol::DropCounts::default();
+        drops.add(crate::protocol::DropReason::BadValue);
+        ingest.record_parsed(Source::LineTcp, 10, &drops);
+        ingest.record_parsed(Source::PickleTcp, 5, &drops);
+        ingest.record_parsed(Source::Internal, 7, &Default::default());
+        let points = report.interval(&components(&snapshot()));
         let get = |n: &str| points.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
         assert_eq!(get("carbon.relays.x-a.blacklistMatches"), Some(2.0));
         assert_eq!(get("carbon.relays.x-a.whitelistRejects"), Some(3.0));
-        assert_eq!(get("carbon.relays.x-a.metricsReceived"), Some(0.0));
+        // The relay's own datapoints are not counted as received (carbon's rule).
+        assert_eq!(get("carbon.relays.x-a.metricsReceived"), Some(15.0));
         assert_eq!(get("carbon.relays.x-a.activeConnections"), Some(0.0));
+        assert_eq!(
+            get("carbon.relays.x-a.invalidDatapoints.bad_value"),
+            Some(2.0)
+        );
+        assert_eq!(
+            get("carbon.relays.x-a.invalidDatapoints.too_long"),
+            Some(0.0)
+        );
         let d = "carbon.relays.x-a.destinations.h:1:a";
         assert_eq!(get(&format!("{d}.queuedUntilConnected")), Some(4.0));
-        assert_eq!(get(&format!("{d}.relayMaxQueueLength")), Some(7.0));
-        for leafname in ["attemptedRelays", "sent", "batchesSent", "fullQueueDrops"] {
+        assert_eq!(get(&format!("{d}.spilledDatapoints")), Some(5.0));
+        assert_eq!(get(&format!("{d}.connected")), Some(0.0));
+        for leafname in [
+            "attemptedRelays",
+            "sent",
+            "batchesSent",
+            "fullQueueDrops",
+            "replayedDatapoints",
+            "spillQueueDatapoints",
+            "spillDiskBytes",
+            "spillOldestAgeSeconds",
+            "writeTimeouts",
+            "droppedDatapoints.queue_full",
+            "droppedDatapoints.spill_full",
+        ] {
             assert_eq!(get(&format!("{d}.{leafname}")), Some(0.0), "{leafname}");
         }
+        // The next interval counts only what happened since.
+        dest.add_spilled(1, 10);
+        let points = report.interval(&components(&snapshot()));
+        let get = |n: &str| points.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
+        assert_eq!(get(&format!("{d}.spilledDatapoints")), Some(1.0));
+        assert_eq!(get("carbon.relays.x-a.metricsReceived"), Some(0.0));
     }
 
     #[test]
-    fn destination_component_matches_carbon() {
+    fn figures_sharing_a_leaf_fold_by_sum_or_max() {
+        let stream = |behind: [f64; 2], records: [u64; 2]| Component {
+            path: "kinesis.s".into(),
+            figures: (0..2)
+                .flat_map(|i| {
+                    [
+                        Figure::gauge(behind[i]).carbon_folded("millisBehindLatest", Fold::Max),
+                        Figure::counter(records[i]).carbon("recordsRead"),
+                    ]
+                })
+                .collect(),
+        };
+        let mut report = CarbonReport::new("r".into(), &[stream([0.0, 0.0], [0, 0])]);
+        let points = report.interval(&[stream([300.0, 1200.0], [10, 20])]);
         assert_eq!(
-            destination_component("127.0.0.1", 2104, Some("a")),
-            "127_0_0_1:2104:a"
-        );
-        assert_eq!(
-            destination_component("cache.example.com", 2004, None),
-            "cache_example_com:2004:None"
+            points,
+            vec![
+                ("r.kinesis.s.millisBehindLatest".to_string(), 1200.0),
+                ("r.kinesis.s.recordsRead".to_string(), 30.0),
+            ]
         );
     }
 }

@@ -1,7 +1,7 @@
 //! A copy of every counter of a relay, collected from the ingest side's books and each
 //! destination's.
 
-use crate::ingest::{IngestSnapshot, Source};
+use crate::ingest::{IngestSnapshot, Source, SourceSnapshot};
 use crate::protocol::DropCounts;
 use crate::queue::{DestinationSnapshot, DestinationStats};
 
@@ -25,6 +25,23 @@ pub struct StatsSnapshot {
     pub whitelist_rejects: u64,
     /// Per destination, indexed like the router's destinations.
     pub destinations: Vec<DestinationSnapshot>,
+    /// Destinations a configuration reload removed that still hold data (delivering it, or
+    /// keeping it in their spill log).
+    pub removed: Vec<DestinationSnapshot>,
+    /// Per source, in [`Source::ALL`] order.
+    pub sources: Vec<SourceSnapshot>,
+    /// Configuration reloads.
+    pub reloads: ReloadCounts,
+}
+
+/// Configuration reloads so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReloadCounts {
+    /// New configurations applied.
+    pub applied: u64,
+    /// New configurations rejected (invalid, or a change that needs a restart).
+    pub rejected: u64,
 }
 
 impl StatsSnapshot {
@@ -43,6 +60,9 @@ impl StatsSnapshot {
             blacklist_matches: ingest.blacklist_matches,
             whitelist_rejects: ingest.whitelist_rejects,
             destinations: destinations.into_iter().map(|d| d.snapshot()).collect(),
+            removed: Vec::new(),
+            sources: ingest.sources,
+            reloads: ReloadCounts::default(),
         }
     }
 }

@@ -97,7 +97,7 @@ impl ShardReader {
         let mut st = State {
             ingestor: self.pipeline.ingestor(Source::Embedded).with_backpressure(),
             decoder: PayloadDecoder::new(self.config.content_encoding),
-            metrics: ShardMetrics::new(&self.config.stream_name, &self.shard_id),
+            metrics: ShardMetrics::new(&self.stats, &self.shard_id),
             last: self.resume.clone(),
             backoff: self.config.backoff_min,
         };

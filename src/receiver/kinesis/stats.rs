@@ -1,12 +1,14 @@
 //! Counters of one Kinesis source, updated once per GetRecords batch and mirrored to the
 //! `metrics` facade (names in [`crate::telemetry::names::kinesis`]).
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use metrics::{Counter, Gauge, counter, gauge};
 
-use crate::telemetry::names::kinesis as names;
+use crate::telemetry::figures::{Component, Figure, Fold, Reporting, path_component};
+use crate::telemetry::names::{carbon as leaf, kinesis as names};
 
 /// A shard's life, in the order the coordinator saw it (for operators and tests).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +40,23 @@ pub struct KinesisStats {
     events: Mutex<Vec<ShardEvent>>,
     active_gauge: Gauge,
     checkpoint_age_gauge: Gauge,
+    /// The checkpoint age last reported by the coordinator, and when.
+    checkpoint_age: Mutex<(Instant, f64)>,
+    /// Each shard's counters, in the order its reader started.
+    shards: Mutex<Vec<(String, Arc<ShardCounters>)>>,
+}
+
+/// One shard's counters (the per-shard `/metrics` series and the stream's carbon figures).
+#[derive(Debug, Default)]
+struct ShardCounters {
+    behind_ms: AtomicI64,
+    records: AtomicU64,
+    lines: AtomicU64,
+    bytes: AtomicU64,
+    throttles: AtomicU64,
+    expired: AtomicU64,
+    kpl_aggregated: AtomicU64,
+    kpl_corrupt: AtomicU64,
 }
 
 /// A copy of [`KinesisStats`].
@@ -108,6 +127,8 @@ impl KinesisStats {
             events: Mutex::new(Vec::new()),
             active_gauge: gauge!(names::ACTIVE_SHARDS, "stream" => label.clone()),
             checkpoint_age_gauge: gauge!(names::CHECKPOINT_AGE, "stream" => label),
+            checkpoint_age: Mutex::new((Instant::now(), 0.0)),
+            shards: Mutex::new(Vec::new()),
         }
     }
 
@@ -169,6 +190,30 @@ impl KinesisStats {
 
     pub(crate) fn checkpoint_age(&self, secs: f64) {
         self.checkpoint_age_gauge.set(secs);
+        *self
+            .checkpoint_age
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = (Instant::now(), secs);
+    }
+
+    /// Seconds since the last committed checkpoint (the coordinator's last report plus the
+    /// time since).
+    pub fn checkpoint_lag_secs(&self) -> f64 {
+        let (at, secs) = *self
+            .checkpoint_age
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        secs + at.elapsed().as_secs_f64()
+    }
+
+    fn shard_counters(&self, shard: &str) -> Arc<ShardCounters> {
+        let mut shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, c)) = shards.iter().find(|(s, _)| s == shard) {
+            return c.clone();
+        }
+        let c = Arc::new(ShardCounters::default());
+        shards.push((shard.to_string(), c.clone()));
+        c
     }
 
     pub(crate) fn error(&self) {
@@ -180,8 +225,47 @@ impl KinesisStats {
     }
 }
 
+/// The stream's figures: per shard for `/metrics`, folded per stream for carbon
+/// (`kinesis.<stream>.millisBehindLatest` is the largest over its shards, `recordsRead` and
+/// `throttles` the sums). A new per-stream figure is one more entry here.
+impl Reporting for KinesisStats {
+    fn component(&self) -> Component {
+        let stream = || vec![("stream", self.stream.clone())];
+        let mut figures = vec![
+            Figure::gauge(self.checkpoint_lag_secs())
+                .series(names::CHECKPOINT_AGE, stream())
+                .carbon_folded(leaf::CHECKPOINT_LAG_SECONDS, Fold::Max),
+            Figure::gauge(self.active_shards.load(Relaxed) as f64)
+                .series(names::ACTIVE_SHARDS, stream()),
+        ];
+        let shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
+        for (shard, c) in shards.iter() {
+            let labels = || vec![("stream", self.stream.clone()), ("shard", shard.clone())];
+            let count =
+                |a: &AtomicU64, name| Figure::counter(a.load(Relaxed)).series(name, labels());
+            figures.extend([
+                Figure::gauge(c.behind_ms.load(Relaxed) as f64)
+                    .series(names::MILLIS_BEHIND_LATEST, labels())
+                    .carbon_folded(leaf::MILLIS_BEHIND_LATEST, Fold::Max),
+                count(&c.records, names::RECORDS).carbon(leaf::RECORDS_READ),
+                count(&c.lines, names::LINES),
+                count(&c.bytes, names::BYTES),
+                count(&c.throttles, names::THROTTLES).carbon(leaf::THROTTLES),
+                count(&c.expired, names::EXPIRED_ITERATORS),
+                count(&c.kpl_aggregated, names::KPL_AGGREGATED),
+                count(&c.kpl_corrupt, names::KPL_CORRUPT),
+            ]);
+        }
+        Component {
+            path: format!("kinesis.{}", path_component(&self.stream)),
+            figures,
+        }
+    }
+}
+
 /// One shard's metric handles (registered once per reader, never per record).
 pub(crate) struct ShardMetrics {
+    counters: Arc<ShardCounters>,
     behind: Gauge,
     records: Counter,
     lines: Counter,
@@ -193,9 +277,11 @@ pub(crate) struct ShardMetrics {
 }
 
 impl ShardMetrics {
-    pub(crate) fn new(stream: &str, shard: &str) -> Self {
+    pub(crate) fn new(stats: &KinesisStats, shard: &str) -> Self {
+        let stream = stats.stream();
         let l = |name: &'static str| counter!(name, "stream" => stream.to_string(), "shard" => shard.to_string());
         Self {
+            counters: stats.shard_counters(shard),
             behind: gauge!(names::MILLIS_BEHIND_LATEST, "stream" => stream.to_string(), "shard" => shard.to_string()),
             records: l(names::RECORDS),
             lines: l(names::LINES),
@@ -208,9 +294,16 @@ impl ShardMetrics {
     }
 
     pub(crate) fn batch(&self, stats: &KinesisStats, c: &BatchCounts, behind: Option<i64>) {
+        let sc = &self.counters;
         if let Some(ms) = behind {
             self.behind.set(ms as f64);
+            sc.behind_ms.store(ms, Relaxed);
         }
+        sc.records.fetch_add(c.records, Relaxed);
+        sc.lines.fetch_add(c.lines, Relaxed);
+        sc.bytes.fetch_add(c.bytes, Relaxed);
+        sc.kpl_aggregated.fetch_add(c.kpl_aggregated, Relaxed);
+        sc.kpl_corrupt.fetch_add(c.kpl_corrupt, Relaxed);
         stats.polls.fetch_add(1, Relaxed);
         stats.records.fetch_add(c.records, Relaxed);
         stats.user_records.fetch_add(c.user_records, Relaxed);
@@ -228,11 +321,13 @@ impl ShardMetrics {
 
     pub(crate) fn throttled(&self, stats: &KinesisStats) {
         stats.throttles.fetch_add(1, Relaxed);
+        self.counters.throttles.fetch_add(1, Relaxed);
         self.throttles.increment(1);
     }
 
     pub(crate) fn expired(&self, stats: &KinesisStats) {
         stats.expired_iterators.fetch_add(1, Relaxed);
+        self.counters.expired.fetch_add(1, Relaxed);
         self.expired.increment(1);
     }
 }

@@ -1,0 +1,102 @@
+//! What a relay shares with its handles, its admin listener and its self-metrics reporter:
+//! the pipeline (whose books and queues the counters come from), the relay's phase, the
+//! other sources' figures (Kinesis streams) and the reload counters.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+use metrics::{Counter, counter};
+
+use crate::admin::Health;
+use crate::ingest::Pipeline;
+use crate::queue::DestinationStats;
+use crate::telemetry::names::facade;
+use crate::telemetry::reporter::Books;
+use crate::telemetry::{Component, ReloadCounts, Reporting, StatsSnapshot};
+
+/// A relay's shared state (behind an `Arc`).
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) pipeline: Pipeline,
+    pub(crate) health: Arc<Health>,
+    sources: Mutex<Vec<Arc<dyn Reporting>>>,
+    reloads: ReloadBooks,
+}
+
+/// Reload counters, mirrored to the facade.
+#[derive(Debug)]
+struct ReloadBooks {
+    applied: AtomicU64,
+    rejected: AtomicU64,
+    applied_metric: Counter,
+    rejected_metric: Counter,
+}
+
+impl Shared {
+    pub(crate) fn new(pipeline: Pipeline) -> Self {
+        Self {
+            pipeline,
+            health: Arc::new(Health::default()),
+            sources: Mutex::new(Vec::new()),
+            reloads: ReloadBooks {
+                applied: AtomicU64::new(0),
+                rejected: AtomicU64::new(0),
+                applied_metric: counter!(facade::CONFIG_RELOADS, "result" => "applied"),
+                rejected_metric: counter!(facade::CONFIG_RELOADS, "result" => "rejected"),
+            },
+        }
+    }
+
+    /// Another source reports figures of its own from now on.
+    pub(crate) fn add_source(&self, source: Arc<dyn Reporting>) {
+        self.sources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(source);
+    }
+
+    /// A reload was applied (`true`) or rejected.
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
+    pub(crate) fn count_reload(&self, applied: bool) {
+        let r = &self.reloads;
+        if applied {
+            r.applied.fetch_add(1, Relaxed);
+            r.applied_metric.increment(1);
+        } else {
+            r.rejected.fetch_add(1, Relaxed);
+            r.rejected_metric.increment(1);
+        }
+    }
+}
+
+impl Books for Shared {
+    fn snapshot(&self) -> StatsSnapshot {
+        let p = &self.pipeline;
+        let mut s = StatsSnapshot::collect(
+            p.stats().snapshot(),
+            p.queues().iter().map(|q| &**q.stats()),
+        );
+        s.reloads = ReloadCounts {
+            applied: self.reloads.applied.load(Relaxed),
+            rejected: self.reloads.rejected.load(Relaxed),
+        };
+        s
+    }
+
+    fn destination_stats(&self) -> Vec<Arc<DestinationStats>> {
+        self.pipeline
+            .queues()
+            .iter()
+            .map(|q| q.stats().clone())
+            .collect()
+    }
+
+    fn sources(&self) -> Vec<Component> {
+        self.sources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|s| s.component())
+            .collect()
+    }
+}
