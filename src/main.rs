@@ -1,14 +1,14 @@
 //! The `anthracite` command line: parse arguments, set up logging, run.
 
-use std::io::BufRead;
+use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anthracite::unstable::config::router_spec;
+use anthracite::unstable::config::{LogFormat, router_spec};
 use anthracite::unstable::router::Router;
 use anthracite::{CarbonOptions, Config, Relay};
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 /// Exit code for configuration errors (a runtime failure exits with 1).
@@ -25,6 +25,12 @@ struct Cli {
     command: Option<Command>,
     #[command(flatten)]
     run: ConfigArgs,
+    /// Log lines as `text` or `json` (overrides `[log] format`); levels from RUST_LOG.
+    #[arg(long, global = true, value_parser = ["text", "json"])]
+    log_format: Option<String>,
+    /// Write the process id to this file while running (for `anthracite reload`).
+    #[arg(long, global = true, value_name = "PATH")]
+    pid_file: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -79,23 +85,69 @@ enum Command {
         /// Metric names; read from stdin when none are given.
         names: Vec<String>,
     },
+    /// Ask a running relay to reload its configuration (sends SIGHUP to the process in
+    /// --pid-file).
+    Reload,
     #[cfg(feature = "bench")]
     /// Capacity-planning benchmark: load generator + counting sinks + report, against
     /// anthracite in-process or any relay by address or command (see bench/scenarios/).
     Bench(Box<anthracite::unstable::bench::BenchArgs>),
 }
 
+/// `anthracite --version`: the version and the Cargo features built in.
+fn version_line() -> &'static str {
+    let features = anthracite::unstable::telemetry::process::features();
+    let line = format!(
+        "{} (features: {})",
+        env!("CARGO_PKG_VERSION"),
+        if features.is_empty() {
+            "none".to_string()
+        } else {
+            features.join(", ")
+        }
+    );
+    // Built once per process, for clap, which wants a static string.
+    Box::leak(line.into_boxed_str())
+}
+
+/// Logs to stderr as text (colours only on a terminal) or one JSON object per line.
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        _ => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let matches = Cli::command().version(version_line()).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let cli_format = cli.log_format.as_deref().map(|f| match f {
+        "json" => LogFormat::Json,
+        _ => LogFormat::Text,
+    });
     let command = cli.command.unwrap_or(Command::Run);
+    if let Command::Reload = command {
+        return match send_reload(cli.pid_file.as_deref()) {
+            Ok(pid) => {
+                println!("anthracite: sent SIGHUP to {pid}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("anthracite reload: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     #[cfg(feature = "bench")]
     if let Command::Bench(args) = command {
+        init_logging(cli_format.unwrap_or_default());
         // The harness builds its own relay configuration; no relay.toml is read.
         return match bench(*args) {
             Ok(()) => ExitCode::SUCCESS,
@@ -112,13 +164,15 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    init_logging(cli_format.unwrap_or(config.log_format()));
     for w in &warnings {
         tracing::warn!("{w}");
     }
     let result = match command {
-        Command::Run => run(config),
+        Command::Run => run(config, cli.pid_file.as_deref()),
+        Command::Reload => Ok(()),
         #[cfg(feature = "bench")]
-        Command::Bench(_) => run(config),
+        Command::Bench(_) => run(config, cli.pid_file.as_deref()),
         Command::Check => check(&config, cli.run.source(), &warnings),
         Command::Route { names } => route(config, names),
     };
@@ -131,7 +185,45 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(config: Config) -> anyhow::Result<()> {
+/// Sends SIGHUP to the process whose id is in `pid_file`; returns the id.
+fn send_reload(pid_file: Option<&Path>) -> anyhow::Result<i32> {
+    let path =
+        pid_file.context("--pid-file is required (the file `anthracite run --pid-file` writes)")?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let pid: i32 = text
+        .trim()
+        .parse()
+        .with_context(|| format!("{} does not hold a process id", path.display()))?;
+    anyhow::ensure!(pid > 0, "{} holds {pid}, not a process id", path.display());
+    // SAFETY: kill(2) with a positive pid and a valid signal number has no memory effects.
+    let sent = unsafe { libc::kill(pid, libc::SIGHUP) };
+    if sent != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("cannot signal process {pid} (from {})", path.display()));
+    }
+    Ok(pid)
+}
+
+/// The pid file of a running relay, removed when the relay exits.
+struct PidFile(PathBuf);
+
+impl PidFile {
+    fn create(path: &Path) -> anyhow::Result<Self> {
+        std::fs::write(path, format!("{}\n", std::process::id()))
+            .with_context(|| format!("cannot write pid file {}", path.display()))?;
+        Ok(Self(path.to_path_buf()))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn run(config: Config, pid_file: Option<&Path>) -> anyhow::Result<()> {
+    let _pid = pid_file.map(PidFile::create).transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("anthracite")

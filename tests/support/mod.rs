@@ -9,6 +9,7 @@
 //! - [`whisper`]: read back what the caches stored, one Python process per batch of names.
 //! - [`placement`]: ask carbon's own `ConsistentHashingRouter` where names go.
 //! - [`relay`]: an in-process anthracite on loopback listeners (from main's relay tests).
+//! - [`http`]: GET the admin endpoints, read Prometheus text.
 //! - [`sink`]: a counting TCP sink that decodes pickle (with `serde_pickle`, not anthracite's
 //!   decoder) or plaintext and records every datapoint it receives.
 //!
@@ -16,6 +17,7 @@
 #![allow(dead_code)]
 
 pub mod carbon;
+pub mod http;
 pub mod placement;
 pub mod process;
 pub mod relay;
