@@ -25,6 +25,7 @@ pub(crate) struct Shared {
 
 /// Reload counters, mirrored to the facade.
 #[derive(Debug)]
+#[allow(dead_code)] // until reloads are wired in
 struct ReloadBooks {
     applied: AtomicU64,
     rejected: AtomicU64,
@@ -56,7 +57,7 @@ impl Shared {
     }
 
     /// A reload was applied (`true`) or rejected.
-    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
+    #[allow(dead_code)] // until reloads are wired in
     pub(crate) fn count_reload(&self, applied: bool) {
         let r = &self.reloads;
         if applied {

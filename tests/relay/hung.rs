@@ -1,0 +1,306 @@
+//! A hung destination: its sink process is stopped (SIGSTOP) for 30 s while datapoints flow at
+//! a steady rate. The other destination keeps receiving what is offered to it, the stopped
+//! one's connection is declared dead by the write timeout (logged once, counted) and its data
+//! spills; after SIGCONT everything arrives. Real processes: the relay and two Python sinks.
+//! No timing assertions: counts delivered during the stop relative to the offered count.
+
+use crate::support;
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anthracite::Config;
+use anthracite::unstable::config::router_spec;
+use anthracite::unstable::router::Router;
+use support::http::{get, parse_metrics, value};
+use support::process::ManagedChild;
+
+/// Datapoints offered per second, and per tick of the sender.
+const RATE: u64 = 30_000;
+const TICK: Duration = Duration::from_millis(50);
+const STOP: Duration = Duration::from_secs(30);
+const NAMES: u64 = 2_000;
+
+fn name(seq: u64) -> String {
+    format!("hung.m{}", seq % NAMES)
+}
+
+/// A line sink process (tests/support/line_sink.py) on `port`, appending to `out`.
+fn start_sink(label: &str, port: u16, out: &Path, dir: &Path) -> ManagedChild {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/line_sink.py");
+    let mut cmd = Command::new("python3");
+    cmd.arg(script).arg(port.to_string()).arg(out);
+    let child = ManagedChild::spawn(label, cmd, dir.join(format!("{label}.log")));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "sink {label} did not listen: {}",
+            child.log_tail(20)
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// The sequence numbers (values) a sink has written so far.
+fn received(out: &Path) -> Vec<u64> {
+    let text = std::fs::read_to_string(out).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter_map(|v| v.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .collect()
+}
+
+fn signal(sig: &str, child: &ManagedChild) {
+    let ok = Command::new("kill")
+        .args([sig, &child.pid().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(ok.success(), "kill {sig} {}", child.pid());
+}
+
+/// Sends `RATE` datapoints per second over one connection until `stop`; `seq` counts them.
+fn sender(addr: SocketAddr, seq: Arc<AtomicU64>, stop: Arc<AtomicBool>) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let mut conn = TcpStream::connect(addr).expect("connect relay");
+        let per_tick = RATE * TICK.as_millis() as u64 / 1000;
+        let mut next = Instant::now();
+        let mut buf = Vec::new();
+        while !stop.load(Ordering::SeqCst) {
+            buf.clear();
+            let first = seq.load(Ordering::SeqCst);
+            for i in first..first + per_tick {
+                buf.extend_from_slice(format!("{} {i} 1700000000\n", name(i)).as_bytes());
+            }
+            conn.write_all(&buf).expect("the relay keeps reading");
+            seq.store(first + per_tick, Ordering::SeqCst);
+            next += TICK;
+            if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                thread::sleep(wait);
+            }
+        }
+    })
+}
+
+fn scrape(admin: SocketAddr) -> std::collections::BTreeMap<String, f64> {
+    let (status, text) = get(admin, "/metrics").expect("scrape /metrics");
+    assert_eq!(status, 200);
+    parse_metrics(&text)
+}
+
+#[test]
+fn hung_destination_spills_without_slowing_the_other_and_everything_arrives() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ports = support::free_ports(4);
+    let (port_a, port_b, line, admin_port) = (ports[0], ports[1], ports[2], ports[3]);
+    let out_a: PathBuf = dir.path().join("a.out");
+    let out_b: PathBuf = dir.path().join("b.out");
+    let _sink_a = start_sink("sink-a", port_a, &out_a, dir.path());
+    let sink_b = start_sink("sink-b", port_b, &out_b, dir.path());
+    let dest_b = format!("127.0.0.1:{port_b}:b");
+    let toml = format!(
+        "[listen]\nline_tcp = \"127.0.0.1:{line}\"\npickle_tcp = \"\"\n\
+         [admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\
+         [destinations]\nservers = [\"127.0.0.1:{port_a}:a\", \"{dest_b}\"]\n\
+         protocol = \"line\"\nwrite_timeout_ms = 2000\nbackoff_min_ms = 100\nbackoff_max_ms = 1000\n\
+         [destinations.queue]\nmax_datapoints = 5000\n\
+         [destinations.spill]\ndir = {:?}\n\
+         [telemetry]\ninterval_secs = 0\n[shutdown]\ngrace_secs = 5\n",
+        dir.path().join("spill").display().to_string()
+    );
+    let config_path = dir.path().join("relay.toml");
+    std::fs::write(&config_path, &toml).expect("write config");
+    let router = Router::new(router_spec(&Config::from_toml_str(&toml).expect("config")).clone())
+        .expect("router");
+    let mut route = Vec::new();
+    // Which sink each name goes to (0: a, 1: b).
+    let placement: Vec<u16> = (0..NAMES)
+        .map(|i| {
+            route.clear();
+            router.route_into(name(i).as_bytes(), &mut route);
+            route[0]
+        })
+        .collect();
+    let on = |sink: u16, range: std::ops::Range<u64>| -> Vec<u64> {
+        range
+            .filter(|&s| placement[(s % NAMES) as usize] == sink)
+            .collect()
+    };
+
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
+    cmd.args(["run", "--config"])
+        .arg(&config_path)
+        .env("RUST_LOG", "info");
+    let relay_log = dir.path().join("relay.log");
+    let mut relay = ManagedChild::spawn("anthracite", cmd, relay_log.clone());
+    let admin: SocketAddr = ([127, 0, 0, 1], admin_port).into();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !matches!(get(admin, "/ready"), Ok((200, _))) {
+        relay.assert_running("the relay to be ready");
+        assert!(Instant::now() < deadline, "relay not ready");
+        thread::sleep(Duration::from_millis(20));
+    }
+
+    let seq = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let feed = sender(([127, 0, 0, 1], line).into(), seq.clone(), stop.clone());
+    thread::sleep(Duration::from_secs(5));
+
+    signal("-STOP", &sink_b);
+    let (seq_before, a_before) = (seq.load(Ordering::SeqCst), received(&out_a).len());
+    let stopped_at = Instant::now();
+    let mut spilled_during_stop = 0.0;
+    while stopped_at.elapsed() < STOP {
+        thread::sleep(Duration::from_millis(500));
+        let m = scrape(admin);
+        let d = [("destination", dest_b.as_str())];
+        spilled_during_stop = value(&m, "anthracite_spilled_datapoints_total", &d).unwrap_or(0.0);
+    }
+    let (seq_after, a_after) = (seq.load(Ordering::SeqCst), received(&out_a).len());
+    let m = scrape(admin);
+    let timeouts = value(
+        &m,
+        "anthracite_destination_write_timeouts_total",
+        &[("destination", dest_b.as_str())],
+    )
+    .unwrap_or(0.0);
+    signal("-CONT", &sink_b);
+    relay.assert_running("the stop to end");
+
+    // a: delivery during the stop kept up with what was offered to it.
+    let offered_a = on(0, seq_before..seq_after).len();
+    let delivered_a = a_after - a_before;
+    eprintln!(
+        "hung figures: during the stop a received {delivered_a} of {offered_a} offered; \
+         b: {timeouts} write timeouts, {spilled_during_stop} datapoints spilled"
+    );
+    assert!(
+        offered_a > 100_000,
+        "the sender kept its rate: {offered_a} offered to a during the stop"
+    );
+    assert!(
+        delivered_a as f64 >= 0.9 * offered_a as f64,
+        "a received {delivered_a} of the {offered_a} datapoints offered to it while b was stopped"
+    );
+    // b: declared dead (counted), its data spilled.
+    assert!(timeouts >= 1.0, "write timeouts of b: {timeouts}");
+    assert!(
+        spilled_during_stop > 0.0,
+        "b's data spilled while it was stopped"
+    );
+
+    thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::SeqCst);
+    feed.join().expect("sender");
+    let total = seq.load(Ordering::SeqCst);
+    for (sink, out) in [(0u16, &out_a), (1, &out_b)] {
+        let want: HashSet<u64> = on(sink, 0..total).into_iter().collect();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let got: HashSet<u64> = received(out).into_iter().collect();
+            let missing = want.difference(&got).count();
+            if missing == 0 {
+                assert!(
+                    got.is_subset(&want),
+                    "sink {sink} got datapoints of the other"
+                );
+                break;
+            }
+            relay.assert_running("everything to arrive");
+            assert!(
+                Instant::now() < deadline,
+                "sink {sink}: {missing} of {} datapoints never arrived",
+                want.len()
+            );
+            thread::sleep(Duration::from_millis(200));
+        }
+    }
+    relay.stop();
+    let log = std::fs::read_to_string(&relay_log).expect("relay log");
+    let hung_lines = log
+        .lines()
+        .filter(|l| l.contains("destination not reading"))
+        .count();
+    eprintln!(
+        "{}",
+        log.lines()
+            .filter(|l| l.contains("WARN") || l.contains("recovered"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert_eq!(hung_lines, 1, "one warning per episode:\n{log}");
+}
+
+/// A destination that refuses connections is known dead: SIGTERM does not wait for the
+/// shutdown grace period (600 s here) to deliver to it, and says so.
+#[test]
+fn sigterm_does_not_wait_the_grace_period_for_a_dead_destination() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ports = support::free_ports(2);
+    let (line, down) = (ports[0], ports[1]);
+    let config = dir.path().join("relay.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[listen]\nline_tcp = \"127.0.0.1:{line}\"\npickle_tcp = \"\"\n\
+             [destinations]\nservers = [\"127.0.0.1:{down}:a\"]\n\
+             [telemetry]\ninterval_secs = 0\n[shutdown]\ngrace_secs = 600\n"
+        ),
+    )
+    .expect("write config");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
+    cmd.args(["run", "--config"]).arg(&config);
+    let mut relay = ManagedChild::spawn("anthracite", cmd, dir.path().join("relay.log"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut conn = loop {
+        match TcpStream::connect(("127.0.0.1", line)) {
+            Ok(c) => break c,
+            Err(e) => {
+                relay.assert_running("the relay to listen");
+                assert!(Instant::now() < deadline, "relay did not listen: {e}");
+                thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    let mut payload = Vec::new();
+    for i in 0..1000 {
+        payload.extend_from_slice(format!("dead.m{i} {i} 1700000000\n").as_bytes());
+    }
+    conn.write_all(&payload).expect("write lines");
+    drop(conn);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&relay.log)
+        .unwrap_or_default()
+        .contains("cannot connect")
+    {
+        relay.assert_running("the first connection failure");
+        assert!(Instant::now() < deadline, "no connection failure logged");
+        thread::sleep(Duration::from_millis(20));
+    }
+    signal("-TERM", &relay);
+    // Far less than the grace period: a relay that waited for it would fail here.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = relay.exited() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "SIGTERM waited for a dead destination"
+        );
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    let log = std::fs::read_to_string(&relay.log).expect("log");
+    assert!(log.contains("known dead at shutdown"), "{log}");
+    assert!(log.contains("undelivered at shutdown"), "{log}");
+}
