@@ -35,7 +35,7 @@ pub(super) struct Running {
     connections: TaskTracker,
     #[cfg(feature = "kinesis")]
     kinesis: JoinSet<()>,
-    /// Stops the self-metrics reporter and the list watcher.
+    /// Stops the self-metrics reporter, the drop-episode logger and the list watcher.
     stop_background: CancellationToken,
     background: Vec<JoinHandle<()>>,
     /// Stops the admin listener, last of all.
@@ -148,6 +148,10 @@ impl Relay {
         if let Some(w) = lists {
             background.push(tokio::spawn(w.run(stop_background.clone())));
         }
+        background.push(tokio::spawn(crate::telemetry::episodes::run(
+            shared.clone() as Arc<dyn Books>,
+            stop_background.clone(),
+        )));
         shared.health.set(Phase::Ready);
         info!(
             version = env!("CARGO_PKG_VERSION"),
@@ -230,7 +234,7 @@ impl Running {
         }
     }
 
-    /// Phase 2: the self-metrics reporter and the list watcher stop.
+    /// Phase 2: the self-metrics reporter, the drop-episode logger and the list watcher stop.
     async fn stop_background(&mut self) {
         self.stop_background.cancel();
         for task in self.background.drain(..) {

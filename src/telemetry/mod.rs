@@ -10,6 +10,7 @@
 //!
 //! [`names`] is a leaf every layer may import: it holds only the names.
 
+pub mod episodes;
 pub mod figures;
 pub mod names;
 pub mod process;
