@@ -54,6 +54,7 @@ pub mod config;
 pub mod destination;
 pub mod filter;
 pub mod ingest;
+pub mod pattern;
 pub mod protocol;
 pub mod queue;
 pub mod receiver;

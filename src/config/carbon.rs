@@ -548,9 +548,7 @@ fn relay_rules(
                     "the section has both 'pattern' and 'default'; use one or the other".into(),
                 ));
             }
-            regex::RegexBuilder::new(&pattern)
-                .case_insensitive(true)
-                .build()
+            crate::pattern::Pattern::case_insensitive(&pattern)
                 .map_err(|e| invalid(section, "pattern", e.to_string()))?;
             rules.push(RawRule {
                 pattern: Some(pattern),

@@ -335,7 +335,7 @@ impl Config {
                     defaults += 1;
                 }
                 if let Some(p) = &rule.pattern {
-                    regex::Regex::new(p)
+                    crate::pattern::Pattern::case_insensitive(p)
                         .map_err(|e| invalid(&format!("{key}.pattern"), e.to_string()))?;
                 }
                 // An empty list is allowed: the rule discards what it matches, which is what

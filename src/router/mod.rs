@@ -79,7 +79,7 @@ pub enum RouterError {
         pattern: String,
         /// Why it did not compile.
         #[source]
-        source: regex::Error,
+        source: crate::pattern::PatternError,
     },
     /// An aggregation rule line is invalid.
     #[error("aggregation rule #{index} ({line:?}): {source}")]
