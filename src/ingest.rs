@@ -14,7 +14,7 @@ use crate::batch::Batch;
 use crate::filter::{Lists, SharedLists, Verdict};
 use crate::protocol::{DropCounts, DropReason, line, normalize, tags};
 use crate::queue::DestinationQueue;
-use crate::router::{NameHashBuilder, RouteCache, Router};
+use crate::router::{NameHashBuilder, ReplicaPools, RouteCache, Router};
 use crate::telemetry::RelayStats;
 use crate::telemetry::stats::Source;
 
@@ -28,6 +28,7 @@ pub struct Pipeline {
     pub(crate) lists: Option<Arc<SharedLists>>,
     pub(crate) min_timestamp_resolution: u64,
     pub(crate) tag_relay_normalized: bool,
+    pub(crate) pools: Option<Arc<ReplicaPools>>,
 }
 
 impl Pipeline {
@@ -46,7 +47,19 @@ impl Pipeline {
             lists: None,
             min_timestamp_resolution: 0,
             tag_relay_normalized: false,
+            pools: None,
         }
+    }
+
+    /// Pools destinations sharing `host:port` (carbon's `DESTINATION_POOL_REPLICAS`): a
+    /// datapoint routed to any member goes once, to the member with the shortest queue.
+    pub fn with_replica_pools(mut self, on: bool) -> Self {
+        self.pools = if on {
+            ReplicaPools::new(self.router.destinations()).map(Arc::new)
+        } else {
+            None
+        };
+        self
     }
 
     /// Filters received names through carbon's whitelist/blacklist (`USE_WHITELIST`).
@@ -301,10 +314,14 @@ impl Ingestor {
                     return;
                 }
                 self.accepted += 1;
+                let pools = self.pipeline.pools.as_deref();
+                let pool_of = |d: u16| pools.map_or(d, |p| p.representative(d));
                 for (i, &dest) in route.iter().enumerate() {
                     // carbon sends to the *set* of destinations the router yields: a duplicate
-                    // (RF=2 on a one-node ring, overlapping `continue` rules) gets one copy.
-                    if route[..i].contains(&dest) {
+                    // (RF=2 on a one-node ring, overlapping `continue` rules) gets one copy,
+                    // and with pooled replicas so do two members of one pool.
+                    let dest = pool_of(dest);
+                    if route[..i].iter().any(|&d| pool_of(d) == dest) {
                         continue;
                     }
                     // Route indices come from the router built on the same destination list.
@@ -348,7 +365,13 @@ impl Ingestor {
                 continue;
             }
             let batch = pending.take();
-            if let Some(q) = self.pipeline.queues.get(i) {
+            let target = match self.pipeline.pools.as_deref() {
+                Some(pools) => {
+                    least_loaded(pools.members(i as u16), &self.pipeline.queues).unwrap_or(i)
+                }
+                None => i,
+            };
+            if let Some(q) = self.pipeline.queues.get(target) {
                 if !q.stats().is_connected() {
                     q.stats().add_queued_until_connected(batch.len() as u64);
                 }
@@ -380,6 +403,17 @@ impl Ingestor {
         }
         self.now = unix_now();
     }
+}
+
+/// The pool member whose queue holds the fewest datapoints (the first of equals), as carbon's
+/// `min(pool, key=queueSize)`; `None` for an empty pool.
+fn least_loaded(members: &[u16], queues: &[Arc<DestinationQueue>]) -> Option<usize> {
+    members
+        .iter()
+        .map(|&m| usize::from(m))
+        .filter_map(|m| queues.get(m).map(|q| (q.queued(), m)))
+        .min_by_key(|&(queued, _)| queued)
+        .map(|(_, m)| m)
 }
 
 /// Seconds since the epoch as a float, like Python's `time.time()`.

@@ -61,6 +61,7 @@ pub mod receiver;
 pub mod relay;
 pub mod router;
 pub mod telemetry;
+pub mod tls;
 
 pub use batch::{Batch, Datapoint};
 pub use config::Config;

@@ -25,7 +25,7 @@ use crate::config::Config;
 use crate::destination::{self, DestinationSignals};
 use crate::ingest::{Ingestor, Pipeline};
 use crate::queue::{DestinationDropReason, DestinationQueue, WhenFull};
-use crate::receiver::{ReceiverContext, pickle, tcp, udp};
+use crate::receiver::{ReceiverContext, framed, tcp, udp};
 use crate::router::{Router, RouterError};
 use crate::telemetry::stats::Source;
 use crate::telemetry::{RelayStats, StatsSnapshot, reporter};
@@ -67,6 +67,7 @@ pub struct Relay {
     lists: Option<crate::filter::ListWatcher>,
     line: Option<TcpListener>,
     pickle: Option<TcpListener>,
+    protobuf: Option<TcpListener>,
     udp: Option<UdpSocket>,
     #[cfg(feature = "kinesis")]
     aws: Option<aws_config::SdkConfig>,
@@ -78,6 +79,7 @@ pub struct RelayBuilder {
     config: Config,
     line: Option<TcpListener>,
     pickle: Option<TcpListener>,
+    protobuf: Option<TcpListener>,
     udp: Option<UdpSocket>,
     #[cfg(feature = "kinesis")]
     aws: Option<aws_config::SdkConfig>,
@@ -108,6 +110,7 @@ impl Relay {
             config,
             line: None,
             pickle: None,
+            protobuf: None,
             udp: None,
             #[cfg(feature = "kinesis")]
             aws: None,
@@ -132,12 +135,14 @@ impl Relay {
             lists,
             line,
             pickle,
+            protobuf,
             udp,
             #[cfg(feature = "kinesis")]
             aws,
         } = self;
         let line = bind_tcp(line, config.listen.line_tcp, "line receiver").await?;
         let pickle = bind_tcp(pickle, config.listen.pickle_tcp, "pickle receiver").await?;
+        let protobuf = bind_tcp(protobuf, config.listen.protobuf_tcp, "protobuf receiver").await?;
         let udp = match (udp, config.listen.line_udp) {
             (Some(s), _) => Some(s),
             (None, Some(addr)) => {
@@ -178,6 +183,8 @@ impl Relay {
             idle_timeout: config.listen.idle_timeout,
             max_line_length: config.listen.max_line_length,
             max_pickle_frame: config.listen.max_pickle_frame,
+            max_protobuf_frame: config.listen.max_protobuf_frame,
+            tls: config.listen.tls.clone(),
         };
         let mut receivers = JoinSet::new();
         if let Some(l) = line {
@@ -195,7 +202,16 @@ impl Relay {
                 l,
                 ctx.clone(),
                 Source::PickleTcp,
-                pickle::serve_pickle,
+                framed::serve_pickle,
+            ));
+        }
+        if let Some(l) = protobuf {
+            info!(addr = ?l.local_addr().ok(), "protobuf receiver listening");
+            receivers.spawn(tcp::accept_loop(
+                l,
+                ctx.clone(),
+                Source::ProtobufTcp,
+                framed::serve_protobuf,
             ));
         }
         if let Some(s) = udp {
@@ -314,6 +330,12 @@ impl RelayBuilder {
         self
     }
 
+    /// Serves carbon's protobuf on this listener instead of `listen.protobuf_tcp`.
+    pub fn protobuf_listener(mut self, listener: TcpListener) -> Self {
+        self.protobuf = Some(listener);
+        self
+    }
+
     /// Serves plaintext datagrams on this socket instead of `listen.line_udp`.
     pub fn udp_socket(mut self, socket: UdpSocket) -> Self {
         self.udp = Some(socket);
@@ -365,7 +387,8 @@ impl RelayBuilder {
         let queues: Arc<[Arc<DestinationQueue>]> = queues.into();
         let mut pipeline = Pipeline::new(router, queues, stats, self.config.route_cache_entries)
             .with_min_timestamp_resolution(self.config.ingest.min_timestamp_resolution)
-            .with_tag_normalization(self.config.ingest.tag_relay_normalized);
+            .with_tag_normalization(self.config.ingest.tag_relay_normalized)
+            .with_replica_pools(self.config.pool_replicas);
         let lists = self
             .config
             .ingest
@@ -381,6 +404,7 @@ impl RelayBuilder {
             lists,
             line: self.line,
             pickle: self.pickle,
+            protobuf: self.protobuf,
             udp: self.udp,
             #[cfg(feature = "kinesis")]
             aws: self.aws,

@@ -13,10 +13,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::destination::DestinationConfig;
+use crate::destination::{DestinationConfig, MAX_UDP_PAYLOAD, OutputProtocol};
 use crate::queue::spill::{FsyncPolicy, SpillConfig};
 use crate::queue::{QueueLimits, SpillSettings, WhenFull};
 use crate::router::{DestinationSpec, Method, RouterSpec, RuleSpec};
+use crate::tls::{ClientTls, ClientTlsSettings, ServerTls, ServerTlsSettings};
 
 pub use kinesis::KinesisConfig;
 pub use raw::RawConfig;
@@ -61,6 +62,8 @@ pub struct ListenConfig {
     pub line_udp: Option<SocketAddr>,
     /// Pickle over TCP (`None`: off).
     pub pickle_tcp: Option<SocketAddr>,
+    /// carbon's protobuf over TCP (`None`: off).
+    pub protobuf_tcp: Option<SocketAddr>,
     /// Most concurrent client connections over all TCP receivers.
     pub max_connections: usize,
     /// Close a client connection silent for this long (`None`: never).
@@ -69,6 +72,10 @@ pub struct ListenConfig {
     pub max_line_length: usize,
     /// Largest accepted pickle frame, in bytes.
     pub max_pickle_frame: usize,
+    /// Largest accepted protobuf frame, in bytes.
+    pub max_protobuf_frame: usize,
+    /// TLS on every TCP receiver (`None`: plaintext).
+    pub tls: Option<ServerTls>,
 }
 
 /// The relay's own metrics.
@@ -129,6 +136,9 @@ pub struct Config {
     pub route_cache_entries: usize,
     /// Destinations, in `servers` order (the ring insertion order).
     pub destinations: Vec<DestinationConfig>,
+    /// Instances sharing `host:port` share the load instead of each getting a copy (carbon's
+    /// `DESTINATION_POOL_REPLICAS`).
+    pub pool_replicas: bool,
     /// Filtering and normalisation before routing.
     pub ingest: IngestConfig,
     /// Self-metrics.
@@ -189,11 +199,13 @@ impl Config {
                 "must be at least 64".into(),
             ));
         }
-        if l.max_pickle_frame < 64 || l.max_pickle_frame > (1 << 30) {
-            return Err(invalid(
-                "listen.max_pickle_frame",
-                "must be between 64 bytes and 1 GiB".into(),
-            ));
+        for (key, frame) in [
+            ("listen.max_pickle_frame", l.max_pickle_frame),
+            ("listen.max_protobuf_frame", l.max_protobuf_frame),
+        ] {
+            if !(64..=(1 << 30)).contains(&frame) {
+                return Err(invalid(key, "must be between 64 bytes and 1 GiB".into()));
+            }
         }
         if l.max_connections == 0 {
             return Err(invalid(
@@ -205,11 +217,14 @@ impl Config {
             line_tcp: addr("listen.line_tcp", &l.line_tcp)?,
             line_udp: addr("listen.line_udp", &l.line_udp)?,
             pickle_tcp: addr("listen.pickle_tcp", &l.pickle_tcp)?,
+            protobuf_tcp: addr("listen.protobuf_tcp", &l.protobuf_tcp)?,
             max_connections: l.max_connections,
             idle_timeout: (l.idle_timeout_secs > 0.0)
                 .then(|| Duration::from_secs_f64(l.idle_timeout_secs)),
             max_line_length: l.max_line_length,
             max_pickle_frame: l.max_pickle_frame,
+            max_protobuf_frame: l.max_protobuf_frame,
+            tls: server_tls(l.tls.as_ref(), &invalid)?,
         };
 
         let d = &raw.destinations;
@@ -217,6 +232,13 @@ impl Config {
             return Err(invalid(
                 "destinations.servers",
                 "at least one destination is required".into(),
+            ));
+        }
+        let tls = client_tls(d.tls.as_ref(), &invalid)?;
+        if !(64..=MAX_UDP_PAYLOAD).contains(&d.max_datagram_bytes) {
+            return Err(invalid(
+                "destinations.max_datagram_bytes",
+                format!("must be between 64 and {MAX_UDP_PAYLOAD}"),
             ));
         }
         let mut destinations: Vec<DestinationConfig> = Vec::with_capacity(d.servers.len());
@@ -292,9 +314,18 @@ impl Config {
                     "need 0 < backoff_min_ms <= backoff_max_ms".into(),
                 ));
             }
+            let protocol = o.protocol.unwrap_or(d.protocol);
+            if protocol == OutputProtocol::Udp && tls.is_some() {
+                return Err(invalid(
+                    "destinations.tls",
+                    format!(
+                        "{spec} uses protocol \"udp\": TLS needs a TCP protocol (pickle, line or protobuf)"
+                    ),
+                ));
+            }
             destinations.push(DestinationConfig {
                 spec,
-                protocol: o.protocol.unwrap_or(d.protocol),
+                protocol,
                 max_datapoints_per_message: d.max_datapoints_per_message,
                 queue: limits,
                 flush_bytes: d.flush_bytes.max(1),
@@ -303,6 +334,8 @@ impl Config {
                 backoff_min: Duration::from_millis(d.backoff_min_ms),
                 backoff_max: Duration::from_millis(d.backoff_max_ms),
                 spill,
+                tls: tls.clone(),
+                max_datagram_bytes: d.max_datagram_bytes,
             });
         }
         if destinations.len() > usize::from(u16::MAX) {
@@ -437,6 +470,7 @@ impl Config {
             router,
             route_cache_entries: r.route_cache_entries,
             destinations,
+            pool_replicas: d.pool_replicas,
             ingest,
             telemetry,
             shutdown_grace: Duration::from_secs_f64(raw.shutdown.grace_secs),
@@ -449,6 +483,59 @@ impl Config {
         toml::to_string_pretty(&self.resolved)
             .unwrap_or_else(|e| format!("# cannot render configuration: {e}\n"))
     }
+}
+
+/// `destinations.tls`: files read and the rustls configuration built now, so a bad file is a
+/// startup error naming the key.
+fn client_tls(
+    raw: Option<&raw::RawClientTls>,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<Option<ClientTls>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let path = |p: &str| (!p.is_empty()).then(|| PathBuf::from(p));
+    if raw.client_cert.is_empty() != raw.client_key.is_empty() {
+        return Err(invalid(
+            "destinations.tls.client_key",
+            "client_cert and client_key go together".into(),
+        ));
+    }
+    let settings = ClientTlsSettings {
+        ca_file: path(&raw.ca_file),
+        server_name: (!raw.server_name.is_empty()).then(|| raw.server_name.clone()),
+        client_cert: path(&raw.client_cert),
+        client_key: path(&raw.client_key),
+    };
+    ClientTls::new(settings)
+        .map(Some)
+        .map_err(|e| invalid("destinations.tls", e.to_string()))
+}
+
+/// `listen.tls`, read and built like [`client_tls`].
+fn server_tls(
+    raw: Option<&raw::RawServerTls>,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<Option<ServerTls>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    for (key, value) in [
+        ("listen.tls.cert_file", &raw.cert_file),
+        ("listen.tls.key_file", &raw.key_file),
+    ] {
+        if value.is_empty() {
+            return Err(invalid(key, "required with listen.tls".into()));
+        }
+    }
+    let settings = ServerTlsSettings {
+        cert_file: PathBuf::from(&raw.cert_file),
+        key_file: PathBuf::from(&raw.key_file),
+        client_ca: (!raw.client_ca.is_empty()).then(|| PathBuf::from(&raw.client_ca)),
+    };
+    ServerTls::new(settings)
+        .map(Some)
+        .map_err(|e| invalid("listen.tls", e.to_string()))
 }
 
 /// The spill settings of one destination: its own directory under `spill.dir`, the log's

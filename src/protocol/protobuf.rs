@@ -606,17 +606,17 @@ mod tests {
             #[test]
             fn arbitrary_bytes_never_panic_and_agree_with_prost(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
                 let ours = decode(&bytes);
-                if let (Ok((got, drops)), Ok(theirs)) = (&ours, Payload::decode(&bytes[..])) {
-                    if drops.is_empty() {
-                        let want: Points = theirs.metrics.iter().flat_map(|m| {
-                            m.points.iter().map(|p| (m.metric.as_bytes().to_vec(), f64::from(p.timestamp), p.value))
-                        }).collect();
-                        prop_assert_eq!(got.len(), want.len());
-                        for (g, w) in got.iter().zip(&want) {
-                            prop_assert_eq!(&g.0, &w.0);
-                            prop_assert_eq!(g.1, w.1);
-                            prop_assert_eq!(g.2.to_bits(), w.2.to_bits());
-                        }
+                if let (Ok((got, drops)), Ok(theirs)) = (&ours, Payload::decode(&bytes[..]))
+                    && drops.is_empty()
+                {
+                    let want: Points = theirs.metrics.iter().flat_map(|m| {
+                        m.points.iter().map(|p| (m.metric.as_bytes().to_vec(), f64::from(p.timestamp), p.value))
+                    }).collect();
+                    prop_assert_eq!(got.len(), want.len());
+                    for (g, w) in got.iter().zip(&want) {
+                        prop_assert_eq!(&g.0, &w.0);
+                        prop_assert_eq!(g.1, w.1);
+                        prop_assert_eq!(g.2.to_bits(), w.2.to_bits());
                     }
                 }
             }

@@ -12,6 +12,8 @@
 //!   the table of precomputed preference lists that makes a lookup one hash plus a binary
 //!   search.
 //! - [`rules`]: `RELAY_METHOD = rules`.
+//! - [`pool`]: [`ReplicaPools`], carbon's `DESTINATION_POOL_REPLICAS` (applied by the
+//!   ingestor, after routing).
 //! - [`cache`]: [`RouteCache`], the per-connection name → route cache that keeps MD5 off the
 //!   path of repeated names.
 //!
@@ -28,12 +30,14 @@ use serde::{Deserialize, Serialize};
 pub mod aggregation;
 pub mod cache;
 pub mod hash;
+pub mod pool;
 pub mod ring;
 pub mod rules;
 
 pub(crate) use cache::NameHashBuilder;
 pub use cache::RouteCache;
 pub use hash::{NodeKeys, carbon_hash};
+pub use pool::ReplicaPools;
 pub use ring::{ConsistentHashRing, FastHashOrder, REPLICA_COUNT};
 
 use ring::{Node, Replication, RouteTable};

@@ -18,6 +18,8 @@ pub enum Source {
     LineUdp,
     /// Pickle over TCP.
     PickleTcp,
+    /// carbon's protobuf over TCP.
+    ProtobufTcp,
     /// The relay's own self-metrics.
     Internal,
     /// An embedding program or a non-socket source (e.g. Kinesis).
@@ -26,10 +28,11 @@ pub enum Source {
 
 impl Source {
     /// Every source.
-    pub const ALL: [Source; 5] = [
+    pub const ALL: [Source; 6] = [
         Source::LineTcp,
         Source::LineUdp,
         Source::PickleTcp,
+        Source::ProtobufTcp,
         Source::Internal,
         Source::Embedded,
     ];
@@ -40,6 +43,7 @@ impl Source {
             Source::LineTcp => "line_tcp",
             Source::LineUdp => "line_udp",
             Source::PickleTcp => "pickle_tcp",
+            Source::ProtobufTcp => "protobuf_tcp",
             Source::Internal => "internal",
             Source::Embedded => "embedded",
         }
