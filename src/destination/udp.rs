@@ -221,14 +221,14 @@ mod tests {
             round,
             Round {
                 sent: 7,
-                datagrams: 4,
+                datagrams: 5,
                 failed: 0,
                 unencodable: 1
             }
         );
         let mut buf = vec![0u8; 70_000];
         let mut datagrams = Vec::new();
-        for _ in 0..4 {
+        for _ in 0..5 {
             let n = sink.recv(&mut buf).await.expect("recv");
             datagrams.push(String::from_utf8(buf[..n].to_vec()).expect("utf8"));
         }
