@@ -311,6 +311,37 @@ impl CarbonRelay {
         }
     }
 
+    /// Starts carbon-relay on a carbon.conf it is expected to refuse, waits (at most
+    /// [`READY_TIMEOUT`]) for it to exit unsuccessfully, and returns its log. Panics if it keeps
+    /// running or exits with success.
+    pub fn expect_refusal(conf: &CarbonConf) -> String {
+        let venv = carbon_venv();
+        let cmd = carbon_command(&venv, "carbon-relay.py", "a", &conf.path, &conf.root);
+        let log = conf
+            .root
+            .join("storage")
+            .join("log")
+            .join("carbon-relay-a.refusal.log");
+        let mut process = ManagedChild::spawn("carbon-relay a (expected to refuse)", cmd, log);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(status) = process.exited() {
+                assert!(
+                    !status.success(),
+                    "carbon-relay exited successfully on a carbon.conf it should refuse:\n{}",
+                    process.log_tail(40)
+                );
+                return process.log_tail(200);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "carbon-relay still running after {READY_TIMEOUT:?} on a carbon.conf it should refuse:\n{}",
+                process.log_tail(40)
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// The last `n` lines of the relay's log.
     pub fn log_tail(&self, n: usize) -> String {
         self.process.log_tail(n)

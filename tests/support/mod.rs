@@ -9,17 +9,22 @@
 //! - [`whisper`]: read back what the caches stored, one Python process per batch of names.
 //! - [`placement`]: ask carbon's own `ConsistentHashingRouter` where names go.
 //! - [`relay`]: an in-process anthracite on loopback listeners (from main's relay tests).
-//! - [`sink`]: a counting TCP sink that decodes pickle (with `serde_pickle`, not anthracite's
-//!   decoder) or plaintext and records every datapoint it receives.
+//! - [`sink`]: a counting sink that decodes pickle (with `serde_pickle`) or protobuf (its own
+//!   prost types) — not anthracite's decoders —, or plaintext over TCP, TLS or UDP, and records
+//!   every datapoint it receives.
+//! - [`tls`]: a CA and server certificates made at test time (rcgen).
+//! - [`differential`]: the carbon-relay vs anthracite differential engine.
 //!
 //! Each `tests/*.rs` that needs this does `mod support;`; not every binary uses every item.
 #![allow(dead_code)]
 
 pub mod carbon;
+pub mod differential;
 pub mod placement;
 pub mod process;
 pub mod relay;
 pub mod sink;
+pub mod tls;
 pub mod venv;
 pub mod whisper;
 
