@@ -251,9 +251,14 @@ async fn connect(config: &DestinationConfig) -> std::io::Result<Link> {
             None => Ok(Link::Stream(stream::Halves::tcp(stream))),
         }
     };
+    let what = if config.tls.is_some() {
+        "connect or TLS handshake timed out"
+    } else {
+        "connect timed out"
+    };
     tokio::time::timeout(config.connect_timeout, attempt)
         .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))?
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, what))?
 }
 
 #[cfg(test)]

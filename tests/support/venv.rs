@@ -94,13 +94,20 @@ fn upgrade(venv: &Path) {
 }
 
 fn install(venv: &Path) {
-    let pip = venv.join("bin").join("pip");
-    let mut cmd = Command::new(&pip);
-    cmd.args(["install", "--disable-pip-version-check", "--no-input"])
-        .args(["--no-binary", "carbon"])
-        .args(PACKAGES)
-        // Stops carbon's setup.py from forcing the /opt/graphite prefix.
-        .env("GRAPHITE_NO_PREFIX", "True");
+    // `python -m pip`, not `bin/pip`: a venv copied with its `target/` (a worktree) keeps
+    // scripts whose `#!` still names the original venv's interpreter.
+    let mut cmd = Command::new(venv.join("bin").join("python"));
+    cmd.args([
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--no-input",
+    ])
+    .args(["--no-binary", "carbon"])
+    .args(PACKAGES)
+    // Stops carbon's setup.py from forcing the /opt/graphite prefix.
+    .env("GRAPHITE_NO_PREFIX", "True");
     let out = output_with_timeout("pip install", cmd, Vec::new(), PIP_TIMEOUT);
     check(
         &out,
