@@ -4,22 +4,26 @@
 //! `carbon-relay` would, and delivers them to carbon-cache instances through one bounded queue
 //! per destination. The data path reads top to bottom:
 //!
-//! 1. **accept** — [`receiver`]: plaintext over TCP and UDP, pickle over TCP. One task per
-//!    connection reads into a buffer and hands whole lines or frames to the parser.
-//! 2. **parse** — [`protocol`]: [`protocol::line`] and [`protocol::pickle`] decode bytes into
-//!    `(name, timestamp, value)` with carbon's rules; no I/O, no allocation per datapoint.
+//! 1. **accept** — [`receiver`]: plaintext over TCP and UDP, pickle and protobuf over TCP,
+//!    optionally inside TLS ([`tls`]). One task per connection reads into a buffer and hands
+//!    whole lines or frames to the parser.
+//! 2. **parse** — [`protocol`]: [`protocol::line`], [`protocol::pickle`] and
+//!    [`protocol::protobuf`] decode bytes into `(name, timestamp, value)` with carbon's rules;
+//!    no I/O, no allocation per datapoint.
 //!    [`filter`] drops names on carbon's blacklist or off its whitelist (`USE_WHITELIST`),
 //!    reloaded when the files change.
 //! 3. **route** — [`router`]: carbon's consistent-hashing ring (`carbon_ch`, `fnv1a_ch`,
-//!    `mmh3_ch`), fast-hashing and rules, with a per-connection route cache so repeated names
-//!    never pay an MD5. The [`ingest::Ingestor`] ties parse → route → queue together and batches
+//!    `mmh3_ch`), fast-hashing and rules (patterns in Python `re` syntax through [`pattern`]),
+//!    with a per-connection route cache so repeated names never pay an MD5; pooled replicas
+//!    ([`router::ReplicaPools`]) pick the least-loaded instance per `host:port`. The [`ingest::Ingestor`] ties parse → route → queue together and batches
 //!    per connection.
 //! 4. **queue** — [`queue`]: one bounded [`queue::DestinationQueue`] per destination with an
 //!    explicit [`queue::WhenFull`] policy; every drop counted with a reason. With a spill
 //!    directory the memory tier overflows into a per-destination [`queue::spill::SpillLog`]
 //!    on disk, driven by a dedicated thread and replayed oldest first.
-//! 5. **send** — [`destination`]: one task per destination drains its queue, encodes pickle or
-//!    line messages, writes in large batches and reconnects with capped, jittered backoff.
+//! 5. **send** — [`destination`]: one task per destination drains its queue, encodes pickle,
+//!    line or protobuf messages (or packs lines into UDP datagrams), writes in large batches,
+//!    over TLS where configured, and reconnects with capped, jittered backoff.
 //!
 //! [`config`] reads `relay.toml`, or an unchanged carbon `carbon.conf` ([`config::carbon`]) with
 //! its relay-rules and aggregation-rules files.

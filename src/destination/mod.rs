@@ -12,7 +12,7 @@
 //! - [`udp`]: plaintext lines packed into datagrams. UDP has no connection to lose: a datagram
 //!   the kernel refuses is counted as dropped (`send_failed`).
 //!
-//! [`encode`] turns in-flight batches into bytes for either. A slow or dead destination only
+//! `encode` (private) turns in-flight batches into bytes for either. A slow or dead destination only
 //! ever fills its own queue; a TLS certificate that does not verify is a failed connection
 //! attempt like a refused one (logged with the reason, counted, retried with backoff), so the
 //! data waits in the queue or its spill log and is never sent in plaintext.

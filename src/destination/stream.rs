@@ -3,7 +3,7 @@
 //!
 //! The sender takes the oldest batch, keeps taking while less than `flush_bytes` is queued
 //! (waiting at most `linger` for more), encodes pickle, plaintext or protobuf messages, writes
-//! them in one `write_all` + `flush`, and holds them as [`Unconfirmed`] until the connection
+//! them in one `write_all` + `flush`, and holds them as `Unconfirmed` until the connection
 //! is seen alive afterwards. While idle it watches the socket for EOF, so a carbon-cache that
 //! went away is noticed before the next write rather than by losing that write.
 
