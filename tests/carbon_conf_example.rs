@@ -54,6 +54,16 @@ fn carbon_example(dir: &Path) -> PathBuf {
     dir.join("carbon.conf")
 }
 
+/// `anthracite check --carbon-config conf`.
+fn check(conf: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_anthracite"))
+        .arg("check")
+        .arg("--carbon-config")
+        .arg(conf)
+        .output()
+        .expect("run anthracite check")
+}
+
 /// The keys of the example's `[relay]` section, read independently of anthracite's parser.
 fn relay_keys(conf: &str) -> Vec<String> {
     let mut keys = Vec::new();
@@ -78,12 +88,7 @@ fn relay_keys(conf: &str) -> Vec<String> {
 fn starts_on_carbon_conf_example_and_names_unimplemented_keys() {
     let dir = tempfile::tempdir().expect("tempdir");
     let conf = carbon_example(dir.path());
-    let out = Command::new(env!("CARGO_BIN_EXE_anthracite"))
-        .arg("check")
-        .arg("--carbon-config")
-        .arg(&conf)
-        .output()
-        .expect("run anthracite check");
+    let out = check(&conf);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -150,12 +155,7 @@ fn drop_in_keys_in_the_example_are_honoured_and_only_delivery_neutral_keys_warn(
         ca.display()
     );
     std::fs::write(&conf, text.replacen("[relay]\n", &drop_in, 1)).expect("write conf");
-    let out = Command::new(env!("CARGO_BIN_EXE_anthracite"))
-        .arg("check")
-        .arg("--carbon-config")
-        .arg(&conf)
-        .output()
-        .expect("run anthracite check");
+    let out = check(&conf);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

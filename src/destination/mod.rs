@@ -29,6 +29,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::batch::Batch;
 use crate::queue::{DestinationQueue, QueueLimits};
 use crate::router::DestinationSpec;
 use crate::tls::ClientTls;
@@ -215,6 +216,35 @@ pub async fn run(
                     _ = tokio::time::sleep(delay) => {}
                 }
             }
+        }
+    }
+}
+
+/// Starts a write with `first` and keeps taking batches into `in_flight` until `flush_bytes`
+/// are gathered, lingering once (at most `linger`) for more when the queue runs dry.
+pub(crate) async fn gather(
+    queue: &DestinationQueue,
+    first: Batch,
+    flush_bytes: usize,
+    linger: Duration,
+    in_flight: &mut Vec<Batch>,
+) {
+    let mut pending = first.size_bytes();
+    in_flight.push(first);
+    let mut lingered = false;
+    while pending < flush_bytes {
+        if let Some(b) = queue.try_pop() {
+            pending += b.size_bytes();
+            in_flight.push(b);
+            continue;
+        }
+        if lingered || linger.is_zero() || queue.is_closed() {
+            break;
+        }
+        lingered = true;
+        tokio::select! {
+            _ = tokio::time::sleep(linger) => {}
+            _ = queue.changed() => {}
         }
     }
 }

@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::encode::{Encoded, Encoder};
-use super::{DestinationConfig, DestinationSignals, Served};
+use super::{DestinationConfig, DestinationSignals, Served, gather};
 use crate::batch::Batch;
 use crate::queue::{DestinationDropReason, DestinationQueue};
 
@@ -107,25 +107,14 @@ impl Sender {
                 let _ = writer.shutdown().await;
                 return Served::Drained;
             };
-            let mut pending = first.size_bytes();
-            self.in_flight.push(first);
-            // Gather up to flush_bytes, lingering briefly for more when the queue runs dry.
-            let mut lingered = false;
-            while pending < self.flush_bytes {
-                if let Some(b) = queue.try_pop() {
-                    pending += b.size_bytes();
-                    self.in_flight.push(b);
-                    continue;
-                }
-                if lingered || self.linger.is_zero() || queue.is_closed() {
-                    break;
-                }
-                lingered = true;
-                tokio::select! {
-                    _ = tokio::time::sleep(self.linger) => {}
-                    _ = queue.changed() => {}
-                }
-            }
+            gather(
+                queue,
+                first,
+                self.flush_bytes,
+                self.linger,
+                &mut self.in_flight,
+            )
+            .await;
             // The previous write is confirmed only if the peer has not closed since: a carbon
             // cache that went away between two writes would otherwise silently swallow the
             // first write after its close.

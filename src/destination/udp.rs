@@ -20,7 +20,7 @@ use bytes::BytesMut;
 use tokio::net::UdpSocket;
 use tracing::{info, warn};
 
-use super::{DestinationConfig, DestinationSignals, MAX_UDP_PAYLOAD, Served};
+use super::{DestinationConfig, DestinationSignals, MAX_UDP_PAYLOAD, Served, gather};
 use crate::batch::Batch;
 use crate::protocol::line;
 use crate::queue::{DestinationDropReason, DestinationQueue};
@@ -97,24 +97,14 @@ impl Sender {
             let Some(first) = first else {
                 return Served::Drained;
             };
-            let mut pending = first.size_bytes();
-            self.in_flight.push(first);
-            let mut lingered = false;
-            while pending < self.flush_bytes {
-                if let Some(b) = queue.try_pop() {
-                    pending += b.size_bytes();
-                    self.in_flight.push(b);
-                    continue;
-                }
-                if lingered || self.linger.is_zero() || queue.is_closed() {
-                    break;
-                }
-                lingered = true;
-                tokio::select! {
-                    _ = tokio::time::sleep(self.linger) => {}
-                    _ = queue.changed() => {}
-                }
-            }
+            gather(
+                queue,
+                first,
+                self.flush_bytes,
+                self.linger,
+                &mut self.in_flight,
+            )
+            .await;
             let round = self.send_all(socket, name).await;
             self.in_flight.clear();
             queue.settle(

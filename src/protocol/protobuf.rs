@@ -100,6 +100,11 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A cursor over `frame[pos..end]`.
+    fn new(frame: &'a [u8], pos: usize, end: usize) -> Self {
+        Self { frame, pos, end }
+    }
+
     fn done(&self) -> bool {
         self.pos >= self.end
     }
@@ -250,11 +255,7 @@ impl ProtobufDecoder {
     fn parse(&mut self, frame: &[u8], drops: &mut DropCounts) -> Result<(), DropReason> {
         // Drops are counted only once the whole frame parsed (a rejected frame counts once).
         let mut bad_names = 0u64;
-        let mut r = Reader {
-            frame,
-            pos: 0,
-            end: frame.len(),
-        };
+        let mut r = Reader::new(frame, 0, frame.len());
         while !r.done() {
             match r.key()? {
                 (1, LEN) => {
@@ -275,11 +276,7 @@ impl ProtobufDecoder {
     fn metric(&mut self, frame: &[u8], start: usize, end: usize) -> Result<u64, DropReason> {
         let first = self.entries.len();
         let mut name = (start, 0usize);
-        let mut r = Reader {
-            frame,
-            pos: start,
-            end,
-        };
+        let mut r = Reader::new(frame, start, end);
         while !r.done() {
             match r.key()? {
                 (1, LEN) => {
@@ -314,11 +311,7 @@ impl ProtobufDecoder {
             timestamp: 0,
             value: 0.0,
         };
-        let mut r = Reader {
-            frame,
-            pos: start,
-            end,
-        };
+        let mut r = Reader::new(frame, start, end);
         while !r.done() {
             match r.key()? {
                 // uint32: the low 32 bits of the varint, as every protobuf runtime reads it.

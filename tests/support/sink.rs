@@ -391,18 +391,26 @@ fn serve(mut conn: impl Read, protocol: SinkProtocol, shared: &Shared) {
     }
 }
 
-/// Decodes every complete frame at the start of `buf`: (datapoints, errors, bytes consumed).
-fn decode_pickle_frames(buf: &[u8]) -> (Vec<Received>, Vec<String>, usize) {
-    let mut points = Vec::new();
-    let mut errors = Vec::new();
+/// Calls `each` with every complete length-prefixed frame at the start of `buf`; returns the
+/// bytes consumed.
+fn frames(buf: &[u8], mut each: impl FnMut(&[u8])) -> usize {
     let mut at = 0;
     while buf.len() - at >= 4 {
         let len = u32::from_be_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
         if buf.len() - at - 4 < len {
             break;
         }
-        let frame = &buf[at + 4..at + 4 + len];
+        each(&buf[at + 4..at + 4 + len]);
         at += 4 + len;
+    }
+    at
+}
+
+/// Decodes every complete frame at the start of `buf`: (datapoints, errors, bytes consumed).
+fn decode_pickle_frames(buf: &[u8]) -> (Vec<Received>, Vec<String>, usize) {
+    let mut points = Vec::new();
+    let mut errors = Vec::new();
+    let at = frames(buf, |frame| {
         match serde_pickle::value_from_slice(frame, DeOptions::new()) {
             Ok(v) => match datapoints_of(v) {
                 Ok(mut p) => points.append(&mut p),
@@ -410,7 +418,7 @@ fn decode_pickle_frames(buf: &[u8]) -> (Vec<Received>, Vec<String>, usize) {
             },
             Err(e) => errors.push(format!("unpickle: {e}")),
         }
-    }
+    });
     (points, errors, at)
 }
 
@@ -419,29 +427,20 @@ fn decode_protobuf_frames(buf: &[u8]) -> (Vec<Received>, Vec<String>, usize) {
     use prost::Message;
     let mut points = Vec::new();
     let mut errors = Vec::new();
-    let mut at = 0;
-    while buf.len() - at >= 4 {
-        let len = u32::from_be_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
-        if buf.len() - at - 4 < len {
-            break;
-        }
-        let frame = &buf[at + 4..at + 4 + len];
-        at += 4 + len;
-        match carbon_proto::Payload::decode(frame) {
-            Ok(p) => {
-                for m in p.metrics {
-                    for pt in m.points {
-                        points.push(Received {
-                            path: m.metric.clone(),
-                            timestamp: f64::from(pt.timestamp),
-                            value: pt.value,
-                        });
-                    }
+    let at = frames(buf, |frame| match carbon_proto::Payload::decode(frame) {
+        Ok(p) => {
+            for m in p.metrics {
+                for pt in m.points {
+                    points.push(Received {
+                        path: m.metric.clone(),
+                        timestamp: f64::from(pt.timestamp),
+                        value: pt.value,
+                    });
                 }
             }
-            Err(e) => errors.push(format!("protobuf: {e}")),
         }
-    }
+        Err(e) => errors.push(format!("protobuf: {e}")),
+    });
     (points, errors, at)
 }
 
