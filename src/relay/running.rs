@@ -16,7 +16,7 @@ use super::{Relay, RelayError, ShutdownReport};
 use crate::config::Config;
 use crate::destination::{self, DestinationSignals};
 use crate::ingest::{Pipeline, Source};
-use crate::receiver::{ReceiverContext, pickle, tcp, udp};
+use crate::receiver::{ReceiverContext, framed, tcp, udp};
 use crate::telemetry::{StatsSnapshot, reporter};
 
 /// Everything a running relay owns, so that shutdown can stop it in order.
@@ -47,12 +47,14 @@ impl Relay {
             lists,
             line,
             pickle,
+            protobuf,
             udp,
             #[cfg(feature = "kinesis")]
             aws,
         } = self;
         let line = bind_tcp(line, config.listen.line_tcp, "line receiver").await?;
         let pickle = bind_tcp(pickle, config.listen.pickle_tcp, "pickle receiver").await?;
+        let protobuf = bind_tcp(protobuf, config.listen.protobuf_tcp, "protobuf receiver").await?;
         let udp = bind_udp(udp, config.listen.line_udp).await?;
         #[cfg(feature = "kinesis")]
         let kinesis_sources =
@@ -77,6 +79,8 @@ impl Relay {
             idle_timeout: config.listen.idle_timeout,
             max_line_length: config.listen.max_line_length,
             max_pickle_frame: config.listen.max_pickle_frame,
+            max_protobuf_frame: config.listen.max_protobuf_frame,
+            tls: config.listen.tls.clone(),
         };
         let mut receivers = JoinSet::new();
         if let Some(l) = line {
@@ -94,7 +98,16 @@ impl Relay {
                 l,
                 ctx.clone(),
                 Source::PickleTcp,
-                pickle::serve_pickle,
+                framed::serve_pickle,
+            ));
+        }
+        if let Some(l) = protobuf {
+            info!(addr = ?l.local_addr().ok(), "protobuf receiver listening");
+            receivers.spawn(tcp::accept_loop(
+                l,
+                ctx.clone(),
+                Source::ProtobufTcp,
+                framed::serve_protobuf,
             ));
         }
         if let Some(s) = udp {
