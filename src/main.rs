@@ -230,8 +230,12 @@ fn run(config: Config, pid_file: Option<&Path>) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
+        // Handlers first: a signal that arrives while the relay starts must not kill it.
+        let signals = Signals::install().context("cannot install signal handlers")?;
         let relay = Relay::builder(config).build()?;
-        let report = relay.run(shutdown_signal()).await?;
+        let Signals { term, int, hup } = signals;
+        tokio::spawn(on_hangup(hup));
+        let report = relay.run(shutdown_signal(term, int)).await?;
         let lost: u64 = report.undelivered.iter().map(|(_, n)| n).sum();
         if lost > 0 {
             tracing::warn!(datapoints = lost, "exited with undelivered datapoints");
@@ -240,20 +244,39 @@ fn run(config: Config, pid_file: Option<&Path>) -> anyhow::Result<()> {
     })
 }
 
+/// The signals the relay handles: SIGTERM and SIGINT stop it, SIGHUP reloads.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
 /// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers the relay can only be stopped by being killed.
-        tracing::error!("cannot install signal handlers");
-        return std::future::pending().await;
-    };
+async fn shutdown_signal(
+    mut term: tokio::signal::unix::Signal,
+    mut int: tokio::signal::unix::Signal,
+) {
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM received"),
         _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}
+
+/// SIGHUP: reload the configuration.
+async fn on_hangup(mut hup: tokio::signal::unix::Signal) {
+    while hup.recv().await.is_some() {
+        tracing::warn!("SIGHUP received; configuration reload is not available yet");
     }
 }
 

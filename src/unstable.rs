@@ -52,6 +52,16 @@ pub mod telemetry {
     pub use crate::telemetry::*;
 }
 
+/// Python-compatible patterns (`regex` first, bounded backtracking for look-around).
+pub mod pattern {
+    pub use crate::pattern::*;
+}
+
+/// TLS to destinations and on receivers (rustls, ring provider).
+pub mod tls {
+    pub use crate::tls::*;
+}
+
 /// The destination connection task.
 pub mod destination {
     pub use crate::destination::*;

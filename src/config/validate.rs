@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use super::raw::{self, RawDestinations, RawIngest, RawListen, RawRouter, RawRule, RawTelemetry};
 use super::{ConfigError, IngestConfig, ListenConfig};
-use crate::destination::DestinationConfig;
+use crate::destination::{DestinationConfig, MAX_UDP_PAYLOAD, OutputProtocol};
 use crate::filter::ListsConfig;
 use crate::queue::spill::{FsyncPolicy, SpillConfig};
 use crate::queue::{QueueLimits, SpillSettings, WhenFull};
 use crate::router::aggregation::AggregationRule;
 use crate::router::{DestinationSpec, Method, RouterSpec, RuleSpec};
 use crate::telemetry::TelemetryConfig;
+use crate::tls::{ClientTls, ClientTlsSettings, ServerTls, ServerTlsSettings};
 
 /// Where errors point: the file being validated.
 pub(super) struct Ctx<'a> {
@@ -49,11 +50,13 @@ pub(super) fn listen(l: &RawListen, ctx: &Ctx) -> Result<ListenConfig, ConfigErr
     if l.max_line_length < 64 {
         return Err(ctx.invalid("listen.max_line_length", "must be at least 64"));
     }
-    if l.max_pickle_frame < 64 || l.max_pickle_frame > (1 << 30) {
-        return Err(ctx.invalid(
-            "listen.max_pickle_frame",
-            "must be between 64 bytes and 1 GiB",
-        ));
+    for (key, frame) in [
+        ("listen.max_pickle_frame", l.max_pickle_frame),
+        ("listen.max_protobuf_frame", l.max_protobuf_frame),
+    ] {
+        if !(64..=(1 << 30)).contains(&frame) {
+            return Err(ctx.invalid(key, "must be between 64 bytes and 1 GiB"));
+        }
     }
     if l.max_connections == 0 {
         return Err(ctx.invalid("listen.max_connections", "must be at least 1"));
@@ -62,11 +65,14 @@ pub(super) fn listen(l: &RawListen, ctx: &Ctx) -> Result<ListenConfig, ConfigErr
         line_tcp: ctx.addr("listen.line_tcp", &l.line_tcp)?,
         line_udp: ctx.addr("listen.line_udp", &l.line_udp)?,
         pickle_tcp: ctx.addr("listen.pickle_tcp", &l.pickle_tcp)?,
+        protobuf_tcp: ctx.addr("listen.protobuf_tcp", &l.protobuf_tcp)?,
         max_connections: l.max_connections,
         idle_timeout: (l.idle_timeout_secs > 0.0)
             .then(|| Duration::from_secs_f64(l.idle_timeout_secs)),
         max_line_length: l.max_line_length,
         max_pickle_frame: l.max_pickle_frame,
+        max_protobuf_frame: l.max_protobuf_frame,
+        tls: server_tls(l.tls.as_ref(), ctx)?,
     })
 }
 
@@ -108,6 +114,13 @@ pub(super) fn destinations(
             "must be between 0 (off) and 7200",
         ));
     }
+    let tls = client_tls(d.tls.as_ref(), ctx)?;
+    if !(64..=MAX_UDP_PAYLOAD).contains(&d.max_datagram_bytes) {
+        return Err(ctx.invalid(
+            "destinations.max_datagram_bytes",
+            format!("must be between 64 and {MAX_UDP_PAYLOAD}"),
+        ));
+    }
     let mut out: Vec<DestinationConfig> = Vec::with_capacity(d.servers.len());
     for (i, server) in d.servers.iter().enumerate() {
         let key = format!("destinations.servers[{i}]");
@@ -126,6 +139,15 @@ pub(super) fn destinations(
             ));
         }
         let o = server.overrides();
+        let protocol = o.protocol.unwrap_or(d.protocol);
+        if protocol == OutputProtocol::Udp && tls.is_some() {
+            return Err(ctx.invalid(
+                "destinations.tls",
+                format!(
+                    "{spec} uses protocol \"udp\": TLS needs a TCP protocol (pickle, line or protobuf)"
+                ),
+            ));
+        }
         let queue = queue_limits(d, &o, &key, ctx)?;
         let spill = if d.spill.dir.is_empty() {
             None
@@ -134,7 +156,9 @@ pub(super) fn destinations(
         };
         out.push(DestinationConfig {
             spec,
-            protocol: o.protocol.unwrap_or(d.protocol),
+            protocol,
+            tls: tls.clone(),
+            max_datagram_bytes: d.max_datagram_bytes,
             max_datapoints_per_message: d.max_datapoints_per_message,
             queue,
             flush_bytes: d.flush_bytes.max(1),
@@ -422,4 +446,57 @@ pub(super) fn shutdown_grace(s: &raw::RawShutdown, ctx: &Ctx) -> Result<Duration
         return Err(ctx.invalid("shutdown.grace_secs", "must be >= 0"));
     }
     Ok(Duration::from_secs_f64(s.grace_secs))
+}
+
+/// `destinations.tls`: files read and the rustls configuration built now, so a bad file is a
+/// startup error naming the key.
+fn client_tls(
+    raw: Option<&raw::RawClientTls>,
+    ctx: &Ctx,
+) -> Result<Option<ClientTls>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let path = |p: &str| (!p.is_empty()).then(|| PathBuf::from(p));
+    if raw.client_cert.is_empty() != raw.client_key.is_empty() {
+        return Err(ctx.invalid(
+            "destinations.tls.client_key",
+            "client_cert and client_key go together",
+        ));
+    }
+    let settings = ClientTlsSettings {
+        ca_file: path(&raw.ca_file),
+        server_name: (!raw.server_name.is_empty()).then(|| raw.server_name.clone()),
+        client_cert: path(&raw.client_cert),
+        client_key: path(&raw.client_key),
+    };
+    ClientTls::new(settings)
+        .map(Some)
+        .map_err(|e| ctx.invalid("destinations.tls", e.to_string()))
+}
+
+/// `listen.tls`, read and built like [`client_tls`].
+fn server_tls(
+    raw: Option<&raw::RawServerTls>,
+    ctx: &Ctx,
+) -> Result<Option<ServerTls>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    for (key, value) in [
+        ("listen.tls.cert_file", &raw.cert_file),
+        ("listen.tls.key_file", &raw.key_file),
+    ] {
+        if value.is_empty() {
+            return Err(ctx.invalid(key, "required with listen.tls"));
+        }
+    }
+    let settings = ServerTlsSettings {
+        cert_file: PathBuf::from(&raw.cert_file),
+        key_file: PathBuf::from(&raw.key_file),
+        client_ca: (!raw.client_ca.is_empty()).then(|| PathBuf::from(&raw.client_ca)),
+    };
+    ServerTls::new(settings)
+        .map(Some)
+        .map_err(|e| ctx.invalid("listen.tls", e.to_string()))
 }

@@ -1,16 +1,21 @@
 //! One task per destination: queue → socket.
 //!
-//! The task connects (capped exponential backoff with jitter between attempts), then loops:
-//! take the oldest batch, keep taking while less than `flush_bytes` is encoded (waiting at most
-//! `linger` for more), encode pickle messages of at most `max_datapoints_per_message` (or
-//! lines), write them in one `write_all`, and acknowledge the batches. When a write fails the
-//! batches go back to the front of the queue and are sent again after the reconnect, so a
-//! datapoint is delivered at least once unless the peer accepted the bytes and then lost them
-//! (carbon's protocol has no acknowledgements).
+//! The task connects (capped exponential backoff with jitter between attempts), then drains the
+//! queue over that connection until it is lost, the queue is closed and empty, or the grace
+//! period ends. How it talks depends on [`OutputProtocol`]:
 //!
-//! While idle the task also watches the socket for EOF, so a carbon-cache that went away is
-//! noticed before the next write rather than by losing that write. A slow or dead destination
-//! only ever fills its own queue.
+//! - [`stream`]: pickle, plaintext lines or protobuf over TCP, optionally inside TLS
+//!   ([`crate::tls::ClientTls`], carbon's `DESTINATION_TRANSPORT = ssl`). Writes are batched
+//!   to `flush_bytes` or a `linger`; a write is counted as sent only once the connection is
+//!   seen alive after it (carbon's protocols have no acknowledgement), and batches whose write
+//!   failed go back to the front of the queue for the next connection.
+//! - [`udp`]: plaintext lines packed into datagrams. UDP has no connection to lose: a datagram
+//!   the kernel refuses is counted as dropped (`send_failed`).
+//!
+//! `encode` (private) turns in-flight batches into bytes for either. A slow or dead destination only
+//! ever fills its own queue; a TLS certificate that does not verify is a failed connection
+//! attempt like a refused one (logged with the reason, counted, retried with backoff), so the
+//! data waits in the queue or its spill log and is never sent in plaintext.
 //!
 //! ## Dead peers
 //!
@@ -18,9 +23,11 @@
 //! connection "up" for the kernel's retransmission timeout (~15 minutes). So every write must
 //! make progress within `write_timeout` (10 s by default): a write that does not marks the
 //! connection dead (counted as a write timeout), its batches go back to the queue (which fills
-//! and spills like for any outage) and the task reconnects with backoff. TCP keepalive
-//! (`keepalive`) finds a peer that vanished while the connection was idle. A hung destination
-//! only ever holds its own task and queue, never another destination's or a receiver.
+//! and spills like for any outage) and the task reconnects with backoff. The kernel's socket
+//! buffers absorb a few MB first, so at low rates a hang is noticed only once they are full.
+//! TCP keepalive (`keepalive`) finds a peer that vanished while the connection was idle. A
+//! hung destination only ever holds its own task and queue, never another destination's or a
+//! receiver.
 //!
 //! Failures come in *episodes*: from the first failure until a connection has stayed healthy
 //! for [`RECOVERY_WINDOW`]. The first failure of each kind in an episode (cannot connect,
@@ -30,21 +37,22 @@
 //! shutdown for the whole grace period; a write that stalls during shutdown gets
 //! [`DEAD_AT_SHUTDOWN`] before the destination gives up.
 
+mod encode;
+pub mod stream;
+pub mod udp;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::batch::Batch;
-use crate::protocol::{line, pickle};
 use crate::queue::{DestinationQueue, QueueLimits};
 use crate::router::DestinationSpec;
+use crate::tls::ClientTls;
 
 /// What a destination is sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -55,7 +63,26 @@ pub enum OutputProtocol {
     Pickle,
     /// Plaintext lines (carbon-cache's `LINE_RECEIVER_PORT`).
     Line,
+    /// carbon's protobuf `Payload`, length-prefixed (carbon-cache's `PROTOBUF_RECEIVER_PORT`).
+    Protobuf,
+    /// Plaintext lines in UDP datagrams (carbon-cache's `UDP_RECEIVER_PORT`).
+    Udp,
 }
+
+impl OutputProtocol {
+    /// The config spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OutputProtocol::Pickle => "pickle",
+            OutputProtocol::Line => "line",
+            OutputProtocol::Protobuf => "protobuf",
+            OutputProtocol::Udp => "udp",
+        }
+    }
+}
+
+/// Largest payload a UDP datagram can carry (IPv4).
+pub const MAX_UDP_PAYLOAD: usize = 65_507;
 
 /// Settings of one destination.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,7 +91,7 @@ pub struct DestinationConfig {
     pub spec: DestinationSpec,
     /// Wire format.
     pub protocol: OutputProtocol,
-    /// Largest pickle message, in datapoints.
+    /// Largest pickle or protobuf message, in datapoints.
     pub max_datapoints_per_message: usize,
     /// Queue bounds and full policy.
     pub queue: QueueLimits,
@@ -72,18 +99,23 @@ pub struct DestinationConfig {
     pub flush_bytes: usize,
     /// Longest wait for more data before a smaller write.
     pub linger: Duration,
-    /// TCP connect timeout.
+    /// TCP connect timeout (including the TLS handshake).
     pub connect_timeout: Duration,
     /// First reconnect delay.
     pub backoff_min: Duration,
     /// Longest reconnect delay.
     pub backoff_max: Duration,
+    /// The disk tier (`None`: memory only).
+    pub spill: Option<crate::queue::SpillSettings>,
+    /// TLS around the TCP connection (`None`: plaintext).
+    pub tls: Option<ClientTls>,
+    /// With [`OutputProtocol::Udp`]: lines are packed into datagrams of at most this many
+    /// bytes (a longer line goes alone in its own datagram).
+    pub max_datagram_bytes: usize,
     /// A write making no progress for this long marks the connection dead (`None`: never).
     pub write_timeout: Option<Duration>,
     /// TCP keepalive idle time (`None`: no keepalive).
     pub keepalive: Option<Duration>,
-    /// The disk tier (`None`: memory only).
-    pub spill: Option<crate::queue::SpillSettings>,
 }
 
 /// Capped exponential backoff with jitter (each delay uniformly in `[d/2, d]`).
@@ -134,6 +166,20 @@ pub const RECOVERY_WINDOW: Duration = Duration::from_secs(30);
 /// gives up.
 pub const DEAD_AT_SHUTDOWN: Duration = Duration::from_secs(1);
 
+/// How one connection ended.
+pub(crate) enum Served {
+    /// Queue closed and empty: done.
+    Drained,
+    /// Grace period over.
+    Aborted,
+    /// Shutdown is draining and the destination is known dead; in-flight data was requeued.
+    GaveUp,
+    /// Write or read failed; in-flight data was requeued.
+    Lost(std::io::Error),
+    /// A write made no progress for the write timeout; in-flight data was requeued.
+    Hung(std::io::Error),
+}
+
 /// What went wrong with a destination.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Failure {
@@ -145,13 +191,14 @@ enum Failure {
 /// A destination's failure episode: from the first failure until a connection stays healthy
 /// for [`RECOVERY_WINDOW`]. Logs the first failure of each kind and the recovery.
 #[derive(Debug, Default)]
-struct Episode {
+pub(crate) struct Episode {
     since: Option<Instant>,
     counts: [u64; 3],
 }
 
 impl Episode {
-    fn is_active(&self) -> bool {
+    /// True from the first failure until the recovery.
+    pub(crate) fn is_active(&self) -> bool {
         self.since.is_some()
     }
 
@@ -180,7 +227,11 @@ impl Episode {
         }
     }
 
-    fn recovered(&mut self, name: &str) {
+    /// A connection delivered; ends the episode once it has lasted the recovery window.
+    pub(crate) fn delivered(&mut self, name: &str, connected_at: Instant) {
+        if connected_at.elapsed() < RECOVERY_WINDOW {
+            return;
+        }
         if let Some(since) = self.since.take() {
             let [connect, lost, timeouts] = std::mem::take(&mut self.counts);
             info!(destination = %name, failed_connects = connect, lost_connections = lost,
@@ -188,6 +239,14 @@ impl Episode {
                 "destination recovered");
         }
     }
+}
+
+/// An open connection to a destination.
+enum Link {
+    /// TCP, or TLS over TCP.
+    Stream(stream::Halves),
+    /// A connected UDP socket.
+    Datagram(tokio::net::UdpSocket),
 }
 
 /// Runs one destination until its queue is closed and drained, `signals.abort` fires, or it
@@ -200,8 +259,11 @@ pub async fn run(
     let name = config.spec.to_string();
     let stats = queue.stats().clone();
     let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
-    let mut sender = Sender::new(&config);
+    let mut stream_sender = stream::Sender::new(&config);
+    let mut datagram_sender = udp::Sender::new(&config);
     let mut episode = Episode::default();
+    let gave_up =
+        || warn!(destination = %name, "known dead at shutdown: not waiting for the grace period");
     loop {
         if queue_closed_and_empty(&queue) {
             return;
@@ -211,16 +273,27 @@ pub async fn run(
             c = connect(&config) => c,
         };
         let failure = match connected {
-            Ok(stream) => {
+            Ok(link) => {
                 debug!(destination = %name, "connected");
                 backoff.reset();
                 stats.set_connected(true);
-                let outcome = sender.serve(stream, &queue, &signals, &mut episode).await;
+                let outcome = match link {
+                    Link::Stream(halves) => {
+                        stream_sender
+                            .serve(halves, &queue, &signals, &mut episode)
+                            .await
+                    }
+                    Link::Datagram(socket) => {
+                        datagram_sender
+                            .serve(&socket, &queue, &signals, &name)
+                            .await
+                    }
+                };
                 stats.set_connected(false);
                 match outcome {
                     Served::Drained | Served::Aborted => return,
                     Served::GaveUp => {
-                        warn!(destination = %name, "known dead at shutdown: not waiting for the grace period");
+                        gave_up();
                         return;
                     }
                     Served::Lost(e) => {
@@ -240,19 +313,48 @@ pub async fn run(
         };
         episode.failed(&name, failure.0, &failure.1, config.write_timeout);
         if signals.drain.is_cancelled() {
-            warn!(destination = %name, "known dead at shutdown: not waiting for the grace period");
+            gave_up();
             return;
         }
         let delay = backoff.next_delay();
         tokio::select! {
             _ = signals.abort.cancelled() => return,
             _ = signals.drain.cancelled() => {
-                warn!(destination = %name, "known dead at shutdown: not waiting for the grace period");
+                gave_up();
                 return;
             }
             _ = tokio::time::sleep(delay) => {}
             // Drained and closed while down: nothing left to deliver.
             _ = wait_closed_and_empty(&queue) => return,
+        }
+    }
+}
+
+/// Starts a write with `first` and keeps taking batches into `in_flight` until `flush_bytes`
+/// are gathered, lingering once (at most `linger`) for more when the queue runs dry.
+pub(crate) async fn gather(
+    queue: &DestinationQueue,
+    first: Batch,
+    flush_bytes: usize,
+    linger: Duration,
+    in_flight: &mut Vec<Batch>,
+) {
+    let mut pending = first.size_bytes();
+    in_flight.push(first);
+    let mut lingered = false;
+    while pending < flush_bytes {
+        if let Some(b) = queue.try_pop() {
+            pending += b.size_bytes();
+            in_flight.push(b);
+            continue;
+        }
+        if lingered || linger.is_zero() || queue.is_closed() {
+            break;
+        }
+        lingered = true;
+        tokio::select! {
+            _ = tokio::time::sleep(linger) => {}
+            _ = queue.changed() => {}
         }
     }
 }
@@ -270,336 +372,40 @@ async fn wait_closed_and_empty(queue: &DestinationQueue) {
     }
 }
 
-async fn connect(config: &DestinationConfig) -> std::io::Result<TcpStream> {
-    let target = (config.spec.host.as_str(), config.spec.port);
-    let stream = tokio::time::timeout(config.connect_timeout, TcpStream::connect(target))
+/// Opens a link of the destination's kind, bounded by the connect timeout (TLS handshake
+/// included).
+async fn connect(config: &DestinationConfig) -> std::io::Result<Link> {
+    let host = config.spec.host.as_str();
+    let target = (host, config.spec.port);
+    let attempt = async {
+        if config.protocol == OutputProtocol::Udp {
+            return udp::connect(target).await.map(Link::Datagram);
+        }
+        let stream = TcpStream::connect(target).await?;
+        stream.set_nodelay(true)?;
+        if let Some(idle) = config.keepalive {
+            let probes = socket2::TcpKeepalive::new()
+                .with_time(idle)
+                .with_interval((idle / 3).max(Duration::from_secs(1)))
+                .with_retries(3);
+            socket2::SockRef::from(&stream).set_tcp_keepalive(&probes)?;
+        }
+        match &config.tls {
+            Some(tls) => {
+                let tls_stream = tls.connect(stream, host).await?;
+                Ok(Link::Stream(stream::Halves::tls(tls_stream)))
+            }
+            None => Ok(Link::Stream(stream::Halves::tcp(stream))),
+        }
+    };
+    let what = if config.tls.is_some() {
+        "connect or TLS handshake timed out"
+    } else {
+        "connect timed out"
+    };
+    tokio::time::timeout(config.connect_timeout, attempt)
         .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
-    stream.set_nodelay(true)?;
-    if let Some(idle) = config.keepalive {
-        let probes = socket2::TcpKeepalive::new()
-            .with_time(idle)
-            .with_interval((idle / 3).max(Duration::from_secs(1)))
-            .with_retries(3);
-        socket2::SockRef::from(&stream).set_tcp_keepalive(&probes)?;
-    }
-    Ok(stream)
-}
-
-enum Served {
-    /// Queue closed and empty: done.
-    Drained,
-    /// Grace period over.
-    Aborted,
-    /// Shutdown is draining and the destination is known dead; in-flight data was requeued.
-    GaveUp,
-    /// Write or read failed; in-flight data was requeued.
-    Lost(std::io::Error),
-    /// A write made no progress for the write timeout; in-flight data was requeued.
-    Hung(std::io::Error),
-}
-
-/// Why [`write_all_timed`] stopped.
-enum WriteError {
-    Io(std::io::Error),
-    /// No progress for the write timeout.
-    Stalled(std::io::Error),
-    /// Shutdown is draining and the destination is known dead.
-    GaveUp,
-    /// The grace period is over.
-    Aborted,
-}
-
-/// Writes all of `buf`; each `write` must make progress within `timeout` (shortened to
-/// [`DEAD_AT_SHUTDOWN`] when shutdown drains and the destination is in a failure episode).
-async fn write_all_timed(
-    writer: &mut OwnedWriteHalf,
-    buf: &[u8],
-    timeout: Option<Duration>,
-    signals: &DestinationSignals,
-    known_dead: bool,
-) -> Result<(), WriteError> {
-    let mut off = 0;
-    while off < buf.len() {
-        let limit = match (timeout, known_dead && signals.drain.is_cancelled()) {
-            (Some(t), true) => Some(t.min(DEAD_AT_SHUTDOWN)),
-            (None, true) => Some(DEAD_AT_SHUTDOWN),
-            (t, false) => t,
-        };
-        let stall = async {
-            match limit {
-                Some(t) => tokio::time::sleep(t).await,
-                None => std::future::pending().await,
-            }
-        };
-        // `write` is cancel-safe: when another branch wins, nothing was written.
-        let n = tokio::select! {
-            biased;
-            _ = signals.abort.cancelled() => return Err(WriteError::Aborted),
-            r = writer.write(&buf[off..]) => r.map_err(WriteError::Io)?,
-            _ = signals.drain.cancelled(), if known_dead && limit != Some(DEAD_AT_SHUTDOWN) => continue,
-            _ = stall => {
-                if known_dead && signals.drain.is_cancelled() {
-                    return Err(WriteError::GaveUp);
-                }
-                return Err(WriteError::Stalled(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("write made no progress for {:?}", limit.unwrap_or_default()),
-                )));
-            }
-        };
-        if n == 0 {
-            return Err(WriteError::Io(std::io::ErrorKind::WriteZero.into()));
-        }
-        off += n;
-    }
-    Ok(())
-}
-
-/// Encoding state reused across connections.
-struct Sender {
-    name: String,
-    protocol: OutputProtocol,
-    per_message: usize,
-    flush_bytes: usize,
-    linger: Duration,
-    write_timeout: Option<Duration>,
-    buf: BytesMut,
-    in_flight: Vec<Batch>,
-}
-
-impl Sender {
-    fn new(config: &DestinationConfig) -> Self {
-        Self {
-            name: config.spec.to_string(),
-            protocol: config.protocol,
-            per_message: config.max_datapoints_per_message,
-            flush_bytes: config.flush_bytes,
-            linger: config.linger,
-            write_timeout: config.write_timeout,
-            buf: BytesMut::with_capacity(config.flush_bytes * 2),
-            in_flight: Vec::new(),
-        }
-    }
-
-    async fn serve(
-        &mut self,
-        stream: TcpStream,
-        queue: &DestinationQueue,
-        signals: &DestinationSignals,
-        episode: &mut Episode,
-    ) -> Served {
-        let (mut reader, mut writer) = stream.into_split();
-        let mut unconfirmed = Unconfirmed::default();
-        let connected_at = Instant::now();
-        let name = self.name.clone();
-        // A healthy connection ends a failure episode once it has lasted the recovery window.
-        let confirm = |unconfirmed: &mut Unconfirmed, episode: &mut Episode| {
-            if unconfirmed.confirm(queue)
-                && episode.is_active()
-                && connected_at.elapsed() >= RECOVERY_WINDOW
-            {
-                episode.recovered(&name);
-            }
-        };
-        loop {
-            let first = tokio::select! {
-                biased;
-                _ = signals.abort.cancelled() => {
-                    unconfirmed.requeue(queue);
-                    return Served::Aborted;
-                }
-                b = queue.pop() => b,
-                e = watch_eof(&mut reader) => {
-                    unconfirmed.requeue(queue);
-                    return Served::Lost(e);
-                }
-                // Idle with a write outstanding and the peer still there: it was received.
-                _ = tokio::time::sleep(CONFIRM_IDLE), if !unconfirmed.is_empty() => {
-                    confirm(&mut unconfirmed, episode);
-                    continue;
-                }
-            };
-            let Some(first) = first else {
-                if let Err(e) = check_alive(&reader) {
-                    unconfirmed.requeue(queue);
-                    return Served::Lost(e);
-                }
-                confirm(&mut unconfirmed, episode);
-                let _ = writer.shutdown().await;
-                return Served::Drained;
-            };
-            let mut pending = first.size_bytes();
-            self.in_flight.push(first);
-            // Gather up to flush_bytes, lingering briefly for more when the queue runs dry.
-            let mut lingered = false;
-            while pending < self.flush_bytes {
-                if let Some(b) = queue.try_pop() {
-                    pending += b.size_bytes();
-                    self.in_flight.push(b);
-                    continue;
-                }
-                if lingered || self.linger.is_zero() || queue.is_closed() {
-                    break;
-                }
-                lingered = true;
-                tokio::select! {
-                    _ = tokio::time::sleep(self.linger) => {}
-                    _ = queue.changed() => {}
-                }
-            }
-            // The previous write is confirmed only if the peer has not closed since: a carbon
-            // cache that went away between two writes would otherwise silently swallow the
-            // first write after its close.
-            if let Err(e) = check_alive(&reader) {
-                // Each requeue goes to the front: newer batches first, so the older
-                // unconfirmed write ends up ahead of them (FIFO, and the queue's in-flight
-                // bookkeeping expects the most recent batches back first).
-                queue.requeue(std::mem::take(&mut self.in_flight));
-                unconfirmed.requeue(queue);
-                return Served::Lost(e);
-            }
-            confirm(&mut unconfirmed, episode);
-            let (datapoints, messages) = self.encode();
-            let write = write_all_timed(
-                &mut writer,
-                &self.buf,
-                self.write_timeout,
-                signals,
-                episode.is_active(),
-            )
-            .await;
-            self.buf.clear();
-            if write.is_ok() {
-                unconfirmed.hold(std::mem::take(&mut self.in_flight), datapoints, messages);
-                continue;
-            }
-            // The peer may have part of the write: it is requeued whole and sent again after
-            // the reconnect (at-least-once; counting it as still queued is the conservative
-            // choice at shutdown).
-            queue.requeue(std::mem::take(&mut self.in_flight));
-            match write {
-                Ok(()) => {}
-                Err(WriteError::Io(e)) => return Served::Lost(e),
-                Err(WriteError::Stalled(e)) => return Served::Hung(e),
-                Err(WriteError::GaveUp) => return Served::GaveUp,
-                Err(WriteError::Aborted) => return Served::Aborted,
-            }
-        }
-    }
-
-    /// Encodes every in-flight batch into `buf`; returns (datapoints, messages).
-    fn encode(&mut self) -> (usize, usize) {
-        let mut datapoints = 0;
-        let mut messages = 0;
-        match self.protocol {
-            OutputProtocol::Line => {
-                for b in &self.in_flight {
-                    for dp in b.iter() {
-                        line::encode_line(dp, &mut self.buf);
-                    }
-                    datapoints += b.len();
-                }
-                messages = usize::from(datapoints > 0);
-            }
-            OutputProtocol::Pickle => {
-                let total: usize = self.in_flight.iter().map(Batch::len).sum();
-                let mut points = self.in_flight.iter().flat_map(|b| b.iter());
-                let mut left = total;
-                while left > 0 {
-                    let n = left.min(self.per_message);
-                    pickle::encode_message(points.by_ref().take(n), &mut self.buf);
-                    left -= n;
-                    messages += 1;
-                }
-                datapoints = total;
-            }
-        }
-        (datapoints, messages)
-    }
-}
-
-/// How long an idle connection must stay open after a write before that write counts as sent.
-const CONFIRM_IDLE: Duration = Duration::from_millis(50);
-
-/// Batches written to the socket but not yet known to have reached a live peer.
-///
-/// carbon's protocols have no acknowledgement. A write succeeds once the kernel has the bytes;
-/// if the cache closed its end just before, those bytes are lost with no error. So the last
-/// write is held here and counted as sent only when the connection is seen alive afterwards
-/// (before the next write, or after [`CONFIRM_IDLE`] of quiet); if the peer is gone by then, the
-/// batches go back to the queue. Delivery is therefore at-least-once: a cache that processed the
-/// write and then closed gets it again after the reconnect.
-#[derive(Default)]
-struct Unconfirmed {
-    batches: Vec<Batch>,
-    datapoints: usize,
-    messages: usize,
-}
-
-impl Unconfirmed {
-    fn is_empty(&self) -> bool {
-        self.batches.is_empty()
-    }
-
-    fn hold(&mut self, batches: Vec<Batch>, datapoints: usize, messages: usize) {
-        self.batches = batches;
-        self.datapoints = datapoints;
-        self.messages = messages;
-    }
-
-    /// Counts the held write as sent; true if there was one.
-    fn confirm(&mut self, queue: &DestinationQueue) -> bool {
-        if self.batches.is_empty() {
-            return false;
-        }
-        self.batches.clear();
-        queue.ack(self.datapoints, self.messages);
-        true
-    }
-
-    fn requeue(&mut self, queue: &DestinationQueue) {
-        if !self.batches.is_empty() {
-            queue.requeue(std::mem::take(&mut self.batches));
-        }
-    }
-}
-
-/// `Ok` while the peer has not closed the connection (checked without waiting).
-fn check_alive(reader: &OwnedReadHalf) -> std::io::Result<()> {
-    let mut scratch = [0u8; 512];
-    loop {
-        match reader.try_read(&mut scratch) {
-            Ok(0) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "destination closed the connection",
-                ));
-            }
-            // carbon-cache sends nothing; whatever it sent is ignored.
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Resolves when the peer closes the connection or it errors. carbon-cache never sends data;
-/// anything it does send is read and ignored.
-async fn watch_eof(reader: &mut OwnedReadHalf) -> std::io::Error {
-    let mut scratch = [0u8; 512];
-    loop {
-        match reader.read(&mut scratch).await {
-            Ok(0) => {
-                return std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "destination closed the connection",
-                );
-            }
-            Ok(_) => continue,
-            Err(e) => return e,
-        }
-    }
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, what))?
 }
 
 #[cfg(test)]

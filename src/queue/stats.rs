@@ -391,7 +391,8 @@ pub struct DestinationSnapshot {
     pub queued_disk: u64,
     /// Connected right now.
     pub connected: bool,
-    /// Connection attempts that failed and connections lost.
+    /// Connection attempts that failed (refused, timed out, TLS handshake rejected) plus
+    /// connections lost.
     pub connect_failures: u64,
     /// Connections declared dead because a write made no progress for the write timeout.
     pub write_timeouts: u64,

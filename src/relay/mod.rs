@@ -67,6 +67,7 @@ pub struct Relay {
     admin: Option<TcpListener>,
     line: Option<TcpListener>,
     pickle: Option<TcpListener>,
+    protobuf: Option<TcpListener>,
     udp: Option<UdpSocket>,
     #[cfg(feature = "kinesis")]
     aws: Option<aws_config::SdkConfig>,
@@ -79,6 +80,7 @@ pub struct RelayBuilder {
     admin: Option<TcpListener>,
     line: Option<TcpListener>,
     pickle: Option<TcpListener>,
+    protobuf: Option<TcpListener>,
     udp: Option<UdpSocket>,
     #[cfg(feature = "kinesis")]
     aws: Option<aws_config::SdkConfig>,
@@ -111,6 +113,7 @@ impl Relay {
             admin: None,
             line: None,
             pickle: None,
+            protobuf: None,
             udp: None,
             #[cfg(feature = "kinesis")]
             aws: None,
@@ -154,6 +157,12 @@ impl RelayBuilder {
     /// once shutdown begins.
     pub fn admin_listener(mut self, listener: TcpListener) -> Self {
         self.admin = Some(listener);
+        self
+    }
+
+    /// Serves carbon's protobuf on this listener instead of `listen.protobuf_tcp`.
+    pub fn protobuf_listener(mut self, listener: TcpListener) -> Self {
+        self.protobuf = Some(listener);
         self
     }
 
@@ -204,7 +213,8 @@ impl RelayBuilder {
         let stats = Arc::new(IngestStats::new());
         let mut pipeline = Pipeline::new(router, queues, stats, self.config.route_cache_entries)
             .with_min_timestamp_resolution(self.config.ingest.min_timestamp_resolution)
-            .with_tag_normalization(self.config.ingest.tag_relay_normalized);
+            .with_tag_normalization(self.config.ingest.tag_relay_normalized)
+            .with_replica_pools(self.config.pool_replicas);
         let lists = self
             .config
             .ingest
@@ -221,6 +231,7 @@ impl RelayBuilder {
             admin: self.admin,
             line: self.line,
             pickle: self.pickle,
+            protobuf: self.protobuf,
             udp: self.udp,
             #[cfg(feature = "kinesis")]
             aws: self.aws,

@@ -17,7 +17,7 @@ use crate::admin::{self, AdminState, Phase};
 use crate::config::Config;
 use crate::destination::{self, DestinationSignals};
 use crate::ingest::{Pipeline, Source};
-use crate::receiver::{ReceiverContext, pickle, tcp, udp};
+use crate::receiver::{ReceiverContext, framed, tcp, udp};
 use crate::telemetry::reporter::{self, Books};
 
 /// Everything a running relay owns, so that shutdown can stop it in order.
@@ -57,6 +57,7 @@ impl Relay {
             admin,
             line,
             pickle,
+            protobuf,
             udp,
             #[cfg(feature = "kinesis")]
             aws,
@@ -77,10 +78,12 @@ impl Relay {
             crate::receiver::kinesis::prepare(&config.kinesis, aws.as_ref()).await?;
         let line = bind_tcp(line, config.listen.line_tcp, "line receiver").await?;
         let pickle = bind_tcp(pickle, config.listen.pickle_tcp, "pickle receiver").await?;
+        let protobuf = bind_tcp(protobuf, config.listen.protobuf_tcp, "protobuf receiver").await?;
         let udp = bind_udp(udp, config.listen.line_udp).await?;
         let addrs = Addresses {
             line: line.as_ref().and_then(|l| l.local_addr().ok()),
             pickle: pickle.as_ref().and_then(|l| l.local_addr().ok()),
+            protobuf: protobuf.as_ref().and_then(|l| l.local_addr().ok()),
             udp: udp.as_ref().and_then(|s| s.local_addr().ok()),
             admin: admin_addr,
         };
@@ -106,6 +109,8 @@ impl Relay {
             idle_timeout: config.listen.idle_timeout,
             max_line_length: config.listen.max_line_length,
             max_pickle_frame: config.listen.max_pickle_frame,
+            max_protobuf_frame: config.listen.max_protobuf_frame,
+            tls: config.listen.tls.clone(),
         };
         let mut receivers = JoinSet::new();
         if let Some(l) = line {
@@ -121,7 +126,15 @@ impl Relay {
                 l,
                 ctx.clone(),
                 Source::PickleTcp,
-                pickle::serve_pickle,
+                framed::serve_pickle,
+            ));
+        }
+        if let Some(l) = protobuf {
+            receivers.spawn(tcp::accept_loop(
+                l,
+                ctx.clone(),
+                Source::ProtobufTcp,
+                framed::serve_protobuf,
             ));
         }
         if let Some(s) = udp {
@@ -158,6 +171,7 @@ impl Relay {
             config = %config.source,
             line_tcp = %addrs.text(addrs.line),
             pickle_tcp = %addrs.text(addrs.pickle),
+            protobuf_tcp = %addrs.text(addrs.protobuf),
             line_udp = %addrs.text(addrs.udp),
             admin = %addrs.text(addrs.admin),
             destinations = %config.destination_names().join(","),
@@ -187,6 +201,7 @@ impl Relay {
 struct Addresses {
     line: Option<SocketAddr>,
     pickle: Option<SocketAddr>,
+    protobuf: Option<SocketAddr>,
     udp: Option<SocketAddr>,
     admin: Option<SocketAddr>,
 }

@@ -18,3 +18,4 @@ mod pickle;
 mod pickle_malicious;
 mod spill;
 mod spill_log;
+mod tls;
