@@ -94,7 +94,7 @@ fn bench_pipeline(c: &mut Criterion) {
 
 /// What a destination task does with the queue: pop, encode pickle messages of 500, ack.
 fn drain(p: &Pipeline, out: &mut BytesMut) {
-    for q in p.queues() {
+    for q in p.queues().iter() {
         while let Some(batch) = q.try_pop() {
             out.clear();
             let mut points = batch.iter();

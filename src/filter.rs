@@ -290,6 +290,11 @@ pub(crate) struct NameFilter {
 }
 
 impl NameFilter {
+    /// True when this filter reads `shared`.
+    pub(crate) fn follows(&self, shared: &Arc<SharedLists>) -> bool {
+        Arc::ptr_eq(&self.shared, shared)
+    }
+
     pub(crate) fn new(shared: Arc<SharedLists>, max_entries: usize) -> Self {
         Self {
             generation: shared.generation(),

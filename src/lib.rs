@@ -92,6 +92,8 @@ pub use ingest::{Delivery, FLUSH_HINT_BYTES, Flushed, Ingestor, Pushed, Receipt,
 pub use protocol::{DropCounts, DropReason};
 pub use queue::spill::SpillError;
 pub use queue::{DestinationDropReason, DestinationSnapshot, SpillSnapshot, WhenFull};
-pub use relay::{Relay, RelayBuilder, RelayError, RelayHandle, ShutdownReport};
+pub use relay::{
+    Relay, RelayBuilder, RelayError, RelayHandle, ReloadError, Reloaded, ShutdownReport,
+};
 pub use router::RouterError;
 pub use telemetry::StatsSnapshot;

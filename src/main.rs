@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anthracite::unstable::config::{LogFormat, router_spec};
 use anthracite::unstable::router::Router;
-use anthracite::{CarbonOptions, Config, Relay};
+use anthracite::{CarbonOptions, Config, Relay, RelayHandle};
 use anyhow::Context;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -169,10 +169,10 @@ fn main() -> ExitCode {
         tracing::warn!("{w}");
     }
     let result = match command {
-        Command::Run => run(config, cli.pid_file.as_deref()),
+        Command::Run => run(config, &cli.run, cli.pid_file.as_deref()),
         Command::Reload => Ok(()),
         #[cfg(feature = "bench")]
-        Command::Bench(_) => run(config, cli.pid_file.as_deref()),
+        Command::Bench(_) => run(config, &cli.run, cli.pid_file.as_deref()),
         Command::Check => check(&config, cli.run.source(), &warnings),
         Command::Route { names } => route(config, names),
     };
@@ -222,7 +222,7 @@ impl Drop for PidFile {
     }
 }
 
-fn run(config: Config, pid_file: Option<&Path>) -> anyhow::Result<()> {
+fn run(config: Config, args: &ConfigArgs, pid_file: Option<&Path>) -> anyhow::Result<()> {
     let _pid = pid_file.map(PidFile::create).transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -234,7 +234,7 @@ fn run(config: Config, pid_file: Option<&Path>) -> anyhow::Result<()> {
         let signals = Signals::install().context("cannot install signal handlers")?;
         let relay = Relay::builder(config).build()?;
         let Signals { term, int, hup } = signals;
-        tokio::spawn(on_hangup(hup));
+        tokio::spawn(on_hangup(hup, relay.handle(), args.clone()));
         let report = relay.run(shutdown_signal(term, int)).await?;
         let lost: u64 = report.undelivered.iter().map(|(_, n)| n).sum();
         if lost > 0 {
@@ -273,10 +273,22 @@ async fn shutdown_signal(
     }
 }
 
-/// SIGHUP: reload the configuration.
-async fn on_hangup(mut hup: tokio::signal::unix::Signal) {
+/// SIGHUP: reload the configuration from the same files (relay.toml, or carbon.conf with its
+/// rules, aggregation and list files). The relay logs and counts the outcome; a rejected
+/// configuration leaves it running on the one it has.
+async fn on_hangup(mut hup: tokio::signal::unix::Signal, relay: RelayHandle, args: ConfigArgs) {
     while hup.recv().await.is_some() {
-        tracing::warn!("SIGHUP received; configuration reload is not available yet");
+        tracing::info!(config = %args.source().display(), "SIGHUP received: reloading the configuration");
+        let _ = relay
+            .reload_with(|| {
+                args.load().map(|(config, warnings)| {
+                    for w in &warnings {
+                        tracing::warn!("{w}");
+                    }
+                    config
+                })
+            })
+            .await;
     }
 }
 

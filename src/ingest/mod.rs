@@ -17,6 +17,7 @@
 //! uncounted.
 
 mod receipt;
+pub mod routing;
 mod source;
 mod stats;
 
@@ -31,6 +32,7 @@ use crate::queue::{DestinationQueue, PushMode, PushOutcome};
 use crate::router::{ReplicaPools, RouteCache, Router};
 
 pub use receipt::{Delivery, Receipt};
+pub use routing::{Routing, RoutingCell};
 pub use source::Source;
 pub use stats::{IngestSnapshot, IngestStats, SourceSnapshot};
 
@@ -42,17 +44,12 @@ pub const FLUSH_HINT_BYTES: usize = 4 << 20;
 /// size, so no batch comes near [`crate::batch::MAX_NAME_BYTES`].
 const MAX_PENDING_BATCH_NAME_BYTES: usize = 64 << 20;
 
-/// Shared, immutable parts every [`Ingestor`] needs. Cheap to clone.
+/// What every [`Ingestor`] shares: the current [routing generation](routing) and the ingest
+/// counters. Cheap to clone; a configuration reload installs a new generation in it.
 #[derive(Clone, Debug)]
 pub struct Pipeline {
-    pub(crate) router: Arc<Router>,
-    pub(crate) queues: Arc<[Arc<DestinationQueue>]>,
+    pub(crate) routing: Arc<RoutingCell>,
     pub(crate) stats: Arc<IngestStats>,
-    pub(crate) route_cache_entries: usize,
-    pub(crate) lists: Option<Arc<SharedLists>>,
-    pub(crate) min_timestamp_resolution: u64,
-    pub(crate) tag_relay_normalized: bool,
-    pub(crate) pools: Option<Arc<ReplicaPools>>,
 }
 
 impl Pipeline {
@@ -64,46 +61,50 @@ impl Pipeline {
         route_cache_entries: usize,
     ) -> Self {
         Self {
-            router,
-            queues,
+            routing: Arc::new(RoutingCell::new(Routing::new(
+                router,
+                queues,
+                route_cache_entries,
+            ))),
             stats,
-            route_cache_entries,
-            lists: None,
-            min_timestamp_resolution: 0,
-            tag_relay_normalized: false,
-            pools: None,
         }
+    }
+
+    /// Changes the current generation's settings (building a pipeline, before any ingestor).
+    fn with_routing(self, change: impl FnOnce(&mut Routing)) -> Self {
+        let mut next = self.routing.load().copy();
+        change(&mut next);
+        self.routing.install(next);
+        self
     }
 
     /// Pools destinations sharing `host:port` (carbon's `DESTINATION_POOL_REPLICAS`): a
     /// datapoint routed to any member goes once, to the member with the shortest queue.
-    pub fn with_replica_pools(mut self, on: bool) -> Self {
-        self.pools = if on {
-            ReplicaPools::new(self.router.destinations()).map(Arc::new)
-        } else {
-            None
-        };
-        self
+    pub fn with_replica_pools(self, on: bool) -> Self {
+        self.with_routing(|r| {
+            r.pools = if on {
+                ReplicaPools::new(r.router.destinations()).map(Arc::new)
+            } else {
+                None
+            };
+        })
     }
 
     /// Filters received names through carbon's whitelist/blacklist (`USE_WHITELIST`).
-    pub fn with_lists(mut self, lists: Arc<SharedLists>) -> Self {
-        self.lists = Some(lists);
-        self
+    pub fn with_lists(self, lists: Arc<SharedLists>) -> Self {
+        self.with_routing(|r| r.lists = Some(lists))
     }
 
     /// Rounds received timestamps down to a multiple of `seconds` (carbon's
     /// `MIN_TIMESTAMP_RESOLUTION`; 0 = off).
-    pub fn with_min_timestamp_resolution(mut self, seconds: u64) -> Self {
-        self.min_timestamp_resolution = seconds;
-        self
+    pub fn with_min_timestamp_resolution(self, seconds: u64) -> Self {
+        self.with_routing(|r| r.min_timestamp_resolution = seconds)
     }
 
     /// Routes and sends tagged names in carbon's normalised form (`TAG_RELAY_NORMALIZED`):
     /// tags sorted, leading `~` removed, OpenMetrics `name{tag="v"}` rewritten.
-    pub fn with_tag_normalization(mut self, on: bool) -> Self {
-        self.tag_relay_normalized = on;
-        self
+    pub fn with_tag_normalization(self, on: bool) -> Self {
+        self.with_routing(|r| r.tag_relay_normalized = on)
     }
 
     /// A new ingestor for one producer.
@@ -111,14 +112,25 @@ impl Pipeline {
         Ingestor::new(self.clone(), source)
     }
 
-    /// The router.
-    pub fn router(&self) -> &Arc<Router> {
-        &self.router
+    /// The current routing generation.
+    pub fn routing(&self) -> Arc<Routing> {
+        self.routing.load()
     }
 
-    /// The destination queues, indexed like `router().destinations()`.
-    pub fn queues(&self) -> &[Arc<DestinationQueue>] {
-        &self.queues
+    /// The current generation's router.
+    pub fn router(&self) -> Arc<Router> {
+        self.routing.load().router.clone()
+    }
+
+    /// The current generation's destination queues, indexed like `router().destinations()`.
+    pub fn queues(&self) -> Arc<[Arc<DestinationQueue>]> {
+        self.routing.load().queues.clone()
+    }
+
+    /// Makes `routing` the current generation (a configuration reload); returns the one it
+    /// replaced. Ingestors move to it at their next flush boundary.
+    pub fn install(&self, routing: Routing) -> Arc<Routing> {
+        self.routing.install(routing)
     }
 
     /// The ingest side's counters.
@@ -130,7 +142,7 @@ impl Pipeline {
     /// Pull sources (Kinesis) stop reading while it holds, instead of pushing datapoints a
     /// full queue would drop; one lock per queue, meant to be called once per batch.
     pub fn backlogged(&self, fraction: f64) -> bool {
-        self.queues.iter().any(|q| {
+        self.queues().iter().any(|q| {
             let limit = q.limits().max_datapoints as f64 * fraction;
             q.len() as f64 > limit
         })
@@ -191,6 +203,14 @@ impl Flushed {
 #[derive(Debug)]
 pub struct Ingestor {
     pipeline: Pipeline,
+    /// The generation pending batches are routed by, and its version.
+    routing: Arc<Routing>,
+    version: u64,
+    /// True between the first datapoint after a flush and the end of the next flush: the
+    /// ingestor is counted as busy in `routing`.
+    entered: bool,
+    /// Receipt marks of queues no longer in `routing` (left behind by a generation change).
+    earlier_marks: Vec<(Arc<DestinationQueue>, u64)>,
     cache: RouteCache,
     /// One pending batch per destination.
     pending: Vec<Batch>,
@@ -211,43 +231,120 @@ pub struct Ingestor {
 
 impl Ingestor {
     fn new(pipeline: Pipeline, source: Source) -> Self {
-        let n = pipeline.queues.len();
-        let cache = RouteCache::new(pipeline.router.clone(), pipeline.route_cache_entries);
-        // carbon applies the lists and the resolution in `MetricReceiver.metricReceived`; its
-        // own metrics (`metricGenerated`) bypass both.
-        let external = source != Source::Internal;
-        let filter = pipeline
-            .lists
-            .clone()
-            .filter(|_| external)
-            .map(|l| NameFilter::new(l, pipeline.route_cache_entries));
-        let resolution = if external {
-            pipeline.min_timestamp_resolution
-        } else {
-            0
-        };
-        let tags = pipeline
-            .tag_relay_normalized
-            .then(|| TagNormalizer::new(pipeline.route_cache_entries));
+        let routing = pipeline.routing.load();
+        let version = pipeline.routing.version();
+        let n = routing.queues.len();
         Self {
-            filter,
-            resolution,
-            tags,
-            cache,
+            filter: Self::filter_for(&routing, source),
+            resolution: Self::resolution_for(&routing, source),
+            tags: Self::tags_for(&routing),
+            cache: RouteCache::new(routing.router.clone(), routing.route_cache_entries),
             pending: (0..n).map(|_| Batch::new()).collect(),
             set_aside: Vec::new(),
             pending_bytes: 0,
             marks: vec![0; n],
+            earlier_marks: Vec::new(),
             mode: if source == Source::LineUdp {
                 PushMode::NoWait
             } else {
                 PushMode::Wait
             },
             source,
+            routing,
+            version,
+            entered: false,
             pipeline,
             accepted: 0,
             drops: DropCounts::default(),
             now: unix_now(),
+        }
+    }
+
+    // carbon applies the lists and the resolution in `MetricReceiver.metricReceived`; its own
+    // metrics (`metricGenerated`) bypass both.
+    fn filter_for(routing: &Routing, source: Source) -> Option<NameFilter> {
+        routing
+            .lists
+            .clone()
+            .filter(|_| source != Source::Internal)
+            .map(|l| NameFilter::new(l, routing.route_cache_entries))
+    }
+
+    fn resolution_for(routing: &Routing, source: Source) -> u64 {
+        if source == Source::Internal {
+            0
+        } else {
+            routing.min_timestamp_resolution
+        }
+    }
+
+    fn tags_for(routing: &Routing) -> Option<TagNormalizer> {
+        routing
+            .tag_relay_normalized
+            .then(|| TagNormalizer::new(routing.route_cache_entries))
+    }
+
+    /// Moves to `routing` (nothing is pending): per-destination state follows it; the route
+    /// cache, the list verdicts and the tag cache are kept when what they cache is unchanged.
+    fn adopt(&mut self, routing: Arc<Routing>, version: u64) {
+        let n = routing.queues.len();
+        // Receipt marks follow their queue: kept where the queue is still there, set aside
+        // where it is not.
+        let mut marks = vec![0; n];
+        let old = self
+            .marks
+            .iter()
+            .zip(self.routing.queues.iter())
+            .filter(|(m, _)| **m > 0)
+            .map(|(m, q)| (q.clone(), *m))
+            .chain(std::mem::take(&mut self.earlier_marks))
+            .collect::<Vec<_>>();
+        for (q, m) in old {
+            match routing.queues.iter().position(|nq| Arc::ptr_eq(nq, &q)) {
+                Some(i) => marks[i] = marks[i].max(m),
+                None => self.earlier_marks.push((q, m)),
+            }
+        }
+        self.marks = marks;
+        if !Arc::ptr_eq(&routing.router, self.cache.router())
+            || routing.route_cache_entries != self.routing.route_cache_entries
+        {
+            self.cache = RouteCache::new(routing.router.clone(), routing.route_cache_entries);
+        }
+        let same_lists = match (&routing.lists, &self.filter) {
+            (Some(l), Some(f)) => f.follows(l),
+            (None, None) => true,
+            _ => self.source == Source::Internal,
+        };
+        if !same_lists {
+            self.filter = Self::filter_for(&routing, self.source);
+        }
+        self.resolution = Self::resolution_for(&routing, self.source);
+        if routing.tag_relay_normalized != self.tags.is_some() {
+            self.tags = Self::tags_for(&routing);
+        }
+        self.pending = (0..n).map(|_| Batch::new()).collect();
+        self.routing = routing;
+        self.version = version;
+    }
+
+    /// Before the first datapoint after a flush: enter the current generation (moving to it
+    /// if a reload installed a new one).
+    #[cold]
+    fn enter(&mut self) {
+        let held = (self.routing.clone(), self.version);
+        let (routing, version) = self.pipeline.routing.enter(held);
+        if version != self.version {
+            self.adopt(routing, version);
+        }
+        self.entered = true;
+    }
+
+    /// After a flush: the pending batches are in the generation's queues.
+    fn leave(&mut self) {
+        if self.entered {
+            self.routing.leave();
+            self.entered = false;
         }
     }
 
@@ -274,6 +371,9 @@ impl Ingestor {
     pub fn push(&mut self, name: &[u8], timestamp: f64, value: f64) -> Pushed {
         if name.is_empty() {
             return self.reject(DropReason::EmptyName);
+        }
+        if !self.entered {
+            self.enter();
         }
         if let Some(f) = &mut self.filter {
             match f.check(name) {
@@ -307,7 +407,7 @@ impl Ingestor {
             return Pushed::Invalid(DropReason::NoDestination);
         }
         self.accepted += 1;
-        let pools = self.pipeline.pools.as_deref();
+        let pools = self.routing.pools.as_deref();
         let pool_of = |d: u16| pools.map_or(d, |p| p.representative(d));
         for (i, &dest) in route.iter().enumerate() {
             // carbon sends to the *set* of destinations the router yields: a duplicate
@@ -376,6 +476,7 @@ impl Ingestor {
             self.hand_over(dest, batch, &mut out).await;
         }
         self.pending_bytes = 0;
+        self.leave();
         self.publish_counters();
         self.now = unix_now();
         out
@@ -383,14 +484,14 @@ impl Ingestor {
 
     async fn hand_over(&mut self, dest: usize, batch: Batch, out: &mut Flushed) {
         // With pooled replicas the batch goes to the pool's least-loaded member.
-        let dest = match self.pipeline.pools.as_deref() {
+        let dest = match self.routing.pools.as_deref() {
             Some(pools) => u16::try_from(dest)
                 .ok()
-                .and_then(|d| least_loaded(pools.members(d), &self.pipeline.queues))
+                .and_then(|d| least_loaded(pools.members(d), &self.routing.queues))
                 .unwrap_or(dest),
             None => dest,
         };
-        let Some(q) = self.pipeline.queues.get(dest) else {
+        let Some(q) = self.routing.queues.get(dest).cloned() else {
             return;
         };
         if !q.stats().is_connected() {
@@ -431,9 +532,10 @@ impl Ingestor {
         Receipt::new(
             self.marks
                 .iter()
-                .zip(self.pipeline.queues.iter())
+                .zip(self.routing.queues.iter())
                 .filter(|(m, _)| **m > 0)
                 .map(|(m, q)| (q.clone(), *m))
+                .chain(self.earlier_marks.iter().cloned())
                 .collect(),
         )
     }
@@ -450,7 +552,7 @@ impl Drop for Ingestor {
             .chain(pending.into_iter().enumerate())
             .filter(|(_, b)| !b.is_empty());
         for (dest, batch) in batches {
-            if let Some(q) = self.pipeline.queues.get(dest) {
+            if let Some(q) = self.routing.queues.get(dest) {
                 let o = q.push(batch);
                 if o.dropped > 0 {
                     tracing::warn!(
@@ -461,6 +563,7 @@ impl Drop for Ingestor {
                 }
             }
         }
+        self.leave();
         self.publish_counters();
     }
 }

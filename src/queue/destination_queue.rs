@@ -347,6 +347,12 @@ impl DestinationQueue {
         self.core.room.notify_waiters();
     }
 
+    /// Takes pushes again after [`close`](Self::close): a destination a reload removed and
+    /// added back before its queue was shut down.
+    pub fn reopen(&self) {
+        self.core.lock().closed = false;
+    }
+
     /// True once [`close`](Self::close) was called.
     pub fn is_closed(&self) -> bool {
         self.core.lock().closed

@@ -37,6 +37,9 @@ pub struct ReceiverContext {
     pub pipeline: Pipeline,
     /// Cancelled when receivers must stop.
     pub shutdown: CancellationToken,
+    /// Cancelled when this listener must stop accepting (relay shutdown, or a reload that
+    /// rebinds it); its connections go on until `shutdown`. A child of `shutdown`.
+    pub accepting: CancellationToken,
     /// Tracks connection tasks so shutdown can wait for them.
     pub tracker: TaskTracker,
     /// Permits for concurrent connections.

@@ -19,13 +19,16 @@ use crate::ingest::Ingestor;
 use crate::ingest::Source;
 use crate::protocol::line::LineFramer;
 
-/// Accepts connections until shutdown, running `handler` for each on the task tracker.
+/// Accepts connections until `ctx.accepting` is cancelled, running `handler` for each on the
+/// task tracker; then takes what is already in the backlog and returns the listener (a
+/// reload that only changes settings serves it again).
 pub async fn accept_loop<F, Fut>(
     listener: TcpListener,
     ctx: ReceiverContext,
     source: Source,
     handler: F,
-) where
+) -> TcpListener
+where
     F: Fn(ClientStream, ReceiverContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
@@ -36,9 +39,9 @@ pub async fn accept_loop<F, Fut>(
         let accepted = tokio::select! {
             biased;
             a = listener.accept() => a,
-            _ = ctx.shutdown.cancelled() => {
+            _ = ctx.accepting.cancelled() => {
                 // Connections already in the backlog have sent data the client believes was
-                // accepted: take them too (their handlers drain in shutdown mode), then stop.
+                // accepted: take them too (at shutdown their handlers drain), then stop.
                 while let Ok(Ok((stream, _))) =
                     tokio::time::timeout(Duration::ZERO, listener.accept()).await
                 {
@@ -50,7 +53,7 @@ pub async fn accept_loop<F, Fut>(
                         }
                     });
                 }
-                return;
+                return listener;
             }
         };
         let (stream, peer) = match accepted {

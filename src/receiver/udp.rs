@@ -15,15 +15,16 @@ const DATAGRAM: usize = 65_536;
 /// Datagrams parsed before a flush when they keep arriving back to back.
 const DATAGRAMS_PER_FLUSH: usize = 256;
 
-/// Receives datagrams until shutdown. Lines over the length limit are dropped and counted.
-pub async fn serve_udp(socket: UdpSocket, ctx: ReceiverContext) {
+/// Receives datagrams until `ctx.accepting` is cancelled, then flushes and returns the socket.
+/// Lines over the length limit are dropped and counted.
+pub async fn serve_udp(socket: UdpSocket, ctx: ReceiverContext) -> UdpSocket {
     let mut ingestor = ctx.pipeline.ingestor(Source::LineUdp);
     let mut buf = vec![0u8; DATAGRAM];
     let max_line = ctx.max_line_length;
     let mut errors = 0u64;
     loop {
         let first = tokio::select! {
-            _ = ctx.shutdown.cancelled() => break,
+            _ = ctx.accepting.cancelled() => break,
             r = socket.recv(&mut buf) => r,
         };
         let mut received = first;
@@ -54,6 +55,7 @@ pub async fn serve_udp(socket: UdpSocket, ctx: ReceiverContext) {
         ingestor.flush().await;
     }
     ingestor.flush().await;
+    socket
 }
 
 fn parse_datagram(data: &[u8], max_line: usize, ingestor: &mut crate::ingest::Ingestor) {

@@ -10,6 +10,9 @@
 //! a memory-only queue, count it as dropped with reason `shutdown` and log it. Completion is tracked, never
 //! slept on.
 
+mod fleet;
+mod listeners;
+mod reload;
 mod running;
 mod shared;
 
@@ -18,11 +21,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::{TcpListener, UdpSocket};
-use tracing::info;
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::ingest::{IngestStats, Ingestor, Pipeline, Source};
-use crate::queue::{DestinationQueue, DestinationStats, WhenFull};
+use crate::queue::DestinationQueue;
 use crate::router::{Router, RouterError};
 use crate::telemetry::StatsSnapshot;
 use crate::telemetry::reporter::Books;
@@ -59,10 +61,14 @@ pub enum RelayError {
     Kinesis(#[from] crate::receiver::kinesis::KinesisError),
 }
 
+pub use reload::{ReloadError, Reloaded};
+
 /// A relay ready to run. Build it with [`Relay::builder`].
 pub struct Relay {
     config: Config,
     shared: Arc<Shared>,
+    /// One per destination, in `config.destinations` order.
+    queues: Vec<Arc<DestinationQueue>>,
     lists: Option<crate::filter::ListWatcher>,
     admin: Option<TcpListener>,
     line: Option<TcpListener>,
@@ -128,13 +134,25 @@ impl Relay {
     }
 
     /// Runs until `shutdown` completes, then shuts down in order (see the module docs).
+    /// [`RelayHandle::reload`] applies a new configuration in between.
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()>,
     ) -> Result<ShutdownReport, RelayError> {
+        let shared = self.shared.clone();
         let running = self.start().await?;
+        *shared.control.lock().await = Some(running);
         shutdown.await;
-        Ok(running.shut_down().await)
+        // Waits for a reload in progress to finish.
+        let running = shared.control.lock().await.take();
+        match running {
+            Some(r) => Ok(r.shut_down(&shared).await),
+            None => Ok(ShutdownReport {
+                stats: shared.snapshot(),
+                undelivered: Vec::new(),
+                spilled: Vec::new(),
+            }),
+        }
     }
 }
 
@@ -183,38 +201,22 @@ impl RelayBuilder {
     /// Builds the router, queues and counters.
     pub fn build(self) -> Result<Relay, RelayError> {
         let router = Arc::new(Router::new(self.config.router.clone())?);
-        let mut queues = Vec::with_capacity(self.config.destinations.len());
-        for d in &self.config.destinations {
-            let s = Arc::new(DestinationStats::new(d.spec.to_string()));
-            let q = match &d.spill {
-                Some(spill) => {
-                    let q = DestinationQueue::with_spill(d.queue, s, spill.clone()).map_err(
-                        |source| RelayError::Spill {
-                            destination: d.spec.to_string(),
-                            source,
-                        },
-                    )?;
-                    info!(destination = %d.spec, dir = %spill.dir.display(),
-                        when_full = d.queue.when_full.as_str(),
-                        recovered = q.queued_disk(), "spill log open");
-                    q
-                }
-                None => {
-                    if d.queue.when_full == WhenFull::DropNewest {
-                        info!(destination = %d.spec,
-                            "no spill directory: a full queue drops the newest datapoints (as carbon-relay)");
-                    }
-                    DestinationQueue::new(d.queue, s)
-                }
-            };
-            queues.push(Arc::new(q));
-        }
-        let queues: Arc<[Arc<DestinationQueue>]> = queues.into();
+        let queues = self
+            .config
+            .destinations
+            .iter()
+            .map(fleet::open_queue)
+            .collect::<Result<Vec<_>, _>>()?;
         let stats = Arc::new(IngestStats::new());
-        let mut pipeline = Pipeline::new(router, queues, stats, self.config.route_cache_entries)
-            .with_min_timestamp_resolution(self.config.ingest.min_timestamp_resolution)
-            .with_tag_normalization(self.config.ingest.tag_relay_normalized)
-            .with_replica_pools(self.config.pool_replicas);
+        let mut pipeline = Pipeline::new(
+            router,
+            queues.clone().into(),
+            stats,
+            self.config.route_cache_entries,
+        )
+        .with_min_timestamp_resolution(self.config.ingest.min_timestamp_resolution)
+        .with_tag_normalization(self.config.ingest.tag_relay_normalized)
+        .with_replica_pools(self.config.pool_replicas);
         let lists = self
             .config
             .ingest
@@ -227,6 +229,7 @@ impl RelayBuilder {
         Ok(Relay {
             config: self.config,
             shared: Arc::new(Shared::new(pipeline)),
+            queues,
             lists,
             admin: self.admin,
             line: self.line,
@@ -277,9 +280,28 @@ impl RelayHandle {
     /// Datapoints waiting or in flight, per destination.
     pub fn queued(&self) -> Vec<u64> {
         self.pipeline()
-            .queues
+            .queues()
             .iter()
             .map(|q| q.queued() as u64)
             .collect()
+    }
+
+    /// Applies a new configuration to the running relay (see the reload design in
+    /// `src/relay/reload.rs`): the routing (ring, rules, aggregation rules, lists) switches
+    /// for new data at once; unchanged destinations keep their queues and connections, added
+    /// ones start, removed ones deliver or keep on disk what they hold; changed listener
+    /// addresses are rebound; client connections stay open. A configuration that cannot be
+    /// applied is rejected whole (logged and counted), and the relay goes on unchanged.
+    pub async fn reload(&self, config: Config) -> Result<Reloaded, ReloadError> {
+        self.reload_with(|| Ok(config)).await
+    }
+
+    /// Like [`reload`](Self::reload), with the configuration loaded by `load`; a load error
+    /// (a file that does not parse or validate) is a rejected reload, logged and counted.
+    pub async fn reload_with(
+        &self,
+        load: impl FnOnce() -> Result<Config, ConfigError>,
+    ) -> Result<Reloaded, ReloadError> {
+        reload::reload(&self.shared, load).await
     }
 }

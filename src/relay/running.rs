@@ -1,46 +1,133 @@
-//! A relay between startup and shutdown: what [`Relay::run`](super::Relay::run) started, and
-//! the four shutdown phases, in order.
+//! A relay between startup and shutdown: what [`Relay::run`](super::Relay::run) started (and
+//! a reload may change), and the four shutdown phases, in order.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::{TcpListener, UdpSocket};
-use tokio::sync::Semaphore;
+use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use super::fleet::{FleetSignals, Live, Retiring};
+use super::listeners::{self, Kind, Listeners, Socket};
 use super::{Relay, RelayError, ShutdownReport, shared::Shared};
 use crate::admin::{self, AdminState, Phase};
 use crate::config::Config;
-use crate::destination::{self, DestinationSignals};
-use crate::ingest::{Pipeline, Source};
-use crate::receiver::{ReceiverContext, framed, tcp, udp};
+use crate::filter::ListWatcher;
+use crate::ingest::{Pipeline, Routing};
 use crate::telemetry::reporter::{self, Books};
 
-/// Everything a running relay owns, so that shutdown can stop it in order.
+/// Everything a running relay owns, so that a reload can change it and shutdown can stop it
+/// in order.
 pub(super) struct Running {
-    config: Config,
-    shared: Arc<Shared>,
-    pipeline: Pipeline,
-    /// Cancelled when the queues start draining: destinations known dead stop at once.
-    drain: CancellationToken,
-    /// Cancelled when the grace period is over: destinations stop at once.
-    abort: CancellationToken,
-    destinations: JoinSet<()>,
+    pub(super) config: Config,
+    pub(super) pipeline: Pipeline,
+    pub(super) fleet: FleetSignals,
+    /// Destinations of the current generation, in ring order.
+    pub(super) active: Vec<Live>,
+    /// Destinations a reload removed that still hold data.
+    pub(super) retiring: Vec<Retiring>,
+    /// Earlier routing generations; a retirement waits until those that route to its
+    /// destination are idle.
+    pub(super) past: Vec<Arc<Routing>>,
+    pub(super) listeners: Listeners,
     stop_receivers: CancellationToken,
-    receivers: JoinSet<()>,
     connections: TaskTracker,
     #[cfg(feature = "kinesis")]
     kinesis: JoinSet<()>,
-    /// Stops the self-metrics reporter, the drop-episode logger and the list watcher.
-    stop_background: CancellationToken,
-    background: Vec<JoinHandle<()>>,
-    /// Stops the admin listener, last of all.
-    stop_admin: CancellationToken,
-    admin: Option<JoinHandle<()>>,
+    pub(super) background: Background,
+    pub(super) admin: Admin,
+}
+
+/// The self-metrics reporter, the list watcher and the drop-episode logger.
+pub(super) struct Background {
+    stop: CancellationToken,
+    reporter: Option<(CancellationToken, JoinHandle<()>)>,
+    lists: Option<(CancellationToken, JoinHandle<()>)>,
+    episodes: JoinHandle<()>,
+}
+
+impl Background {
+    /// (Re)starts the reporter with `config`'s telemetry settings.
+    pub(super) async fn start_reporter(
+        &mut self,
+        pipeline: &Pipeline,
+        books: Arc<dyn Books>,
+        config: &Config,
+    ) {
+        if let Some((stop, task)) = self.reporter.take() {
+            stop.cancel();
+            let _ = task.await;
+        }
+        if let Some(interval) = config.telemetry.interval {
+            let stop = self.stop.child_token();
+            let task = tokio::spawn(reporter::run(
+                pipeline.clone(),
+                books,
+                config.telemetry.clone(),
+                interval,
+                stop.clone(),
+            ));
+            self.reporter = Some((stop, task));
+        }
+    }
+
+    /// (Re)starts the list watcher.
+    pub(super) async fn start_lists(&mut self, watcher: Option<ListWatcher>) {
+        if let Some((stop, task)) = self.lists.take() {
+            stop.cancel();
+            let _ = task.await;
+        }
+        if let Some(w) = watcher {
+            let stop = self.stop.child_token();
+            self.lists = Some((stop.clone(), tokio::spawn(w.run(stop))));
+        }
+    }
+}
+
+/// The admin listener.
+pub(super) struct Admin {
+    /// The address the configuration names (`None`: off, or an injected listener).
+    pub(super) configured: Option<SocketAddr>,
+    stop: CancellationToken,
+    task: Option<JoinHandle<()>>,
+    pub(super) local: Option<SocketAddr>,
+}
+
+impl Admin {
+    /// Serves `listener` (if any), answering for `shared`.
+    pub(super) fn start(
+        configured: Option<SocketAddr>,
+        listener: Option<TcpListener>,
+        shared: &Arc<Shared>,
+    ) -> Self {
+        let stop = CancellationToken::new();
+        let local = listener.as_ref().and_then(|l| l.local_addr().ok());
+        let task = listener.map(|l| {
+            let state = AdminState {
+                books: shared.clone() as Arc<dyn Books>,
+                health: shared.health.clone(),
+            };
+            tokio::spawn(admin::serve(l, state, stop.clone()))
+        });
+        Self {
+            configured,
+            stop,
+            task,
+            local,
+        }
+    }
+
+    /// Stops serving.
+    pub(super) async fn stop(self) {
+        self.stop.cancel();
+        if let Some(task) = self.task {
+            let _ = task.await;
+        }
+    }
 }
 
 impl Relay {
@@ -53,6 +140,7 @@ impl Relay {
         let Relay {
             config,
             shared,
+            queues,
             lists,
             admin,
             line,
@@ -63,83 +151,56 @@ impl Relay {
             aws,
         } = self;
         let pipeline = shared.pipeline.clone();
-        let stop_admin = CancellationToken::new();
-        let admin = bind_tcp(admin, config.admin_listen, "admin listener").await?;
-        let admin_addr = admin.as_ref().and_then(|l| l.local_addr().ok());
-        let admin = admin.map(|l| {
-            let state = AdminState {
-                books: shared.clone() as Arc<dyn Books>,
-                health: shared.health.clone(),
-            };
-            tokio::spawn(admin::serve(l, state, stop_admin.clone()))
-        });
+        let admin = match (admin, config.admin_listen) {
+            (Some(l), _) => Some(l),
+            (None, Some(addr)) => {
+                Some(
+                    TcpListener::bind(addr)
+                        .await
+                        .map_err(|source| RelayError::Bind {
+                            what: "admin listener",
+                            addr,
+                            source,
+                        })?,
+                )
+            }
+            (None, None) => None,
+        };
+        let admin = Admin::start(config.admin_listen, admin, &shared);
         #[cfg(feature = "kinesis")]
         let kinesis_sources =
             crate::receiver::kinesis::prepare(&config.kinesis, aws.as_ref()).await?;
-        let line = bind_tcp(line, config.listen.line_tcp, "line receiver").await?;
-        let pickle = bind_tcp(pickle, config.listen.pickle_tcp, "pickle receiver").await?;
-        let protobuf = bind_tcp(protobuf, config.listen.protobuf_tcp, "protobuf receiver").await?;
-        let udp = bind_udp(udp, config.listen.line_udp).await?;
-        let addrs = Addresses {
-            line: line.as_ref().and_then(|l| l.local_addr().ok()),
-            pickle: pickle.as_ref().and_then(|l| l.local_addr().ok()),
-            protobuf: protobuf.as_ref().and_then(|l| l.local_addr().ok()),
-            udp: udp.as_ref().and_then(|s| s.local_addr().ok()),
-            admin: admin_addr,
-        };
-
-        let abort = CancellationToken::new();
-        let drain = CancellationToken::new();
-        let mut destinations = JoinSet::new();
-        for (dest, queue) in config.destinations.iter().zip(pipeline.queues.iter()) {
-            let signals = DestinationSignals {
-                drain: drain.clone(),
-                abort: abort.clone(),
-            };
-            destinations.spawn(destination::run(dest.clone(), queue.clone(), signals));
+        let mut sockets = Vec::new();
+        let injected = [
+            (Kind::Line, line.map(Socket::Tcp)),
+            (Kind::Pickle, pickle.map(Socket::Tcp)),
+            (Kind::Protobuf, protobuf.map(Socket::Tcp)),
+            (Kind::Udp, udp.map(Socket::Udp)),
+        ];
+        for (kind, socket) in injected {
+            match (socket, kind.configured(&config.listen)) {
+                (Some(s), _) => sockets.push((kind, s)),
+                (None, Some(addr)) => sockets.push((kind, Socket::bind(kind, addr).await?)),
+                (None, None) => {}
+            }
         }
+
+        let fleet = FleetSignals::default();
+        let active: Vec<Live> = config
+            .destinations
+            .iter()
+            .zip(queues)
+            .map(|(d, q)| Live::start(d.clone(), q, &fleet))
+            .collect();
 
         let stop_receivers = CancellationToken::new();
         let connections = TaskTracker::new();
-        let ctx = ReceiverContext {
+        let mut listeners = Listeners::new(listeners::Shared {
             pipeline: pipeline.clone(),
             shutdown: stop_receivers.clone(),
             tracker: connections.clone(),
-            connections: Arc::new(Semaphore::new(config.listen.max_connections)),
-            idle_timeout: config.listen.idle_timeout,
-            max_line_length: config.listen.max_line_length,
-            max_pickle_frame: config.listen.max_pickle_frame,
-            max_protobuf_frame: config.listen.max_protobuf_frame,
-            tls: config.listen.tls.clone(),
-        };
-        let mut receivers = JoinSet::new();
-        if let Some(l) = line {
-            receivers.spawn(tcp::accept_loop(
-                l,
-                ctx.clone(),
-                Source::LineTcp,
-                tcp::serve_line,
-            ));
-        }
-        if let Some(l) = pickle {
-            receivers.spawn(tcp::accept_loop(
-                l,
-                ctx.clone(),
-                Source::PickleTcp,
-                framed::serve_pickle,
-            ));
-        }
-        if let Some(l) = protobuf {
-            receivers.spawn(tcp::accept_loop(
-                l,
-                ctx.clone(),
-                Source::ProtobufTcp,
-                framed::serve_protobuf,
-            ));
-        }
-        if let Some(s) = udp {
-            receivers.spawn(udp::serve_udp(s, ctx.clone()));
-        }
+        });
+        listeners.serve_all(sockets, &config);
         #[cfg(feature = "kinesis")]
         for source in &kinesis_sources {
             shared.add_source(source.stats());
@@ -148,87 +209,69 @@ impl Relay {
         let kinesis = crate::receiver::kinesis::spawn(kinesis_sources, &pipeline, &stop_receivers);
 
         let stop_background = CancellationToken::new();
-        let mut background = Vec::new();
-        if let Some(interval) = config.telemetry.interval {
-            background.push(tokio::spawn(reporter::run(
-                pipeline.clone(),
+        let mut background = Background {
+            episodes: tokio::spawn(crate::telemetry::episodes::run(
                 shared.clone() as Arc<dyn Books>,
-                config.telemetry.clone(),
-                interval,
                 stop_background.clone(),
-            )));
-        }
-        if let Some(w) = lists {
-            background.push(tokio::spawn(w.run(stop_background.clone())));
-        }
-        background.push(tokio::spawn(crate::telemetry::episodes::run(
-            shared.clone() as Arc<dyn Books>,
-            stop_background.clone(),
-        )));
-        shared.health.set(Phase::Ready);
-        info!(
-            version = env!("CARGO_PKG_VERSION"),
-            config = %config.source,
-            line_tcp = %addrs.text(addrs.line),
-            pickle_tcp = %addrs.text(addrs.pickle),
-            protobuf_tcp = %addrs.text(addrs.protobuf),
-            line_udp = %addrs.text(addrs.udp),
-            admin = %addrs.text(addrs.admin),
-            destinations = %config.destination_names().join(","),
-            "anthracite running"
-        );
-        Ok(Running {
+            )),
+            stop: stop_background,
+            reporter: None,
+            lists: None,
+        };
+        background
+            .start_reporter(&pipeline, shared.clone() as Arc<dyn Books>, &config)
+            .await;
+        background.start_lists(lists).await;
+        let running = Running {
             config,
-            shared,
             pipeline,
-            drain,
-            abort,
-            destinations,
+            fleet,
+            active,
+            retiring: Vec::new(),
+            past: Vec::new(),
+            listeners,
             stop_receivers,
-            receivers,
             connections,
             #[cfg(feature = "kinesis")]
             kinesis,
-            stop_background,
             background,
-            stop_admin,
             admin,
-        })
-    }
-}
-
-/// The bound addresses, for the startup line.
-struct Addresses {
-    line: Option<SocketAddr>,
-    pickle: Option<SocketAddr>,
-    protobuf: Option<SocketAddr>,
-    udp: Option<SocketAddr>,
-    admin: Option<SocketAddr>,
-}
-
-impl Addresses {
-    fn text(&self, a: Option<SocketAddr>) -> String {
-        a.map_or_else(|| "off".to_string(), |a| a.to_string())
+        };
+        shared.health.set(Phase::Ready);
+        running.log_running();
+        Ok(running)
     }
 }
 
 impl Running {
+    /// The startup line: version, config file, listeners, destinations.
+    pub(super) fn log_running(&self) {
+        let addr = |a: Option<SocketAddr>| a.map_or_else(|| "off".to_string(), |a| a.to_string());
+        let l = &self.listeners;
+        info!(
+            version = env!("CARGO_PKG_VERSION"),
+            config = %self.config.source,
+            line_tcp = %addr(l.local(Kind::Line)),
+            pickle_tcp = %addr(l.local(Kind::Pickle)),
+            protobuf_tcp = %addr(l.local(Kind::Protobuf)),
+            line_udp = %addr(l.local(Kind::Udp)),
+            admin = %addr(self.admin.local),
+            destinations = %self.config.destination_names().join(","),
+            "anthracite running"
+        );
+    }
+
     /// Shuts down upstream first, each phase bounded by one grace period and tracked to
     /// completion, never slept on.
-    pub(super) async fn shut_down(mut self) -> ShutdownReport {
+    pub(super) async fn shut_down(mut self, shared: &Shared) -> ShutdownReport {
         info!("shutting down: receivers first");
-        self.shared.health.set(Phase::ShuttingDown);
+        shared.health.set(Phase::ShuttingDown);
         let deadline = Instant::now() + self.config.shutdown_grace;
         self.stop_receivers(deadline).await;
         self.stop_background().await;
         self.drain_destinations(deadline).await;
-        let stop_admin = self.stop_admin.clone();
-        let admin = self.admin.take();
-        let report = self.settle_queues().await;
-        stop_admin.cancel();
-        if let Some(task) = admin {
-            let _ = task.await;
-        }
+        let report = self.settle_queues(shared).await;
+        self.admin.stop().await;
         info!("shutdown complete");
         report
     }
@@ -237,7 +280,7 @@ impl Running {
     /// flushes; Kinesis readers flush what they parsed and commit their final checkpoint.
     async fn stop_receivers(&mut self, deadline: Instant) {
         self.stop_receivers.cancel();
-        while self.receivers.join_next().await.is_some() {}
+        self.listeners.stop().await;
         #[cfg(feature = "kinesis")]
         crate::receiver::kinesis::join(std::mem::take(&mut self.kinesis), deadline).await;
         self.connections.close();
@@ -251,36 +294,40 @@ impl Running {
 
     /// Phase 2: the self-metrics reporter, the drop-episode logger and the list watcher stop.
     async fn stop_background(&mut self) {
-        self.stop_background.cancel();
-        for task in self.background.drain(..) {
+        let b = &mut self.background;
+        b.stop.cancel();
+        for (_, task) in [b.reporter.take(), b.lists.take()].into_iter().flatten() {
             let _ = task.await;
         }
+        let _ = (&mut b.episodes).await;
     }
 
-    /// Phase 3: queues close; destinations deliver what they hold until empty or the grace
-    /// period ends, then stop at once.
+    /// Phase 3: retirements stop; queues close; destinations deliver what they hold until
+    /// empty or the grace period ends (one known dead stops at once), then stop.
     async fn drain_destinations(&mut self, deadline: Instant) {
         info!("flushing destination queues");
-        self.drain.cancel();
-        for q in self.pipeline.queues.iter() {
-            q.close();
+        self.fleet.stop_retiring.cancel();
+        for r in std::mem::take(&mut self.retiring) {
+            if let Some(live) = r.interrupt().await {
+                self.active.push(live);
+            }
         }
-        let drained = tokio::time::timeout_at(deadline, async {
-            while self.destinations.join_next().await.is_some() {}
-        })
-        .await;
-        if drained.is_err() {
-            self.abort.cancel();
-            while self.destinations.join_next().await.is_some() {}
+        self.fleet.drain.cancel();
+        for live in &self.active {
+            live.queue.close();
+        }
+        for live in &mut self.active {
+            live.join(deadline).await;
         }
     }
 
     /// Phase 4: what is still queued goes to the spill log (replayed first on the next start)
     /// or, for a memory-only queue, is counted as dropped (`shutdown`) and logged.
-    async fn settle_queues(self) -> ShutdownReport {
+    async fn settle_queues(&self, shared: &Shared) -> ShutdownReport {
         let mut undelivered = Vec::new();
         let mut spilled = Vec::new();
-        for q in self.pipeline.queues.iter() {
+        for live in &self.active {
+            let q = &live.queue;
             let name = q.stats().name().to_string();
             let (dropped, on_disk) = q.shut_down().await;
             if on_disk > 0 {
@@ -294,44 +341,9 @@ impl Running {
             }
         }
         ShutdownReport {
-            stats: self.shared.snapshot(),
+            stats: shared.snapshot(),
             undelivered,
             spilled,
         }
-    }
-}
-
-async fn bind_tcp(
-    injected: Option<TcpListener>,
-    configured: Option<SocketAddr>,
-    what: &'static str,
-) -> Result<Option<TcpListener>, RelayError> {
-    match (injected, configured) {
-        (Some(l), _) => Ok(Some(l)),
-        (None, Some(addr)) => TcpListener::bind(addr)
-            .await
-            .map(Some)
-            .map_err(|source| RelayError::Bind { what, addr, source }),
-        (None, None) => Ok(None),
-    }
-}
-
-async fn bind_udp(
-    injected: Option<UdpSocket>,
-    configured: Option<SocketAddr>,
-) -> Result<Option<UdpSocket>, RelayError> {
-    match (injected, configured) {
-        (Some(s), _) => Ok(Some(s)),
-        (None, Some(addr)) => {
-            UdpSocket::bind(addr)
-                .await
-                .map(Some)
-                .map_err(|source| RelayError::Bind {
-                    what: "udp receiver",
-                    addr,
-                    source,
-                })
-        }
-        (None, None) => Ok(None),
     }
 }

@@ -7,25 +7,38 @@ use std::sync::{Arc, Mutex};
 
 use metrics::{Counter, counter};
 
+use super::running::Running;
 use crate::admin::Health;
 use crate::ingest::Pipeline;
-use crate::queue::DestinationStats;
+use crate::queue::{DestinationQueue, DestinationStats};
 use crate::telemetry::names::facade;
 use crate::telemetry::reporter::Books;
 use crate::telemetry::{Component, ReloadCounts, Reporting, StatsSnapshot};
 
 /// A relay's shared state (behind an `Arc`).
-#[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) pipeline: Pipeline,
     pub(crate) health: Arc<Health>,
     sources: Mutex<Vec<Arc<dyn Reporting>>>,
     reloads: ReloadBooks,
+    /// What a running relay owns: set by `Relay::run` once started, taken by shutdown; a
+    /// reload holds the lock while it applies a configuration.
+    pub(super) control: tokio::sync::Mutex<Option<Running>>,
+    /// Queues of destinations a reload removed that still hold data.
+    pub(super) removed: Arc<Mutex<Vec<Arc<DestinationQueue>>>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("pipeline", &self.pipeline)
+            .field("health", &self.health)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Reload counters, mirrored to the facade.
 #[derive(Debug)]
-#[allow(dead_code)] // until reloads are wired in
 struct ReloadBooks {
     applied: AtomicU64,
     rejected: AtomicU64,
@@ -45,7 +58,16 @@ impl Shared {
                 applied_metric: counter!(facade::CONFIG_RELOADS, "result" => "applied"),
                 rejected_metric: counter!(facade::CONFIG_RELOADS, "result" => "rejected"),
             },
+            control: tokio::sync::Mutex::new(None),
+            removed: Arc::new(Mutex::new(Vec::new())),
         }
+    }
+
+    fn removed_queues(&self) -> Vec<Arc<DestinationQueue>> {
+        self.removed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Another source reports figures of its own from now on.
@@ -57,7 +79,6 @@ impl Shared {
     }
 
     /// A reload was applied (`true`) or rejected.
-    #[allow(dead_code)] // until reloads are wired in
     pub(crate) fn count_reload(&self, applied: bool) {
         let r = &self.reloads;
         if applied {
@@ -77,6 +98,11 @@ impl Books for Shared {
             p.stats().snapshot(),
             p.queues().iter().map(|q| &**q.stats()),
         );
+        s.removed = self
+            .removed_queues()
+            .iter()
+            .map(|q| q.stats().snapshot())
+            .collect();
         s.reloads = ReloadCounts {
             applied: self.reloads.applied.load(Relaxed),
             rejected: self.reloads.rejected.load(Relaxed),
@@ -88,6 +114,7 @@ impl Books for Shared {
         self.pipeline
             .queues()
             .iter()
+            .chain(self.removed_queues().iter())
             .map(|q| q.stats().clone())
             .collect()
     }

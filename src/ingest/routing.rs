@@ -1,0 +1,168 @@
+//! Routing generations: what a datapoint's destinations are decided with, swapped whole by a
+//! configuration reload.
+//!
+//! A [`Routing`] is immutable: the router, the destination queues it indexes, the
+//! white/blacklists, the replica pools and the per-name settings. The pipeline holds the
+//! current one in a [`RoutingCell`]; a reload installs a new one in one step (the router, the
+//! queues and the lists switch together, never one without the others).
+//!
+//! An [`Ingestor`](super::Ingestor) keeps its pending batches indexed by the destinations of
+//! one generation, so it changes generation only at a flush boundary: before it takes the
+//! first datapoint after a flush it *enters* the current generation (one atomic increment of
+//! the generation's `busy` count, per batch, never per datapoint), and the flush *leaves* it
+//! once every pending batch is in a queue of that generation. So a datapoint is routed by the
+//! generation that was current when its batch began, and its batch goes to that generation's
+//! queues.
+//!
+//! Entering is checked twice against the cell's version (increment, then re-read): a reload
+//! that installs a new generation and then sees `busy == 0` on the old one knows that no
+//! ingestor can push into the old generation's queues any more — one that raced it backs out
+//! and enters the new generation instead. The reload uses that to retire removed
+//! destinations only after their last pushes (`relay::reload`).
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, RwLock};
+
+use crate::filter::SharedLists;
+use crate::queue::DestinationQueue;
+use crate::router::{ReplicaPools, Router};
+
+/// One routing generation.
+#[derive(Debug)]
+pub struct Routing {
+    /// The router; its destination indices index `queues`.
+    pub router: Arc<Router>,
+    /// The destination queues, indexed like `router.destinations()`.
+    pub queues: Arc<[Arc<DestinationQueue>]>,
+    /// carbon's white/blacklists (`None`: no filtering).
+    pub lists: Option<Arc<SharedLists>>,
+    /// Pools of destinations sharing `host:port` (`DESTINATION_POOL_REPLICAS`).
+    pub pools: Option<Arc<ReplicaPools>>,
+    /// Names each ingestor's caches remember.
+    pub route_cache_entries: usize,
+    /// Timestamps are rounded down to a multiple of this many seconds (0: off).
+    pub min_timestamp_resolution: u64,
+    /// Normalise tagged names before routing.
+    pub tag_relay_normalized: bool,
+    /// Ingestors holding pending data routed by this generation.
+    busy: AtomicUsize,
+}
+
+impl Routing {
+    /// A generation of `router` over `queues`, with no lists, pools or name settings.
+    pub fn new(
+        router: Arc<Router>,
+        queues: Arc<[Arc<DestinationQueue>]>,
+        route_cache_entries: usize,
+    ) -> Self {
+        Self {
+            router,
+            queues,
+            lists: None,
+            pools: None,
+            route_cache_entries,
+            min_timestamp_resolution: 0,
+            tag_relay_normalized: false,
+            busy: AtomicUsize::new(0),
+        }
+    }
+
+    /// A copy of the settings, not the busy count (for building the next generation).
+    pub fn copy(&self) -> Self {
+        Self {
+            router: self.router.clone(),
+            queues: self.queues.clone(),
+            lists: self.lists.clone(),
+            pools: self.pools.clone(),
+            route_cache_entries: self.route_cache_entries,
+            min_timestamp_resolution: self.min_timestamp_resolution,
+            tag_relay_normalized: self.tag_relay_normalized,
+            busy: AtomicUsize::new(0),
+        }
+    }
+
+    /// True while no ingestor holds pending data routed by this generation.
+    pub fn is_idle(&self) -> bool {
+        self.busy.load(SeqCst) == 0
+    }
+
+    /// True when `queue` is one of this generation's.
+    pub fn has_queue(&self, queue: &Arc<DestinationQueue>) -> bool {
+        self.queues.iter().any(|q| Arc::ptr_eq(q, queue))
+    }
+
+    pub(super) fn leave(&self) {
+        self.busy.fetch_sub(1, SeqCst);
+    }
+}
+
+/// The current generation and its version (bumped by every install).
+#[derive(Debug)]
+pub struct RoutingCell {
+    version: AtomicU64,
+    current: RwLock<Arc<Routing>>,
+}
+
+impl RoutingCell {
+    /// Starts with `routing` as version 1.
+    pub fn new(routing: Routing) -> Self {
+        Self {
+            version: AtomicU64::new(1),
+            current: RwLock::new(Arc::new(routing)),
+        }
+    }
+
+    /// The current generation.
+    pub fn load(&self) -> Arc<Routing> {
+        match self.current.read() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// The current version (one atomic load).
+    pub fn version(&self) -> u64 {
+        self.version.load(SeqCst)
+    }
+
+    /// The current generation and its version, read together.
+    fn load_versioned(&self) -> (Arc<Routing>, u64) {
+        let g = match self.current.read() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        // The version only changes under the write lock.
+        (g.clone(), self.version.load(SeqCst))
+    }
+
+    /// Makes `routing` current; returns the generation it replaced.
+    pub fn install(&self, routing: Routing) -> Arc<Routing> {
+        let routing = Arc::new(routing);
+        let mut g = match self.current.write() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let old = std::mem::replace(&mut *g, routing);
+        self.version.fetch_add(1, SeqCst);
+        old
+    }
+
+    /// Enters the current generation for one batch: returns it (marked busy) and its version.
+    /// `held` is the generation (and version) the caller had; it is reused when still
+    /// current, so the common case takes no lock.
+    pub(super) fn enter(&self, held: (Arc<Routing>, u64)) -> (Arc<Routing>, u64) {
+        let (mut routing, mut version) = held;
+        loop {
+            if self.version() != version {
+                (routing, version) = self.load_versioned();
+            }
+            routing.busy.fetch_add(1, SeqCst);
+            // A reload may have installed a new generation between the load and the
+            // increment; it may already have seen this one idle. Back out and retry.
+            if self.version() == version {
+                return (routing, version);
+            }
+            routing.leave();
+        }
+    }
+}
