@@ -72,7 +72,8 @@ pub(super) struct Live {
     pub(super) queue: Arc<DestinationQueue>,
     /// Its own signals (children of the relay's), so it can be drained or stopped alone.
     signals: DestinationSignals,
-    task: JoinHandle<()>,
+    /// The destination task (`None` once it ended and was joined).
+    task: Option<JoinHandle<()>>,
 }
 
 impl Live {
@@ -95,27 +96,47 @@ impl Live {
             config,
             queue,
             signals,
-            task,
+            task: Some(task),
         }
+    }
+
+    /// Waits for the task, at most `limit` (`None`: as long as it takes); true once it ended.
+    async fn wait(&mut self, limit: Option<Duration>) -> bool {
+        let Some(task) = self.task.as_mut() else {
+            return true;
+        };
+        let ended = match limit {
+            Some(limit) => tokio::time::timeout(limit, task).await.is_ok(),
+            None => {
+                let _ = task.await;
+                true
+            }
+        };
+        if ended {
+            self.task = None;
+        }
+        ended
+    }
+
+    /// Stops the task at once (in-flight data goes back to the queue) and waits for it.
+    async fn stop(&mut self) {
+        self.signals.abort.cancel();
+        self.wait(None).await;
     }
 
     /// Stops the task at once (in-flight data goes back to the queue) and starts a new one
     /// with `config` on the same queue (a reload that changed how the destination is talked
     /// to, or revived it).
-    pub(super) async fn restart(self, config: DestinationConfig, fleet: &FleetSignals) -> Self {
-        self.signals.abort.cancel();
-        let _ = self.task.await;
+    pub(super) async fn restart(mut self, config: DestinationConfig, fleet: &FleetSignals) -> Self {
+        self.stop().await;
         Self::start(config, self.queue, fleet)
     }
 
     /// Waits for the task; after `deadline` it is stopped at once.
     pub(super) async fn join(&mut self, deadline: tokio::time::Instant) {
-        if tokio::time::timeout_at(deadline, &mut self.task)
-            .await
-            .is_err()
-        {
-            self.signals.abort.cancel();
-            let _ = (&mut self.task).await;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if !self.wait(Some(left)).await {
+            self.stop().await;
         }
     }
 }
@@ -215,15 +236,8 @@ async fn retire(
         // A destination known dead stops at once; its data stays in the log.
         live.signals.drain.cancel();
     }
-    let delivered = async {
-        if spill {
-            let _ = tokio::time::timeout(grace, &mut live.task).await;
-        } else {
-            let _ = (&mut live.task).await;
-        }
-    };
     tokio::select! {
-        _ = delivered => {}
+        _ = live.wait(spill.then_some(grace)) => {}
         _ = revive.cancelled() => {
             live.queue.reopen();
             return Outcome::Revived(live);
@@ -231,8 +245,7 @@ async fn retire(
         _ = stop.cancelled() => return Outcome::Interrupted(live),
     }
     // (3) Keep the rest on disk.
-    live.signals.abort.cancel();
-    let _ = (&mut live.task).await;
+    live.stop().await;
     let (dropped, on_disk) = live.queue.shut_down().await;
     info!(destination = %name, left_on_disk = on_disk, dropped,
         "removed destination retired (what it held is in its spill log, replayed if it is added back)");

@@ -144,7 +144,7 @@ enum Slot {
     /// An active destination (index into `Running::active`).
     Active(usize),
     /// A retiring destination, revived.
-    Revived(Live),
+    Revived(Box<Live>),
     /// A newly opened queue.
     Opened(Arc<DestinationQueue>),
 }
@@ -259,11 +259,11 @@ impl Running {
                 slots.push(Slot::Active(i));
                 continue;
             }
-            if let Some(r) = self.retiring.iter().position(|r| r.config.spec == d.spec) {
-                if let Some(live) = self.retiring.swap_remove(r).revive().await {
-                    slots.push(Slot::Revived(live));
-                    continue;
-                }
+            if let Some(r) = self.retiring.iter().position(|r| r.config.spec == d.spec)
+                && let Some(live) = self.retiring.swap_remove(r).revive().await
+            {
+                slots.push(Slot::Revived(Box::new(live)));
+                continue;
             }
             match fleet::open_queue(d) {
                 Ok(q) => slots.push(Slot::Opened(q)),
@@ -279,7 +279,7 @@ impl Running {
         for slot in slots {
             match slot {
                 Slot::Active(_) => {}
-                Slot::Revived(live) => self.retire(live, &shared.removed),
+                Slot::Revived(live) => self.retire(*live, &shared.removed),
                 Slot::Opened(q) => {
                     q.shut_down().await;
                 }

@@ -16,6 +16,7 @@ mod line;
 mod logs;
 mod pickle;
 mod pickle_malicious;
+mod reload;
 mod spill;
 mod spill_log;
 mod tls;
