@@ -29,8 +29,11 @@
 //! and aggregation-rules files, into a validated [`Config`].
 //!
 //! `src/relay/` wires the stages together and owns startup and shutdown order (receivers
-//! first, then queues drain, then destinations close). `src/telemetry/` holds the self-metric
-//! names and the reporter that feeds `carbon.relays.<host>.*` back into the stream. Other
+//! first, then queues drain, then destinations close) and configuration reload (a new routing
+//! generation swapped whole; `src/relay/reload.rs` is the design). `src/telemetry/` holds the
+//! self-metric names, the figures both the reporter (`carbon.relays.<host>.*` back into the
+//! stream) and `/metrics` report, and `src/admin.rs` serves `/metrics`, `/healthz`, `/ready`
+//! and `/destinations`. Other
 //! sources join at step 3 through an [`Ingestor`]: the Kinesis Data Streams reader
 //! (`src/receiver/kinesis/`, Cargo feature `kinesis`) and any embedding program, via
 //! [`RelayHandle::ingestor`]. `src/bench/` (Cargo feature `bench`) is the capacity-planning

@@ -7,7 +7,7 @@
 //! is seen alive afterwards. While idle it watches the socket for EOF, so a carbon-cache that
 //! went away is noticed before the next write rather than by losing that write. Every write
 //! and flush must make progress within the write timeout (see the
-//! [module docs](super#dead-peers)).
+//! destination module docs, "Dead peers").
 
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};

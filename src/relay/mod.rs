@@ -1,14 +1,17 @@
-//! Wires the stages together and owns startup and shutdown order.
+//! Wires the stages together and owns startup, reload and shutdown order.
 //!
-//! Startup: build the router, one queue and one task per destination, then the receivers on
-//! the injected (or configured) sockets, then the self-metrics reporter.
+//! Startup: build the router and one queue per destination; when run, the admin listener
+//! first, then the receivers' sockets, one task per destination, the receivers, then the
+//! self-metrics reporter (`running`). A reload changes the running relay in place
+//! (`reload`, whose module documentation is the design; `fleet` and `listeners` hold the
+//! destinations and sockets it changes).
 //!
 //! Shutdown, once the caller's `shutdown` future completes: stop accepting; let every
 //! connection parse what it already has and flush (bounded by the grace period); close the
 //! queues; let destinations drain until empty or the grace period ends; then write whatever is
 //! still in memory to the destination's spill log (replayed first on the next start), or, for
-//! a memory-only queue, count it as dropped with reason `shutdown` and log it. Completion is tracked, never
-//! slept on.
+//! a memory-only queue, count it as dropped with reason `shutdown` and log it. Completion is
+//! tracked, never slept on.
 
 mod fleet;
 mod listeners;
