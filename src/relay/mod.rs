@@ -143,6 +143,7 @@ impl Relay {
         shutdown: impl Future<Output = ()>,
     ) -> Result<ShutdownReport, RelayError> {
         let shared = self.shared.clone();
+        let _ = shared.runtime.set(tokio::runtime::Handle::current());
         let running = self.start().await?;
         *shared.control.lock().await = Some(running);
         shutdown.await;

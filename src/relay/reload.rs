@@ -109,13 +109,22 @@ pub(super) async fn reload(
     shared: &Arc<Shared>,
     load: impl FnOnce() -> Result<Config, ConfigError>,
 ) -> Result<Reloaded, ReloadError> {
-    let result = async {
-        let config = load()?;
-        let mut control = shared.control.lock().await;
-        let running = control.as_mut().ok_or(ReloadError::NotRunning)?;
-        running.reload(shared, config).await
-    }
-    .await;
+    let result = match (load(), shared.runtime.get()) {
+        (Err(e), _) => Err(e.into()),
+        (Ok(_), None) => Err(ReloadError::NotRunning),
+        (Ok(config), Some(runtime)) => {
+            // On the relay's runtime: the tasks a reload starts belong to the relay.
+            let shared = shared.clone();
+            runtime
+                .spawn(async move {
+                    let mut control = shared.control.lock().await;
+                    let running = control.as_mut().ok_or(ReloadError::NotRunning)?;
+                    running.reload(&shared, config).await
+                })
+                .await
+                .unwrap_or(Err(ReloadError::NotRunning))
+        }
+    };
     match &result {
         Ok(r) => {
             shared.count_reload(true);

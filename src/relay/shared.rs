@@ -26,6 +26,9 @@ pub(crate) struct Shared {
     pub(super) control: tokio::sync::Mutex<Option<Running>>,
     /// Queues of destinations a reload removed that still hold data.
     pub(super) removed: Arc<Mutex<Vec<Arc<DestinationQueue>>>>,
+    /// The runtime the relay runs on (set by `Relay::run`): a reload requested from another
+    /// runtime spawns the relay's tasks here.
+    pub(super) runtime: std::sync::OnceLock<tokio::runtime::Handle>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -60,6 +63,7 @@ impl Shared {
             },
             control: tokio::sync::Mutex::new(None),
             removed: Arc::new(Mutex::new(Vec::new())),
+            runtime: std::sync::OnceLock::new(),
         }
     }
 

@@ -398,3 +398,103 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Awaits `f` on a runtime of the test thread's own (the relay runs on another).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f)
+}
+
+/// A memory-only destination that is down when a reload removes it keeps what it holds (it
+/// has nowhere else to go); added back, the same queue is revived and delivers it all.
+#[test]
+fn removed_destination_added_back_before_it_is_retired_keeps_its_queue() {
+    use support::relay::{TestRelay, config_for};
+    let up = CountingSink::start("a", SinkProtocol::Pickle);
+    let down_port = support::free_ports(1)[0];
+    let a = format!("127.0.0.1:{}:a", up.port());
+    let b = format!("127.0.0.1:{down_port}:b");
+    let both = config_for(&[a.clone(), b.clone()], "");
+    let relay = TestRelay::start(&both);
+    let send = |from: u64, n: u64| {
+        let mut c = TcpStream::connect(relay.line).expect("connect");
+        let mut buf = Vec::new();
+        for i in from..from + n {
+            buf.extend_from_slice(format!("rv.n{} {i} 1700000000\n", i % 100).as_bytes());
+        }
+        c.write_all(&buf).expect("write");
+    };
+    send(0, 2_000);
+    let s = relay.wait_stats("b holds its share", WAIT, |s| {
+        s.received == 2_000 && s.destinations[1].queued == s.destinations[1].routed
+    });
+    let held = s.destinations[1].routed;
+    assert!(held > 0);
+
+    let reloaded = block_on(
+        relay
+            .handle
+            .reload(Config::from_toml_str(&config_for(&[a.clone()], "")).expect("config")),
+    )
+    .expect("reload removing b");
+    assert!(
+        reloaded
+            .changes
+            .iter()
+            .any(|c| c == &format!("destinations removed: {b}")),
+        "{reloaded:?}"
+    );
+    send(2_000, 1_000);
+    let s = relay.wait_stats(
+        "new data goes to a only; b still holds its share",
+        WAIT,
+        |s| {
+            s.received == 3_000
+                && s.destinations.len() == 1
+                && s.destinations[0].sent == s.destinations[0].routed
+                && s.removed.len() == 1
+        },
+    );
+    assert_eq!(s.removed[0].name, b);
+    assert_eq!(s.removed[0].queued, held, "b keeps what it held");
+    assert_eq!(s.destinations[0].routed, 3_000 - held);
+
+    let reloaded = block_on(
+        relay
+            .handle
+            .reload(Config::from_toml_str(&both).expect("config")),
+    )
+    .expect("reload adding b back");
+    assert!(
+        reloaded
+            .changes
+            .iter()
+            .any(|c| c == &format!("destinations added back: {b}")),
+        "{reloaded:?}"
+    );
+    let sink_b = CountingSink::start_on("b", SinkProtocol::Pickle, down_port);
+    sink_b.wait_for_count(held as usize, WAIT);
+    let s = relay.wait_stats("b delivered", WAIT, |s| s.destinations[1].queued == 0);
+    assert_eq!(
+        s.destinations[1].sent, held,
+        "the same queue and books, revived"
+    );
+    assert!(s.removed.is_empty());
+    assert_eq!(up.count() as u64, 3_000 - held);
+    // A file that does not validate is rejected; the relay goes on as it was.
+    let bad = block_on(relay.handle.reload_with(|| {
+        Config::from_toml_str(
+            "[router]\nreplication_factor = 0\n[destinations]\nservers = [\"127.0.0.1:1:a\"]\n",
+        )
+    }));
+    assert!(
+        matches!(bad, Err(anthracite::ReloadError::Config(_))),
+        "{bad:?}"
+    );
+    let s = relay.handle.stats();
+    assert_eq!((s.reloads.applied, s.reloads.rejected), (2, 1));
+    assert_eq!(s.destinations.len(), 2);
+}
