@@ -291,17 +291,7 @@ fn ready_is_503_before_listeners_are_bound_and_during_shutdown() {
         status == 503
     });
     assert!(body.contains("shutting down"), "{status} {body}");
-    let deadline = Instant::now() + WAIT;
-    let exited = loop {
-        if let Some(status) = child.exited() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "relay did not exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let exited = child.wait_exit(WAIT, "did not exit after SIGTERM");
     assert!(exited.success(), "exit {exited}:\n{}", child.log_tail(30));
     assert!(
         get(admin, "/ready").is_err(),

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anthracite::Config;
 use anthracite::unstable::config::router_spec;
 use anthracite::unstable::router::Router;
-use support::http::{get, parse_metrics, value};
+use support::http::{get, parse_metrics, value, wait_ready};
 use support::process::ManagedChild;
 
 /// Datapoints offered per second, and per tick of the sender.
@@ -143,12 +143,7 @@ fn hung_destination_spills_without_slowing_the_other_and_everything_arrives() {
     let relay_log = dir.path().join("relay.log");
     let mut relay = ManagedChild::spawn("anthracite", cmd, relay_log.clone());
     let admin: SocketAddr = ([127, 0, 0, 1], admin_port).into();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !matches!(get(admin, "/ready"), Ok((200, _))) {
-        relay.assert_running("the relay to be ready");
-        assert!(Instant::now() < deadline, "relay not ready");
-        thread::sleep(Duration::from_millis(20));
-    }
+    wait_ready(admin, &mut relay);
 
     let seq = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -288,17 +283,10 @@ fn sigterm_does_not_wait_the_grace_period_for_a_dead_destination() {
     }
     signal("-TERM", &relay);
     // Far less than the grace period: a relay that waited for it would fail here.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = relay.exited() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "SIGTERM waited for a dead destination"
-        );
-        thread::sleep(Duration::from_millis(20));
-    };
+    let status = relay.wait_exit(
+        Duration::from_secs(60),
+        "SIGTERM waited for a dead destination",
+    );
     assert!(status.success(), "{status}");
     let log = std::fs::read_to_string(&relay.log).expect("log");
     assert!(log.contains("known dead at shutdown"), "{log}");

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anthracite::Config;
 use anthracite::unstable::config::router_spec;
 use anthracite::unstable::router::Router;
-use support::http::{get, parse_metrics, value};
+use support::http::{get, parse_metrics, value, wait_ready};
 use support::process::ManagedChild;
 use support::sink::{CountingSink, SinkProtocol};
 
@@ -140,12 +140,7 @@ fn reload_under_load_keeps_connections_routes_by_the_config_in_force_and_loses_n
     let relay_log = dir.path().join("relay.log");
     let mut relay = ManagedChild::spawn("anthracite", cmd, relay_log.clone());
     let admin: SocketAddr = ([127, 0, 0, 1], p.admin).into();
-    let deadline = Instant::now() + WAIT;
-    while !matches!(get(admin, "/ready"), Ok((200, _))) {
-        relay.assert_running("ready");
-        assert!(Instant::now() < deadline, "relay not ready");
-        thread::sleep(Duration::from_millis(20));
-    }
+    wait_ready(admin, &mut relay);
 
     // Four senders at a steady rate; each notes the epoch it saw at every write.
     let epoch = Arc::new(AtomicUsize::new(0));
@@ -437,7 +432,7 @@ fn removed_destination_added_back_before_it_is_retired_keeps_its_queue() {
     let reloaded = block_on(
         relay
             .handle
-            .reload(Config::from_toml_str(&config_for(&[a.clone()], "")).expect("config")),
+            .reload(Config::from_toml_str(&config_for(std::slice::from_ref(&a), "")).expect("config")),
     )
     .expect("reload removing b");
     assert!(

@@ -70,6 +70,25 @@ impl ManagedChild {
         }
     }
 
+    /// Waits for the child to exit (after a signal the test sent); panics with `what` and the
+    /// log tail after `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration, what: &str) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.exited() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} (pid {}): {what}\n{}",
+                self.label,
+                self.pid(),
+                self.log_tail(30)
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Stops the child: SIGTERM, wait up to 5 s, then SIGKILL. Idempotent.
     pub fn stop(&mut self) {
         if self.exited().is_some() {
