@@ -491,7 +491,7 @@ impl Ingestor {
                 .unwrap_or(dest),
             None => dest,
         };
-        let Some(q) = self.routing.queues.get(dest).cloned() else {
+        let Some(q) = self.routing.queues.get(dest) else {
             return;
         };
         if !q.stats().is_connected() {

@@ -298,3 +298,44 @@ fn ready_is_503_before_listeners_are_bound_and_during_shutdown() {
         "admin listener closed at exit"
     );
 }
+
+/// Two relays in one process keep their own books: each `/metrics` renders its own counts (no
+/// global recorder is involved).
+#[test]
+fn two_relays_in_one_process_render_their_own_metrics() {
+    let sink = CountingSink::start("s", SinkProtocol::Pickle);
+    let ports = support::free_ports(2);
+    let dest = [format!("127.0.0.1:{}:a", sink.port())];
+    let relays: Vec<(TestRelay, SocketAddr)> = ports
+        .iter()
+        .map(|&p| {
+            let admin = format!("[admin]\nlisten = \"127.0.0.1:{p}\"\n");
+            (
+                TestRelay::start(&config_for(&dest, &admin)),
+                SocketAddr::from(([127, 0, 0, 1], p)),
+            )
+        })
+        .collect();
+    for (n, (relay, _)) in [100u64, 40].iter().zip(&relays) {
+        let points: Vec<(String, i64, f64)> = (0..*n)
+            .map(|i| (format!("two.m{i}"), 1_700_000_000, i as f64))
+            .collect();
+        support::send_lines(relay.line, &points);
+        relay.wait_stats("received", WAIT, |s| s.destinations[0].sent == *n);
+    }
+    for (n, (_, admin)) in [100.0, 40.0].iter().zip(&relays) {
+        let (_, text) = get(*admin, "/metrics").expect("scrape");
+        let m = parse_metrics(&text);
+        let d = [("destination", dest[0].as_str())];
+        assert_eq!(
+            value(
+                &m,
+                "anthracite_received_datapoints_total",
+                &[("source", "line_tcp")]
+            ),
+            Some(*n)
+        );
+        assert_eq!(value(&m, "anthracite_sent_datapoints_total", &d), Some(*n));
+    }
+    assert_eq!(sink.count(), 140);
+}

@@ -135,8 +135,12 @@ fn reload_under_load_keeps_connections_routes_by_the_config_in_force_and_loses_n
         .collect();
     let config_path = dir.path().join("relay.toml");
     std::fs::write(&config_path, &c0).expect("write config");
+    let pid_file = dir.path().join("relay.pid");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
-    cmd.args(["run", "--config"]).arg(&config_path);
+    cmd.args(["run", "--config"])
+        .arg(&config_path)
+        .arg("--pid-file")
+        .arg(&pid_file);
     let relay_log = dir.path().join("relay.log");
     let mut relay = ManagedChild::spawn("anthracite", cmd, relay_log.clone());
     let admin: SocketAddr = ([127, 0, 0, 1], p.admin).into();
@@ -207,10 +211,20 @@ fn reload_under_load_keeps_connections_routes_by_the_config_in_force_and_loses_n
             thread::sleep(Duration::from_millis(5));
         }
         std::fs::write(&config_path, text).expect("write config");
-        let hup = Command::new("kill")
-            .args(["-HUP", &relay.pid().to_string()])
-            .status()
-            .expect("send SIGHUP");
+        // `kill -HUP`, and once `anthracite reload` with the pid file the relay wrote.
+        let hup = if k == 3 {
+            Command::new(env!("CARGO_BIN_EXE_anthracite"))
+                .arg("reload")
+                .arg("--pid-file")
+                .arg(&pid_file)
+                .status()
+                .expect("run anthracite reload")
+        } else {
+            Command::new("kill")
+                .args(["-HUP", &relay.pid().to_string()])
+                .status()
+                .expect("send SIGHUP")
+        };
         assert!(hup.success());
         if *valid {
             applied += 1.0;
@@ -346,6 +360,7 @@ fn reload_under_load_keeps_connections_routes_by_the_config_in_force_and_loses_n
     );
     drop(conns);
     relay.stop();
+    assert!(!pid_file.exists(), "the pid file is removed at exit");
     let log = std::fs::read_to_string(&relay_log).expect("relay log");
     assert!(!log.contains("panicked"), "{log}");
     let reloaded: Vec<&str> = log
@@ -429,12 +444,11 @@ fn removed_destination_added_back_before_it_is_retired_keeps_its_queue() {
     let held = s.destinations[1].routed;
     assert!(held > 0);
 
-    let reloaded = block_on(
-        relay
-            .handle
-            .reload(Config::from_toml_str(&config_for(std::slice::from_ref(&a), "")).expect("config")),
-    )
-    .expect("reload removing b");
+    let reloaded =
+        block_on(relay.handle.reload(
+            Config::from_toml_str(&config_for(std::slice::from_ref(&a), "")).expect("config"),
+        ))
+        .expect("reload removing b");
     assert!(
         reloaded
             .changes
