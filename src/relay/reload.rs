@@ -227,11 +227,14 @@ impl Running {
                 message: "Kinesis sources cannot change while the relay runs".into(),
             });
         }
-        let running = self
-            .active
-            .iter()
-            .map(|l| &l.config)
-            .chain(self.retiring.iter().map(|r| &r.config));
+        // A finished retirement closed its queue: the destination may come back with other
+        // queue settings.
+        let running = self.active.iter().map(|l| &l.config).chain(
+            self.retiring
+                .iter()
+                .filter(|r| !r.is_finished())
+                .map(|r| &r.config),
+        );
         for prev in running {
             let Some((i, d)) = new
                 .destinations
@@ -362,7 +365,6 @@ impl Running {
             self.active.push(live);
         }
         // The next generation, installed in one step.
-        let current = self.pipeline.routing();
         let lists = new.ingest.lists.as_ref().map(ListWatcher::new);
         let queues: Arc<[Arc<DestinationQueue>]> =
             self.active.iter().map(|l| l.queue.clone()).collect();
@@ -375,7 +377,6 @@ impl Running {
         };
         next.min_timestamp_resolution = new.ingest.min_timestamp_resolution;
         next.tag_relay_normalized = new.ingest.tag_relay_normalized;
-        drop(current);
         let replaced = self.pipeline.install(next);
         self.past.push(replaced);
         // Retire what the new configuration no longer names.
