@@ -318,7 +318,10 @@ fn lease_config(
 ) -> Result<Option<LeaseConfig>, (String, String)> {
     if raw.lease_table.is_empty() {
         for (key, set) in [
-            ("dynamodb_endpoint_url", !raw.dynamodb_endpoint_url.is_empty()),
+            (
+                "dynamodb_endpoint_url",
+                !raw.dynamodb_endpoint_url.is_empty(),
+            ),
             ("worker_id", !raw.worker_id.is_empty()),
             ("lease_duration_secs", raw.lease_duration_secs.is_some()),
         ] {
@@ -408,7 +411,9 @@ pub fn validate_all(
         {
             return Err((
                 format!("{key}.lease_table"),
-                format!("table {t:?} is already used by another [[kinesis]] entry: a lease table holds one stream"),
+                format!(
+                    "table {t:?} is already used by another [[kinesis]] entry: a lease table holds one stream"
+                ),
             ));
         }
         out.push(k);

@@ -96,9 +96,7 @@ impl Readers {
             self.ctx.stats.event(ShardEvent::Started(id.clone()));
             self.tokens.insert(id.clone(), token.clone());
             let key = id.clone();
-            let handle = self
-                .set
-                .spawn(async move { (id, reader.run(token).await) });
+            let handle = self.set.spawn(async move { (id, reader.run(token).await) });
             self.task_ids.insert(handle.id(), key);
         }
     }
@@ -283,7 +281,7 @@ pub(crate) async fn run(parts: Parts, shutdown: CancellationToken) -> Result<(),
     // Released even after a failed final checkpoint: a peer re-reads from the last one
     // committed now rather than a lease duration later.
     if let Some(l) = &leases {
-        l.release_all().await;
+        l.release_all(std::time::Instant::now()).await;
     }
     saved.map_err(|source| KinesisError::Checkpoint {
         stream: config.stream_name.clone(),

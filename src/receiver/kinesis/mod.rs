@@ -55,9 +55,9 @@ mod stats;
 use std::sync::Arc;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::config::retry::RetryConfig;
-use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::KinesisConfig;
@@ -238,7 +238,10 @@ fn lease_worker(
     if let Some(url) = &lease.dynamodb_endpoint_url {
         ddb = ddb.endpoint_url(url);
     }
-    let table = DynamoDbTable::new(aws_sdk_dynamodb::Client::from_conf(ddb.build()), &lease.table);
+    let table = DynamoDbTable::new(
+        aws_sdk_dynamodb::Client::from_conf(ddb.build()),
+        &lease.table,
+    );
     let initial = match config.initial_position {
         InitialPosition::TrimHorizon => Checkpoint::TrimHorizon,
         InitialPosition::Latest => Checkpoint::Latest,

@@ -211,10 +211,9 @@ impl Graph {
     /// Lease mode: follows the table and the leases held.
     pub fn apply_view(&mut self, view: &LeaseView) {
         for (id, row) in &view.rows {
-            let node = self
-                .nodes
-                .entry(id.clone())
-                .or_insert_with(|| Node::new(row.parents.clone(), Run::Waiting, StartAt::TrimHorizon));
+            let node = self.nodes.entry(id.clone()).or_insert_with(|| {
+                Node::new(row.parents.clone(), Run::Waiting, StartAt::TrimHorizon)
+            });
             node.parents.clone_from(&row.parents);
             if row.ended && node.run == Run::Waiting {
                 node.run = Run::Ended;

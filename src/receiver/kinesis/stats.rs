@@ -1,8 +1,8 @@
 //! Counters of one Kinesis source, updated once per GetRecords batch and mirrored to the
 //! `metrics` facade (names in [`crate::telemetry::names::kinesis`]).
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 use metrics::{Counter, Gauge, counter, gauge};
 

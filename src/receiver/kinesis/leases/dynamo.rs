@@ -53,7 +53,13 @@ impl DynamoDbTable {
     }
 
     async fn describe(&self) -> Result<Option<TableStatus>, TableError> {
-        match self.client.describe_table().table_name(&self.table).send().await {
+        match self
+            .client
+            .describe_table()
+            .table_name(&self.table)
+            .send()
+            .await
+        {
             Ok(out) => Ok(Some(
                 out.table()
                     .and_then(|t| t.table_status().cloned())
@@ -220,12 +226,12 @@ pub fn parse_item(item: &HashMap<String, AttributeValue>) -> Result<Lease, (Stri
         v.sort();
         Ok(v)
     };
-    let counter = number(attr::LEASE_COUNTER)?
-        .ok_or_else(|| bad(format!("no {}", attr::LEASE_COUNTER)))?;
+    let counter =
+        number(attr::LEASE_COUNTER)?.ok_or_else(|| bad(format!("no {}", attr::LEASE_COUNTER)))?;
     let cp = string(attr::CHECKPOINT)?.unwrap_or_else(|| sentinel::TRIM_HORIZON.to_string());
     let sub = number(attr::CHECKPOINT_SUB_SEQUENCE)?.unwrap_or(0);
-    let checkpoint = Checkpoint::from_attrs(&cp, sub)
-        .map_err(|e| bad(format!("{}: {e}", attr::CHECKPOINT)))?;
+    let checkpoint =
+        Checkpoint::from_attrs(&cp, sub).map_err(|e| bad(format!("{}: {e}", attr::CHECKPOINT)))?;
     let hash_range = match (
         string(attr::STARTING_HASH_KEY)?,
         string(attr::ENDING_HASH_KEY)?,
@@ -497,8 +503,10 @@ mod tests {
             owner: Some("host-1".into()),
             counter: 7,
             checkpoint: Checkpoint::At(Position {
-                sequence: SequenceNumber::new("49590338271490256608559692538361571095921575989136588802")
-                    .unwrap_or_else(|e| panic!("{e}")),
+                sequence: SequenceNumber::new(
+                    "49590338271490256608559692538361571095921575989136588802",
+                )
+                .unwrap_or_else(|e| panic!("{e}")),
                 sub_sequence: 3,
             }),
             owner_switches: 2,
@@ -530,12 +538,7 @@ mod tests {
             counter: 4,
             owner: None,
         };
-        let x = expressions(
-            &fence,
-            &Update::Take {
-                worker: "w".into(),
-            },
-        );
+        let x = expressions(&fence, &Update::Take { worker: "w".into() });
         assert!(x.condition.contains("attribute_not_exists(#lo)"));
         assert!(!x.update.contains("#sw"), "no owner switch from nobody");
         assert_eq!(x.values.len(), 3, "{:?}", x.values.keys());
@@ -543,12 +546,7 @@ mod tests {
             counter: 4,
             owner: Some("old".into()),
         };
-        let x = expressions(
-            &fence,
-            &Update::Take {
-                worker: "w".into(),
-            },
-        );
+        let x = expressions(&fence, &Update::Take { worker: "w".into() });
         assert!(x.update.contains("#sw"));
         let x = expressions(&fence, &Update::Checkpoint(Checkpoint::TrimHorizon));
         assert!(!x.update.contains("#lc"), "a checkpoint keeps the counter");

@@ -12,34 +12,45 @@ use tokio_util::sync::CancellationToken;
 use super::lease::{Checkpoint, Lease};
 use super::table::{Fence, LeaseTable, Outcome, TableError, Update};
 
-/// Whether a shard's lease is still this worker's: lost at once when a write fails its
-/// condition, and expired by this worker's own clock when no renewal succeeded for one lease
-/// duration (a peer may take it from then on).
+/// Whether a shard's lease is this worker's to read: lost at once when a write fails its
+/// condition, expired by this worker's own clock when no renewal succeeded for one lease
+/// duration (a peer may take it from then on), and — after a steal — not yet valid until the
+/// previous owner's lease has certainly lapsed.
 #[derive(Debug)]
 pub struct LeaseGuard {
     base: Instant,
+    /// Nanoseconds after `base`.
+    valid_from: AtomicU64,
     /// Nanoseconds after `base`.
     valid_until: AtomicU64,
     lost: CancellationToken,
 }
 
+fn nanos_after(base: Instant, t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(base).as_nanos()).unwrap_or(u64::MAX)
+}
+
 impl LeaseGuard {
-    fn new(valid_until: Instant) -> Self {
-        let g = Self {
-            base: valid_until,
-            valid_until: AtomicU64::new(0),
+    fn new(base: Instant, valid_from: Instant, valid_until: Instant) -> Self {
+        Self {
+            base,
+            valid_from: AtomicU64::new(nanos_after(base, valid_from)),
+            valid_until: AtomicU64::new(nanos_after(base, valid_until)),
             lost: CancellationToken::new(),
-        };
-        g.extend(valid_until);
-        g
+        }
     }
 
-    /// Valid at `now`: not lost, and renewed within one lease duration.
+    /// Valid at `now`: not lost, past any steal delay, renewed within one lease duration.
     pub fn valid_at(&self, now: Instant) -> bool {
+        let t = nanos_after(self.base, now);
         !self.lost.is_cancelled()
-            && now
-                .checked_duration_since(self.base)
-                .is_none_or(|d| d.as_nanos() < u128::from(self.valid_until.load(Relaxed)))
+            && t >= self.valid_from.load(Relaxed)
+            && t < self.valid_until.load(Relaxed)
+    }
+
+    /// Stolen so recently that the previous owner may still be reading.
+    pub fn pending_at(&self, now: Instant) -> bool {
+        nanos_after(self.base, now) < self.valid_from.load(Relaxed)
     }
 
     /// Valid now.
@@ -53,9 +64,8 @@ impl LeaseGuard {
     }
 
     fn extend(&self, until: Instant) {
-        let nanos = until.saturating_duration_since(self.base).as_nanos();
         self.valid_until
-            .store(u64::try_from(nanos).unwrap_or(u64::MAX), Relaxed);
+            .store(nanos_after(self.base, until), Relaxed);
     }
 
     fn lose(&self) {
@@ -178,10 +188,24 @@ impl Holder {
     }
 
     /// Records a lease this worker just took: `row` as it was before the take, `sent` when the
-    /// take was sent (validity counts from then, never from the answer).
-    pub fn insert_taken(&mut self, row: &Lease, sent: Instant) -> Arc<LeaseGuard> {
+    /// take was sent (validity counts from then, never from the answer), `answered` when it
+    /// was answered. A stolen lease's previous owner may read until its last renewal + one
+    /// lease duration, which is before `answered` + one lease duration: the new guard is not
+    /// valid before that, so no two workers ever read one shard at the same time.
+    pub fn insert_taken(
+        &mut self,
+        row: &Lease,
+        sent: Instant,
+        answered: Instant,
+        steal: bool,
+    ) -> Arc<LeaseGuard> {
         let valid_until = sent + self.duration;
-        let guard = Arc::new(LeaseGuard::new(valid_until));
+        let valid_from = if steal {
+            answered + self.duration
+        } else {
+            sent
+        };
+        let guard = Arc::new(LeaseGuard::new(sent, valid_from, valid_until));
         self.tenures += 1;
         if let Some(old) = self.leases.insert(
             row.key.clone(),
@@ -330,13 +354,23 @@ impl Holder {
     }
 
     /// Releases every held lease (graceful shutdown, after the final checkpoint): peers may
-    /// take them at once. Returns how many were released and the errors.
-    pub async fn release_all(&mut self, table: &Arc<dyn LeaseTable>) -> (usize, Vec<TableError>) {
+    /// take them at once. A lease stolen so recently that its previous owner may still be
+    /// reading is not released but left to expire, so the next owner waits for that too.
+    /// Returns how many were released and the errors.
+    pub async fn release_all(
+        &mut self,
+        table: &Arc<dyn LeaseTable>,
+        now: Instant,
+    ) -> (usize, Vec<TableError>) {
         let mut calls = JoinSet::new();
         for (key, held) in std::mem::take(&mut self.leases) {
             held.guard.lose();
+            if held.guard.pending_at(now) {
+                continue;
+            }
             let (table, fence) = (table.clone(), self.fence(&held));
-            calls.spawn(async move { fenced(table.as_ref(), &key, &fence, &Update::Release).await });
+            calls
+                .spawn(async move { fenced(table.as_ref(), &key, &fence, &Update::Release).await });
         }
         let mut released = 0;
         let mut errors = Vec::new();

@@ -160,7 +160,10 @@ mod tests {
         assert_eq!(p.create[0].parents, ["s1", "s2"]);
         assert_eq!(
             p.add_children,
-            [("s1".to_string(), "s3".to_string()), ("s2".into(), "s3".into())]
+            [
+                ("s1".to_string(), "s3".to_string()),
+                ("s2".into(), "s3".into())
+            ]
         );
         assert_eq!(p.migrated, 0);
     }
@@ -177,6 +180,9 @@ mod tests {
         };
         let p = plan(&[shard("s1", &["old"], false)], &rows, &initial);
         assert_eq!(p.delete, ["old"]);
-        assert!(plan(&[], &rows, &initial).delete.is_empty(), "no listing, no delete");
+        assert!(
+            plan(&[], &rows, &initial).delete.is_empty(),
+            "no listing, no delete"
+        );
     }
 }

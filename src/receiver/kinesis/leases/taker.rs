@@ -65,7 +65,8 @@ impl Observer {
     fn available(&self, s: &Seen, now: Instant) -> bool {
         !s.lease.ended()
             && (s.lease.owner.is_none()
-                || s.changed_at.is_none_or(|t| now.saturating_duration_since(t) > self.duration))
+                || s.changed_at
+                    .is_none_or(|t| now.saturating_duration_since(t) > self.duration))
     }
 
     /// The leases worker `me` (holding `held`) should take at `now`:
@@ -187,7 +188,12 @@ mod tests {
         // First seen owned: counts as renewed at t0.
         assert!(o.plan("me", &held(&[]), t0 + d, &mut rng).is_empty());
         o.observe(vec![lease("a", Some("w1"), 5)], t0 + d);
-        let plan = o.plan("me", &held(&[]), t0 + d + Duration::from_millis(1), &mut rng);
+        let plan = o.plan(
+            "me",
+            &held(&[]),
+            t0 + d + Duration::from_millis(1),
+            &mut rng,
+        );
         assert_eq!(plan.len(), 1);
         assert!(!plan[0].steal);
         // A renewal resets the observer's timer.

@@ -249,7 +249,11 @@ impl Leases {
             let r = fenced(self.table.as_ref(), &lease.key, &fence, &take).await;
             match self.ok(r) {
                 Some((Outcome::Written, _)) => {
-                    self.holder.lock().await.insert_taken(lease, sent);
+                    let answered = clock();
+                    self.holder
+                        .lock()
+                        .await
+                        .insert_taken(lease, sent, answered, choice.steal);
                     self.metrics.taken(choice.steal);
                     info!(
                         stream = %self.settings.stream,
@@ -350,10 +354,11 @@ impl Leases {
         }
     }
 
-    /// Releases every held lease (graceful shutdown, after the final checkpoint).
-    pub async fn release_all(&self) {
+    /// Releases every held lease (graceful shutdown, after the final checkpoint); `now` is
+    /// when the releases are sent.
+    pub async fn release_all(&self, now: Instant) {
         let mut holder = self.holder.lock().await;
-        let (released, errors) = holder.release_all(&self.table).await;
+        let (released, errors) = holder.release_all(&self.table, now).await;
         for e in errors {
             self.ok::<()>(Err(e));
         }
