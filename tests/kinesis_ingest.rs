@@ -2,6 +2,7 @@
 //! positions, configuration through the relay, a missing stream, a corrupt checkpoint.
 #![cfg(feature = "kinesis")]
 
+mod support;
 mod support_kinesis;
 
 use std::time::Duration;

@@ -2,6 +2,7 @@
 //! resharding, injected throttles and expiries, a full downstream.
 #![cfg(feature = "kinesis")]
 
+mod support;
 mod support_kinesis;
 
 use std::sync::Arc;
