@@ -204,9 +204,9 @@ pub(crate) async fn run(parts: Parts, shutdown: CancellationToken) -> Result<(),
             Some((shard, exit)) = readers.next(), if !readers.is_empty() => {
                 let node = shard.as_deref().and_then(|s| graph.get_mut(s));
                 match (node, exit) {
-                    (Some(n), Some(ReaderExit::Ended { children })) => {
-                        n.run = Run::Ended;
+                    (Some(_), Some(ReaderExit::Ended { children })) => {
                         let shard = shard.unwrap_or_default();
+                        graph.reader_ended(&shard);
                         stats.event(ShardEvent::Ended(shard));
                         // Shard end is a commit point: the children must never restart the
                         // parent after a crash (with leases: SHARD_END releases the lease).

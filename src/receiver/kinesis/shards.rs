@@ -100,6 +100,9 @@ pub(crate) async fn list_shards(
 pub(crate) enum Run {
     Waiting,
     Running,
+    /// Lease mode: read to the end here; ended once the table's row holds `SHARD_END` (the
+    /// write can fail if the lease was stolen meanwhile, and then its new owner reads it).
+    Finishing,
     Ended,
 }
 
@@ -146,6 +149,15 @@ impl Graph {
 
     pub fn get_mut(&mut self, id: &str) -> Option<&mut Node> {
         self.nodes.get_mut(id)
+    }
+
+    /// A reader reached the shard's end (file mode: the shard is ended; lease mode: once the
+    /// table says so).
+    pub fn reader_ended(&mut self, id: &str) {
+        let leased = self.leased;
+        if let Some(n) = self.nodes.get_mut(id) {
+            n.run = if leased { Run::Finishing } else { Run::Ended };
+        }
     }
 
     /// File mode: children GetRecords named at the end of a shard join at once.
@@ -215,8 +227,12 @@ impl Graph {
                 Node::new(row.parents.clone(), Run::Waiting, StartAt::TrimHorizon)
             });
             node.parents.clone_from(&row.parents);
-            if row.ended && node.run == Run::Waiting {
-                node.run = Run::Ended;
+            let held = view.held.contains_key(id);
+            match node.run {
+                Run::Waiting | Run::Finishing if row.ended => node.run = Run::Ended,
+                // The lease went elsewhere before `SHARD_END` was recorded.
+                Run::Finishing if !held => node.run = Run::Waiting,
+                _ => {}
             }
         }
         for (id, node) in self.nodes.iter_mut() {

@@ -365,12 +365,6 @@ impl Leases {
         info!(stream = %self.settings.stream, worker = %self.settings.worker, released, "shard leases released");
         self.publish(&holder);
     }
-
-    /// A row, for tests and diagnostics.
-    #[cfg(test)]
-    pub async fn row(&self, key: &str) -> Option<super::lease::Lease> {
-        self.table.get(key).await.ok().flatten()
-    }
 }
 
 /// Starts the renewer (every lease duration ÷ 3) and the taker (as often, and when woken);
