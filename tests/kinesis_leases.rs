@@ -209,8 +209,8 @@ async fn three_relays_on_six_shards_deliver_everything_each_shard_owned_once_bal
     }
 }
 
-/// Starts three relays (each with its own sink) and waits until they hold two leases each,
-/// before any record is written.
+/// Starts three relays (each with its own sink) and waits until they hold two leases each
+/// and have settled, before any record is written.
 async fn balanced_trio(w: &World) -> (Vec<RelayProcess>, Vec<Received>, Sampler) {
     let mut sinks = Vec::new();
     let mut relays = Vec::new();
@@ -220,8 +220,11 @@ async fn balanced_trio(w: &World) -> (Vec<RelayProcess>, Vec<Received>, Sampler)
         sinks.push(received);
     }
     let sampler = w.sampler();
-    wait_for("two leases each", LONG, || {
-        let done = balanced(&sampler.last(), &[("r0", 2), ("r1", 2), ("r2", 2)]);
+    // Balanced, and no steal still waiting for its victim's lease to lapse: from here on,
+    // no lease moves unless the test moves it.
+    wait_for("two leases each, settled", LONG, || {
+        let done = balanced(&sampler.last(), &[("r0", 2), ("r1", 2), ("r2", 2)])
+            && sampler.unchanged_for(fleet::SETTLED_SAMPLES);
         async move { done }
     })
     .await;
@@ -645,8 +648,16 @@ async fn split_and_merge_while_three_relays_run_parents_before_children_nothing_
             assert!(pair[0] < pair[1], "{key}: {} before {}", pair[0], pair[1]);
         }
     }
-    let last = samples.last().expect("samples");
-    let row = |k: &str| last.row(k).unwrap_or_else(|| panic!("no row {k}")).clone();
+    let last = fleet::table(&w.ddb.endpoint, &w.table)
+        .scan()
+        .await
+        .expect("scan");
+    let row = |k: &str| {
+        last.iter()
+            .find(|r| r.key == k)
+            .unwrap_or_else(|| panic!("no row {k}"))
+            .clone()
+    };
     let mut kids = children.clone();
     kids.sort();
     assert_eq!(row(&parent).children, kids);

@@ -15,6 +15,10 @@ use crate::support::process::ManagedChild;
 /// The lease settings every fleet test uses: short, so failover happens within seconds.
 pub const LEASE_SECS: f64 = 3.0;
 
+/// Samples (100 ms apart, plus the scan) spanning more than a lease duration and a taker
+/// cycle: after a steal, the thief reads only once the victim's lease has lapsed.
+pub const SETTLED_SAMPLES: usize = 45;
+
 /// One relay's settings.
 pub struct RelaySpec<'a> {
     pub worker: &'a str,
@@ -196,6 +200,21 @@ impl Sampler {
 
     pub fn last(&self) -> Option<Sample> {
         self.samples.lock().expect("samples").last().cloned()
+    }
+
+    /// Whether the last `n` samples all show the same owner for every row.
+    pub fn unchanged_for(&self, n: usize) -> bool {
+        let v = self.samples.lock().expect("samples");
+        let Some(tail) = v.len().checked_sub(n).map(|from| &v[from..]) else {
+            return false;
+        };
+        let owners = |s: &Sample| -> Vec<(String, Option<String>)> {
+            s.rows
+                .iter()
+                .map(|r| (r.key.clone(), r.owner.clone()))
+                .collect()
+        };
+        tail.windows(2).all(|w| owners(&w[0]) == owners(&w[1]))
     }
 
     pub async fn stop(self) -> Vec<Sample> {
