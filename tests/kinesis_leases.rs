@@ -662,8 +662,8 @@ async fn split_and_merge_while_three_relays_run_parents_before_children_nothing_
     kids.sort();
     assert_eq!(row(&parent).children, kids);
     for c in &children {
-        assert_eq!(row(c).parents, [parent.clone()]);
-        assert_eq!(row(c).children, [merged.clone()]);
+        assert_eq!(row(c).parents, std::slice::from_ref(&parent));
+        assert_eq!(row(c).children, std::slice::from_ref(&merged));
     }
     assert_eq!(row(&merged).parents, kids);
     assert!(row(&merged).owner.is_some(), "the merged shard is leased");

@@ -2,8 +2,8 @@
 //!
 //! It owns the shared [`StreamCheckpoint`] that readers update after each flush, and commits
 //! it through the [`CheckpointStore`] on an interval, whenever a shard ends, and once more
-//! after every reader stopped at shutdown. Which shards may be read is the [`Graph`]'s call
-//! (see [`super::shards`]).
+//! after every reader stopped at shutdown. Which shards may be read is the shard graph's call
+//! (`shards.rs`).
 //!
 //! With a lease table it also runs the worker's renewer and taker ([`super::leases`]), syncs
 //! listed shards into lease rows, follows the lease view, and at shutdown stops taking,

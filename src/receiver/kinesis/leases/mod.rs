@@ -30,11 +30,11 @@
 //!
 //! ## Worker state
 //!
-//! - **Held leases** ([`held`]): per shard, the counter this worker last wrote, when the
+//! - **Held leases** (`held.rs`): per shard, the counter this worker last wrote, when the
 //!   lease stops being valid (`valid_until` = send time of the last successful renewal or
 //!   take + `lease_duration`), the checkpoint at take time, and a [`LeaseGuard`] shared with
 //!   the shard's reader.
-//! - **Observed rows** ([`taker`]): the last scan, and for each row the instant (this worker's
+//! - **Observed rows** (`taker.rs`): the last scan, and for each row the instant (this worker's
 //!   clock) it first saw the row's current counter.
 //!
 //! ## Every write and its condition
@@ -94,7 +94,7 @@
 //!
 //! ## Resharding
 //!
-//! Shard sync ([`sync`], on the coordinator's `shard_sync_interval` and at every shard end)
+//! Shard sync (`sync.rs`, on the coordinator's `shard_sync_interval` and at every shard end)
 //! creates rows for listed shards that have none: when the table is empty, at the configured
 //! initial position (or a migrated file position); afterwards, children of a reshard at
 //! `TRIM_HORIZON`, their parents in `parentShardId` (from ListShards, since local servers do

@@ -267,11 +267,9 @@ impl Sim {
                     }
                 }
             }
-            98..=99 if churn => {
-                if self.workers.len() < 6 {
-                    let id = self.join();
-                    self.note(format!("{id} joins"));
-                }
+            98..=99 if churn && self.workers.len() < 6 => {
+                let id = self.join();
+                self.note(format!("{id} joins"));
             }
             _ => {}
         }
