@@ -530,6 +530,67 @@ mod tests {
     }
 
     #[test]
+    fn lease_keys_are_validated_with_errors_naming_the_key() {
+        if !cfg!(feature = "kinesis") {
+            return;
+        }
+        let base =
+            "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\n[[kinesis]]\nstream = \"s\"\n";
+        let c = crate::Config::from_toml_str(&format!("{base}lease_table = \"s-leases\"\n"))
+            .expect("a lease table needs no checkpoint_dir");
+        let l = c.kinesis[0].leases.clone().expect("leases");
+        assert_eq!(l.lease_duration, Duration::from_secs(10));
+        assert!(
+            l.worker_id.ends_with(&format!("-{}", std::process::id())),
+            "{}",
+            l.worker_id
+        );
+        assert_eq!(c.kinesis[0].checkpoint_dir, None);
+        let c = crate::Config::from_toml_str(&format!(
+            "{base}lease_table = \"s-leases\"\nworker_id = \"relay-7\"\nlease_duration_secs = 2.5\ndynamodb_endpoint_url = \"http://127.0.0.1:8000\"\ncheckpoint_dir = \"/tmp/cp\"\n"
+        ))
+        .expect("every lease key");
+        let l = c.kinesis[0].leases.clone().expect("leases");
+        assert_eq!(l.worker_id, "relay-7");
+        assert_eq!(l.lease_duration, Duration::from_millis(2500));
+        assert_eq!(
+            l.dynamodb_endpoint_url.as_deref(),
+            Some("http://127.0.0.1:8000")
+        );
+        for (extra, key) in [
+            (
+                "worker_id = \"w\"\ncheckpoint_dir = \"/x\"\n",
+                "kinesis[0].worker_id",
+            ),
+            (
+                "lease_duration_secs = 5\ncheckpoint_dir = \"/x\"\n",
+                "kinesis[0].lease_duration_secs",
+            ),
+            (
+                "dynamodb_endpoint_url = \"http://x\"\ncheckpoint_dir = \"/x\"\n",
+                "kinesis[0].dynamodb_endpoint_url",
+            ),
+            ("lease_table = \"ab\"\n", "kinesis[0].lease_table"),
+            ("lease_table = \"has space\"\n", "kinesis[0].lease_table"),
+            (
+                "lease_table = \"tbl\"\nworker_id = \"a b\"\n",
+                "kinesis[0].worker_id",
+            ),
+            (
+                "lease_table = \"tbl\"\nlease_duration_secs = 0.5\n",
+                "kinesis[0].lease_duration_secs",
+            ),
+            (
+                "lease_table = \"tbl\"\n[[kinesis]]\nstream = \"t\"\nlease_table = \"tbl\"\n",
+                "kinesis[1].lease_table",
+            ),
+        ] {
+            let err = crate::Config::from_toml_str(&format!("{base}{extra}")).expect_err(extra);
+            assert!(err.to_string().contains(key), "{extra}: {err}");
+        }
+    }
+
+    #[test]
     fn arn_gives_name() {
         let raw = RawKinesis {
             stream: "arn:aws:kinesis:eu-west-1:123456789012:stream/metrics".into(),
