@@ -65,6 +65,17 @@ impl World {
         RelayProcess::start(&self.dir, &self.spec(worker, sink, &self.ddb.endpoint))
     }
 
+    /// Relays r0, r1, r2 delivering to one sink, and a sampler of the table.
+    async fn trio_on_one_sink(&self) -> (Received, Sampler, Vec<RelayProcess>) {
+        let (sink, received) = sink::start("127.0.0.1:0").await;
+        let sampler = self.sampler();
+        let relays = ["r0", "r1", "r2"]
+            .iter()
+            .map(|id| self.relay(id, sink))
+            .collect();
+        (received, sampler, relays)
+    }
+
     fn sampler(&self) -> Sampler {
         Sampler::start(fleet::table(&self.ddb.endpoint, &self.table))
     }
@@ -119,6 +130,14 @@ fn delivered_all(sinks: &[&Received], puts: &Puts) -> bool {
     puts.keys().all(|v| c.contains_key(v))
 }
 
+async fn wait_delivered(what: &str, sinks: &[&Received], puts: &Puts) {
+    wait_for(what, LONG, || {
+        let done = delivered_all(sinks, puts);
+        async move { done }
+    })
+    .await;
+}
+
 fn balanced(sample: &Option<Sample>, want: &[(&str, usize)]) -> bool {
     let want: BTreeMap<String, usize> = want.iter().map(|(w, n)| (w.to_string(), *n)).collect();
     sample.as_ref().is_some_and(|s| s.counts() == want)
@@ -156,12 +175,7 @@ fn assert_checkpoints_monotonic(samples: &[Sample]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_relays_on_six_shards_deliver_everything_each_shard_owned_once_balanced_two_each() {
     let w = World::new("three-relays", 6).await;
-    let (sink, received) = sink::start("127.0.0.1:0").await;
-    let sampler = w.sampler();
-    let mut relays: Vec<RelayProcess> = ["r0", "r1", "r2"]
-        .iter()
-        .map(|id| w.relay(id, sink))
-        .collect();
+    let (received, sampler, mut relays) = w.trio_on_one_sink().await;
     // Records flow while the relays start and balance.
     let puts = put(
         w.k.client(),
@@ -231,11 +245,13 @@ async fn balanced_trio(w: &World) -> (Vec<RelayProcess>, Vec<Received>, Sampler)
     (relays, sinks, sampler)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_one_of_three_its_shards_taken_within_a_lease_duration_duplicates_only_after_its_last_checkpoint()
- {
-    let w = World::new("sigkill", 6).await;
-    let (mut relays, sinks, sampler) = balanced_trio(&w).await;
+/// Writes 240 records over a few seconds in the background and returns once a third have
+/// arrived: the producer, and the shards r2 holds at that moment.
+async fn mid_stream(
+    w: &World,
+    sinks: &[Received],
+    sampler: &Sampler,
+) -> (tokio::task::JoinHandle<Puts>, Vec<String>) {
     let producer = tokio::spawn(put(
         w.k.client(),
         w.stream.clone(),
@@ -249,28 +265,42 @@ async fn sigkill_one_of_three_its_shards_taken_within_a_lease_duration_duplicate
     })
     .await;
     let before = sampler.last().expect("a sample");
-    let killed_shards: Vec<String> = before
+    let r2: Vec<String> = before
         .rows
         .iter()
         .filter(|r| r.owner.as_deref() == Some("r2"))
         .map(|r| r.key.clone())
         .collect();
-    assert_eq!(killed_shards.len(), 2, "{:?}", before.counts());
-    relays[2].signal("KILL");
-    relays[2].exit_status(LONG).await;
-    let dead_from = sampler.all().len();
-    let puts = producer.await.expect("producer");
-    let all: Vec<&Received> = sinks.iter().collect();
+    assert_eq!(r2.len(), 2, "{:?}", before.counts());
+    (producer, r2)
+}
+
+/// Waits until every record arrived and r0 and r1 hold three leases each.
+async fn survivors_take_over(sampler: &Sampler, sinks: &[&Received], puts: &Puts) {
     wait_for(
         "every record, and three leases each for the survivors",
         LONG,
         || {
             let done =
-                delivered_all(&all, &puts) && balanced(&sampler.last(), &[("r0", 3), ("r1", 3)]);
+                delivered_all(sinks, puts) && balanced(&sampler.last(), &[("r0", 3), ("r1", 3)]);
             async move { done }
         },
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_one_of_three_its_shards_taken_within_a_lease_duration_duplicates_only_after_its_last_checkpoint()
+ {
+    let w = World::new("sigkill", 6).await;
+    let (mut relays, sinks, sampler) = balanced_trio(&w).await;
+    let (producer, killed_shards) = mid_stream(&w, &sinks, &sampler).await;
+    relays[2].signal("KILL");
+    relays[2].exit_status(LONG).await;
+    let dead_from = sampler.all().len();
+    let puts = producer.await.expect("producer");
+    let all: Vec<&Received> = sinks.iter().collect();
+    survivors_take_over(&sampler, &all, &puts).await;
     let samples = sampler.stop().await;
 
     for shard in &killed_shards {
@@ -360,35 +390,13 @@ async fn sigkill_one_of_three_its_shards_taken_within_a_lease_duration_duplicate
 async fn sigterm_one_of_three_its_shards_move_with_zero_duplicates() {
     let w = World::new("sigterm", 6).await;
     let (mut relays, sinks, sampler) = balanced_trio(&w).await;
-    let producer = tokio::spawn(put(
-        w.k.client(),
-        w.stream.clone(),
-        0..240,
-        24,
-        Duration::from_millis(15),
-    ));
-    wait_for("a third of the records", LONG, || {
-        let n: usize = sinks.iter().map(|s| s.len()).sum();
-        async move { n >= 80 }
-    })
-    .await;
-    let before = sampler.last().expect("a sample");
-    let moved: Vec<String> = before
-        .rows
-        .iter()
-        .filter(|r| r.owner.as_deref() == Some("r2"))
-        .map(|r| r.key.clone())
-        .collect();
+    let (producer, moved) = mid_stream(&w, &sinks, &sampler).await;
     relays[2].signal("TERM");
     let status = relays[2].exit_status(LONG).await;
     assert!(status.success(), "r2 exited with {status}");
     let puts = producer.await.expect("producer");
     let all: Vec<&Received> = sinks.iter().collect();
-    wait_for("every record, and three leases each", LONG, || {
-        let done = delivered_all(&all, &puts) && balanced(&sampler.last(), &[("r0", 3), ("r1", 3)]);
-        async move { done }
-    })
-    .await;
+    survivors_take_over(&sampler, &all, &puts).await;
     let samples = sampler.stop().await;
     let c = counts(&all);
     let twice: Vec<u32> = puts
@@ -436,11 +444,7 @@ async fn sigstop_longer_than_the_lease_its_lease_is_taken_it_neither_checkpoints
     .await;
     let all = [&recv_a, &recv_b];
     let phase1 = put(w.k.client(), w.stream.clone(), 0..40, 8, Duration::ZERO).await;
-    wait_for("phase 1", LONG, || {
-        let done = delivered_all(&all, &phase1);
-        async move { done }
-    })
-    .await;
+    wait_delivered("phase 1", &all, &phase1).await;
     let a_shards: Vec<String> = sampler
         .last()
         .expect("sample")
@@ -498,11 +502,7 @@ async fn sigstop_longer_than_the_lease_its_lease_is_taken_it_neither_checkpoints
     )
     .await;
     let phase3 = put(w.k.client(), w.stream.clone(), 80..100, 8, Duration::ZERO).await;
-    wait_for("phase 3", LONG, || {
-        let done = delivered_all(&all, &phase3);
-        async move { done }
-    })
-    .await;
+    wait_delivered("phase 3", &all, &phase3).await;
     a.assert_running("the end");
     b.assert_running("the end");
     let samples = sampler.stop().await;
@@ -549,12 +549,7 @@ async fn sigstop_longer_than_the_lease_its_lease_is_taken_it_neither_checkpoints
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_and_merge_while_three_relays_run_parents_before_children_nothing_lost() {
     let w = World::new("reshard", 1).await;
-    let (sink, received) = sink::start("127.0.0.1:0").await;
-    let sampler = w.sampler();
-    let mut relays: Vec<RelayProcess> = ["r0", "r1", "r2"]
-        .iter()
-        .map(|id| w.relay(id, sink))
-        .collect();
+    let (received, sampler, mut relays) = w.trio_on_one_sink().await;
     let parent = w.k.shard_ids(&w.stream).await[0].clone();
     wait_for("the shard leased", LONG, || {
         let done = sampler.last().is_some_and(|s| s.owner(&parent).is_some());
@@ -577,11 +572,7 @@ async fn split_and_merge_while_three_relays_run_parents_before_children_nothing_
         puts.extend(next);
     };
     round(&mut puts).await;
-    wait_for("round 1", LONG, || {
-        let done = delivered_all(&[&received], &puts);
-        async move { done }
-    })
-    .await;
+    wait_delivered("round 1", &[&received], &puts).await;
     w.k.client()
         .split_shard()
         .stream_name(&w.stream)
@@ -705,11 +696,7 @@ async fn relay_with_a_checkpoint_file_migrates_its_positions_into_an_empty_lease
             ..w.spec("single", sink, &w.ddb.endpoint)
         },
     );
-    wait_for("phase 1", LONG, || {
-        let done = delivered_all(&[&received], &phase1);
-        async move { done }
-    })
-    .await;
+    wait_delivered("phase 1", &[&received], &phase1).await;
     single.signal("TERM");
     assert!(single.exit_status(LONG).await.success());
     let file = FileStore::new(&cp_dir, &w.stream)
@@ -726,11 +713,7 @@ async fn relay_with_a_checkpoint_file_migrates_its_positions_into_an_empty_lease
             ..w.spec("fleet-0", sink, &w.ddb.endpoint)
         },
     );
-    wait_for("phase 2", LONG, || {
-        let done = delivered_all(&[&received], &phase2);
-        async move { done }
-    })
-    .await;
+    wait_delivered("phase 2", &[&received], &phase2).await;
     leased.assert_running("the end");
     let samples = sampler.stop().await;
     let c = counts(&[&received]);

@@ -8,7 +8,7 @@
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -35,17 +35,11 @@ fn base() -> PathBuf {
 }
 
 fn require(tool: &str, arg: &str) {
-    let ok = Command::new(tool)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "the lease tests need `{tool}` on PATH to fetch and run DynamoDB Local 3.1.0 \
-         (Java 17+ JDK and Maven: e.g. `apt-get install openjdk-17-jdk-headless maven`)"
+    super::require_tool(
+        tool,
+        arg,
+        "the lease tests need a Java 17+ JDK and Maven to fetch and run DynamoDB Local 3.1.0 \
+         (e.g. `apt-get install openjdk-17-jdk-headless maven`)",
     );
 }
 

@@ -14,7 +14,20 @@ pub mod proxy;
 pub mod sink;
 
 use std::future::Future;
+use std::process::{Command, Stdio};
 use std::time::Duration;
+
+/// Panics with `hint` unless `tool arg` runs and succeeds (a tool the test support needs).
+pub fn require_tool(tool: &str, arg: &str, hint: &str) {
+    let ok = Command::new(tool)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "`{tool}` is not on PATH: {hint}");
+}
 
 /// Polls `cond` every 50 ms until it holds; panics with `what` after `limit`. A deadline for
 /// a hung test, never a timing assertion.

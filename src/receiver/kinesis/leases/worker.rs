@@ -367,35 +367,38 @@ impl Leases {
     }
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Loop {
+    Renewer,
+    Taker,
+}
+
 /// Starts the renewer (every lease duration ÷ 3) and the taker (as often, and when woken);
 /// both stop when `stop` is cancelled.
 pub(crate) fn spawn(leases: &Arc<Leases>, stop: &CancellationToken) -> JoinSet<()> {
-    let period = leases.duration() / 3;
     let mut tasks = JoinSet::new();
-    let (l, s) = (leases.clone(), stop.clone());
-    tasks.spawn(async move {
-        let mut tick = tokio::time::interval(period);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = s.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            l.renew_at(Instant::now()).await;
-        }
-    });
-    let (l, s) = (leases.clone(), stop.clone());
-    tasks.spawn(async move {
-        let mut tick = tokio::time::interval(period);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = s.cancelled() => return,
-                _ = tick.tick() => {}
-                _ = l.wake.notified() => {}
-            }
-            l.take_at(Instant::now).await;
-        }
-    });
+    for which in [Loop::Renewer, Loop::Taker] {
+        tasks.spawn(run_loop(leases.clone(), stop.clone(), which));
+    }
     tasks
+}
+
+async fn run_loop(leases: Arc<Leases>, stop: CancellationToken, which: Loop) {
+    let mut tick = tokio::time::interval(leases.duration() / 3);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+            _ = leases.wake.notified(), if which == Loop::Taker => {}
+        }
+        match which {
+            Loop::Renewer => {
+                leases.renew_at(Instant::now()).await;
+            }
+            Loop::Taker => {
+                leases.take_at(Instant::now).await;
+            }
+        }
+    }
 }
