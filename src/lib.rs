@@ -28,7 +28,8 @@
 //! then queues drain, then destinations close). [`telemetry`] holds the self-metric names and
 //! the reporter that feeds `carbon.relays.<host>.*` back into the stream. Other sources join at
 //! step 3 through an [`ingest::Ingestor`]: the Kinesis Data Streams reader
-//! (`receiver::kinesis`, Cargo feature `kinesis`) and any embedding program, via
+//! (`receiver::kinesis`, Cargo feature `kinesis`; its `leases` module shares a stream's shards
+//! across relays through a DynamoDB lease table) and any embedding program, via
 //! [`relay::RelayHandle::ingestor`].
 //! [`bench`](mod@bench) is the capacity-planning harness behind `anthracite bench`.
 //!
