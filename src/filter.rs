@@ -2,7 +2,8 @@
 //!
 //! Mirrors `carbon.regexlist` 1.1.10: one regex per line, lines starting with `#` and blank lines
 //! skipped, a regex that does not compile is logged and skipped, a missing file is an empty
-//! list. A name is dropped when it *searches* (unanchored, case-sensitive) any blacklist regex
+//! list; Python-only syntax (look-around, back-references) is honoured through
+//! [`Pattern`]'s backtracking fallback. A name is dropped when it *searches* (unanchored, case-sensitive) any blacklist regex
 //! (counted as `blacklistMatches`), else when the whitelist is non-empty and it matches none
 //! (`whitelistRejects`). An empty list filters nothing.
 //!
@@ -11,6 +12,7 @@
 //! once per flush and cache each name's verdict until it changes, so the hot path never takes
 //! the lock.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -19,7 +21,19 @@ use std::time::{Duration, SystemTime};
 use regex::bytes::RegexSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ListsConfig;
+use crate::pattern::Pattern;
+use crate::protocol::NameHashBuilder;
+
+/// carbon's `USE_WHITELIST` files.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListsConfig {
+    /// Whitelist file (`None`: no whitelist).
+    pub whitelist: Option<PathBuf>,
+    /// Blacklist file (`None`: no blacklist).
+    pub blacklist: Option<PathBuf>,
+    /// How often the files' modification times are checked.
+    pub reload_interval: Duration,
+}
 
 /// What the lists say about one name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,10 +46,12 @@ pub enum Verdict {
     NotWhitelisted,
 }
 
-/// One compiled list.
+/// One compiled list: the linear-time patterns in one [`RegexSet`], the few that need
+/// backtracking (look-around, back-references; see [`Pattern`]) beside it.
 #[derive(Debug, Clone, Default)]
 pub struct RegexList {
     set: Option<RegexSet>,
+    backtracking: Vec<Pattern>,
     /// Lines that were skipped because they do not compile, with the error.
     pub skipped: Vec<(String, String)>,
 }
@@ -45,14 +61,16 @@ impl RegexList {
     pub fn parse(text: &str) -> Self {
         let mut patterns = Vec::new();
         let mut skipped = Vec::new();
+        let mut backtracking = Vec::new();
         for line in text.lines() {
             let pattern = line.trim();
             // carbon tests `line.startswith('#')` on the unstripped line.
             if line.starts_with('#') || pattern.is_empty() {
                 continue;
             }
-            match regex::bytes::Regex::new(pattern) {
-                Ok(_) => patterns.push(pattern.to_owned()),
+            match Pattern::new(pattern) {
+                Ok(p) if p.is_linear() => patterns.push(pattern.to_owned()),
+                Ok(p) => backtracking.push(p),
                 Err(e) => skipped.push((pattern.to_owned(), e.to_string())),
             }
         }
@@ -68,17 +86,22 @@ impl RegexList {
                 }
             }
         };
-        Self { set, skipped }
+        Self {
+            set,
+            backtracking,
+            skipped,
+        }
     }
 
     /// True when the list has at least one regex.
     pub fn is_active(&self) -> bool {
-        self.set.is_some()
+        self.set.is_some() || !self.backtracking.is_empty()
     }
 
     /// True when some regex matches anywhere in `name`.
     pub fn matches(&self, name: &[u8]) -> bool {
         self.set.as_ref().is_some_and(|s| s.is_match(name))
+            || self.backtracking.iter().any(|p| p.is_match(name))
     }
 }
 
@@ -251,6 +274,67 @@ impl ListWatcher {
     }
 }
 
+/// The ingestor's view of the white/blacklists: refreshed once per flush, verdicts cached per
+/// name until the lists change.
+#[derive(Debug)]
+pub(crate) struct NameFilter {
+    shared: Arc<SharedLists>,
+    generation: u64,
+    lists: Arc<Lists>,
+    verdicts: HashMap<Box<[u8]>, Verdict, NameHashBuilder>,
+    max_entries: usize,
+    /// Names dropped by the blacklist since the counters were last taken.
+    pub(crate) blacklisted: u64,
+    /// Names dropped for not being on the whitelist since then.
+    pub(crate) not_whitelisted: u64,
+}
+
+impl NameFilter {
+    pub(crate) fn new(shared: Arc<SharedLists>, max_entries: usize) -> Self {
+        Self {
+            generation: shared.generation(),
+            lists: shared.load(),
+            shared,
+            verdicts: HashMap::with_hasher(NameHashBuilder::random()),
+            max_entries: max_entries.max(1),
+            blacklisted: 0,
+            not_whitelisted: 0,
+        }
+    }
+
+    /// The verdict for `name` (cached per name until the lists change); counts the drops.
+    #[inline]
+    pub(crate) fn check(&mut self, name: &[u8]) -> Verdict {
+        let verdict = match self.verdicts.get(name) {
+            Some(&v) => v,
+            None => {
+                let v = self.lists.verdict(name);
+                if self.verdicts.len() >= self.max_entries {
+                    self.verdicts.clear();
+                }
+                self.verdicts.insert(name.into(), v);
+                v
+            }
+        };
+        match verdict {
+            Verdict::Pass => {}
+            Verdict::Blacklisted => self.blacklisted += 1,
+            Verdict::NotWhitelisted => self.not_whitelisted += 1,
+        }
+        verdict
+    }
+
+    /// Picks up reloaded lists (one atomic load when nothing changed).
+    pub(crate) fn refresh(&mut self) {
+        let generation = self.shared.generation();
+        if generation != self.generation {
+            self.generation = generation;
+            self.lists = self.shared.load();
+            self.verdicts.clear();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,6 +353,19 @@ mod tests {
         assert_eq!(Lists::default().verdict(b"anything"), Verdict::Pass);
         // carbon checks '#' on the raw line: an indented '#' line is a regex.
         assert!(RegexList::parse("  #x\n").matches(b"a#x"));
+    }
+
+    #[test]
+    fn python_look_ahead_entries_are_honoured_not_skipped() {
+        let lists = Lists {
+            whitelist: RegexList::parse("^prod\\.(?!tmp\\.)\n"),
+            blacklist: RegexList::parse("(?<=\\.)secret$\n"),
+        };
+        assert!(lists.whitelist.skipped.is_empty() && lists.blacklist.skipped.is_empty());
+        assert_eq!(lists.verdict(b"prod.cpu"), Verdict::Pass);
+        assert_eq!(lists.verdict(b"prod.tmp.cpu"), Verdict::NotWhitelisted);
+        assert_eq!(lists.verdict(b"prod.secret"), Verdict::Blacklisted);
+        assert_eq!(lists.verdict(b"prodsecret"), Verdict::NotWhitelisted);
     }
 
     #[test]

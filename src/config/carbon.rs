@@ -23,6 +23,7 @@ use crate::router::{DestinationSpec, HashType, Method};
 
 /// How to read a carbon.conf (carbon-relay's command-line options).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct CarbonOptions {
     /// carbon.conf (carbon's `--config`); its directory is carbon's `CONF_DIR`.
     pub path: PathBuf,
@@ -49,6 +50,7 @@ impl CarbonOptions {
 
 /// A carbon.conf translated into a validated [`Config`].
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct CarbonImport {
     /// The configuration to run.
     pub config: Config,
@@ -66,12 +68,17 @@ const HONOURED: &[&str] = &[
     "ENABLE_UDP_LISTENER",
     "UDP_RECEIVER_INTERFACE",
     "UDP_RECEIVER_PORT",
+    // carbon 1.1 loads receivers as plugins (`<PLUGIN>_RECEIVER_*`); protobuf is one.
+    "PROTOBUF_RECEIVER_INTERFACE",
+    "PROTOBUF_RECEIVER_PORT",
     "RELAY_METHOD",
     "REPLICATION_FACTOR",
     "DIVERSE_REPLICAS",
     "ROUTER_HASH_TYPE",
     "DESTINATIONS",
     "DESTINATION_PROTOCOL",
+    "DESTINATION_TRANSPORT",
+    "DESTINATION_SSL_CA",
     "DESTINATION_POOL_REPLICAS",
     "MAX_QUEUE_SIZE",
     "QUEUE_LOW_WATERMARK_PCT",
@@ -134,8 +141,6 @@ const KNOWN: &[&str] = &[
     "MANHOLE_HOST_KEY_DIR",
     "DYNAMIC_ROUTER",
     "DYNAMIC_ROUTER_MAX_RETRIES",
-    "DESTINATION_TRANSPORT",
-    "DESTINATION_SSL_CA",
     "USE_INSECURE_UNPICKLER",
     "CACHE_WRITE_STRATEGY",
     "WRITE_BACK_FREQUENCY",
@@ -319,6 +324,11 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
     } else {
         String::new()
     };
+    // carbon: `port = int(settings.get('PROTOBUF_RECEIVER_PORT', 0))`, off unless set. carbon
+    // binds `PROTOBUF_RECEIVER_INTERFACE` as given (and fails to start without it); 0.0.0.0
+    // here, like the other receivers' default.
+    raw.listen.protobuf_tcp =
+        s.address("PROTOBUF_RECEIVER_INTERFACE", "PROTOBUF_RECEIVER_PORT", 0)?;
     raw.listen.max_pickle_frame = s.uint("PICKLE_RECEIVER_MAX_LENGTH", 1 << 20)? as usize;
     raw.listen.max_connections = match s.count_or_inf("MAX_RECEIVER_CONNECTIONS", None)? {
         None => tokio::sync::Semaphore::MAX_PERMITS,
@@ -391,18 +401,22 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
     raw.destinations.protocol = match s.str("DESTINATION_PROTOCOL").unwrap_or("pickle") {
         "pickle" => OutputProtocol::Pickle,
         "line" => OutputProtocol::Line,
+        "protobuf" => OutputProtocol::Protobuf,
+        "udp" => {
+            warnings.push(format!(
+                "{file}: DESTINATION_PROTOCOL = udp: carbon.conf.example lists it but carbon-relay 1.1.10 has no UDP client and exits at startup; anthracite sends carbon's plaintext lines in UDP datagrams"
+            ));
+            OutputProtocol::Udp
+        }
         other => {
             return Err(s.invalid(
                 "DESTINATION_PROTOCOL",
-                format!("{other:?} is not supported (pickle or line)"),
+                format!("{other:?} must be one of pickle, line, protobuf, udp"),
             ));
         }
     };
-    if s.bool("DESTINATION_POOL_REPLICAS", false)? {
-        warnings.push(format!(
-            "{file}: DESTINATION_POOL_REPLICAS = True is not implemented: each datapoint goes to the instance the ring chose, not the least-loaded instance on the same host:port"
-        ));
-    }
+    raw.destinations.tls = destination_tls(&s, &file, &mut warnings);
+    raw.destinations.pool_replicas = s.bool("DESTINATION_POOL_REPLICAS", false)?;
     match s.count_or_inf("MAX_QUEUE_SIZE", Some(1000))? {
         Some(0) => return Err(s.invalid("MAX_QUEUE_SIZE", "must be at least 1".into())),
         Some(n) => raw.destinations.queue.max_datapoints = usize::try_from(n).unwrap_or(usize::MAX),
@@ -482,6 +496,40 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
     Ok(CarbonImport { config, warnings })
 }
 
+/// `DESTINATION_TRANSPORT` / `DESTINATION_SSL_CA`: carbon connects with TLS when the transport
+/// is `ssl` (trusting only `DESTINATION_SSL_CA` when set, else the system store, and checking
+/// the certificate against each destination's host), with plain TCP for any other value.
+fn destination_tls(
+    s: &Settings<'_>,
+    file: &str,
+    warnings: &mut Vec<String>,
+) -> Option<super::raw::RawClientTls> {
+    let ca_file = s
+        .str("DESTINATION_SSL_CA")
+        .filter(|v| !v.is_empty() && *v != "None")
+        .unwrap_or_default()
+        .to_owned();
+    match s.str("DESTINATION_TRANSPORT").unwrap_or("none") {
+        "ssl" => Some(super::raw::RawClientTls {
+            ca_file,
+            ..Default::default()
+        }),
+        other => {
+            if other != "none" {
+                warnings.push(format!(
+                    "{file}: DESTINATION_TRANSPORT = {other}: not \"ssl\", so plain TCP (as carbon does)"
+                ));
+            }
+            if !ca_file.is_empty() {
+                warnings.push(format!(
+                    "{file}: DESTINATION_SSL_CA has no effect without DESTINATION_TRANSPORT = ssl"
+                ));
+            }
+            None
+        }
+    }
+}
+
 /// carbon's `loadRelayRules`: sections in file order, each `destinations` kept only where it
 /// is one of DESTINATIONS (carbon's router yields only configured destinations).
 fn relay_rules(
@@ -548,9 +596,7 @@ fn relay_rules(
                     "the section has both 'pattern' and 'default'; use one or the other".into(),
                 ));
             }
-            regex::RegexBuilder::new(&pattern)
-                .case_insensitive(true)
-                .build()
+            crate::pattern::Pattern::case_insensitive(&pattern)
                 .map_err(|e| invalid(section, "pattern", e.to_string()))?;
             rules.push(RawRule {
                 pattern: Some(pattern),

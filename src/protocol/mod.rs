@@ -6,18 +6,26 @@
 //!   for protocols 0–5 that executes nothing, and the protocol-2 encoder used towards
 //!   carbon-cache.
 //!
+//! - [`protobuf`]: carbon's protobuf framing (4-byte big-endian length + `carbon.Payload`), a
+//!   zero-copy decoder and the encoder for `protocol = "protobuf"` destinations.
+//!
 //! - [`number`]: Python's `float()` grammar and `repr(float)`, shared by both.
 //!
 //! Both decoders report problems as small `Copy` enums whose [`DropReason::as_str`] is the
 //! `reason` label of the drop counter.
 
 pub mod line;
+mod name_hash;
 pub mod number;
 pub mod pickle;
+pub mod protobuf;
 pub mod tags;
+
+pub(crate) use name_hash::NameHashBuilder;
 
 /// Why one datapoint (or one frame) was not accepted. Doubles as a metric label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DropReason {
     /// Line longer than the configured maximum (carbon closes the connection; we drop the line).
     TooLong,
@@ -39,18 +47,20 @@ pub enum DropReason {
     BadPickle,
     /// A pickle entry was not `(path, (timestamp, value))`.
     BadPickleEntry,
-    /// Pickle length prefix over the frame limit; the connection is closed.
+    /// Pickle or protobuf length prefix over the frame limit; the connection is closed.
     FrameTooLong,
     /// Metric name empty.
     EmptyName,
     /// No routing rule sends this name anywhere (a rules config with an empty destination
     /// list; carbon drops these silently).
     NoDestination,
+    /// Protobuf frame could not be parsed; all of it is dropped.
+    BadProtobuf,
 }
 
 impl DropReason {
     /// Every reason, for registering counters up front.
-    pub const ALL: [DropReason; 13] = [
+    pub const ALL: [DropReason; 14] = [
         DropReason::TooLong,
         DropReason::BadUtf8,
         DropReason::BadFields,
@@ -64,6 +74,7 @@ impl DropReason {
         DropReason::FrameTooLong,
         DropReason::EmptyName,
         DropReason::NoDestination,
+        DropReason::BadProtobuf,
     ];
 
     /// Stable snake_case label used in metrics and logs.
@@ -82,6 +93,7 @@ impl DropReason {
             DropReason::FrameTooLong => "frame_too_long",
             DropReason::EmptyName => "empty_name",
             DropReason::NoDestination => "no_destination",
+            DropReason::BadProtobuf => "bad_protobuf",
         }
     }
 

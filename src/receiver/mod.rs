@@ -1,8 +1,11 @@
 //! Receivers: sockets → [`Ingestor`](crate::ingest::Ingestor) batches.
 //!
-//! - [`tcp`]: the accept loop shared by both TCP receivers (connection limit, idle timeout,
-//!   drain on shutdown) and the plaintext connection handler;
-//! - [`pickle`]: the pickle connection handler (4-byte big-endian length framing);
+//! - [`tcp`]: the accept loop shared by the TCP receivers (connection limit, idle timeout,
+//!   drain on shutdown, the TLS handshake when `listen.tls` is set) and the plaintext
+//!   connection handler;
+//! - [`framed`]: the pickle and protobuf connection handlers (4-byte big-endian length
+//!   framing);
+//! - [`stream`]: a client connection, plain or TLS;
 //! - [`udp`]: plaintext datagrams;
 //! - `kinesis` (Cargo feature `kinesis`, on by default): AWS Kinesis Data Streams shards,
 //!   read by one task per shard into the same pipeline.
@@ -11,9 +14,10 @@
 //! locks are touched once per read, not per datapoint. On shutdown a connection stops waiting
 //! for new data, parses what the kernel already holds for it, flushes, and closes.
 
+pub mod framed;
 #[cfg(feature = "kinesis")]
 pub mod kinesis;
-pub mod pickle;
+pub mod stream;
 pub mod tcp;
 pub mod udp;
 
@@ -43,6 +47,10 @@ pub struct ReceiverContext {
     pub max_line_length: usize,
     /// Largest pickle frame.
     pub max_pickle_frame: usize,
+    /// Largest protobuf frame.
+    pub max_protobuf_frame: usize,
+    /// TLS on every TCP connection (`None`: plaintext).
+    pub tls: Option<crate::tls::ServerTls>,
 }
 
 /// Size of a connection's read buffer (grows for large pickle frames).

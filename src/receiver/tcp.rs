@@ -1,4 +1,8 @@
 //! TCP accept loop and the plaintext connection handler.
+//!
+//! With `listen.tls` every accepted connection first completes a TLS handshake (in its own
+//! task, bounded by [`TLS_HANDSHAKE_TIMEOUT`]); a client that does not speak TLS, or presents
+//! no acceptable certificate when `client_ca` is set, is closed before anything is read.
 
 use std::future::Future;
 use std::io;
@@ -9,10 +13,11 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, warn};
 
+use super::stream::ClientStream;
 use super::{READ_BUFFER, ReceiverContext};
 use crate::ingest::Ingestor;
+use crate::ingest::Source;
 use crate::protocol::line::LineFramer;
-use crate::telemetry::stats::Source;
 
 /// Accepts connections until shutdown, running `handler` for each on the task tracker.
 pub async fn accept_loop<F, Fut>(
@@ -21,10 +26,11 @@ pub async fn accept_loop<F, Fut>(
     source: Source,
     handler: F,
 ) where
-    F: Fn(TcpStream, ReceiverContext) -> Fut + Send + 'static,
+    F: Fn(ClientStream, ReceiverContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let stats = ctx.pipeline.stats().clone();
+    let handler = std::sync::Arc::new(handler);
     let mut accept_errors = 0u64;
     loop {
         let accepted = tokio::select! {
@@ -36,8 +42,13 @@ pub async fn accept_loop<F, Fut>(
                 while let Ok(Ok((stream, _))) =
                     tokio::time::timeout(Duration::ZERO, listener.accept()).await
                 {
-                    let handler_fut = handler(stream, ctx.clone());
-                    ctx.tracker.spawn(handler_fut);
+                    let handler = handler.clone();
+                    let conn_ctx = ctx.clone();
+                    ctx.tracker.spawn(async move {
+                        if let Some(client) = handshake(stream, &conn_ctx, source).await {
+                            handler(client, conn_ctx).await;
+                        }
+                    });
                 }
                 return;
             }
@@ -65,14 +76,48 @@ pub async fn accept_loop<F, Fut>(
         };
         let _ = stream.set_nodelay(true);
         let conn_ctx = ctx.clone();
-        let fut = handler(stream, conn_ctx);
+        let handler = handler.clone();
         let stats = stats.clone();
         ctx.tracker.spawn(async move {
             stats.connection_delta(source, true);
-            fut.await;
+            if let Some(client) = handshake(stream, &conn_ctx, source).await {
+                handler(client, conn_ctx).await;
+            }
             stats.connection_delta(source, false);
             drop(permit);
         });
+    }
+}
+
+/// Longest a client may take to complete the TLS handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The connection as the handlers read it: the TLS handshake done when the receivers use TLS.
+/// `None` when the handshake failed or timed out (logged at debug level: scanners and clients
+/// speaking plaintext to a TLS port are common and carry no datapoints).
+async fn handshake(
+    stream: TcpStream,
+    ctx: &ReceiverContext,
+    source: Source,
+) -> Option<ClientStream> {
+    let Some(tls) = &ctx.tls else {
+        return Some(ClientStream::Plain(stream));
+    };
+    let peer = stream.peer_addr().ok();
+    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+        Ok(Ok(s)) => Some(ClientStream::Tls(Box::new(s))),
+        Ok(Err(e)) => {
+            debug!(source = source.as_str(), ?peer, error = %e, "TLS handshake failed; connection closed");
+            None
+        }
+        Err(_) => {
+            debug!(
+                source = source.as_str(),
+                ?peer,
+                "TLS handshake timed out; connection closed"
+            );
+            None
+        }
     }
 }
 
@@ -95,7 +140,7 @@ const SHUTDOWN_DRAIN_WAIT: Duration = Duration::from_millis(100);
 /// keeps taking what the client already sent (each read waits at most
 /// `SHUTDOWN_DRAIN_WAIT`), then reports `Eof`; the caller's grace period bounds the total.
 pub(crate) async fn read_more(
-    stream: &mut TcpStream,
+    stream: &mut ClientStream,
     buf: &mut BytesMut,
     ctx: &ReceiverContext,
 ) -> Read {
@@ -125,7 +170,7 @@ pub(crate) async fn read_more(
     }
 }
 
-async fn drain_read(stream: &mut TcpStream, buf: &mut BytesMut) -> Read {
+async fn drain_read(stream: &mut ClientStream, buf: &mut BytesMut) -> Read {
     match tokio::time::timeout(SHUTDOWN_DRAIN_WAIT, stream.read_buf(buf)).await {
         Ok(Ok(n)) if n > 0 => Read::Data,
         _ => Read::Eof,
@@ -133,16 +178,19 @@ async fn drain_read(stream: &mut TcpStream, buf: &mut BytesMut) -> Read {
 }
 
 /// Serves one plaintext connection.
-pub async fn serve_line(mut stream: TcpStream, ctx: ReceiverContext) {
+pub async fn serve_line(mut stream: ClientStream, ctx: ReceiverContext) {
     let mut ingestor: Ingestor = ctx.pipeline.ingestor(Source::LineTcp);
     let mut framer = LineFramer::new(ctx.max_line_length);
     let mut buf = BytesMut::with_capacity(READ_BUFFER);
     loop {
         match read_more(&mut stream, &mut buf, &ctx).await {
             Read::Data => {
-                framer.feed(&mut buf, |line| match line {
-                    Ok(l) => ingestor.line(l),
-                    Err(reason) => ingestor.reject(reason),
+                // A socket reader flushes after every read, so the flush hint never applies.
+                framer.feed(&mut buf, |line| {
+                    let _ = match line {
+                        Ok(l) => ingestor.line(l),
+                        Err(reason) => ingestor.reject(reason),
+                    };
                 });
                 ingestor.flush().await;
             }

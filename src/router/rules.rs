@@ -2,12 +2,13 @@
 //!
 //! Mirrors `carbon.routers.RelayRulesRouter.getDestinations` and `carbon.relayrules`: rules are
 //! tried in order, a pattern rule matches when its regex *searches* the name (compiled with
-//! `re.I`, so case-insensitively), the single default rule always comes last whatever its
+//! `re.I`, so case-insensitively; Python-only syntax such as look-ahead goes through
+//! [`Pattern`]'s backtracking fallback), the single default rule always comes last whatever its
 //! position in the file, a match yields the rule's destinations and stops unless the rule has
 //! `continue = true`. Destinations yielded by several matching rules are yielded each time (carbon
 //! then sends the datapoint that many times).
 
-use regex::bytes::{Regex, RegexBuilder};
+use crate::pattern::Pattern;
 
 use super::{RouterError, RuleSpec};
 
@@ -15,7 +16,7 @@ use super::{RouterError, RuleSpec};
 #[derive(Clone, Debug)]
 struct Rule {
     /// `None` for the default rule.
-    regex: Option<Regex>,
+    regex: Option<Pattern>,
     destinations: Vec<u16>,
     continue_matching: bool,
 }
@@ -46,20 +47,8 @@ impl Rules {
                     index: bad,
                 });
             }
-            let regex = match &spec.pattern {
-                Some(pattern) => Some(
-                    RegexBuilder::new(pattern)
-                        .case_insensitive(true)
-                        .build()
-                        .map_err(|source| RouterError::BadPattern {
-                            pattern: pattern.clone(),
-                            source,
-                        })?,
-                ),
-                None => None,
-            };
             let rule = Rule {
-                regex,
+                regex: spec.pattern.clone(),
                 destinations: spec.destinations.clone(),
                 continue_matching: spec.continue_matching,
             };
@@ -93,7 +82,7 @@ mod tests {
 
     fn rule(pattern: Option<&str>, destinations: &[u16], continue_matching: bool) -> RuleSpec {
         RuleSpec {
-            pattern: pattern.map(str::to_owned),
+            pattern: pattern.map(|p| RuleSpec::compile(p).expect("valid pattern")),
             destinations: destinations.to_vec(),
             continue_matching,
         }
@@ -127,6 +116,21 @@ mod tests {
     }
 
     #[test]
+    fn python_look_ahead_pattern_routes_like_carbon() {
+        let rules = Rules::new(
+            &[
+                rule(Some(r"^servers\.(?!db\d)"), &[1], false),
+                rule(None, &[0], false),
+            ],
+            2,
+        )
+        .unwrap();
+        assert_eq!(route(&rules, "servers.web1.cpu"), vec![1]);
+        assert_eq!(route(&rules, "SERVERS.DB1.cpu"), vec![0]);
+        assert_eq!(route(&rules, "servers.dbx.cpu"), vec![1]);
+    }
+
+    #[test]
     fn continue_matching_yields_duplicates_like_carbon() {
         let rules = Rules::new(
             &[
@@ -151,14 +155,7 @@ mod tests {
             Rules::new(&[rule(None, &[0], false), rule(None, &[0], false)], 1),
             Err(RouterError::DefaultRuleCount(2))
         ));
-        let err = Rules::new(
-            &[
-                rule(Some("(unclosed"), &[0], false),
-                rule(None, &[0], false),
-            ],
-            1,
-        )
-        .unwrap_err();
+        let err = RuleSpec::compile("(unclosed").unwrap_err();
         assert!(err.to_string().contains("(unclosed"), "{err}");
         assert!(matches!(
             Rules::new(&[rule(None, &[3], false)], 1),

@@ -7,7 +7,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anthracite::receiver::kinesis::leases::{DynamoDbTable, Lease, LeaseTable};
+use anthracite::unstable::kinesis::leases::{DynamoDbTable, Lease, LeaseTable};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::process::ManagedChild;

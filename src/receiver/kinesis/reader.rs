@@ -32,8 +32,8 @@ use super::leases::LeaseGuard;
 use super::stats::{BatchCounts, KinesisStats, ShardMetrics};
 use crate::config::KinesisConfig;
 use crate::config::kinesis::InitialPosition;
+use crate::ingest::Source;
 use crate::ingest::{Ingestor, Pipeline};
-use crate::telemetry::stats::Source;
 
 /// Where a reader starts when its shard has no checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -1,0 +1,476 @@
+//! Unit tests of the queue: the memory tier, its policies, the disk tier, positions.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::batch::Batch;
+
+fn stats() -> Arc<DestinationStats> {
+    Arc::new(DestinationStats::new("d:1:a"))
+}
+
+fn queue(max_datapoints: usize, max_bytes: usize) -> DestinationQueue {
+    let d = stats();
+    DestinationQueue::new(
+        QueueLimits {
+            max_datapoints,
+            max_bytes,
+            when_full: WhenFull::DropNewest,
+            spill_fallback: WhenFull::DropNewest,
+        },
+        d,
+    )
+}
+
+fn batch(n: usize) -> Batch {
+    let mut b = Batch::new();
+    for i in 0..n {
+        b.push(format!("m.{i}").as_bytes(), i as f64, 1.0)
+            .expect("batch has room");
+    }
+    b
+}
+
+#[test]
+fn drop_newest_keeps_prefix_and_counts_exactly() {
+    let q = queue(5, usize::MAX);
+    assert_eq!(q.push(batch(3)).accepted, 3);
+    let out = q.push(batch(4));
+    assert_eq!((out.accepted, out.dropped), (2, 2));
+    let snap = q.stats().snapshot();
+    assert_eq!(snap.routed, 7);
+    assert_eq!(snap.dropped(DestinationDropReason::QueueFull), 2);
+    assert_eq!(snap.queued, 5);
+}
+
+#[test]
+fn byte_bound_applies() {
+    let per = 3 + crate::batch::POINT_OVERHEAD; // "m.0"
+    let q = queue(usize::MAX, per * 2);
+    let out = q.push(batch(3));
+    assert_eq!((out.accepted, out.dropped), (2, 1));
+}
+
+#[test]
+fn requeue_goes_first_and_accounting_holds() {
+    let q = queue(100, usize::MAX);
+    q.push(batch(2));
+    q.push(batch(3));
+    let first = q.try_pop().unwrap_or_default();
+    assert_eq!(first.len(), 2);
+    assert_eq!(q.queued(), 5);
+    q.requeue(vec![first]);
+    assert_eq!(q.try_pop().map(|b| b.len()), Some(2));
+    q.ack(2, 1);
+    let s = q.stats().snapshot();
+    assert_eq!(s.routed, s.sent + s.dropped_total() + s.queued);
+    assert_eq!(s.sent, 2);
+}
+
+#[tokio::test]
+async fn pop_returns_none_after_close_and_drain() {
+    let q = Arc::new(queue(100, usize::MAX));
+    q.push(batch(1));
+    q.close();
+    assert!(q.pop().await.is_some());
+    assert!(q.pop().await.is_none());
+}
+
+fn seq_batch(start: usize, n: usize) -> Batch {
+    let mut b = Batch::new();
+    for i in start..start + n {
+        b.push(format!("s.{i:08}").as_bytes(), i as f64, 1.0)
+            .expect("batch has room");
+    }
+    b
+}
+
+fn spill_queue(
+    dir: &std::path::Path,
+    max_datapoints: usize,
+    fallback: WhenFull,
+    max_disk: u64,
+) -> DestinationQueue {
+    let d = stats();
+    DestinationQueue::with_spill(
+        QueueLimits {
+            max_datapoints,
+            max_bytes: usize::MAX / 4,
+            when_full: WhenFull::Spill,
+            spill_fallback: fallback,
+        },
+        d,
+        SpillSettings {
+            dir: dir.to_path_buf(),
+            log: crate::queue::spill::SpillConfig {
+                max_bytes: max_disk,
+                segment_bytes: 4096,
+                ..Default::default()
+            },
+            replay_rate: None,
+        },
+    )
+    .expect("open spill queue")
+}
+
+/// Pops and acks until `n` datapoints came out; returns their timestamps in order.
+async fn consume(q: &DestinationQueue, n: usize) -> Vec<usize> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let b = tokio::time::timeout(std::time::Duration::from_secs(20), q.pop())
+            .await
+            .expect("pop within 20 s")
+            .expect("queue not closed");
+        got.extend(b.iter().map(|dp| dp.timestamp as usize));
+        q.ack(b.len(), 1);
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spill_overflow_replays_fifo_across_tiers_and_accounts_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let q = spill_queue(dir.path(), 100, WhenFull::DropNewest, 64 << 20);
+    let mut next = 0;
+    for _ in 0..200 {
+        q.push_wait(seq_batch(next, 10)).await;
+        next += 10;
+    }
+    let s = q.stats().snapshot();
+    assert_eq!(s.routed, 2000);
+    assert_eq!(s.queued, 2000);
+    assert!(s.queued_disk >= 1900, "{s:?}");
+    let got = consume(&q, 2000).await;
+    assert_eq!(got, (0..2000).collect::<Vec<_>>());
+    let s = q.stats().snapshot();
+    assert_eq!(s.routed, s.sent + s.dropped_total() + s.queued, "{s:?}");
+    assert_eq!((s.sent, s.queued, s.dropped_total()), (2000, 0, 0));
+    assert!(s.spill.spilled_datapoints >= 1900);
+    assert_eq!(s.spill.replayed_datapoints, s.spill.spilled_datapoints);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spill_budget_exhausted_drop_newest_counts_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let q = spill_queue(dir.path(), 100, WhenFull::DropNewest, 8192);
+    for i in 0..400 {
+        q.push_wait(seq_batch(i * 10, 10)).await;
+    }
+    // Let the spill thread finish the hand-over.
+    let s = loop {
+        let s = q.stats().snapshot();
+        if s.spill.spilled_datapoints
+            + s.dropped(DestinationDropReason::SpillFull)
+            + s.queued_memory
+            == s.routed
+        {
+            break s;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    assert!(s.dropped(DestinationDropReason::SpillFull) > 0, "{s:?}");
+    assert_eq!(s.routed, s.sent + s.dropped_total() + s.queued, "{s:?}");
+    let kept = s.queued as usize;
+    let got = consume(&q, kept).await;
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "order kept");
+    let s = q.stats().snapshot();
+    assert_eq!((s.sent, s.queued), (kept as u64, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spill_budget_exhausted_block_waits_and_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let q = Arc::new(spill_queue(dir.path(), 100, WhenFull::Block, 8192));
+    let producer = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            for i in 0..300 {
+                q.push_wait(seq_batch(i * 10, 10)).await;
+            }
+        })
+    };
+    let got = consume(&q, 3000).await;
+    producer.await.expect("producer");
+    assert_eq!(got, (0..3000).collect::<Vec<_>>());
+    let s = q.stats().snapshot();
+    assert_eq!((s.sent, s.dropped_total(), s.queued), (3000, 0, 0));
+}
+
+#[test]
+fn drop_oldest_evicts_front_and_counts() {
+    let q = DestinationQueue::new(
+        QueueLimits {
+            max_datapoints: 10,
+            max_bytes: usize::MAX,
+            when_full: WhenFull::DropOldest,
+            spill_fallback: WhenFull::DropNewest,
+        },
+        stats(),
+    );
+    q.push(seq_batch(0, 6));
+    q.push(seq_batch(6, 6));
+    let s = q.stats().snapshot();
+    assert_eq!(s.dropped(DestinationDropReason::DropOldest), 6);
+    assert_eq!(s.queued, 6);
+    assert_eq!(
+        q.try_pop().and_then(|b| b.get(0).map(|d| d.timestamp)),
+        Some(6.0)
+    );
+}
+
+#[tokio::test]
+async fn block_waits_for_ack_instead_of_dropping() {
+    let q = Arc::new(DestinationQueue::new(
+        QueueLimits {
+            max_datapoints: 10,
+            max_bytes: usize::MAX,
+            when_full: WhenFull::Block,
+            spill_fallback: WhenFull::DropNewest,
+        },
+        stats(),
+    ));
+    q.push_wait(seq_batch(0, 8)).await;
+    let waiting = {
+        let q = q.clone();
+        tokio::spawn(async move { q.push_wait(seq_batch(8, 8)).await })
+    };
+    let got = consume(&q, 16).await;
+    assert_eq!(got, (0..16).collect::<Vec<_>>());
+    let out = waiting.await.expect("push");
+    assert_eq!((out.accepted, out.dropped), (8, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spill_full_drop_oldest_discards_oldest_disk_records_and_counts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let q = spill_queue(dir.path(), 100, WhenFull::DropOldest, 3 * 4096);
+    for i in 0..600 {
+        q.push_wait(seq_batch(i * 10, 10)).await;
+    }
+    let s = loop {
+        let s = q.stats().snapshot();
+        if s.queued + s.dropped_total() == s.routed && s.queued_disk + s.queued_memory == s.queued {
+            let settled = q.staged_bytes() == 0;
+            if settled {
+                break s;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    let oldest = s.dropped(DestinationDropReason::DropOldest);
+    assert!(oldest > 0, "{s:?}");
+    assert_eq!(s.routed, s.sent + s.dropped_total() + s.queued, "{s:?}");
+    let kept = s.queued as usize;
+    let got = consume(&q, kept).await;
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "order kept");
+    // The newest datapoint survived: drop_oldest keeps recent data.
+    assert_eq!(got.last().copied(), Some(5999));
+}
+
+mod model {
+    //! The tiered queue against a `VecDeque` model: random pushes, pops, acks and requeues
+    //! over a tiny memory bound, so batches cross the disk tier constantly. Every popped batch
+    //! must be the model's next datapoints, and the books must balance.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Push(usize),
+        Pop,
+        Ack,
+        Requeue,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (1usize..40).prop_map(Op::Push),
+            3 => Just(Op::Pop),
+            2 => Just(Op::Ack),
+            1 => Just(Op::Requeue),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        #[test]
+        fn tiered_queue_matches_fifo_model(ops in proptest::collection::vec(op(), 1..120)) {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let q = spill_queue(dir.path(), 50, WhenFull::Block, 64 << 20);
+                let mut pushed = 0usize;
+                let mut next = 0usize; // next sequence number expected from a pop
+                let mut in_flight: Vec<Batch> = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Push(n) => {
+                            q.push_wait(seq_batch(pushed, n)).await;
+                            pushed += n;
+                        }
+                        Op::Pop => {
+                            if let Some(b) = q.try_pop() {
+                                let got: Vec<usize> = b.iter().map(|d| d.timestamp as usize).collect();
+                                let want: Vec<usize> = (next..next + got.len()).collect();
+                                assert_eq!(got, want, "FIFO across tiers");
+                                next += got.len();
+                                in_flight.push(b);
+                            }
+                        }
+                        Op::Ack => {
+                            let n: usize = in_flight.iter().map(Batch::len).sum();
+                            in_flight.clear();
+                            q.ack(n, 1);
+                        }
+                        Op::Requeue => {
+                            next -= in_flight.iter().map(Batch::len).sum::<usize>();
+                            q.requeue(std::mem::take(&mut in_flight));
+                        }
+                    }
+                    let s = q.stats().snapshot();
+                    assert_eq!(s.routed, pushed as u64);
+                    assert_eq!(s.routed, s.sent + s.dropped_total() + s.queued, "{s:?}");
+                }
+                let n: usize = in_flight.iter().map(Batch::len).sum();
+                q.ack(n, 1);
+                let rest = consume(&q, pushed - next).await;
+                assert_eq!(rest, (next..pushed).collect::<Vec<_>>());
+                let s = q.stats().snapshot();
+                assert_eq!((s.sent, s.queued, s.dropped_total()), (pushed as u64, 0, 0));
+            });
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spill_io_error_applies_fallback_counts_and_recovers() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("dest");
+    let q = spill_queue(&dir, 100, WhenFull::DropNewest, 64 << 20);
+    // The directory disappears and a file takes its place: creating a segment fails.
+    std::fs::remove_dir_all(&dir).expect("remove spill dir");
+    std::fs::write(&dir, b"not a directory").expect("block the path");
+    for i in 0..50 {
+        q.push_wait(seq_batch(i * 10, 10)).await;
+    }
+    let settled = |s: &DestinationSnapshot, routed: u64| {
+        s.routed == routed
+            && s.spill.spilled_datapoints
+                + s.dropped(DestinationDropReason::SpillIo)
+                + s.queued_memory
+                == routed
+    };
+    let s = loop {
+        let s = q.stats().snapshot();
+        if settled(&s, 500) {
+            break s;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    assert!(s.dropped(DestinationDropReason::SpillIo) > 0, "{s:?}");
+    assert_eq!(s.routed, s.sent + s.dropped_total() + s.queued, "{s:?}");
+    // The disk comes back: spilling resumes.
+    std::fs::remove_file(&dir).expect("unblock");
+    std::fs::create_dir_all(&dir).expect("recreate");
+    for i in 50..100 {
+        q.push_wait(seq_batch(i * 10, 10)).await;
+    }
+    let s = loop {
+        let s = q.stats().snapshot();
+        if settled(&s, 1000) {
+            break s;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    assert!(
+        s.spill.spilled_datapoints > 0 && s.spill.io_errors > 0,
+        "{s:?}"
+    );
+    let kept = s.queued as usize;
+    let got = consume(&q, kept).await;
+    assert!(got.windows(2).all(|w| w[0] < w[1]));
+}
+
+/// Polls a future once: `Some` if it is ready now.
+fn now_or_never<F: std::future::Future>(f: F) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
+#[test]
+fn settled_waits_for_older_in_flight_data_even_when_newer_data_is_evicted() {
+    let q = DestinationQueue::new(
+        QueueLimits {
+            max_datapoints: 10,
+            max_bytes: usize::MAX,
+            when_full: WhenFull::DropOldest,
+            spill_fallback: WhenFull::DropNewest,
+        },
+        stats(),
+    );
+    let first = q.push(seq_batch(0, 5));
+    assert_eq!(first.mark, 5);
+    let in_flight = q.try_pop().expect("batch");
+    // Only 5 fit beside the 5 in flight: the batch keeps its newest 5 (positions 5..10).
+    let second = q.push(seq_batch(5, 10));
+    assert_eq!((second.accepted, second.evicted, second.mark), (5, 5, 10));
+    // Room for 3 more evicts the waiting batch (positions 5..10), newer than what is in flight.
+    let third = q.push(seq_batch(15, 3));
+    assert_eq!((third.accepted, third.evicted, third.mark), (3, 5, 13));
+    assert_eq!(
+        now_or_never(q.settled(first.mark)),
+        None,
+        "the first batch is still in flight"
+    );
+    q.ack(in_flight.len(), 1);
+    assert_eq!(now_or_never(q.settled(first.mark)), Some(Settled::Done));
+    assert_eq!(now_or_never(q.settled(second.mark)), Some(Settled::Done));
+    assert_eq!(now_or_never(q.settled(third.mark)), None);
+    let last = q.try_pop().expect("batch");
+    q.requeue(vec![last]);
+    assert_eq!(
+        now_or_never(q.settled(third.mark)),
+        None,
+        "requeued, not sent"
+    );
+    let last = q.try_pop().expect("batch");
+    q.ack(last.len(), 1);
+    assert_eq!(now_or_never(q.settled(third.mark)), Some(Settled::Done));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settled_follows_positions_through_the_disk_tier() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let q = spill_queue(dir.path(), 20, WhenFull::DropNewest, 64 << 20);
+    let mut marks = Vec::new();
+    for i in 0..10 {
+        marks.push(q.push_wait(seq_batch(i * 10, 10)).await.mark);
+    }
+    assert_eq!(marks, (1..=10).map(|i| i * 10).collect::<Vec<u64>>());
+    assert!(q.queued_disk() > 0);
+    let mut sent = 0;
+    for (i, &mark) in marks.iter().enumerate() {
+        while sent < mark {
+            let b = q.pop().await.expect("open");
+            sent += b.len() as u64;
+            q.ack(b.len(), 1);
+        }
+        assert_eq!(
+            now_or_never(q.settled(mark)),
+            Some(Settled::Done),
+            "batch {i}"
+        );
+        if let Some(&next) = marks.get(i + 1) {
+            assert_eq!(now_or_never(q.settled(next)), None, "batch {}", i + 1);
+        }
+    }
+}

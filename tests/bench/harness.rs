@@ -1,0 +1,482 @@
+//! Integration tests of the bench harness over real loopback sockets. No timing assertions.
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anthracite::unstable::bench::generator::{self, SendCounters, SendPlan};
+use anthracite::unstable::bench::scenario::{Names, Overrides, Protocol, Scenario, SinkProtocol};
+use anthracite::unstable::bench::sink::{Sink, SinkConfig};
+use anthracite::unstable::bench::{BenchArgs, RunOptions, TargetSpec, run_once};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+const PYTHON: &str = "python3.11";
+
+/// Runs real Python; fails loudly (never skips) when python3.11 is missing.
+fn python(script: &str, stdin: Option<&[u8]>) -> Vec<u8> {
+    use std::io::Write;
+    let mut child = Command::new(PYTHON)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("{PYTHON} is required by this test (pickle frames come from real Python): {e}")
+        });
+    if let Some(input) = stdin
+        && let Some(mut s) = child.stdin.take()
+    {
+        s.write_all(input).unwrap();
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{PYTHON} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn names(count: usize) -> Vec<String> {
+    let n = Names {
+        count,
+        ..Names::default()
+    };
+    (0..count).map(|i| generator::name(&n, i)).collect()
+}
+
+async fn start_sink(protocol: SinkProtocol, record: bool) -> (Sink, watch::Sender<bool>) {
+    let (tx, rx) = watch::channel(false);
+    let sink = Sink::start(
+        "127.0.0.1:0".parse().unwrap(),
+        SinkConfig {
+            protocol,
+            record_names: record,
+            ..Default::default()
+        },
+        Instant::now(),
+        rx,
+    )
+    .await
+    .unwrap();
+    (sink, tx)
+}
+
+/// Waits (bounded) until the sink has counted `n` datapoints, then a little longer so that
+/// any surplus would show.
+async fn settle(sink: &Sink, n: u64) -> u64 {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let d = sink.stats.delivered.load(Ordering::Relaxed);
+        if d >= n || Instant::now() > until {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            return sink.stats.delivered.load(Ordering::Relaxed);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn generator_into_sink(protocol: Protocol, points: u64, conns: usize) {
+    let (sink, _started) = start_sink(SinkProtocol::Auto, true).await;
+    let names = names(1000);
+    let epoch = Instant::now();
+    let counters = Arc::new(SendCounters::new());
+    let mut tasks = Vec::new();
+    let mut rendered = 0;
+    for c in 0..conns {
+        let p = generator::render(&names, c, conns, points, protocol, 333, 1_700_000_000);
+        // What it sends is what it says: newlines / frames counted independently.
+        match protocol {
+            Protocol::Line => {
+                assert_eq!(memchr::memchr_iter(b'\n', &p.bytes).count() as u64, points)
+            }
+            Protocol::Pickle => {
+                let (mut at, mut frames) = (0, 0);
+                while at < p.bytes.len() {
+                    let len = u32::from_be_bytes(p.bytes[at..at + 4].try_into().unwrap());
+                    at += 4 + len as usize;
+                    frames += 1;
+                }
+                assert_eq!(at, p.bytes.len());
+                assert_eq!(frames, points.div_ceil(333));
+            }
+        }
+        rendered += p.datapoints();
+        let s = TcpStream::connect(sink.addr).await.unwrap();
+        let plan = SendPlan {
+            passes: Some(1),
+            deadline: Instant::now() + Duration::from_secs(60),
+            rate: 0.0,
+        };
+        tasks.push(tokio::spawn(generator::send(
+            s,
+            p,
+            plan,
+            epoch,
+            counters.clone(),
+        )));
+    }
+    let mut sent = 0;
+    for t in tasks {
+        sent += t.await.unwrap().unwrap().1;
+    }
+    let expected = points * conns as u64;
+    assert_eq!(rendered, expected);
+    assert_eq!(sent, expected);
+    assert_eq!(counters.sent.load(Ordering::Relaxed), expected);
+    assert_eq!(settle(&sink, expected).await, expected);
+    assert_eq!(sink.stats.bad.load(Ordering::Relaxed), 0);
+    assert_eq!(sink.stats.unstamped.load(Ordering::Relaxed), 0);
+    assert_eq!(sink.stats.latency.lock().unwrap().count(), expected);
+    assert_eq!(sink.stats.names.lock().unwrap().len(), 1000);
+    sink.stop().await;
+}
+
+#[tokio::test]
+async fn generator_line_counts_are_exact() {
+    generator_into_sink(Protocol::Line, 10_007, 3).await;
+}
+
+#[tokio::test]
+async fn generator_pickle_counts_are_exact() {
+    generator_into_sink(Protocol::Pickle, 10_007, 3).await;
+}
+
+#[tokio::test]
+async fn paced_generator_sends_exact_count() {
+    let (sink, _started) = start_sink(SinkProtocol::Line, false).await;
+    let names = names(50);
+    let p = generator::render(&names, 0, 1, 2_000, Protocol::Line, 20, 1_700_000_000);
+    let s = TcpStream::connect(sink.addr).await.unwrap();
+    let plan = SendPlan {
+        passes: Some(1),
+        deadline: Instant::now() + Duration::from_secs(30),
+        rate: 20_000.0,
+    };
+    let (_, sent) = generator::send(s, p, plan, Instant::now(), Arc::new(SendCounters::new()))
+        .await
+        .unwrap();
+    assert_eq!(sent, 2_000);
+    assert_eq!(settle(&sink, 2_000).await, 2_000);
+    sink.stop().await;
+}
+
+/// carbon-style frames for every pickle protocol, from real Python, into a sink over TCP.
+#[tokio::test]
+async fn sink_decodes_python_pickle_protocols_0_to_5() {
+    let script = r#"
+import pickle, struct, sys
+for proto in range(6):
+    pts = [("a.b.c%d" % i, (1700000000 + i, float(i * 10))) for i in range(100)]
+    pts.append((b"bytes.name", (1700000000, 7)))    # bytes name, int value
+    p = pickle.dumps(pts, protocol=proto)
+    sys.stdout.buffer.write(struct.pack("!L", len(p)) + p)
+"#;
+    let frames = python(script, None);
+    let mut at = 0;
+    let mut chunks = Vec::new();
+    while at < frames.len() {
+        let len = u32::from_be_bytes(frames[at..at + 4].try_into().unwrap()) as usize;
+        chunks.push(&frames[at..at + 4 + len]);
+        at += 4 + len;
+    }
+    assert_eq!(chunks.len(), 6);
+    for (proto, frame) in chunks.iter().enumerate() {
+        let (sink, _started) = start_sink(SinkProtocol::Auto, true).await;
+        let mut s = TcpStream::connect(sink.addr).await.unwrap();
+        // Split inside the length prefix: partial frames must wait for the rest.
+        let (head, tail) = frame.split_at(3);
+        s.write_all(head).await.unwrap();
+        s.flush().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        s.write_all(tail).await.unwrap();
+        s.shutdown().await.unwrap();
+        assert_eq!(settle(&sink, 101).await, 101, "protocol {proto}");
+        assert_eq!(
+            sink.stats.bad.load(Ordering::Relaxed),
+            0,
+            "protocol {proto}"
+        );
+        let names = sink.stats.names.lock().unwrap().clone();
+        assert!(names.contains(&b"a.b.c42"[..]), "protocol {proto}");
+        assert!(names.contains(&b"bytes.name"[..]), "protocol {proto}");
+        // Every value was read: as a latency when it could be a send instant, else counted.
+        let stamped = sink.stats.latency.lock().unwrap().count();
+        let unstamped = sink.stats.unstamped.load(Ordering::Relaxed);
+        assert_eq!(stamped + unstamped, 101, "protocol {proto}");
+        sink.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn sink_counts_lines_and_rejects_malformed_ones() {
+    let (sink, _started) = start_sink(SinkProtocol::Auto, false).await;
+    let mut s = TcpStream::connect(sink.addr).await.unwrap();
+    s.write_all(b"a.b 1.5 1700000000\r\nc.d 2 1700000000\nbad line\n")
+        .await
+        .unwrap();
+    s.shutdown().await.unwrap();
+    assert_eq!(settle(&sink, 2).await, 2);
+    assert_eq!(sink.stats.bad.load(Ordering::Relaxed), 1);
+    sink.stop().await;
+}
+
+/// The generator's pickle frames are what carbon's unpickler expects.
+#[test]
+fn generator_pickle_frames_load_in_python() {
+    let names = names(10);
+    let p = generator::render(&names, 0, 1, 25, Protocol::Pickle, 10, 1_700_000_000);
+    let script = r#"
+import pickle, struct, sys
+data = sys.stdin.buffer.read()
+at, n = 0, 0
+while at < len(data):
+    (length,) = struct.unpack("!L", data[at:at + 4])
+    for name, (ts, value) in pickle.loads(data[at + 4:at + 4 + length]):
+        assert isinstance(name, str) and ts == 1700000000.0 and value == 0.0, (name, ts, value)
+        n += 1
+    at += 4 + length
+print(n)
+"#;
+    let out = python(script, Some(&p.bytes));
+    assert_eq!(String::from_utf8_lossy(&out).trim(), "25");
+}
+
+/// A stand-in relay: forwards every byte to one sink. Lets the whole runner be exercised by
+/// address without depending on anthracite's own parsing and routing.
+async fn forwarder(sink: SocketAddr) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut out) = TcpStream::connect(sink).await else {
+                    return;
+                };
+                let mut buf = vec![0u8; 64 << 10];
+                while let Ok(n) = inbound.read(&mut buf).await {
+                    if n == 0 || out.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn runner_by_address_reports_zero_loss_and_a_chart() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let relay = forwarder(SocketAddr::from(([127, 0, 0, 1], port))).await;
+    let scenario = Scenario::from_toml_str(
+        "name = \"t\"\n[sinks]\ncount = 1\nrecord_names = true\n\
+         [names]\ncount = 5000\n[limits]\nquiet_secs = 3\n",
+    )
+    .unwrap()
+    .validate(&Overrides {
+        datapoints: Some(20_000),
+        ..Default::default()
+    })
+    .unwrap();
+    let opts = RunOptions {
+        sink_ports: vec![port],
+        ..Default::default()
+    };
+    let spec = TargetSpec::Address {
+        addr: relay,
+        pid: Some(std::process::id()),
+    };
+    let r = run_once(&scenario, &spec, &opts).await.unwrap();
+    assert_eq!(r.sent, 20_000);
+    assert_eq!(r.delivered, 20_000, "{}", r.table());
+    assert_eq!(r.lost, 0);
+    assert!(r.is_consistent(), "{r:#?}");
+    assert_eq!(r.latency.count, 20_000);
+    assert_eq!(r.placement_conflicts, Some(0));
+    assert_eq!(r.sinks[0].distinct_names, Some(5000));
+    assert_eq!(r.sinks[0].expected, Some(20_000));
+    assert!(r.relay_cpu_secs.is_some() && r.peak_rss_bytes.is_some());
+    assert!(r.generator_ceiling_rate > 0.0);
+    assert!(!r.timeline.is_empty());
+    let svg = anthracite::unstable::bench::chart::render_svg(&r).unwrap();
+    assert!(svg.starts_with("<svg"));
+}
+
+#[test]
+fn non_loopback_target_is_refused() {
+    let args = BenchArgs {
+        target: "203.0.113.7:2003".into(),
+        ..Default::default()
+    };
+    assert!(args.target_spec().is_err());
+}
+
+/// The end-to-end check: 50k datapoints through anthracite in-process, nothing lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_anthracite_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("e2e.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"e2e\"\n[load]\ndatapoints = 50000\nconnections = 2\n\
+         [names]\ncount = 10000\n[sinks]\ncount = 2\nrecord_names = true\n\
+         [limits]\nquiet_secs = 3\n",
+    )
+    .unwrap();
+    let json = dir.path().join("r.json");
+    let svg = dir.path().join("r.svg");
+    let args = BenchArgs {
+        scenario,
+        target: "in-process".into(),
+        json: Some(json.clone()),
+        svg: Some(svg.clone()),
+        no_progress: true,
+        rounds: 1,
+        ..Default::default()
+    };
+    let r = anthracite::unstable::bench::run(args).await.unwrap();
+    assert_eq!(r.sent, 50_000);
+    assert_eq!(r.delivered, 50_000, "{}", r.table());
+    assert_eq!(r.lost, 0);
+    assert!(r.is_consistent());
+    assert_eq!(r.placement_conflicts, Some(0));
+    assert!(
+        r.sinks
+            .iter()
+            .all(|s| s.delivered > 0 && s.lost == Some(0) && s.placement_lost == Some(0)),
+        "{}",
+        r.table()
+    );
+    let l = &r.latency;
+    assert_eq!(l.count, 50_000);
+    assert!(l.p50_us <= l.p99_us && l.p99_us <= l.p999_us && l.p999_us <= l.max_us);
+    assert!(r.relay_cpu_secs.is_some() && r.cpu_secs_per_million.is_some());
+    assert!(r.capacity.is_some());
+    let parsed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    assert_eq!(parsed["delivered"], 50_000);
+    assert!(parsed["latency"]["p99_us"].is_u64());
+    assert!(std::fs::read_to_string(svg).unwrap().starts_with("<svg"));
+}
+
+/// A down sink drops its connections and refuses new ones, then accepts on the same port.
+#[tokio::test]
+async fn down_sink_refuses_then_accepts_on_the_same_port() {
+    let (tx, rx) = watch::channel(false);
+    let sink = Sink::start(
+        "127.0.0.1:0".parse().unwrap(),
+        SinkConfig {
+            down: Some((0.0, 1.0)),
+            ..Default::default()
+        },
+        Instant::now(),
+        rx,
+    )
+    .await
+    .unwrap();
+    let before = TcpStream::connect(sink.addr).await.unwrap();
+    tx.send(true).unwrap();
+    // Bounded wait for the refusal, then for the re-bind; no timing is asserted.
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut refused = false;
+    let mut accepted_again = false;
+    while Instant::now() < until {
+        match TcpStream::connect(sink.addr).await {
+            Err(_) => refused = true,
+            Ok(mut s) if refused => {
+                s.write_all(b"a.b 1 1700000000\n").await.unwrap();
+                s.shutdown().await.unwrap();
+                accepted_again = true;
+                break;
+            }
+            Ok(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(refused, "the sink never refused a connection");
+    assert!(accepted_again, "the sink never came back");
+    assert_eq!(settle(&sink, 1).await, 1);
+    drop(before);
+    sink.stop().await;
+}
+
+/// A slow sink still counts every datapoint exactly.
+#[tokio::test]
+async fn slow_sink_counts_exactly() {
+    let (_tx, rx) = watch::channel(false);
+    let sink = Sink::start(
+        "127.0.0.1:0".parse().unwrap(),
+        SinkConfig {
+            slow_bytes_per_sec: Some(200_000),
+            ..Default::default()
+        },
+        Instant::now(),
+        rx,
+    )
+    .await
+    .unwrap();
+    let p = generator::render(
+        &names(100),
+        0,
+        1,
+        3_000,
+        Protocol::Pickle,
+        100,
+        1_700_000_000,
+    );
+    let s = TcpStream::connect(sink.addr).await.unwrap();
+    let plan = SendPlan {
+        passes: Some(1),
+        deadline: Instant::now() + Duration::from_secs(30),
+        rate: 0.0,
+    };
+    let (_, sent) = generator::send(s, p, plan, Instant::now(), Arc::new(SendCounters::new()))
+        .await
+        .unwrap();
+    assert_eq!(sent, 3_000);
+    assert_eq!(settle(&sink, 3_000).await, 3_000);
+    sink.stop().await;
+}
+
+/// `--compare` against a relay started as a process (another anthracite, by PID) and the
+/// in-process one: both lose nothing, the process is measured from /proc, ratios exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_in_process_against_an_anthracite_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("cmp.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"cmp\"\n[load]\ndatapoints = 20000\nconnections = 2\n\
+         [names]\ncount = 2000\n[sinks]\ncount = 2\n[limits]\nquiet_secs = 3\n",
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_anthracite");
+    let args = BenchArgs {
+        scenario,
+        compare: vec![
+            "inproc=in-process".into(),
+            format!("proc={bin} --config {{config:bench/relays/anthracite.toml}}"),
+        ],
+        rounds: 1,
+        no_progress: true,
+        ..Default::default()
+    };
+    let r = anthracite::unstable::bench::run(args).await.unwrap();
+    let c = r.comparison.expect("comparison attached");
+    assert_eq!(c.entries.len(), 2);
+    assert!(c.entries.iter().all(|e| e.lost == 0), "{}", c.table());
+    let proc_entry = c.entries.iter().find(|e| e.name == "proc").unwrap();
+    assert!(proc_entry.cpu_secs_per_million.is_some());
+    assert_eq!(c.ratios.len(), 1);
+    assert_eq!(c.ratios[0].throughput.len(), 1);
+}

@@ -1,0 +1,155 @@
+//! Destinations: a refusing destination does not slow the other, its data waits and arrives,
+//! accounting is exact; shutdown flushes what is queued for a connected destination.
+
+use crate::support;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::Duration;
+
+use support::relay::{TestRelay, config_for};
+use support::sink::{CountingSink, SinkProtocol};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn lines(prefix: &str, n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        out.extend_from_slice(format!("{prefix}.{i:06}.value {i} 1700000000\n").as_bytes());
+    }
+    out
+}
+
+#[test]
+fn down_destination_queues_while_the_other_flows_then_catches_up() {
+    let a = CountingSink::start("a", SinkProtocol::Pickle);
+    // Reserve b's port but do not listen yet: connections are refused.
+    let b_port = support::free_ports(1)[0];
+    let b_dest = format!("127.0.0.1:{b_port}:b");
+    let relay = TestRelay::start(&config_for(
+        &[format!("{}:a", a.addr()), b_dest.clone()],
+        "",
+    ));
+    let n = 20_000;
+    let mut c = TcpStream::connect(relay.line).expect("connect");
+    c.write_all(&lines("outage", n)).expect("write");
+    drop(c);
+    let s = relay.wait_stats("all parsed", WAIT, |s| s.received == n as u64);
+    let to_a = s.destinations[0].routed as usize;
+    let to_b = s.destinations[1].routed as usize;
+    assert_eq!(to_a + to_b, n);
+    assert!(
+        to_a > 0 && to_b > 0,
+        "both destinations get a share: {to_a} / {to_b}"
+    );
+    // a receives its whole share while b is down.
+    assert_eq!(a.wait_for_count(to_a, WAIT), to_a);
+    let s = relay.handle.stats();
+    assert_eq!(s.destinations[1].sent, 0);
+    assert_eq!(s.destinations[1].queued, to_b as u64);
+    for d in &s.destinations {
+        assert_eq!(d.routed, d.sent + d.dropped_total() + d.queued, "{d:?}");
+    }
+    // b comes up on its port: the queue drains into it.
+    let b = CountingSink::start_on("b", SinkProtocol::Pickle, b_port);
+    assert_eq!(b.wait_for_count(to_b, WAIT), to_b);
+    let s = relay.wait_stats("b drained", WAIT, |s| s.destinations[1].queued == 0);
+    for d in &s.destinations {
+        assert_eq!(d.routed, d.sent + d.dropped_total() + d.queued, "{d:?}");
+        assert_eq!(d.dropped_total(), 0);
+    }
+    let report = relay.stop();
+    assert!(report.undelivered.is_empty(), "{:?}", report.undelivered);
+}
+
+#[test]
+fn full_queue_drops_newest_with_exact_counts() {
+    let port = support::free_ports(1)[0];
+    let relay = TestRelay::start(&config_for(
+        &[format!("127.0.0.1:{port}:a")],
+        "[destinations.queue]\nmax_datapoints = 1000\n",
+    ));
+    let mut c = TcpStream::connect(relay.line).expect("connect");
+    c.write_all(&lines("full", 5000)).expect("write");
+    drop(c);
+    let s = relay.wait_stats("all parsed", WAIT, |s| s.received == 5000);
+    let d = &s.destinations[0];
+    assert_eq!(d.routed, 5000);
+    assert_eq!(d.queued, 1000);
+    assert_eq!(
+        d.dropped(anthracite::unstable::queue::DestinationDropReason::QueueFull),
+        4000
+    );
+    // The queued 1000 are the oldest: they arrive once the destination is up.
+    let sink = CountingSink::start_on("a", SinkProtocol::Pickle, port);
+    assert_eq!(sink.wait_for_count(1000, WAIT), 1000);
+    let first = sink.received().first().map(|r| r.path.clone());
+    assert_eq!(first.as_deref(), Some("full.000000.value"));
+}
+
+#[test]
+fn shutdown_flushes_everything_queued_for_a_connected_destination() {
+    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let relay = TestRelay::start(&config_for(&[format!("{}:a", sink.addr())], ""));
+    let n = 50_000;
+    let mut c = TcpStream::connect(relay.line).expect("connect");
+    c.write_all(&lines("shutdown", n)).expect("write");
+    drop(c);
+    let report = relay.stop();
+    assert_eq!(report.stats.received, n as u64);
+    assert!(report.undelivered.is_empty(), "{:?}", report.undelivered);
+    assert_eq!(sink.wait_for_count(n, WAIT), n);
+}
+
+#[test]
+fn line_protocol_destination_gets_python_formatted_lines() {
+    let sink = CountingSink::start("a", SinkProtocol::Line);
+    let relay = TestRelay::start(&format!(
+        "[destinations]\nservers = [{{ address = \"{}:a\", protocol = \"line\" }}]\n\
+         [telemetry]\ninterval_secs = 0\n",
+        sink.addr()
+    ));
+    let mut c = TcpStream::connect(relay.line).expect("connect");
+    c.write_all(b"l.a 1.5 1700000000\nl.b 1e20 1700000000.5\nl.c -0.1 1700000001\n")
+        .expect("write");
+    drop(c);
+    assert_eq!(sink.wait_for_count(3, WAIT), 3);
+    let got: Vec<(String, f64, f64)> = sink
+        .received()
+        .into_iter()
+        .map(|r| (r.path, r.timestamp, r.value))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("l.a".to_string(), 1_700_000_000.0, 1.5),
+            ("l.b".to_string(), 1_700_000_000.5, 1e20),
+            ("l.c".to_string(), 1_700_000_001.0, -0.1),
+        ]
+    );
+}
+
+#[test]
+fn a_destination_named_twice_by_the_rules_gets_one_copy() {
+    let a = CountingSink::start("a", SinkProtocol::Pickle);
+    let b = CountingSink::start("b", SinkProtocol::Pickle);
+    let (da, db) = (format!("{}:a", a.addr()), format!("{}:b", b.addr()));
+    let relay = TestRelay::start(&config_for(
+        &[da.clone(), db.clone()],
+        &format!(
+            "[router]\nmethod = \"rules\"\n\
+             [[rules]]\npattern = \"^dup\\\\.\"\ndestinations = [\"{da}\"]\ncontinue = true\n\
+             [[rules]]\npattern = \"dup\"\ndestinations = [\"{da}\", \"{db}\"]\n\
+             [[rules]]\ndefault = true\ndestinations = [\"{db}\"]\n"
+        ),
+    ));
+    let mut c = TcpStream::connect(relay.line).expect("connect");
+    c.write_all(b"dup.x 1 1700000000\nother 2 1700000000\n")
+        .expect("write");
+    drop(c);
+    assert_eq!(b.wait_for_count(2, WAIT), 2);
+    assert_eq!(a.wait_for_count(1, WAIT), 1);
+    let report = relay.stop();
+    assert_eq!(report.stats.destinations[0].routed, 1, "one copy for a");
+    assert_eq!(a.count(), 1);
+}
