@@ -344,9 +344,9 @@ impl ProtobufEncoder {
         Self::default()
     }
 
-    /// Appends one framed message (4-byte big-endian length + serialized [`Payload`]) holding
+    /// Appends one framed message (4-byte big-endian length + serialized `Payload`) holding
     /// every encodable datapoint of `points`; each one that is not encodable is passed to
-    /// `skipped`. Consecutive datapoints with the same name share one [`Metric`] (carbon's
+    /// `skipped`. Consecutive datapoints with the same name share one `Metric` (carbon's
     /// client groups every point of a name within a message; the receiver sees the same
     /// points either way). Returns the datapoints written.
     pub fn encode_message<'a>(
