@@ -35,7 +35,8 @@
 //! stream) and `/metrics` report, and `src/admin.rs` serves `/metrics`, `/healthz`, `/ready`
 //! and `/destinations`. Other
 //! sources join at step 3 through an [`Ingestor`]: the Kinesis Data Streams reader
-//! (`src/receiver/kinesis/`, Cargo feature `kinesis`) and any embedding program, via
+//! (`src/receiver/kinesis/`, Cargo feature `kinesis`; its `leases/` share a stream's shards across
+//! relays through a DynamoDB lease table) and any embedding program, via
 //! [`RelayHandle::ingestor`]. `src/bench/` (Cargo feature `bench`) is the capacity-planning
 //! harness behind `anthracite bench`.
 //!

@@ -144,6 +144,14 @@ pub mod carbon {
     pub const CHECKPOINT_LAG_SECONDS: &str = "checkpointLagSeconds";
     /// Per Kinesis stream: throttled GetRecords calls in the interval.
     pub const THROTTLES: &str = "throttles";
+    /// Kinesis lease table mode, per stream and worker: leases held, sampled at report time.
+    pub const LEASES_HELD: &str = "leasesHeld";
+    /// Kinesis lease table mode: unowned or expired leases taken in the interval.
+    pub const LEASES_TAKEN: &str = "leasesTaken";
+    /// Kinesis lease table mode: leases stolen from a live worker (balancing) in the interval.
+    pub const LEASES_STOLEN: &str = "leasesStolen";
+    /// Kinesis lease table mode: leases lost (taken by a peer, or expired) in the interval.
+    pub const LEASES_LOST: &str = "leasesLost";
 }
 
 /// Kinesis source metrics (`metrics` facade). Labels: `stream`, and `shard` where noted.
@@ -170,6 +178,16 @@ pub mod kinesis {
     pub const CHECKPOINT_AGE: &str = "anthracite_kinesis_checkpoint_age_seconds";
     /// Gauge, label `stream`: shards being read.
     pub const ACTIVE_SHARDS: &str = "anthracite_kinesis_active_shards";
+    /// Gauge, labels `stream`, `worker`: shard leases this worker holds (lease table mode).
+    pub const LEASES_HELD: &str = "anthracite_kinesis_leases_held";
+    /// Counter, labels `stream`, `worker`: unowned or expired leases this worker took.
+    pub const LEASES_TAKEN: &str = "anthracite_kinesis_leases_taken_total";
+    /// Counter, labels `stream`, `worker`: leases this worker took from a live worker to
+    /// balance the fleet.
+    pub const LEASES_STOLEN: &str = "anthracite_kinesis_leases_stolen_total";
+    /// Counter, labels `stream`, `worker`: leases this worker lost (a renewal or checkpoint
+    /// failed its condition, or no renewal succeeded for one lease duration).
+    pub const LEASES_LOST: &str = "anthracite_kinesis_leases_lost_total";
 }
 
 /// The `# HELP` text of a `/metrics` series (one line; the doc comments above say more).
@@ -216,6 +234,10 @@ pub fn help(name: &str) -> &'static str {
         k::KPL_CORRUPT => "Records with the KPL magic that were not valid aggregates.",
         k::CHECKPOINT_AGE => "Seconds since the stream's last committed checkpoint.",
         k::ACTIVE_SHARDS => "Shards being read.",
+        k::LEASES_HELD => "Shard leases this worker holds (lease table mode).",
+        k::LEASES_TAKEN => "Unowned or expired shard leases this worker took.",
+        k::LEASES_STOLEN => "Shard leases this worker took from a live worker to balance.",
+        k::LEASES_LOST => "Shard leases this worker lost.",
         p::RESIDENT_MEMORY => "Resident memory size in bytes.",
         p::CPU_SECONDS => "User and system CPU time spent, in seconds.",
         p::OPEN_FDS => "Open file descriptors.",
