@@ -214,8 +214,16 @@ fn bench(args: anthracite::bench::BenchArgs) -> anyhow::Result<()> {
         .thread_name("anth-bench")
         .build()
         .context("cannot start the async runtime")?;
-    let report = runtime.block_on(anthracite::bench::run(args))?;
-    if !report.is_consistent() {
+    let consistent = if args.sweep {
+        runtime
+            .block_on(anthracite::bench::run_sweep(args))?
+            .is_consistent()
+    } else {
+        runtime
+            .block_on(anthracite::bench::run(args))?
+            .is_consistent()
+    };
+    if !consistent {
         anyhow::bail!(
             "the report is internally inconsistent (percentiles or per-sink sums); see above"
         );

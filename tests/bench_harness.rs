@@ -341,7 +341,7 @@ async fn in_process_anthracite_loses_nothing() {
         json: Some(json.clone()),
         svg: Some(svg.clone()),
         no_progress: true,
-        rounds: 1,
+        rounds: Some(1),
         ..Default::default()
     };
     let r = anthracite::bench::run(args).await.unwrap();
@@ -467,7 +467,7 @@ async fn compare_in_process_against_an_anthracite_process() {
             "inproc=in-process".into(),
             format!("proc={bin} --config {{config:bench/relays/anthracite.toml}}"),
         ],
-        rounds: 1,
+        rounds: Some(1),
         no_progress: true,
         ..Default::default()
     };

@@ -176,6 +176,7 @@ pub async fn run(
             run_id += 1;
             let o = RunOptions {
                 run_id,
+                label: format!("{name}, round {}/{rounds}", round + 1),
                 ..opts.clone()
             };
             let mut report = run_once(scenario, spec, &o).await?;
