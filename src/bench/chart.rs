@@ -41,12 +41,20 @@ pub fn render_sweep_svg(report: &SweepReport) -> Result<String, BenchError> {
         let (top, bottom) = root.split_vertically(400);
         let rows = &report.rows;
         let x_max = rows.iter().map(|r| r.offered_rate).fold(1.0, f64::max) / 1e3 * 1.05;
+        // Latency spans milliseconds to seconds between a light and an overloaded step: log.
         let lat_max = rows
             .iter()
             .filter_map(|r| r.p99_us)
             .map(|v| v as f64 / 1e3)
             .fold(report.p99_target_ms, f64::max)
-            * 1.1;
+            * 1.5;
+        let lat_min = rows
+            .iter()
+            .filter_map(|r| r.p50_us)
+            .map(|v| v as f64 / 1e3)
+            .fold(report.p99_target_ms, f64::min)
+            .max(0.01)
+            / 1.5;
         let loss_max = rows.iter().map(|r| r.loss_pct).fold(1.0, f64::max) * 1.1;
         let multi = report.targets.len() > 1;
         let name = |t: &str, what: &str| {
@@ -72,11 +80,11 @@ pub fn render_sweep_svg(report: &SweepReport) -> Result<String, BenchError> {
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(60)
-            .build_cartesian_2d(0.0..x_max, 0.0..lat_max)
+            .build_cartesian_2d(0.0..x_max, (lat_min..lat_max).log_scale())
             .map_err(chart_err)?;
         c.configure_mesh()
             .x_desc("offered, thousand datapoints/s")
-            .y_desc("latency, ms")
+            .y_desc("latency, ms (log)")
             .draw()
             .map_err(chart_err)?;
         let target = report.p99_target_ms;
@@ -91,8 +99,9 @@ pub fn render_sweep_svg(report: &SweepReport) -> Result<String, BenchError> {
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK));
         for (i, t) in report.targets.iter().enumerate() {
             let colour = Palette99::pick(i).to_rgba();
-            let p50 = series(t, &|r| r.p50_us.map(|v| v as f64 / 1e3));
-            let p99 = series(t, &|r| r.p99_us.map(|v| v as f64 / 1e3));
+            let at_least = |v: u64| (v as f64 / 1e3).max(lat_min);
+            let p50 = series(t, &|r| r.p50_us.map(at_least));
+            let p99 = series(t, &|r| r.p99_us.map(at_least));
             c.draw_series(LineSeries::new(p50, colour.stroke_width(1)).point_size(2))
                 .map_err(chart_err)?
                 .label(name(t, "p50"))

@@ -92,9 +92,7 @@ impl Progress {
         match self {
             Progress::Off => {}
             Progress::Bar(b) => b.finish_and_clear(),
-            Progress::Lines { label, .. } => {
-                eprintln!("{} (done)", tick_line(&label, &tick));
-            }
+            Progress::Lines { label, .. } => eprintln!("{}", done_line(&label, &tick)),
         }
     }
 }
@@ -132,6 +130,17 @@ pub fn tick_line(label: &str, t: &Tick) -> String {
     )
 }
 
+/// The line printed when a run ends, with its totals.
+pub fn done_line(label: &str, t: &Tick) -> String {
+    format!(
+        "{} done after {:.1} s: sent {}, delivered {}",
+        prefix(label),
+        t.t,
+        t.sent,
+        t.delivered
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +160,10 @@ mod tests {
         );
         assert!(tick_line("", &Tick::default()).starts_with("bench: 0 s"));
         assert!(start_line("", 10).contains("10 datapoints expected"));
+        assert_eq!(
+            done_line("x", &t),
+            "bench [x]: done after 5.0 s: sent 500, delivered 499"
+        );
         // Off prints nothing and holds nothing.
         let mut off = Progress::new(false, "x", 1);
         off.update(t);

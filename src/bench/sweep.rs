@@ -416,4 +416,25 @@ mod tests {
         let huge = step_scenario(&s, 1e9, &Overrides::default()).unwrap_err();
         assert!(huge.to_string().contains("load.rate"), "{huge}");
     }
+
+    #[test]
+    fn shipped_sweeps_validate_every_step() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/scenarios");
+        let mut swept = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            let s = Scenario::load(&path)
+                .and_then(|s| s.validate(&Overrides::default()))
+                .unwrap();
+            for &r in &s.sweep.rates {
+                step_scenario(&s, r, &Overrides::default())
+                    .unwrap_or_else(|e| panic!("{} at {r}: {e}", path.display()));
+            }
+            swept += usize::from(!s.sweep.rates.is_empty());
+        }
+        assert!(swept >= 8, "{swept} shipped scenarios have a [sweep]");
+    }
 }
