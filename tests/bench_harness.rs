@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use anthracite::bench::generator::{self, SendCounters, SendPlan};
+use anthracite::bench::generator::{self, NameOrder, SendCounters, SendPlan};
 use anthracite::bench::scenario::{Names, Overrides, Protocol, Scenario, SinkProtocol};
 use anthracite::bench::sink::{Sink, SinkConfig};
 use anthracite::bench::{BenchArgs, RunOptions, TargetSpec, run_once};
@@ -90,7 +90,14 @@ async fn generator_into_sink(protocol: Protocol, points: u64, conns: usize) {
     let mut tasks = Vec::new();
     let mut rendered = 0;
     for c in 0..conns {
-        let p = generator::render(&names, c, conns, points, protocol, 333, 1_700_000_000);
+        let p = generator::render(
+            &names,
+            NameOrder::partitioned(c, conns),
+            points,
+            protocol,
+            333,
+            1_700_000_000,
+        );
         // What it sends is what it says: newlines / frames counted independently.
         match protocol {
             Protocol::Line => {
@@ -152,7 +159,14 @@ async fn generator_pickle_counts_are_exact() {
 async fn paced_generator_sends_exact_count() {
     let (sink, _started) = start_sink(SinkProtocol::Line, false).await;
     let names = names(50);
-    let p = generator::render(&names, 0, 1, 2_000, Protocol::Line, 20, 1_700_000_000);
+    let p = generator::render(
+        &names,
+        NameOrder::partitioned(0, 1),
+        2_000,
+        Protocol::Line,
+        20,
+        1_700_000_000,
+    );
     let s = TcpStream::connect(sink.addr).await.unwrap();
     let plan = SendPlan {
         passes: Some(1),
@@ -231,7 +245,14 @@ async fn sink_counts_lines_and_rejects_malformed_ones() {
 #[test]
 fn generator_pickle_frames_load_in_python() {
     let names = names(10);
-    let p = generator::render(&names, 0, 1, 25, Protocol::Pickle, 10, 1_700_000_000);
+    let p = generator::render(
+        &names,
+        NameOrder::partitioned(0, 1),
+        25,
+        Protocol::Pickle,
+        10,
+        1_700_000_000,
+    );
     let script = r#"
 import pickle, struct, sys
 data = sys.stdin.buffer.read()
@@ -427,8 +448,7 @@ async fn slow_sink_counts_exactly() {
     .unwrap();
     let p = generator::render(
         &names(100),
-        0,
-        1,
+        NameOrder::partitioned(0, 1),
         3_000,
         Protocol::Pickle,
         100,

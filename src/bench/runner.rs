@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use super::BenchError;
 use super::args::TargetSpec;
-use super::generator::{self, Payload, SendCounters, SendPlan};
+use super::generator::{self, NameOrder, Payload, SendCounters, SendPlan};
 use super::histogram::Histogram;
 use super::measure::{self, CpuTracker};
 use super::placement;
@@ -80,8 +80,14 @@ fn prepare(scenario: &Scenario) -> (Vec<String>, Vec<Payload>) {
                 // One pass of exactly what the deadline allows: never a repeated name.
                 vec![needed.max(chunk) as u64; k]
             } else {
-                // A cycle covering every name once, repeated until the deadline.
-                let cover = n.count.div_ceil(k).div_ceil(chunk) * chunk;
+                // A cycle covering every name of the connection once, repeated until the
+                // deadline.
+                let own = if n.shared {
+                    n.count
+                } else {
+                    n.count.div_ceil(k)
+                };
+                let cover = own.div_ceil(chunk) * chunk;
                 vec![cover.min(needed.max(chunk)) as u64; k]
             }
         }
@@ -96,7 +102,14 @@ fn prepare(scenario: &Scenario) -> (Vec<String>, Vec<Payload>) {
     let payloads = counts
         .iter()
         .enumerate()
-        .map(|(c, &points)| generator::render(&names, c, k, points, l.protocol, chunk, ts))
+        .map(|(c, &points)| {
+            let order = NameOrder {
+                conn: c,
+                conns: k,
+                shared: n.shared,
+            };
+            generator::render(&names, order, points, l.protocol, chunk, ts)
+        })
         .collect();
     (names, payloads)
 }
@@ -454,7 +467,13 @@ pub async fn run_once(
         .iter()
         .map(|c| c.sent.load(Ordering::Relaxed))
         .collect();
-    let expected = placement::expected_per_sink(&names, &sink_addrs, &sent_per_connection, &cycles);
+    let expected = placement::expected_per_sink(
+        &names,
+        &sink_addrs,
+        scenario.names.shared,
+        &sent_per_connection,
+        &cycles,
+    );
     let names_count = names.len();
     drop(names);
     let sink_reports = stats

@@ -144,6 +144,11 @@ pub struct Names {
     /// load.duration_secs`; a maximum-rate duration run has no such number and is refused).
     /// Default false.
     pub distinct: bool,
+    /// Every connection cycles through all names, each from its own offset, so a name arrives
+    /// on many connections (relays upstream spreading names over their connections). Default
+    /// false: connection `c` of `k` sends names `c`, `c + k`, `c + 2k`, … (a fleet of hosts,
+    /// each sending its own metrics).
+    pub shared: bool,
 }
 
 impl Default for Names {
@@ -155,6 +160,7 @@ impl Default for Names {
             prefix: String::new(),
             tags: Vec::new(),
             distinct: false,
+            shared: false,
         }
     }
 }
@@ -412,6 +418,9 @@ impl Scenario {
         }
         if l.batch == 0 || l.batch > 100_000 {
             return bad("load.batch", "must be in [1, 100000]");
+        }
+        if self.names.distinct && self.names.shared {
+            return bad("names.distinct", "cannot be combined with names.shared");
         }
         if self.names.distinct {
             let total = match l.duration_secs {
