@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use anthracite::ingest::Pipeline;
-use anthracite::protocol::line::LineFramer;
-use anthracite::protocol::pickle::encode_message;
-use anthracite::queue::{DestinationQueue, QueueLimits};
-use anthracite::router::{DestinationSpec, HashType, Method, Router, RouterSpec};
-use anthracite::telemetry::RelayStats;
-use anthracite::telemetry::stats::Source;
+use anthracite::Source;
+use anthracite::unstable::ingest::IngestStats;
+use anthracite::unstable::ingest::Pipeline;
+use anthracite::unstable::protocol::line::LineFramer;
+use anthracite::unstable::protocol::pickle::encode_message;
+use anthracite::unstable::queue::{DestinationQueue, DestinationStats, QueueLimits};
+use anthracite::unstable::router::{DestinationSpec, HashType, Method, Router, RouterSpec};
 use bytes::BytesMut;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
@@ -32,19 +32,19 @@ fn pipeline() -> Pipeline {
         })
         .expect("router"),
     );
-    let names: Vec<String> = destinations.iter().map(|d| d.to_string()).collect();
-    let stats = Arc::new(RelayStats::new(&names));
     let limits = QueueLimits {
         max_datapoints: usize::MAX,
         max_bytes: usize::MAX,
         ..QueueLimits::default()
     };
-    let queues: Arc<[Arc<DestinationQueue>]> = stats
-        .destinations()
+    let queues: Arc<[Arc<DestinationQueue>]> = destinations
         .iter()
-        .map(|s| Arc::new(DestinationQueue::new(limits, s.clone())))
+        .map(|d| {
+            let stats = Arc::new(DestinationStats::new(d.to_string()));
+            Arc::new(DestinationQueue::new(limits, stats))
+        })
         .collect();
-    Pipeline::new(router, queues, stats, 1_000_000)
+    Pipeline::new(router, queues, Arc::new(IngestStats::new()), 1_000_000)
 }
 
 fn payload(lines: usize, distinct: usize) -> Vec<u8> {
@@ -79,9 +79,11 @@ fn bench_pipeline(c: &mut Criterion) {
     group.bench_function("lines_to_pickle_carbon_ch_2dest", |b| {
         b.iter(|| {
             let mut buf = BytesMut::from(&data[..]);
-            framer.feed(&mut buf, |line| match line {
-                Ok(l) => ingestor.line(l),
-                Err(r) => ingestor.reject(r),
+            framer.feed(&mut buf, |line| {
+                let _ = match line {
+                    Ok(l) => ingestor.line(l),
+                    Err(r) => ingestor.reject(r),
+                };
             });
             rt.block_on(ingestor.flush());
             drain(&p, &mut out);

@@ -4,7 +4,9 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use anthracite::router::{DestinationSpec, HashType, Method, RouteCache, Router, RouterSpec};
+use anthracite::unstable::router::{
+    DestinationSpec, HashType, Method, RouteCache, Router, RouterSpec,
+};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 /// Names per iteration batch; a realistic set of distinct series repeating every interval.

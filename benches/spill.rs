@@ -10,8 +10,8 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anthracite::Batch;
-use anthracite::queue::spill::{AppendOutcome, FsyncPolicy, SpillConfig, SpillLog};
+use anthracite::unstable::batch::Batch;
+use anthracite::unstable::queue::spill::{AppendOutcome, FsyncPolicy, SpillConfig, SpillLog};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 const POINTS: usize = 500;
@@ -28,7 +28,8 @@ fn batch(seq: u64) -> Batch {
             name.as_bytes(),
             1_700_000_000.0 + seq as f64,
             i as f64 * 1.25,
-        );
+        )
+        .expect("batch has room");
     }
     b
 }

@@ -1,16 +1,17 @@
-//! Embedding anthracite in another program: own listeners, own shutdown, own datapoints.
+//! Embedding anthracite in another program: own listener, own shutdown, own datapoints, and
+//! delivery feedback instead of polling.
 //!
-//! Starts a relay that forwards to a local "carbon-cache" (a tiny sink in this example),
-//! sends two datapoints over its plaintext port and one through an `Ingestor`, then shuts it
-//! down and prints the counters.
+//! Starts a relay that forwards to a local "carbon-cache" (a tiny sink in this example). The
+//! relay binds exactly one socket, a plaintext listener on an ephemeral loopback port, so it
+//! runs beside a carbon that holds 2003 and 2004. It sends two datapoints over that port and
+//! one through an `Ingestor`, waits on the ingestor's delivery receipt, then shuts down and
+//! prints the counters.
 //!
 //! ```text
 //! cargo run --example embed
 //! ```
 
-use std::time::Duration;
-
-use anthracite::{Config, Relay};
+use anthracite::{Config, Delivery, Pushed, Relay};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -33,17 +34,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         total
     });
 
-    let config = Config::from_toml_str(&format!(
-        r#"
-        [destinations]
-        servers = ["{sink_addr}:a"]
-        [telemetry]
-        interval_secs = 0
-        [shutdown]
-        grace_secs = 5
-        "#
-    ))?;
-    // Our own listener on an ephemeral port; the pickle receiver is disabled by not binding it.
+    // A builder binds nothing unless asked: no 2003, no 2004.
+    let config = Config::builder()
+        .destinations([format!("{sink_addr}:a")])
+        .telemetry_interval(None)
+        .shutdown_grace(std::time::Duration::from_secs(5))
+        .build()?;
     let line = TcpListener::bind("127.0.0.1:0").await?;
     let line_addr = line.local_addr()?;
     let relay = Relay::builder(config).line_listener(line).build()?;
@@ -59,18 +55,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     client.shutdown().await?;
 
-    // A non-socket source pushes datapoints directly.
+    // A non-socket source pushes datapoints directly and learns what became of each.
     let mut ingestor = handle.ingestor();
-    ingestor.push(b"example.embed.direct", 1_700_000_000.0, 42.0);
-    ingestor.flush().await;
-
-    // Wait until all three are accounted for, then stop.
-    for _ in 0..100 {
-        if handle.stats().received >= 3 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    match ingestor.push(b"example.embed.direct", 1_700_000_000.0, 42.0) {
+        Pushed::Accepted | Pushed::FlushNow => {}
+        other => eprintln!("not accepted: {other:?}"),
     }
+    let nan = ingestor.push(b"example.embed.nan", 1_700_000_000.0, f64::NAN);
+    println!("a NaN value: {nan:?}");
+    let flushed = ingestor.flush().await;
+    println!(
+        "flushed: {} queued, {} dropped by a full queue",
+        flushed.queued, flushed.dropped
+    );
+    // Wait until the ingestor's data has left the queue, without polling.
+    let delivery = ingestor.receipt().delivered().await;
+    assert_eq!(delivery, Delivery::Settled);
+
+    // Shutdown stops receivers first, and each connection parses what its client already
+    // sent: the client's two lines are not lost by stopping now.
     let _ = stop_tx.send(());
     let report = running.await??;
     let bytes = received.await?;

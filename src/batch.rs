@@ -4,6 +4,10 @@
 //! records beside it, so building a batch of a thousand datapoints costs two growing vectors,
 //! not a thousand allocations. Batches are built per connection (or per Kinesis record), one per
 //! destination, and moved whole into that destination's queue.
+//!
+//! Offsets into the name buffer are `u32`, so a batch holds at most [`MAX_NAME_BYTES`] bytes of
+//! names: [`Batch::push`] and [`Batch::append`] refuse what would pass it ([`BatchFull`]), and
+//! the ingestor starts a new batch long before (it hands batches over every few MiB).
 
 use std::mem::size_of;
 
@@ -32,6 +36,14 @@ pub struct Datapoint<'a> {
 /// Fixed per-datapoint overhead counted against queue byte bounds, besides the name itself.
 pub const POINT_OVERHEAD: usize = size_of::<Point>();
 
+/// Most bytes of names one batch holds (its offsets are `u32`).
+pub const MAX_NAME_BYTES: usize = u32::MAX as usize;
+
+/// A batch cannot take more names: its name buffer would pass [`MAX_NAME_BYTES`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("batch full: its names would pass {MAX_NAME_BYTES} bytes")]
+pub struct BatchFull;
+
 /// A run of datapoints bound for one destination, names packed in one buffer.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Batch {
@@ -53,11 +65,15 @@ impl Batch {
         }
     }
 
-    /// Appends one datapoint, copying its name into the batch's buffer.
-    ///
-    /// Names longer than `u32::MAX` bytes cannot occur: every receiver bounds them far below.
+    /// Appends one datapoint, copying its name into the batch's buffer; refuses it when the
+    /// batch's names would pass [`MAX_NAME_BYTES`].
     #[inline]
-    pub fn push(&mut self, name: &[u8], timestamp: f64, value: f64) {
+    pub fn push(&mut self, name: &[u8], timestamp: f64, value: f64) -> Result<(), BatchFull> {
+        let end = self.names.len() + name.len();
+        if end > MAX_NAME_BYTES {
+            return Err(BatchFull);
+        }
+        // Both fit in u32: end <= MAX_NAME_BYTES.
         let name_start = self.names.len() as u32;
         self.names.extend_from_slice(name);
         self.points.push(Point {
@@ -66,6 +82,7 @@ impl Batch {
             timestamp,
             value,
         });
+        Ok(())
     }
 
     /// Number of datapoints.
@@ -140,14 +157,19 @@ impl Batch {
         }
     }
 
-    /// Moves every datapoint of `other` to the end of `self`.
-    pub fn append(&mut self, other: &Batch) {
+    /// Copies every datapoint of `other` to the end of `self`; refuses (and copies nothing)
+    /// when the names would pass [`MAX_NAME_BYTES`].
+    pub fn append(&mut self, other: &Batch) -> Result<(), BatchFull> {
+        if self.names.len() + other.names.len() > MAX_NAME_BYTES {
+            return Err(BatchFull);
+        }
         let base = self.names.len() as u32;
         self.names.extend_from_slice(&other.names);
         self.points.extend(other.points.iter().map(|p| Point {
             name_start: p.name_start + base,
             ..*p
         }));
+        Ok(())
     }
 
     /// Takes the batch's contents, leaving an empty batch with the same capacity hint.
@@ -169,17 +191,32 @@ mod tests {
     #[test]
     fn push_iter_split_append_keep_order_and_bytes() {
         let mut b = Batch::new();
-        b.push(b"a.b", 1.0, 2.0);
-        b.push(b"c", 3.0, 4.0);
-        b.push(b"dd.e", 5.0, 6.0);
+        b.push(b"a.b", 1.0, 2.0).expect("room");
+        b.push(b"c", 3.0, 4.0).expect("room");
+        b.push(b"dd.e", 5.0, 6.0).expect("room");
         assert_eq!(b.len(), 3);
         assert_eq!(b.size_bytes(), 8 + 3 * POINT_OVERHEAD);
         let tail = b.split_off(1);
         assert_eq!(names(&b), vec![&b"a.b"[..]]);
         assert_eq!(names(&tail), vec![&b"c"[..], &b"dd.e"[..]]);
         assert_eq!(tail.get(1).map(|d| d.value), Some(6.0));
-        b.append(&tail);
+        b.append(&tail).expect("room");
         assert_eq!(names(&b), vec![&b"a.b"[..], &b"c"[..], &b"dd.e"[..]]);
         assert!(b.split_off(3).is_empty());
+    }
+
+    #[test]
+    fn batch_offsets_cannot_overflow_u32() {
+        // Zeroed allocations are lazily mapped: 4 GiB of address space, no 4 GiB of memory.
+        // Nothing here copies the huge name: every push of it is refused before copying.
+        let huge = vec![0u8; MAX_NAME_BYTES + 1];
+        let mut empty = Batch::new();
+        assert_eq!(empty.push(&huge, 1.0, 1.0), Err(BatchFull));
+        assert!(empty.is_empty());
+        let mut b = Batch::new();
+        b.push(b"a", 1.0, 1.0).expect("room");
+        assert_eq!(b.push(&huge[..MAX_NAME_BYTES], 2.0, 2.0), Err(BatchFull));
+        assert_eq!(b.len(), 1, "a refused push leaves the batch as it was");
+        assert_eq!(b.get(0).map(|d| d.name), Some(&b"a"[..]));
     }
 }

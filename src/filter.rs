@@ -11,6 +11,7 @@
 //! once per flush and cache each name's verdict until it changes, so the hot path never takes
 //! the lock.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -19,7 +20,18 @@ use std::time::{Duration, SystemTime};
 use regex::bytes::RegexSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ListsConfig;
+use crate::protocol::NameHashBuilder;
+
+/// carbon's `USE_WHITELIST` files.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListsConfig {
+    /// Whitelist file (`None`: no whitelist).
+    pub whitelist: Option<PathBuf>,
+    /// Blacklist file (`None`: no blacklist).
+    pub blacklist: Option<PathBuf>,
+    /// How often the files' modification times are checked.
+    pub reload_interval: Duration,
+}
 
 /// What the lists say about one name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,6 +259,67 @@ impl ListWatcher {
                 _ = ticker.tick() => {}
             }
             self.poll();
+        }
+    }
+}
+
+/// The ingestor's view of the white/blacklists: refreshed once per flush, verdicts cached per
+/// name until the lists change.
+#[derive(Debug)]
+pub(crate) struct NameFilter {
+    shared: Arc<SharedLists>,
+    generation: u64,
+    lists: Arc<Lists>,
+    verdicts: HashMap<Box<[u8]>, Verdict, NameHashBuilder>,
+    max_entries: usize,
+    /// Names dropped by the blacklist since the counters were last taken.
+    pub(crate) blacklisted: u64,
+    /// Names dropped for not being on the whitelist since then.
+    pub(crate) not_whitelisted: u64,
+}
+
+impl NameFilter {
+    pub(crate) fn new(shared: Arc<SharedLists>, max_entries: usize) -> Self {
+        Self {
+            generation: shared.generation(),
+            lists: shared.load(),
+            shared,
+            verdicts: HashMap::with_hasher(NameHashBuilder::random()),
+            max_entries: max_entries.max(1),
+            blacklisted: 0,
+            not_whitelisted: 0,
+        }
+    }
+
+    /// The verdict for `name` (cached per name until the lists change); counts the drops.
+    #[inline]
+    pub(crate) fn check(&mut self, name: &[u8]) -> Verdict {
+        let verdict = match self.verdicts.get(name) {
+            Some(&v) => v,
+            None => {
+                let v = self.lists.verdict(name);
+                if self.verdicts.len() >= self.max_entries {
+                    self.verdicts.clear();
+                }
+                self.verdicts.insert(name.into(), v);
+                v
+            }
+        };
+        match verdict {
+            Verdict::Pass => {}
+            Verdict::Blacklisted => self.blacklisted += 1,
+            Verdict::NotWhitelisted => self.not_whitelisted += 1,
+        }
+        verdict
+    }
+
+    /// Picks up reloaded lists (one atomic load when nothing changed).
+    pub(crate) fn refresh(&mut self) {
+        let generation = self.shared.generation();
+        if generation != self.generation {
+            self.generation = generation;
+            self.lists = self.shared.load();
+            self.verdicts.clear();
         }
     }
 }

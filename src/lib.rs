@@ -4,43 +4,60 @@
 //! `carbon-relay` would, and delivers them to carbon-cache instances through one bounded queue
 //! per destination. The data path reads top to bottom:
 //!
-//! 1. **accept** — [`receiver`]: plaintext over TCP and UDP, pickle over TCP. One task per
+//! 1. **accept** — `src/receiver/`: plaintext over TCP and UDP, pickle over TCP. One task per
 //!    connection reads into a buffer and hands whole lines or frames to the parser.
-//! 2. **parse** — [`protocol`]: [`protocol::line`] and [`protocol::pickle`] decode bytes into
+//! 2. **parse** — `src/protocol/`: `line.rs` and `pickle/` decode bytes into
 //!    `(name, timestamp, value)` with carbon's rules; no I/O, no allocation per datapoint.
-//!    [`filter`] drops names on carbon's blacklist or off its whitelist (`USE_WHITELIST`),
+//!    `src/filter.rs` drops names on carbon's blacklist or off its whitelist (`USE_WHITELIST`),
 //!    reloaded when the files change.
-//! 3. **route** — [`router`]: carbon's consistent-hashing ring (`carbon_ch`, `fnv1a_ch`,
-//!    `mmh3_ch`), fast-hashing and rules, with a per-connection route cache so repeated names
-//!    never pay an MD5. The [`ingest::Ingestor`] ties parse → route → queue together and batches
+//! 3. **route** — `src/router/`: carbon's consistent-hashing ring (`carbon_ch`, `fnv1a_ch`,
+//!    `mmh3_ch`), fast-hashing and rules, with a route cache so repeated names never pay an
+//!    MD5. The [`Ingestor`] (`src/ingest/`) ties parse → route → queue together and batches
 //!    per connection.
-//! 4. **queue** — [`queue`]: one bounded [`queue::DestinationQueue`] per destination with an
-//!    explicit [`queue::WhenFull`] policy; every drop counted with a reason. With a spill
-//!    directory the memory tier overflows into a per-destination [`queue::spill::SpillLog`]
-//!    on disk, driven by a dedicated thread and replayed oldest first.
-//! 5. **send** — [`destination`]: one task per destination drains its queue, encodes pickle or
-//!    line messages, writes in large batches and reconnects with capped, jittered backoff.
+//! 4. **queue** — `src/queue/`: one bounded queue per destination with an explicit
+//!    [`WhenFull`] policy; every drop counted with a reason. With a spill directory the memory
+//!    tier overflows into a per-destination spill log on disk (`src/queue/spill/`, whose
+//!    module documentation is the design), driven by a dedicated thread and replayed oldest
+//!    first.
+//! 5. **send** — `src/destination/`: one task per destination drains its queue, encodes pickle
+//!    or line messages, writes in large batches and reconnects with capped, jittered backoff.
 //!
-//! [`config`] reads `relay.toml`, or an unchanged carbon `carbon.conf` ([`config::carbon`]) with
-//! its relay-rules and aggregation-rules files.
+//! `src/config/` reads `relay.toml`, or an unchanged carbon `carbon.conf` with its relay-rules
+//! and aggregation-rules files, into a validated [`Config`].
 //!
-//! [`relay`] wires the stages together and owns startup and shutdown order (receivers first,
-//! then queues drain, then destinations close). [`telemetry`] holds the self-metric names and
-//! the reporter that feeds `carbon.relays.<host>.*` back into the stream. Other sources join at
-//! step 3 through an [`ingest::Ingestor`]: the Kinesis Data Streams reader
-//! (`receiver::kinesis`, Cargo feature `kinesis`) and any embedding program, via
-//! [`relay::RelayHandle::ingestor`].
-//! [`bench`](mod@bench) is the capacity-planning harness behind `anthracite bench`.
+//! `src/relay/` wires the stages together and owns startup and shutdown order (receivers
+//! first, then queues drain, then destinations close). `src/telemetry/` holds the self-metric
+//! names and the reporter that feeds `carbon.relays.<host>.*` back into the stream. Other
+//! sources join at step 3 through an [`Ingestor`]: the Kinesis Data Streams reader
+//! (`src/receiver/kinesis/`, Cargo feature `kinesis`) and any embedding program, via
+//! [`RelayHandle::ingestor`]. `src/bench/` (Cargo feature `bench`) is the capacity-planning
+//! harness behind `anthracite bench`.
+//!
+//! ## The API
+//!
+//! What the crate root exports is the stable API: [`Relay`] (built by [`RelayBuilder`],
+//! observed and fed through a [`RelayHandle`]), its [`Config`] (from a file, a carbon.conf,
+//! or [`ConfigBuilder`]), the [`Ingestor`] with its delivery feedback ([`Pushed`],
+//! [`Flushed`], [`Receipt`]), the counters ([`StatsSnapshot`]) and the error types.
+//! [`unstable`] exposes the internals for anthracite's own tests, benchmarks and tools, with
+//! no stability promise.
+//!
+//! ## Cargo features
+//!
+//! - `kinesis`: the AWS Kinesis Data Streams source (the AWS SDK). Opt in when embedding.
+//! - `cli`, `bench`: the `anthracite` binary and its benchmark harness.
+//!
+//! `default-features = false` gives the relay core alone (no clap, plotters, indicatif,
+//! anyhow, tracing-subscriber or AWS SDK); the defaults are for the binary and the test suite.
 //!
 //! ## Embedding
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use anthracite::{Config, Relay};
-//! let config = Config::from_toml_str(r#"
-//!     [destinations]
-//!     servers = ["127.0.0.1:2104:a", "127.0.0.1:2204:b"]
-//! "#)?;
+//! let config = Config::builder()
+//!     .destinations(["127.0.0.1:2104:a", "127.0.0.1:2204:b"])
+//!     .build()?;
 //! let line = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 //! let relay = Relay::builder(config).line_listener(line).build()?;
 //! relay.run(async { let _ = tokio::signal::ctrl_c().await; }).await?;
@@ -48,19 +65,27 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod batch;
-pub mod bench;
-pub mod config;
-pub mod destination;
-pub mod filter;
-pub mod ingest;
-pub mod protocol;
-pub mod queue;
-pub mod receiver;
-pub mod relay;
-pub mod router;
-pub mod telemetry;
+mod batch;
+#[cfg(feature = "bench")]
+mod bench;
+mod config;
+mod destination;
+mod filter;
+mod ingest;
+mod protocol;
+mod queue;
+mod receiver;
+mod relay;
+mod router;
+mod telemetry;
+pub mod unstable;
 
-pub use batch::{Batch, Datapoint};
-pub use config::Config;
+pub use batch::Datapoint;
+pub use config::{CarbonImport, CarbonOptions, Config, ConfigBuilder, ConfigError};
+pub use ingest::{Delivery, FLUSH_HINT_BYTES, Flushed, Ingestor, Pushed, Receipt, Source};
+pub use protocol::{DropCounts, DropReason};
+pub use queue::spill::SpillError;
+pub use queue::{DestinationDropReason, DestinationSnapshot, SpillSnapshot, WhenFull};
 pub use relay::{Relay, RelayBuilder, RelayError, RelayHandle, ShutdownReport};
+pub use router::RouterError;
+pub use telemetry::StatsSnapshot;

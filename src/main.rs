@@ -4,7 +4,9 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anthracite::{Config, Relay};
+use anthracite::unstable::config::router_spec;
+use anthracite::unstable::router::Router;
+use anthracite::{CarbonOptions, Config, Relay};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -52,17 +54,15 @@ impl ConfigArgs {
     }
 
     /// Loads relay.toml, or carbon.conf with the warnings it produced.
-    fn load(&self) -> Result<(Config, Vec<String>), anthracite::config::ConfigError> {
+    fn load(&self) -> Result<(Config, Vec<String>), anthracite::ConfigError> {
         match &self.carbon_config {
             None => Config::load(&self.config).map(|c| (c, Vec::new())),
             Some(path) => {
-                let options = anthracite::config::carbon::CarbonOptions {
-                    path: path.clone(),
-                    instance: self.instance.clone(),
-                    rules: self.rules.clone(),
-                    aggregation_rules: self.aggregation_rules.clone(),
-                };
-                anthracite::config::carbon::load(&options).map(|i| (i.config, i.warnings))
+                let mut options = CarbonOptions::new(path.clone());
+                options.instance = self.instance.clone();
+                options.rules = self.rules.clone();
+                options.aggregation_rules = self.aggregation_rules.clone();
+                Config::load_carbon(&options).map(|i| (i.config, i.warnings))
             }
         }
     }
@@ -79,9 +79,10 @@ enum Command {
         /// Metric names; read from stdin when none are given.
         names: Vec<String>,
     },
+    #[cfg(feature = "bench")]
     /// Capacity-planning benchmark: load generator + counting sinks + report, against
     /// anthracite in-process or any relay by address or command (see bench/scenarios/).
-    Bench(Box<anthracite::bench::BenchArgs>),
+    Bench(Box<anthracite::unstable::bench::BenchArgs>),
 }
 
 fn main() -> ExitCode {
@@ -93,6 +94,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let command = cli.command.unwrap_or(Command::Run);
+    #[cfg(feature = "bench")]
     if let Command::Bench(args) = command {
         // The harness builds its own relay configuration; no relay.toml is read.
         return match bench(*args) {
@@ -114,7 +116,9 @@ fn main() -> ExitCode {
         tracing::warn!("{w}");
     }
     let result = match command {
-        Command::Run | Command::Bench(_) => run(config),
+        Command::Run => run(config),
+        #[cfg(feature = "bench")]
+        Command::Bench(_) => run(config),
         Command::Check => check(&config, cli.run.source(), &warnings),
         Command::Route { names } => route(config, names),
     };
@@ -162,25 +166,19 @@ async fn shutdown_signal() {
 }
 
 fn check(config: &Config, path: &Path, warnings: &[String]) -> anyhow::Result<()> {
-    anthracite::router::Router::new(config.router.clone())
+    Router::new(router_spec(config).clone())
         .with_context(|| format!("{}: router", path.display()))?;
     println!("# {}: OK", path.display());
     for w in warnings {
         println!("# warning: {w}");
     }
-    println!(
-        "# {} destination(s), method {:?}, hash {:?}, replication factor {}",
-        config.destinations.len(),
-        config.router.method,
-        config.router.hash_type,
-        config.router.replication_factor
-    );
+    println!("# {}", config.summary());
     print!("{}", config.to_resolved_toml());
     Ok(())
 }
 
 fn route(config: Config, names: Vec<String>) -> anyhow::Result<()> {
-    let router = anthracite::router::Router::new(config.router).context("cannot build router")?;
+    let router = Router::new(router_spec(&config).clone()).context("cannot build router")?;
     let mut out = Vec::new();
     let mut print = |name: &str| {
         out.clear();
@@ -208,7 +206,8 @@ fn route(config: Config, names: Vec<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn bench(args: anthracite::bench::BenchArgs) -> anyhow::Result<()> {
+#[cfg(feature = "bench")]
+fn bench(args: anthracite::unstable::bench::BenchArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("anth-bench")
@@ -216,11 +215,11 @@ fn bench(args: anthracite::bench::BenchArgs) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     let consistent = if args.sweep {
         runtime
-            .block_on(anthracite::bench::run_sweep(args))?
+            .block_on(anthracite::unstable::bench::run_sweep(args))?
             .is_consistent()
     } else {
         runtime
-            .block_on(anthracite::bench::run(args))?
+            .block_on(anthracite::unstable::bench::run(args))?
             .is_consistent()
     };
     if !consistent {

@@ -23,6 +23,7 @@ use crate::router::{DestinationSpec, HashType, Method};
 
 /// How to read a carbon.conf (carbon-relay's command-line options).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct CarbonOptions {
     /// carbon.conf (carbon's `--config`); its directory is carbon's `CONF_DIR`.
     pub path: PathBuf,
@@ -49,6 +50,7 @@ impl CarbonOptions {
 
 /// A carbon.conf translated into a validated [`Config`].
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct CarbonImport {
     /// The configuration to run.
     pub config: Config,

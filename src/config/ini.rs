@@ -11,6 +11,8 @@
 
 use std::collections::HashMap;
 
+use crate::protocol::number::parse_py_int;
+
 /// Why a file is not what `configparser` accepts.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum IniError {
@@ -242,24 +244,9 @@ pub fn parse_bool(value: &str) -> Option<bool> {
     }
 }
 
-/// Python's `int(value)`: optional sign, digits with single `_` between them, whitespace
-/// around.
+/// Python's `int(value)` (see [`parse_py_int`]).
 pub fn parse_int(value: &str) -> Option<i64> {
-    let v = value.trim();
-    let (neg, digits) = match v.strip_prefix('-') {
-        Some(d) => (true, d),
-        None => (false, v.strip_prefix('+').unwrap_or(v)),
-    };
-    if digits.is_empty()
-        || digits.starts_with('_')
-        || digits.ends_with('_')
-        || digits.contains("__")
-        || !digits.bytes().all(|b| b.is_ascii_digit() || b == b'_')
-    {
-        return None;
-    }
-    let n: i64 = digits.replace('_', "").parse().ok()?;
-    Some(if neg { -n } else { n })
+    parse_py_int(value)
 }
 
 /// Python's `float(value)`, including `inf`, `infinity` and `nan` in any case.

@@ -4,25 +4,30 @@
 //! documented); [`Config`] is the validated result: parsed addresses, the destination list and
 //! a [`RouterSpec`] ready to build. Every cross-field rule reports the key it concerns.
 
+mod builder;
 pub mod carbon;
 pub mod ini;
 pub mod kinesis;
 pub mod raw;
+mod validate;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::destination::DestinationConfig;
-use crate::queue::spill::{FsyncPolicy, SpillConfig};
-use crate::queue::{QueueLimits, SpillSettings, WhenFull};
-use crate::router::{DestinationSpec, Method, RouterSpec, RuleSpec};
+pub use crate::filter::ListsConfig;
+use crate::router::RouterSpec;
+pub use crate::telemetry::TelemetryConfig;
 
+pub use builder::ConfigBuilder;
+pub use carbon::{CarbonImport, CarbonOptions};
 pub use kinesis::KinesisConfig;
 pub use raw::RawConfig;
 
 /// Configuration errors. Every variant names the key (and the file, when loaded from one).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
     #[error("cannot read config file {path}: {source}")]
@@ -71,31 +76,6 @@ pub struct ListenConfig {
     pub max_pickle_frame: usize,
 }
 
-/// The relay's own metrics.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TelemetryConfig {
-    /// How often self-metrics are emitted into the stream (`None`: never).
-    pub interval: Option<Duration>,
-    /// First component of self-metric names (carbon's `CARBON_METRIC_PREFIX`).
-    pub prefix: String,
-    /// Host component (dots become underscores), defaults to the machine's hostname.
-    pub host: String,
-    /// Instance name appended as `<host>-<instance>`.
-    pub instance: String,
-}
-
-impl TelemetryConfig {
-    /// `<prefix>.relays.<host>-<instance>`, as carbon names its relay metrics.
-    pub fn metric_root(&self) -> String {
-        format!(
-            "{}.relays.{}-{}",
-            self.prefix,
-            self.host.replace('.', "_"),
-            self.instance
-        )
-    }
-}
-
 /// Between parsing and routing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IngestConfig {
@@ -107,38 +87,31 @@ pub struct IngestConfig {
     pub lists: Option<ListsConfig>,
 }
 
-/// carbon's `USE_WHITELIST` files.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ListsConfig {
-    /// Whitelist file (`None`: no whitelist).
-    pub whitelist: Option<PathBuf>,
-    /// Blacklist file (`None`: no blacklist).
-    pub blacklist: Option<PathBuf>,
-    /// How often the files' modification times are checked.
-    pub reload_interval: Duration,
-}
-
-/// A validated configuration.
+/// A validated configuration: read from `relay.toml` ([`Config::load`]), from carbon-relay's
+/// own `carbon.conf` ([`Config::load_carbon`]), or built in code ([`Config::builder`]).
+///
+/// Its parts are the relay's business; what an embedder needs is on the methods.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Listeners.
-    pub listen: ListenConfig,
+    pub(crate) listen: ListenConfig,
     /// Routing, ready for [`crate::router::Router::new`].
-    pub router: RouterSpec,
+    pub(crate) router: RouterSpec,
     /// Names cached per connection by the route cache (0: no cache).
-    pub route_cache_entries: usize,
+    pub(crate) route_cache_entries: usize,
     /// Destinations, in `servers` order (the ring insertion order).
-    pub destinations: Vec<DestinationConfig>,
+    pub(crate) destinations: Vec<DestinationConfig>,
     /// Filtering and normalisation before routing.
-    pub ingest: IngestConfig,
+    pub(crate) ingest: IngestConfig,
     /// Self-metrics.
-    pub telemetry: TelemetryConfig,
+    pub(crate) telemetry: TelemetryConfig,
     /// How long shutdown may take to flush queues.
-    pub shutdown_grace: Duration,
+    pub(crate) shutdown_grace: Duration,
     /// Kinesis Data Streams sources (`[[kinesis]]`).
-    pub kinesis: Vec<KinesisConfig>,
+    #[cfg_attr(not(feature = "kinesis"), allow(dead_code))]
+    pub(crate) kinesis: Vec<KinesisConfig>,
     /// The raw configuration with every default filled in (what `anthracite check` prints).
-    pub resolved: RawConfig,
+    pub(crate) resolved: RawConfig,
 }
 
 impl Config {
@@ -156,6 +129,37 @@ impl Config {
         Self::parse(text, "<string>")
     }
 
+    /// Reads an unchanged carbon-relay `carbon.conf` (`[relay]`, then `[relay:<instance>]`)
+    /// with its relay-rules, aggregation-rules and list files, as carbon 1.1.10 does. The
+    /// result carries one warning per setting that has no effect in anthracite.
+    pub fn load_carbon(options: &CarbonOptions) -> Result<CarbonImport, ConfigError> {
+        carbon::load(options)
+    }
+
+    /// A builder with typed setters; unlike `relay.toml`, it binds no port unless asked.
+    pub fn builder() -> ConfigBuilder {
+        ConfigBuilder::new()
+    }
+
+    /// The destinations, `host:port:instance`, in ring order.
+    pub fn destination_names(&self) -> Vec<String> {
+        self.destinations
+            .iter()
+            .map(|d| d.spec.to_string())
+            .collect()
+    }
+
+    /// One line for logs and `anthracite check`: destinations, method, hash, replication.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} destination(s), method {}, hash {}, replication factor {}",
+            self.destinations.len(),
+            self.router.method.as_str(),
+            self.router.hash_type.as_str(),
+            self.router.replication_factor
+        )
+    }
+
     fn parse(text: &str, file: &str) -> Result<Self, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
             file: file.to_string(),
@@ -164,282 +168,26 @@ impl Config {
         Self::from_raw(raw, file)
     }
 
-    /// Validates raw structs (the second stage).
+    /// Validates raw structs (the second stage), one validator per section.
     pub fn from_raw(raw: RawConfig, file: &str) -> Result<Self, ConfigError> {
-        let invalid = |key: &str, message: String| ConfigError::Invalid {
-            file: file.to_string(),
-            key: key.to_string(),
-            message,
-        };
-        let addr = |key: &str, text: &str| -> Result<Option<SocketAddr>, ConfigError> {
-            if text.is_empty() {
-                return Ok(None);
-            }
-            text.parse::<SocketAddr>().map(Some).map_err(|e| {
-                invalid(
-                    key,
-                    format!("{text:?} is not an IP:port socket address ({e}); use \"\" to disable"),
-                )
-            })
-        };
-        let l = &raw.listen;
-        if l.max_line_length < 64 {
-            return Err(invalid(
-                "listen.max_line_length",
-                "must be at least 64".into(),
-            ));
-        }
-        if l.max_pickle_frame < 64 || l.max_pickle_frame > (1 << 30) {
-            return Err(invalid(
-                "listen.max_pickle_frame",
-                "must be between 64 bytes and 1 GiB".into(),
-            ));
-        }
-        if l.max_connections == 0 {
-            return Err(invalid(
-                "listen.max_connections",
-                "must be at least 1".into(),
-            ));
-        }
-        let listen = ListenConfig {
-            line_tcp: addr("listen.line_tcp", &l.line_tcp)?,
-            line_udp: addr("listen.line_udp", &l.line_udp)?,
-            pickle_tcp: addr("listen.pickle_tcp", &l.pickle_tcp)?,
-            max_connections: l.max_connections,
-            idle_timeout: (l.idle_timeout_secs > 0.0)
-                .then(|| Duration::from_secs_f64(l.idle_timeout_secs)),
-            max_line_length: l.max_line_length,
-            max_pickle_frame: l.max_pickle_frame,
-        };
-
-        let d = &raw.destinations;
-        if d.servers.is_empty() {
-            return Err(invalid(
-                "destinations.servers",
-                "at least one destination is required".into(),
-            ));
-        }
-        let mut destinations: Vec<DestinationConfig> = Vec::with_capacity(d.servers.len());
-        for (i, server) in d.servers.iter().enumerate() {
-            let key = format!("destinations.servers[{i}]");
-            let spec = DestinationSpec::parse(server.address())
-                .map_err(|e| invalid(&key, e.to_string()))?;
-            if let Some(prev) = destinations
-                .iter()
-                .find(|p| p.spec.host == spec.host && p.spec.instance == spec.instance)
-            {
-                return Err(invalid(
-                    &key,
-                    format!(
-                        "{spec} has the same (host, instance) as {} — carbon's ring cannot tell them apart",
-                        prev.spec
-                    ),
-                ));
-            }
-            let o = server.overrides();
-            let spill_on = !d.spill.dir.is_empty();
-            let default_policy = if spill_on {
-                WhenFull::Spill
-            } else {
-                WhenFull::DropNewest
-            };
-            let limits = QueueLimits {
-                max_datapoints: o.max_queue_datapoints.unwrap_or(d.queue.max_datapoints),
-                max_bytes: o.max_queue_bytes.unwrap_or(d.queue.max_bytes),
-                when_full: o.when_full.or(d.queue.when_full).unwrap_or(default_policy),
-                spill_fallback: o.spill_fallback.unwrap_or(d.queue.spill_fallback),
-            };
-            if limits.max_datapoints == 0 || limits.max_bytes == 0 {
-                return Err(invalid(&key, "queue bounds must be positive".into()));
-            }
-            if limits.spill_fallback == WhenFull::Spill {
-                let k = if o.spill_fallback.is_some() {
-                    format!("{key}.spill_fallback")
-                } else {
-                    "destinations.queue.spill_fallback".into()
-                };
-                return Err(invalid(
-                    &k,
-                    "must be drop_newest, drop_oldest or block (spill cannot be its own fallback)"
-                        .into(),
-                ));
-            }
-            if limits.when_full == WhenFull::Spill && !spill_on {
-                let k = if o.when_full.is_some() {
-                    format!("{key}.when_full")
-                } else {
-                    "destinations.queue.when_full".into()
-                };
-                return Err(invalid(
-                    &k,
-                    "\"spill\" needs destinations.spill.dir to be set".into(),
-                ));
-            }
-            let spill = if spill_on {
-                Some(spill_settings(&d.spill, &o, &spec, &invalid)?)
-            } else {
-                None
-            };
-            if d.max_datapoints_per_message == 0 {
-                return Err(invalid(
-                    "destinations.max_datapoints_per_message",
-                    "must be at least 1".into(),
-                ));
-            }
-            if d.backoff_min_ms == 0 || d.backoff_max_ms < d.backoff_min_ms {
-                return Err(invalid(
-                    "destinations.backoff_max_ms",
-                    "need 0 < backoff_min_ms <= backoff_max_ms".into(),
-                ));
-            }
-            destinations.push(DestinationConfig {
-                spec,
-                protocol: o.protocol.unwrap_or(d.protocol),
-                max_datapoints_per_message: d.max_datapoints_per_message,
-                queue: limits,
-                flush_bytes: d.flush_bytes.max(1),
-                linger: Duration::from_millis(d.linger_ms),
-                connect_timeout: Duration::from_millis(d.connect_timeout_ms.max(1)),
-                backoff_min: Duration::from_millis(d.backoff_min_ms),
-                backoff_max: Duration::from_millis(d.backoff_max_ms),
-                spill,
-            });
-        }
-        if destinations.len() > usize::from(u16::MAX) {
-            return Err(invalid(
-                "destinations.servers",
-                "too many destinations".into(),
-            ));
-        }
-
-        let r = &raw.router;
-        if r.replication_factor == 0 {
-            return Err(invalid(
-                "router.replication_factor",
-                "must be at least 1".into(),
-            ));
-        }
-        let mut rules = Vec::with_capacity(raw.rules.len());
-        if r.method == Method::Rules {
-            let mut defaults = 0;
-            for (i, rule) in raw.rules.iter().enumerate() {
-                let key = format!("rules[{i}]");
-                if rule.default == rule.pattern.is_some() {
-                    return Err(invalid(
-                        &key,
-                        "a rule has either `pattern` or `default = true`, not both or neither"
-                            .into(),
-                    ));
-                }
-                if rule.default {
-                    defaults += 1;
-                }
-                if let Some(p) = &rule.pattern {
-                    regex::Regex::new(p)
-                        .map_err(|e| invalid(&format!("{key}.pattern"), e.to_string()))?;
-                }
-                // An empty list is allowed: the rule discards what it matches, which is what
-                // carbon does when none of a rule's destinations is configured.
-                let mut idx = Vec::with_capacity(rule.destinations.len());
-                for name in &rule.destinations {
-                    let spec = DestinationSpec::parse(name)
-                        .map_err(|e| invalid(&format!("{key}.destinations"), e.to_string()))?;
-                    let pos = destinations
-                        .iter()
-                        .position(|d| d.spec == spec)
-                        .ok_or_else(|| {
-                            invalid(
-                                &format!("{key}.destinations"),
-                                format!("{name:?} is not in destinations.servers"),
-                            )
-                        })?;
-                    idx.push(pos as u16);
-                }
-                rules.push(RuleSpec {
-                    pattern: rule.pattern.clone(),
-                    destinations: idx,
-                    continue_matching: rule.continue_matching,
-                });
-            }
-            if defaults != 1 {
-                return Err(invalid(
-                    "rules",
-                    format!(
-                        "method \"rules\" needs exactly one rule with default = true, found {defaults}"
-                    ),
-                ));
-            }
-        } else if !raw.rules.is_empty() {
-            return Err(invalid(
-                "rules",
-                "rules are only used with router.method = \"rules\"".into(),
-            ));
-        }
-        if r.method.is_aggregated() {
-            for (i, line) in r.aggregation_rules.iter().enumerate() {
-                crate::router::aggregation::AggregationRule::parse(line).map_err(|e| {
-                    invalid(&format!("router.aggregation_rules[{i}]"), e.to_string())
-                })?;
-            }
-        } else if !r.aggregation_rules.is_empty() {
-            return Err(invalid(
-                "router.aggregation_rules",
-                "aggregation rules are only used with the aggregated methods".into(),
-            ));
-        }
-        let router = RouterSpec {
-            method: r.method,
-            hash_type: r.hash_type,
-            replication_factor: r.replication_factor,
-            diverse_replicas: r.diverse_replicas,
-            destinations: destinations.iter().map(|d| d.spec.clone()).collect(),
-            rules,
-            aggregation_rules: r.aggregation_rules.clone(),
-        };
-
-        let t = &raw.telemetry;
-        if t.interval_secs < 0.0 || !t.interval_secs.is_finite() {
-            return Err(invalid("telemetry.interval_secs", "must be >= 0".into()));
-        }
-        let host = if t.host.is_empty() {
-            gethostname::gethostname().to_string_lossy().into_owned()
-        } else {
-            t.host.clone()
-        };
-        let telemetry = TelemetryConfig {
-            interval: (t.interval_secs > 0.0).then(|| Duration::from_secs_f64(t.interval_secs)),
-            prefix: t.prefix.clone(),
-            host,
-            instance: t.instance.clone(),
-        };
-        let g = &raw.ingest;
-        if !(g.list_reload_secs > 0.0 && g.list_reload_secs.is_finite()) {
-            return Err(invalid("ingest.list_reload_secs", "must be > 0".into()));
-        }
-        let path = |p: &str| (!p.is_empty()).then(|| PathBuf::from(p));
-        let ingest = IngestConfig {
-            min_timestamp_resolution: g.min_timestamp_resolution,
-            tag_relay_normalized: g.tag_relay_normalized,
-            lists: g.use_whitelist.then(|| ListsConfig {
-                whitelist: path(&g.whitelist),
-                blacklist: path(&g.blacklist),
-                reload_interval: Duration::from_secs_f64(g.list_reload_secs),
-            }),
-        };
-        if !(raw.shutdown.grace_secs >= 0.0 && raw.shutdown.grace_secs.is_finite()) {
-            return Err(invalid("shutdown.grace_secs", "must be >= 0".into()));
-        }
+        let ctx = validate::Ctx { file };
+        let listen = validate::listen(&raw.listen, &ctx)?;
+        let destinations = validate::destinations(&raw.destinations, &ctx)?;
+        let router = validate::router(&raw.router, &raw.rules, &destinations, &ctx)?;
+        let telemetry = validate::telemetry(&raw.telemetry, &ctx)?;
+        let ingest = validate::ingest(&raw.ingest, &ctx)?;
+        let shutdown_grace = validate::shutdown_grace(&raw.shutdown, &ctx)?;
         let kinesis = kinesis::validate_all(&raw.kinesis.0, listen.max_line_length)
-            .map_err(|(key, message)| invalid(&key, message))?;
+            .map_err(|(key, message)| ctx.invalid(&key, message))?;
         Ok(Config {
-            kinesis,
+            route_cache_entries: raw.router.route_cache_entries,
             listen,
             router,
-            route_cache_entries: r.route_cache_entries,
             destinations,
             ingest,
             telemetry,
-            shutdown_grace: Duration::from_secs_f64(raw.shutdown.grace_secs),
+            shutdown_grace,
+            kinesis,
             resolved: raw,
         })
     }
@@ -451,86 +199,11 @@ impl Config {
     }
 }
 
-/// The spill settings of one destination: its own directory under `spill.dir`, the log's
-/// limits (with the server's overrides), validated with errors naming the key.
-fn spill_settings(
-    raw: &raw::RawSpill,
-    o: &raw::RawServerDetail,
-    spec: &DestinationSpec,
-    invalid: &impl Fn(&str, String) -> ConfigError,
-) -> Result<SpillSettings, ConfigError> {
-    if !(raw.max_age_secs >= 0.0 && raw.max_age_secs.is_finite()) {
-        return Err(invalid(
-            "destinations.spill.max_age_secs",
-            "must be >= 0".into(),
-        ));
-    }
-    let fsync = match raw.fsync {
-        raw::RawFsync::Always => FsyncPolicy::Always,
-        raw::RawFsync::Never => FsyncPolicy::Never,
-        raw::RawFsync::Interval => {
-            if raw.fsync_interval_ms == 0 {
-                return Err(invalid(
-                    "destinations.spill.fsync_interval_ms",
-                    "must be at least 1 (or use fsync = \"always\")".into(),
-                ));
-            }
-            FsyncPolicy::Interval(Duration::from_millis(raw.fsync_interval_ms))
-        }
-    };
-    let log = SpillConfig {
-        max_bytes: o.spill_max_bytes.unwrap_or(raw.max_bytes),
-        segment_bytes: raw.segment_bytes,
-        max_age: (raw.max_age_secs > 0.0).then(|| Duration::from_secs_f64(raw.max_age_secs)),
-        fsync,
-        ..SpillConfig::default()
-    };
-    if log.segment_bytes < 4096 || log.segment_bytes > u64::from(u32::MAX) {
-        return Err(invalid(
-            "destinations.spill.segment_bytes",
-            "must be between 4096 bytes and 4 GiB".into(),
-        ));
-    }
-    if log.max_bytes < 2 * log.segment_bytes {
-        let k = if o.spill_max_bytes.is_some() {
-            "spill_max_bytes"
-        } else {
-            "destinations.spill.max_bytes"
-        };
-        return Err(invalid(
-            k,
-            format!(
-                "must be at least 2 × segment_bytes ({})",
-                2 * log.segment_bytes
-            ),
-        ));
-    }
-    let rate = o.replay_rate.unwrap_or(raw.replay_rate);
-    let leaf: String = format!(
-        "{}_{}_{}",
-        spec.host,
-        spec.port,
-        spec.instance.as_deref().unwrap_or("None")
-    )
-    .chars()
-    .map(|c| {
-        if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-            c
-        } else {
-            '_'
-        }
-    })
-    .collect();
-    Ok(SpillSettings {
-        dir: Path::new(&raw.dir).join(leaf),
-        log,
-        replay_rate: (rate > 0).then_some(rate),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::queue::WhenFull;
+    use crate::queue::spill::FsyncPolicy;
 
     #[test]
     fn defaults_are_carbon_ports_and_validation_names_keys() {

@@ -12,12 +12,16 @@
 //! `reason` label of the drop counter.
 
 pub mod line;
+mod name_hash;
 pub mod number;
 pub mod pickle;
 pub mod tags;
 
+pub(crate) use name_hash::NameHashBuilder;
+
 /// Why one datapoint (or one frame) was not accepted. Doubles as a metric label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DropReason {
     /// Line longer than the configured maximum (carbon closes the connection; we drop the line).
     TooLong,

@@ -277,6 +277,26 @@ impl std::fmt::Write for SliceWriter<'_> {
     }
 }
 
+/// Python's `int(value)`: optional sign, digits with single `_` between them, whitespace
+/// around.
+pub fn parse_py_int(value: &str) -> Option<i64> {
+    let v = value.trim();
+    let (neg, digits) = match v.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, v.strip_prefix('+').unwrap_or(v)),
+    };
+    if digits.is_empty()
+        || digits.starts_with('_')
+        || digits.ends_with('_')
+        || digits.contains("__")
+        || !digits.bytes().all(|b| b.is_ascii_digit() || b == b'_')
+    {
+        return None;
+    }
+    let n: i64 = digits.replace('_', "").parse().ok()?;
+    Some(if neg { -n } else { n })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

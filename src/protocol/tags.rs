@@ -12,6 +12,10 @@
 //! name left empty) carbon routes the name unchanged, and so does [`normalize`] (it returns
 //! `None`).
 
+use std::collections::HashMap;
+
+use super::NameHashBuilder;
+
 /// The normalised form of `name`, or `None` when carbon would keep the name as it is because it
 /// does not parse.
 pub fn normalize(name: &str) -> Option<String> {
@@ -117,6 +121,47 @@ fn parse_openmetrics(name: &str) -> Option<Parsed<'_>> {
         tags.push((tag.to_string(), value));
     }
     Some((metric, tags))
+}
+
+/// A name in carbon's normalised tagged form.
+type NormalizedName = Box<[u8]>;
+
+/// Per-ingestor memo of carbon's tag normalisation: names repeat, so each distinct name is
+/// parsed once (bounded; cleared when full, like the route cache).
+#[derive(Debug)]
+pub(crate) struct TagNormalizer {
+    /// `None`: the name stays as it is (no tags to sort, or carbon would not parse it).
+    memo: HashMap<Box<[u8]>, Option<NormalizedName>, NameHashBuilder>,
+    max_entries: usize,
+}
+
+impl TagNormalizer {
+    pub(crate) fn new(max_entries: usize) -> Self {
+        Self {
+            memo: HashMap::with_hasher(NameHashBuilder::random()),
+            max_entries: max_entries.max(1),
+        }
+    }
+
+    /// `name` in carbon's normalised form (memoised), or `name` itself.
+    #[inline]
+    pub(crate) fn apply<'a>(&'a mut self, name: &'a [u8]) -> &'a [u8] {
+        if !self.memo.contains_key(name) {
+            if self.memo.len() >= self.max_entries {
+                self.memo.clear();
+            }
+            let normalized = std::str::from_utf8(name)
+                .ok()
+                .and_then(normalize)
+                .filter(|n| n.as_bytes() != name)
+                .map(|n| n.into_bytes().into_boxed_slice());
+            self.memo.insert(name.into(), normalized);
+        }
+        match self.memo.get(name) {
+            Some(Some(n)) => n,
+            _ => name,
+        }
+    }
 }
 
 #[cfg(test)]

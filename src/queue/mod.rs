@@ -1,150 +1,91 @@
 //! One bounded queue per destination.
 //!
-//! Receivers push whole [`Batch`](crate::Batch)es; the destination task pops them, writes them
-//! and then acknowledges (`ack`) or hands them back (`requeue`) when the write failed, so data
-//! whose write failed is sent again after the reconnect. The queue is bounded in datapoints and
-//! in bytes; what happens when a push does not fit is the destination's [`WhenFull`] policy.
+//! Receivers push whole [`Batch`](crate::batch::Batch)es; the destination task pops them,
+//! writes them and then acknowledges (`ack`) or hands them back (`requeue`) when the write
+//! failed, so data whose write failed is sent again after the reconnect. The queue is bounded
+//! in datapoints and in bytes; what happens when a push does not fit is the destination's
+//! [`WhenFull`] policy.
 //!
 //! With a spill directory configured the queue has two tiers: the memory tier (bounded in
 //! datapoints and bytes, waiting plus in flight) and the destination's [`spill::SpillLog`] on
 //! disk, driven by one dedicated thread per destination so no tokio worker ever waits on the
-//! disk. How they interact (overflow, FIFO across tiers, replay, shutdown) is described in
-//! [`memory`].
+//! disk.
 //!
-//! Accounting is exact and lives under the queue's lock: for every destination,
+//! ## Layout
+//!
+//! - [`core`](self::core): the state under the queue's lock and the accounting every tier shares;
+//!   imports nothing above the queue.
+//! - `memory`: the memory tier's operations on that state.
+//! - `disk_tier` and `worker`: the disk tier (hand-over, replay, shutdown) and its thread.
+//! - [`DestinationQueue`]: what producers and the destination task use; the policies choose
+//!   the tier here.
+//! - [`policy`]: [`WhenFull`], [`PushMode`], [`DestinationDropReason`]; [`stats`]: the
+//!   destination's books.
+//!
+//! ## Tiers and order
+//!
+//! The memory tier is a FIFO of whole batches bounded by `max_datapoints` and `max_bytes`,
+//! counting both waiting and in-flight batches, so the bound is the memory the tier really
+//! holds. With [`WhenFull::Spill`] a push that does not fit goes to the destination's spill
+//! thread (`queue::worker`, private), which appends it to the [`SpillLog`](spill::SpillLog).
+//! Entering *disk mode*, the batches waiting in memory go to the spill thread first (they are
+//! older), except records replayed from disk that are still unacknowledged in the log. From
+//! then on every push also goes to the spill thread, behind what is already on disk, until
+//! the disk tier is empty again. So the order per destination is: replayed records and
+//! in-flight batches in memory (oldest), then disk records, then the batches still being
+//! handed over — FIFO across both tiers, and across a restart.
+//!
+//! ## Replay
+//!
+//! When the memory tier has room for at least two chunks (see below) and the disk tier holds
+//! data, the consumer side asks the spill thread for records worth at most the free room minus
+//! one chunk; they are appended to the memory tier tagged *from disk*. They stay unacknowledged
+//! in the log until the destination acknowledges them, so a crash replays them again
+//! (at-least-once). The spill thread paces replay by `replay_rate` datapoints per second.
+//!
+//! Batches are split into chunks of at most 1/8 of each memory bound before they go to disk,
+//! so a replayed record never overshoots the memory bound.
+//!
+//! ## Hand-over buffer
+//!
+//! Batches on their way to disk (queued in the spill thread's channel, or held by the `block`
+//! fallback while the disk budget is exhausted) are bounded separately by `staging_bytes`
+//! (1/8 of `max_bytes`). When it is full, a TCP or embedded producer waits in
+//! [`Ingestor::flush`](crate::ingest::Ingestor::flush); UDP drops, counted as `queue_full`.
+//! This is the only place a producer can wait on the disk, and only when the disk is slower
+//! than the input.
+//!
+//! ## Shutdown
+//!
+//! [`DestinationQueue::shut_down`] writes whatever is still in memory to the log (a
+//! batch replayed from disk is not written again: it is still in the log, unacknowledged) and
+//! syncs it. In disk mode the only memory batches not from disk are those the destination
+//! had in flight when the queue entered disk mode and then handed back after a failed write
+//! (at most one `flush_bytes` write): they are the one case replayed after newer records on
+//! the next start.
+//!
+//! ## Accounting
+//!
+//! Exact, and kept under the queue's lock: for every destination,
 //! `routed = sent + dropped + queued`, where `queued = queued(memory) + queued(disk)`: memory
 //! counts datapoints waiting and in flight, disk counts datapoints handed to the spill thread
-//! and not yet replayed into memory.
+//! and not yet replayed into memory. Every accepted datapoint also has a position
+//! ([`core`](self::core)), which delivery receipts wait on.
 
+pub mod core;
+mod destination_queue;
 mod disk_tier;
-pub mod memory;
+mod memory;
+pub mod policy;
 pub mod spill;
+pub mod stats;
 mod worker;
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-use serde::{Deserialize, Serialize};
-
+pub use self::core::{PushOutcome, QueueLimits};
+pub use destination_queue::{DestinationQueue, Settled};
 pub use disk_tier::SpillSettings;
-pub use memory::{DestinationQueue, PushOutcome, QueueLimits};
+pub use policy::{DestinationDropReason, PushMode, WhenFull};
+pub use stats::{DestinationSnapshot, DestinationStats, QueueDepth, SpillSnapshot};
 
-/// What a destination's queue does with a batch that does not fit in its memory tier.
-///
-/// The default is [`WhenFull::Spill`] when a spill directory is configured
-/// (`[destinations.spill] dir`), otherwise [`WhenFull::DropNewest`] — carbon-relay's own
-/// behaviour, so a relay.toml without a spill directory never writes to disk unexpectedly.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WhenFull {
-    /// Keep what is queued and drop the datapoints that do not fit (counted as
-    /// `queue_full`). Data loss: the newest datapoints for this destination only; other
-    /// destinations are unaffected. This is carbon-relay's behaviour.
-    #[default]
-    DropNewest,
-    /// Evict the oldest waiting batches to make room (counted as `drop_oldest`). Data loss: the
-    /// oldest undelivered datapoints of this destination (carbon-c-relay's behaviour); what
-    /// arrives is the most recent data.
-    DropOldest,
-    /// Back-pressure: the producer waits until the destination has taken enough. TCP receivers
-    /// stop reading their client sockets (clients see TCP back-pressure), non-socket sources
-    /// (Kinesis, embedders) wait in [`Ingestor::flush`](crate::ingest::Ingestor::flush); UDP
-    /// cannot wait and drops, counted as `queue_full`. Data loss: none in the relay, but one
-    /// stuck destination stalls every client whose data routes to it.
-    Block,
-    /// Overflow into the destination's spill log on disk (`[destinations.spill]`), replayed
-    /// oldest first when the memory tier drains; order stays FIFO across both tiers. Data loss:
-    /// none within the disk budget; past it the `spill_fallback` policy applies (counted as
-    /// `spill_full`, or `spill_io` on a disk error). Delivery is at-least-once: see
-    /// [`spill`] for when duplicates can occur.
-    Spill,
-}
-
-impl WhenFull {
-    /// The policy's config spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            WhenFull::DropNewest => "drop_newest",
-            WhenFull::DropOldest => "drop_oldest",
-            WhenFull::Block => "block",
-            WhenFull::Spill => "spill",
-        }
-    }
-}
-
-/// Why a routed datapoint never reached its destination.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DestinationDropReason {
-    /// The queue was full and the policy dropped it (carbon's `fullQueueDrops`).
-    QueueFull,
-    /// Still queued when the shutdown grace period ended (and no spill log took it).
-    Shutdown,
-    /// Evicted by `drop_oldest` (memory policy or spill fallback) to make room.
-    DropOldest,
-    /// The spill log's byte budget was exhausted and the fallback dropped it.
-    SpillFull,
-    /// A disk error prevented spilling it and the fallback dropped it.
-    SpillIo,
-    /// Replay found it older than `spill.max_age_secs`.
-    SpillExpired,
-    /// Replay found its record torn or corrupt (CRC mismatch); the rest of that segment was
-    /// abandoned.
-    SpillCorrupt,
-}
-
-impl DestinationDropReason {
-    /// Every reason.
-    pub const ALL: [DestinationDropReason; 7] = [
-        DestinationDropReason::QueueFull,
-        DestinationDropReason::Shutdown,
-        DestinationDropReason::DropOldest,
-        DestinationDropReason::SpillFull,
-        DestinationDropReason::SpillIo,
-        DestinationDropReason::SpillExpired,
-        DestinationDropReason::SpillCorrupt,
-    ];
-
-    /// The `reason` label.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            DestinationDropReason::QueueFull => "queue_full",
-            DestinationDropReason::Shutdown => "shutdown",
-            DestinationDropReason::DropOldest => "drop_oldest",
-            DestinationDropReason::SpillFull => "spill_full",
-            DestinationDropReason::SpillIo => "spill_io",
-            DestinationDropReason::SpillExpired => "spill_expired",
-            DestinationDropReason::SpillCorrupt => "spill_corrupt",
-        }
-    }
-}
-
-/// Current queue depth, readable without the queue's lock, and the peak since last read.
-#[derive(Debug, Default)]
-pub struct QueueDepth {
-    datapoints: AtomicU64,
-    bytes: AtomicU64,
-    peak: AtomicU64,
-}
-
-impl QueueDepth {
-    /// Records a new depth (datapoints waiting or in flight, bytes waiting).
-    pub fn set(&self, datapoints: usize, bytes: usize) {
-        self.datapoints.store(datapoints as u64, Relaxed);
-        self.bytes.store(bytes as u64, Relaxed);
-        self.peak.fetch_max(datapoints as u64, Relaxed);
-    }
-
-    /// Datapoints waiting or in flight.
-    pub fn datapoints(&self) -> u64 {
-        self.datapoints.load(Relaxed)
-    }
-
-    /// Bytes waiting.
-    pub fn bytes(&self) -> u64 {
-        self.bytes.load(Relaxed)
-    }
-
-    /// The largest depth seen since the previous call, then restarts from the current depth.
-    pub fn take_peak(&self) -> u64 {
-        self.peak.swap(self.datapoints.load(Relaxed), Relaxed)
-    }
-}
+#[cfg(test)]
+mod tests;

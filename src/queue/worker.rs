@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
-use super::memory::Core;
+use super::core::Core;
+use super::policy::{DestinationDropReason, WhenFull};
 use super::spill::{AppendOutcome, SpillError, SpillLog};
-use super::{DestinationDropReason, WhenFull};
 use crate::batch::Batch;
 
 /// How often the thread wakes when idle.
@@ -31,8 +31,9 @@ pub(super) const TICK: Duration = Duration::from_millis(100);
 
 /// A request from the queue.
 pub(super) enum Cmd {
-    /// Store this batch behind everything else.
-    Append(Batch),
+    /// Store this batch, whose first datapoint has this queue position, behind everything
+    /// else.
+    Append(u64, Batch),
     /// The memory tier has room for at most this much: replay it.
     Replay(Want),
     /// The destination took this many replayed records (oldest first).
@@ -59,7 +60,7 @@ struct Worker {
     log: SpillLog,
     core: Arc<Core>,
     config: WorkerConfig,
-    held: VecDeque<Batch>,
+    held: VecDeque<(u64, Batch)>,
     want: Option<Want>,
     tokens: f64,
     refilled: Instant,
@@ -87,7 +88,7 @@ pub(super) fn run(log: SpillLog, core: Arc<Core>, rx: Receiver<Cmd>, config: Wor
     w.publish();
     loop {
         match rx.recv_timeout(w.next_wake()) {
-            Ok(Cmd::Append(b)) => w.append(b),
+            Ok(Cmd::Append(position, b)) => w.append(position, b),
             Ok(Cmd::Replay(want)) => w.want = Some(want),
             Ok(Cmd::Ack(n)) => {
                 let _ = w.log.ack(n);
@@ -128,20 +129,20 @@ impl Worker {
         }
     }
 
-    fn append(&mut self, batch: Batch) {
+    fn append(&mut self, position: u64, batch: Batch) {
         if !self.held.is_empty() {
-            self.held.push_back(batch);
+            self.held.push_back((position, batch));
             return;
         }
-        if let Some(b) = self.store(batch) {
-            self.held.push_back(b);
+        if let Some(b) = self.store(position, batch) {
+            self.held.push_back((position, b));
         }
     }
 
     fn retry_held(&mut self) {
-        while let Some(b) = self.held.pop_front() {
-            if let Some(b) = self.store(b) {
-                self.held.push_front(b);
+        while let Some((position, b)) = self.held.pop_front() {
+            if let Some(b) = self.store(position, b) {
+                self.held.push_front((position, b));
                 return;
             }
         }
@@ -149,7 +150,7 @@ impl Worker {
 
     /// Appends `batch`, applying the fallback when the log refuses it. Returns the batch when
     /// the fallback is `block` and it must be retried later.
-    fn store(&mut self, batch: Batch) -> Option<Batch> {
+    fn store(&mut self, position: u64, batch: Batch) -> Option<Batch> {
         let (n, bytes) = (batch.len(), batch.size_bytes());
         loop {
             let reason = match self.log.append(&batch) {
@@ -162,7 +163,7 @@ impl Worker {
                         );
                     }
                     self.core.stats.add_spilled(n as u64, bytes as u64);
-                    self.core.staged_done(n, bytes, None);
+                    self.core.staged_done(position, n, bytes, None);
                     return None;
                 }
                 Ok(AppendOutcome::Full) => DestinationDropReason::SpillFull,
@@ -191,7 +192,7 @@ impl Worker {
             {
                 continue;
             }
-            self.core.staged_done(n, bytes, Some(reason));
+            self.core.staged_done(position, n, bytes, Some(reason));
             return None;
         }
     }
@@ -281,7 +282,7 @@ impl Worker {
     }
 
     fn close(&mut self) {
-        while let Some(b) = self.held.pop_front() {
+        while let Some((position, b)) = self.held.pop_front() {
             let (n, bytes) = (b.len(), b.size_bytes());
             let reason = match self.log.append(&b) {
                 Ok(AppendOutcome::Appended) => None,
@@ -291,7 +292,7 @@ impl Worker {
             if reason.is_none() {
                 self.core.stats.add_spilled(n as u64, bytes as u64);
             }
-            self.core.staged_done(n, bytes, reason);
+            self.core.staged_done(position, n, bytes, reason);
         }
         if let Err(e) = self.log.sync() {
             warn!(destination = self.core.stats.name(), error = %e, "spill log sync at shutdown failed");

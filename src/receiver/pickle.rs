@@ -6,9 +6,9 @@ use tracing::{debug, warn};
 
 use super::tcp::{Read, read_more};
 use super::{READ_BUFFER, ReceiverContext};
+use crate::ingest::Source;
 use crate::protocol::pickle::PickleDecoder;
 use crate::protocol::{DropCounts, DropReason};
-use crate::telemetry::stats::Source;
 
 /// Serves one pickle connection. A frame that does not decode is dropped and counted and the
 /// connection continues; a length prefix over the limit closes it (framing is lost).
@@ -52,7 +52,7 @@ pub async fn serve_pickle(mut stream: TcpStream, ctx: ReceiverContext) {
             }
             let frame = &buf[4..4 + len];
             let result = decoder.decode(frame, &mut entry_drops, |name, ts, value| {
-                ingestor.push(name, ts, value)
+                let _ = ingestor.push(name, ts, value);
             });
             if let Err(reason) = result {
                 ingestor.reject(reason);

@@ -11,8 +11,8 @@ use tracing::{debug, warn};
 
 use super::{READ_BUFFER, ReceiverContext};
 use crate::ingest::Ingestor;
+use crate::ingest::Source;
 use crate::protocol::line::LineFramer;
-use crate::telemetry::stats::Source;
 
 /// Accepts connections until shutdown, running `handler` for each on the task tracker.
 pub async fn accept_loop<F, Fut>(
@@ -140,9 +140,12 @@ pub async fn serve_line(mut stream: TcpStream, ctx: ReceiverContext) {
     loop {
         match read_more(&mut stream, &mut buf, &ctx).await {
             Read::Data => {
-                framer.feed(&mut buf, |line| match line {
-                    Ok(l) => ingestor.line(l),
-                    Err(reason) => ingestor.reject(reason),
+                // A socket reader flushes after every read, so the flush hint never applies.
+                framer.feed(&mut buf, |line| {
+                    let _ = match line {
+                        Ok(l) => ingestor.line(l),
+                        Err(reason) => ingestor.reject(reason),
+                    };
                 });
                 ingestor.flush().await;
             }

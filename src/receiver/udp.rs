@@ -7,8 +7,8 @@ use tokio::net::UdpSocket;
 use tracing::warn;
 
 use super::ReceiverContext;
+use crate::ingest::Source;
 use crate::protocol::DropReason;
-use crate::telemetry::stats::Source;
 
 /// Largest UDP payload.
 const DATAGRAM: usize = 65_536;

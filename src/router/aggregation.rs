@@ -99,7 +99,7 @@ impl AggregationRule {
             return Err(syntax());
         };
         let freq = frequency.trim_start_matches('(').trim_end_matches(')');
-        if crate::config::ini::parse_int(freq).is_none() {
+        if crate::protocol::number::parse_py_int(freq).is_none() {
             return Err(AggregationRuleError::Frequency(frequency.to_owned()));
         }
         if !METHODS.contains(&method) {

@@ -31,7 +31,6 @@ pub mod hash;
 pub mod ring;
 pub mod rules;
 
-pub(crate) use cache::NameHashBuilder;
 pub use cache::RouteCache;
 pub use hash::{NodeKeys, carbon_hash};
 pub use ring::{ConsistentHashRing, FastHashOrder, REPLICA_COUNT};
@@ -52,6 +51,7 @@ pub struct DestinationSpec {
 
 /// Errors building a router or parsing a destination.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RouterError {
     /// Destination text is not `host:port[:instance]`.
     #[error("invalid destination {0:?}: expected host:port[:instance] or [ipv6]:port[:instance]")]
@@ -80,17 +80,6 @@ pub enum RouterError {
         /// Why it did not compile.
         #[source]
         source: regex::Error,
-    },
-    /// An aggregation rule line is invalid.
-    #[error("aggregation rule #{index} ({line:?}): {source}")]
-    BadAggregationRule {
-        /// Position in [`RouterSpec::aggregation_rules`].
-        index: usize,
-        /// The line.
-        line: String,
-        /// Why.
-        #[source]
-        source: aggregation::AggregationRuleError,
     },
     /// A rule names a destination index outside the destination list.
     #[error("rule #{rule} refers to destination index {index}, which does not exist")]
@@ -192,7 +181,29 @@ pub enum Method {
     FastAggregatedHashing,
 }
 
+impl HashType {
+    /// carbon's spelling (`ROUTER_HASH_TYPE`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HashType::CarbonCh => "carbon_ch",
+            HashType::Fnv1aCh => "fnv1a_ch",
+            HashType::Mmh3Ch => "mmh3_ch",
+        }
+    }
+}
+
 impl Method {
+    /// carbon's spelling (`RELAY_METHOD`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Method::ConsistentHashing => "consistent-hashing",
+            Method::FastHashing => "fast-hashing",
+            Method::Rules => "rules",
+            Method::AggregatedConsistentHashing => "aggregated-consistent-hashing",
+            Method::FastAggregatedHashing => "fast-aggregated-hashing",
+        }
+    }
+
     /// True for the two aggregated methods.
     pub fn is_aggregated(self) -> bool {
         matches!(
@@ -210,8 +221,9 @@ impl Method {
 /// One routing rule (indices into the destination list).
 #[derive(Clone, Debug)]
 pub struct RuleSpec {
-    /// Regex searched (unanchored) in the metric name; `None` for the default rule.
-    pub pattern: Option<String>,
+    /// Regex searched (unanchored, case-insensitively as carbon's `re.I`) in the metric name;
+    /// `None` for the default rule. Compiled once, by [`RuleSpec::compile`].
+    pub pattern: Option<regex::bytes::Regex>,
     /// Destination indices, in order.
     pub destinations: Vec<u16>,
     /// Keep evaluating later rules after a match.
@@ -233,8 +245,22 @@ pub struct RouterSpec {
     pub destinations: Vec<DestinationSpec>,
     /// Rules, in evaluation order, the default rule last (method `rules` only).
     pub rules: Vec<RuleSpec>,
-    /// Aggregation rules, carbon's `aggregation-rules.conf` lines (aggregated methods only).
-    pub aggregation_rules: Vec<String>,
+    /// Aggregation rules, compiled from carbon's `aggregation-rules.conf` lines (aggregated
+    /// methods only).
+    pub aggregation_rules: Vec<aggregation::AggregationRule>,
+}
+
+impl RuleSpec {
+    /// Compiles a relay-rule pattern the way carbon does (`re.compile(pattern, re.I)`).
+    pub fn compile(pattern: &str) -> Result<regex::bytes::Regex, RouterError> {
+        regex::bytes::RegexBuilder::new(pattern)
+            .case_insensitive(true)
+            .build()
+            .map_err(|source| RouterError::BadPattern {
+                pattern: pattern.to_string(),
+                source,
+            })
+    }
 }
 
 /// Routing for the two hashing methods: one hash of the name picks a start index, whose
@@ -417,21 +443,10 @@ impl Router {
                 }
                 let hash = HashRouting::new(&spec);
                 if spec.method.is_aggregated() {
-                    let rules = spec
-                        .aggregation_rules
-                        .iter()
-                        .enumerate()
-                        .map(|(index, line)| {
-                            aggregation::AggregationRule::parse(line).map_err(|source| {
-                                RouterError::BadAggregationRule {
-                                    index,
-                                    line: line.clone(),
-                                    source,
-                                }
-                            })
-                        })
-                        .collect::<Result<_, _>>()?;
-                    Strategy::Aggregated(AggregatedRouting { hash, rules })
+                    Strategy::Aggregated(AggregatedRouting {
+                        hash,
+                        rules: spec.aggregation_rules,
+                    })
                 } else {
                     Strategy::Hash(hash)
                 }

@@ -7,7 +7,7 @@
 //! `continue = true`. Destinations yielded by several matching rules are yielded each time (carbon
 //! then sends the datapoint that many times).
 
-use regex::bytes::{Regex, RegexBuilder};
+use regex::bytes::Regex;
 
 use super::{RouterError, RuleSpec};
 
@@ -46,20 +46,8 @@ impl Rules {
                     index: bad,
                 });
             }
-            let regex = match &spec.pattern {
-                Some(pattern) => Some(
-                    RegexBuilder::new(pattern)
-                        .case_insensitive(true)
-                        .build()
-                        .map_err(|source| RouterError::BadPattern {
-                            pattern: pattern.clone(),
-                            source,
-                        })?,
-                ),
-                None => None,
-            };
             let rule = Rule {
-                regex,
+                regex: spec.pattern.clone(),
                 destinations: spec.destinations.clone(),
                 continue_matching: spec.continue_matching,
             };
@@ -93,7 +81,7 @@ mod tests {
 
     fn rule(pattern: Option<&str>, destinations: &[u16], continue_matching: bool) -> RuleSpec {
         RuleSpec {
-            pattern: pattern.map(str::to_owned),
+            pattern: pattern.map(|p| RuleSpec::compile(p).expect("valid pattern")),
             destinations: destinations.to_vec(),
             continue_matching,
         }
@@ -151,14 +139,7 @@ mod tests {
             Rules::new(&[rule(None, &[0], false), rule(None, &[0], false)], 1),
             Err(RouterError::DefaultRuleCount(2))
         ));
-        let err = Rules::new(
-            &[
-                rule(Some("(unclosed"), &[0], false),
-                rule(None, &[0], false),
-            ],
-            1,
-        )
-        .unwrap_err();
+        let err = RuleSpec::compile("(unclosed").unwrap_err();
         assert!(err.to_string().contains("(unclosed"), "{err}");
         assert!(matches!(
             Rules::new(&[rule(None, &[3], false)], 1),

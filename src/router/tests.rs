@@ -120,7 +120,7 @@ fn rules_router_routes_by_pattern() {
             continue_matching: false,
         },
         RuleSpec {
-            pattern: Some("^carbon\\.".into()),
+            pattern: Some(RuleSpec::compile("^carbon\\.").unwrap()),
             destinations: vec![1, 0],
             continue_matching: false,
         },

@@ -1,13 +1,44 @@
-//! Self-metrics: names (one module, [`names`]), per-relay counters ([`stats`]), and the
-//! [`reporter`] that feeds `carbon.relays.<host>.*` datapoints back into the stream.
+//! Self-metrics: names (one module, [`names`]), the relay-wide [`StatsSnapshot`], and the
+//! [`reporter`] that feeds `carbon.relays.<host>.*` back into the stream.
 //!
-//! Counters are updated once per batch (per connection read, per destination write), never per
-//! datapoint. Each relay owns its own [`stats::RelayStats`], so two relays in one process keep
-//! separate books; the same increments are mirrored to the `metrics` facade for whatever
-//! recorder the embedding program installed (Prometheus, statsd, …).
+//! The books themselves live with what they count: the ingest side's in
+//! [`IngestStats`](crate::ingest::IngestStats), each destination's in
+//! [`DestinationStats`](crate::queue::DestinationStats). They are updated once per batch (per
+//! connection read, per destination write), never per datapoint, and mirrored to the `metrics`
+//! facade for whatever recorder the embedding program installed. Each relay owns its own books,
+//! so two relays in one process keep separate counts.
+//!
+//! [`names`] is a leaf every layer may import: it holds only the names.
 
 pub mod names;
 pub mod reporter;
 pub mod stats;
 
-pub use stats::{DestinationSnapshot, DestinationStats, RelayStats, SpillSnapshot, StatsSnapshot};
+use std::time::Duration;
+
+pub use stats::StatsSnapshot;
+
+/// The relay's own metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TelemetryConfig {
+    /// How often self-metrics are emitted into the stream (`None`: never).
+    pub interval: Option<Duration>,
+    /// First component of self-metric names (carbon's `CARBON_METRIC_PREFIX`).
+    pub prefix: String,
+    /// Host component (dots become underscores), defaults to the machine's hostname.
+    pub host: String,
+    /// Instance name appended as `<host>-<instance>`.
+    pub instance: String,
+}
+
+impl TelemetryConfig {
+    /// `<prefix>.relays.<host>-<instance>`, as carbon names its relay metrics.
+    pub fn metric_root(&self) -> String {
+        format!(
+            "{}.relays.{}-{}",
+            self.prefix,
+            self.host.replace('.', "_"),
+            self.instance
+        )
+    }
+}

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::TelemetryConfig;
 use super::names::carbon as leaf;
-use super::stats::{Source, StatsSnapshot};
-use crate::config::TelemetryConfig;
-use crate::ingest::{Pipeline, unix_now};
+use super::stats::StatsSnapshot;
+use crate::ingest::{Pipeline, Source, unix_now};
 use crate::queue::DestinationDropReason;
 
 /// carbon's destination component: `host:port:instance` with dots replaced by underscores
@@ -160,7 +160,13 @@ pub async fn run(
         .map(|d| destination_component(&d.host, d.port, d.instance.as_deref()))
         .collect();
     let mut ingestor = pipeline.ingestor(Source::Internal);
-    let mut prev = pipeline.stats().snapshot();
+    let snapshot = || {
+        StatsSnapshot::collect(
+            pipeline.stats().snapshot(),
+            pipeline.queues().iter().map(|q| &**q.stats()),
+        )
+    };
+    let mut prev = snapshot();
     let mut usage = ProcessUsage::default();
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -169,12 +175,11 @@ pub async fn run(
             _ = stop.cancelled() => return,
             _ = ticker.tick() => {}
         }
-        let now = pipeline.stats().snapshot();
+        let now = snapshot();
         let peaks: Vec<u64> = pipeline
-            .stats()
-            .destinations()
+            .queues()
             .iter()
-            .map(|d| d.depth().take_peak())
+            .map(|q| q.stats().depth().take_peak())
             .collect();
         let ts = unix_now();
         let mut points = interval_datapoints(&root, &components, &prev, &now, &peaks);
@@ -185,7 +190,8 @@ pub async fn run(
             points.push((format!("{root}.{}", leaf::MEM_USAGE), rss as f64));
         }
         for (name, value) in points {
-            ingestor.push(name.as_bytes(), ts, value);
+            // Counted like any datapoint if it is dropped; nothing more to do here.
+            let _ = ingestor.push(name.as_bytes(), ts, value);
         }
         ingestor.flush().await;
         prev = now;
@@ -212,11 +218,12 @@ mod tests {
 
     #[test]
     fn interval_has_carbon_leaves() {
-        let stats = crate::telemetry::RelayStats::new(&["h:1:a".to_string()]);
-        let prev = stats.snapshot();
-        stats.record_filtered(2, 3);
-        stats.destinations()[0].add_queued_until_connected(4);
-        let now = stats.snapshot();
+        let ingest = crate::ingest::IngestStats::new();
+        let dest = crate::queue::DestinationStats::new("h:1:a");
+        let prev = StatsSnapshot::collect(ingest.snapshot(), [&dest]);
+        ingest.record_filtered(2, 3);
+        dest.add_queued_until_connected(4);
+        let now = StatsSnapshot::collect(ingest.snapshot(), [&dest]);
         let comps = vec![destination_component("h", 1, Some("a"))];
         let points = interval_datapoints("carbon.relays.x-a", &comps, &prev, &now, &[7]);
         let get = |n: &str| points.iter().find(|(k, _)| k == n).map(|(_, v)| *v);

@@ -81,8 +81,8 @@ impl TestRelay {
         &self,
         what: &str,
         timeout: Duration,
-        pred: impl Fn(&anthracite::telemetry::StatsSnapshot) -> bool,
-    ) -> anthracite::telemetry::StatsSnapshot {
+        pred: impl Fn(&anthracite::StatsSnapshot) -> bool,
+    ) -> anthracite::StatsSnapshot {
         let deadline = Instant::now() + timeout;
         loop {
             let s = self.handle.stats();

@@ -5,9 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anthracite::config::KinesisConfig;
-use anthracite::receiver::kinesis::checkpoint::{FileStore, StreamCheckpoint};
-use anthracite::receiver::kinesis::{KinesisSource, KinesisStats};
+use anthracite::unstable::config::KinesisConfig;
+use anthracite::unstable::kinesis::checkpoint::{FileStore, StreamCheckpoint};
+use anthracite::unstable::kinesis::{KinesisSource, KinesisStats};
 use anthracite::{Config, Relay, RelayHandle};
 use tokio_util::sync::CancellationToken;
 
@@ -96,7 +96,7 @@ pub async fn run_source(
         .expect("source starts");
     let stats = source.stats();
     let stop = CancellationToken::new();
-    let pipeline = relay.handle.pipeline().clone();
+    let pipeline = anthracite::unstable::pipeline(&relay.handle).clone();
     let s = stop.clone();
     let task = tokio::spawn(async move { source.run(pipeline, s).await.expect("source runs") });
     RunningSource { stats, stop, task }
@@ -110,7 +110,7 @@ impl RunningSource {
 }
 
 pub fn load_checkpoint(dir: &Path, stream: &str) -> StreamCheckpoint {
-    use anthracite::receiver::kinesis::CheckpointStore;
+    use anthracite::unstable::kinesis::CheckpointStore;
     FileStore::new(dir, stream)
         .load()
         .expect("checkpoint loads")

@@ -41,7 +41,8 @@ fn batch_for(seq: u64, n: usize, name_len: usize) -> Batch {
         let name: Vec<u8> = (0..name_len)
             .map(|j| b'a' + ((seq as usize + i + j) % 26) as u8)
             .collect();
-        b.push(&name, seq as f64, i as f64 - 0.5);
+        b.push(&name, seq as f64, i as f64 - 0.5)
+            .expect("batch has room");
     }
     b
 }

@@ -43,6 +43,9 @@ pub enum DecodeError {
     /// Bytes were left over after the last datapoint.
     #[error("trailing bytes after last datapoint")]
     Trailing,
+    /// The names would not fit in one batch (cannot happen with a `u32` payload length).
+    #[error("names exceed one batch")]
+    TooLarge,
 }
 
 /// A parsed record header.
@@ -187,7 +190,9 @@ pub fn decode_batch(payload: &[u8]) -> Result<Batch, DecodeError> {
         pos = end;
         let timestamp = get_f64(payload, &mut pos)?;
         let value = get_f64(payload, &mut pos)?;
-        batch.push(name, timestamp, value);
+        batch
+            .push(name, timestamp, value)
+            .map_err(|_| DecodeError::TooLarge)?;
     }
     if pos != payload.len() {
         return Err(DecodeError::Trailing);
@@ -202,9 +207,12 @@ mod tests {
 
     fn sample() -> Batch {
         let mut b = Batch::new();
-        b.push(b"carbon.agents.host-a.cpuUsage", 1_700_000_000.0, -0.0);
-        b.push(b"", f64::INFINITY, f64::from_bits(1)); // subnormal
-        b.push(&[b'x'; 300], 1.5, f64::NEG_INFINITY);
+        b.push(b"carbon.agents.host-a.cpuUsage", 1_700_000_000.0, -0.0)
+            .expect("batch has room");
+        b.push(b"", f64::INFINITY, f64::from_bits(1))
+            .expect("batch has room"); // subnormal
+        b.push(&[b'x'; 300], 1.5, f64::NEG_INFINITY)
+            .expect("batch has room");
         b
     }
 
@@ -261,7 +269,7 @@ mod tests {
             (proptest::collection::vec(any::<u8>(), 0..40), any::<u64>(), any::<u64>()), 0..20)) {
             let mut batch = Batch::new();
             for (name, t, v) in &points {
-                batch.push(name, f64::from_bits(*t), f64::from_bits(*v));
+                batch.push(name, f64::from_bits(*t), f64::from_bits(*v)).expect("batch has room");
             }
             let mut out = Vec::new();
             encode_record(&batch, 1, &mut out);

@@ -124,6 +124,7 @@ impl std::fmt::Display for SpillOp {
 /// Errors of the spill log. None of them leaves the log unusable: after an I/O error the
 /// caller applies its fallback, counts, and may retry later.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SpillError {
     /// The file system failed (disk full, permissions, a dead disk…).
     #[error("spill {op} failed: {source}")]

@@ -27,8 +27,8 @@ use super::kpl::{Deaggregated, deaggregate};
 use super::stats::{BatchCounts, KinesisStats, ShardMetrics};
 use crate::config::KinesisConfig;
 use crate::config::kinesis::InitialPosition;
+use crate::ingest::Source;
 use crate::ingest::{Ingestor, Pipeline};
-use crate::telemetry::stats::Source;
 
 /// Where a reader starts when its shard has no checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq)]

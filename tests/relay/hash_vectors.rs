@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anthracite::router::{
+use anthracite::unstable::router::{
     DestinationSpec, HashType, Method, NodeKeys, RouteCache, Router, RouterSpec, carbon_hash,
 };
 use serde_json::Value;

@@ -9,8 +9,8 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use anthracite::Datapoint;
-use anthracite::protocol::pickle::{PickleDecoder, encode_message};
-use anthracite::protocol::{DropCounts, DropReason};
+use anthracite::unstable::protocol::pickle::{PickleDecoder, encode_message};
+use anthracite::unstable::protocol::{DropCounts, DropReason};
 use bytes::BytesMut;
 use serde_json::Value;
 
@@ -432,7 +432,7 @@ for v in vals:
         let (bits, want) = line.split_once(' ').expect("bits repr");
         let v = f64::from_bits(u64::from_str_radix(bits, 16).expect("bits"));
         let mut out = BytesMut::new();
-        anthracite::protocol::line::encode_line(
+        anthracite::unstable::protocol::line::encode_line(
             Datapoint {
                 name: b"m",
                 timestamp: 0.0,
@@ -502,7 +502,7 @@ for b in lines:
         let mut parts = line.split(' ');
         let input = unhex(parts.next().expect("hex"));
         let want: Vec<&str> = parts.collect();
-        let got = match anthracite::protocol::line::parse_line(&input) {
+        let got = match anthracite::unstable::protocol::line::parse_line(&input) {
             Ok((name, ts, v)) => {
                 oks += 1;
                 format!(

@@ -1,12 +1,12 @@
 //! Plaintext receiver rules over real loopback sockets, raw bytes in, pickle out.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::net::{TcpStream, UdpSocket};
 use std::time::Duration;
 
-use anthracite::protocol::DropReason;
+use anthracite::unstable::protocol::DropReason;
 use support::relay::{TestRelay, config_for};
 use support::sink::{CountingSink, SinkProtocol};
 

@@ -1,12 +1,16 @@
-//! Unit tests of the memory tier and its policies.
+//! Unit tests of the queue: the memory tier, its policies, the disk tier, positions.
+
+use std::sync::Arc;
 
 use super::*;
-use crate::queue::SpillSettings;
-use crate::telemetry::RelayStats;
+use crate::batch::Batch;
+
+fn stats() -> Arc<DestinationStats> {
+    Arc::new(DestinationStats::new("d:1:a"))
+}
 
 fn queue(max_datapoints: usize, max_bytes: usize) -> DestinationQueue {
-    let stats = RelayStats::new(&["d:1:a".to_string()]);
-    let d = stats.destinations()[0].clone();
+    let d = stats();
     DestinationQueue::new(
         QueueLimits {
             max_datapoints,
@@ -21,7 +25,8 @@ fn queue(max_datapoints: usize, max_bytes: usize) -> DestinationQueue {
 fn batch(n: usize) -> Batch {
     let mut b = Batch::new();
     for i in 0..n {
-        b.push(format!("m.{i}").as_bytes(), i as f64, 1.0);
+        b.push(format!("m.{i}").as_bytes(), i as f64, 1.0)
+            .expect("batch has room");
     }
     b
 }
@@ -74,7 +79,8 @@ async fn pop_returns_none_after_close_and_drain() {
 fn seq_batch(start: usize, n: usize) -> Batch {
     let mut b = Batch::new();
     for i in start..start + n {
-        b.push(format!("s.{i:08}").as_bytes(), i as f64, 1.0);
+        b.push(format!("s.{i:08}").as_bytes(), i as f64, 1.0)
+            .expect("batch has room");
     }
     b
 }
@@ -85,8 +91,7 @@ fn spill_queue(
     fallback: WhenFull,
     max_disk: u64,
 ) -> DestinationQueue {
-    let stats = RelayStats::new(&["d:1:a".to_string()]);
-    let d = stats.destinations()[0].clone();
+    let d = stats();
     DestinationQueue::with_spill(
         QueueLimits {
             max_datapoints,
@@ -193,7 +198,6 @@ async fn spill_budget_exhausted_block_waits_and_loses_nothing() {
 
 #[test]
 fn drop_oldest_evicts_front_and_counts() {
-    let stats = RelayStats::new(&["d:1:a".to_string()]);
     let q = DestinationQueue::new(
         QueueLimits {
             max_datapoints: 10,
@@ -201,7 +205,7 @@ fn drop_oldest_evicts_front_and_counts() {
             when_full: WhenFull::DropOldest,
             spill_fallback: WhenFull::DropNewest,
         },
-        stats.destinations()[0].clone(),
+        stats(),
     );
     q.push(seq_batch(0, 6));
     q.push(seq_batch(6, 6));
@@ -216,7 +220,6 @@ fn drop_oldest_evicts_front_and_counts() {
 
 #[tokio::test]
 async fn block_waits_for_ack_instead_of_dropping() {
-    let stats = RelayStats::new(&["d:1:a".to_string()]);
     let q = Arc::new(DestinationQueue::new(
         QueueLimits {
             max_datapoints: 10,
@@ -224,7 +227,7 @@ async fn block_waits_for_ack_instead_of_dropping() {
             when_full: WhenFull::Block,
             spill_fallback: WhenFull::DropNewest,
         },
-        stats.destinations()[0].clone(),
+        stats(),
     ));
     q.push_wait(seq_batch(0, 8)).await;
     let waiting = {
@@ -247,7 +250,7 @@ async fn spill_full_drop_oldest_discards_oldest_disk_records_and_counts() {
     let s = loop {
         let s = q.stats().snapshot();
         if s.queued + s.dropped_total() == s.routed && s.queued_disk + s.queued_memory == s.queued {
-            let settled = q.lock().staged_bytes == 0;
+            let settled = q.staged_bytes() == 0;
             if settled {
                 break s;
             }
@@ -355,7 +358,7 @@ async fn spill_io_error_applies_fallback_counts_and_recovers() {
     for i in 0..50 {
         q.push_wait(seq_batch(i * 10, 10)).await;
     }
-    let settled = |s: &crate::telemetry::DestinationSnapshot, routed: u64| {
+    let settled = |s: &DestinationSnapshot, routed: u64| {
         s.routed == routed
             && s.spill.spilled_datapoints
                 + s.dropped(DestinationDropReason::SpillIo)
@@ -391,4 +394,83 @@ async fn spill_io_error_applies_fallback_counts_and_recovers() {
     let kept = s.queued as usize;
     let got = consume(&q, kept).await;
     assert!(got.windows(2).all(|w| w[0] < w[1]));
+}
+
+/// Polls a future once: `Some` if it is ready now.
+fn now_or_never<F: std::future::Future>(f: F) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
+#[test]
+fn settled_waits_for_older_in_flight_data_even_when_newer_data_is_evicted() {
+    let q = DestinationQueue::new(
+        QueueLimits {
+            max_datapoints: 10,
+            max_bytes: usize::MAX,
+            when_full: WhenFull::DropOldest,
+            spill_fallback: WhenFull::DropNewest,
+        },
+        stats(),
+    );
+    let first = q.push(seq_batch(0, 5));
+    assert_eq!(first.mark, 5);
+    let in_flight = q.try_pop().expect("batch");
+    // Only 5 fit beside the 5 in flight: the batch keeps its newest 5 (positions 5..10).
+    let second = q.push(seq_batch(5, 10));
+    assert_eq!((second.accepted, second.evicted, second.mark), (5, 5, 10));
+    // Room for 3 more evicts the waiting batch (positions 5..10), newer than what is in flight.
+    let third = q.push(seq_batch(15, 3));
+    assert_eq!((third.accepted, third.evicted, third.mark), (3, 5, 13));
+    assert_eq!(
+        now_or_never(q.settled(first.mark)),
+        None,
+        "the first batch is still in flight"
+    );
+    q.ack(in_flight.len(), 1);
+    assert_eq!(now_or_never(q.settled(first.mark)), Some(Settled::Done));
+    assert_eq!(now_or_never(q.settled(second.mark)), Some(Settled::Done));
+    assert_eq!(now_or_never(q.settled(third.mark)), None);
+    let last = q.try_pop().expect("batch");
+    q.requeue(vec![last]);
+    assert_eq!(
+        now_or_never(q.settled(third.mark)),
+        None,
+        "requeued, not sent"
+    );
+    let last = q.try_pop().expect("batch");
+    q.ack(last.len(), 1);
+    assert_eq!(now_or_never(q.settled(third.mark)), Some(Settled::Done));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settled_follows_positions_through_the_disk_tier() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let q = spill_queue(dir.path(), 20, WhenFull::DropNewest, 64 << 20);
+    let mut marks = Vec::new();
+    for i in 0..10 {
+        marks.push(q.push_wait(seq_batch(i * 10, 10)).await.mark);
+    }
+    assert_eq!(marks, (1..=10).map(|i| i * 10).collect::<Vec<u64>>());
+    assert!(q.queued_disk() > 0);
+    let mut sent = 0;
+    for (i, &mark) in marks.iter().enumerate() {
+        while sent < mark {
+            let b = q.pop().await.expect("open");
+            sent += b.len() as u64;
+            q.ack(b.len(), 1);
+        }
+        assert_eq!(
+            now_or_never(q.settled(mark)),
+            Some(Settled::Done),
+            "batch {i}"
+        );
+        if let Some(&next) = marks.get(i + 1) {
+            assert_eq!(now_or_never(q.settled(next)), None, "batch {}", i + 1);
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! Destinations: a refusing destination does not slow the other, its data waits and arrives,
 //! accounting is exact; shutdown flushes what is queued for a connected destination.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -77,7 +77,7 @@ fn full_queue_drops_newest_with_exact_counts() {
     assert_eq!(d.routed, 5000);
     assert_eq!(d.queued, 1000);
     assert_eq!(
-        d.dropped(anthracite::queue::DestinationDropReason::QueueFull),
+        d.dropped(anthracite::unstable::queue::DestinationDropReason::QueueFull),
         4000
     );
     // The queued 1000 are the oldest: they arrive once the destination is up.

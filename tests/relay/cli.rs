@@ -1,6 +1,6 @@
 //! The `anthracite` binary: `check`, `route`, and `run` stopped by SIGTERM.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -164,21 +164,36 @@ fn sigterm_flushes_queued_data_and_exits_cleanly() {
     assert_eq!(sink.wait_for_count(n, Duration::from_secs(20)), n);
 }
 
-#[test]
-fn embed_example_runs() {
-    // Cargo builds examples for `cargo test`; they sit beside the test binary's directory.
+/// An example binary: Cargo builds examples for `cargo test`, beside the test binary's
+/// directory.
+fn example(name: &str) -> std::path::PathBuf {
     let exe = std::env::current_exe().expect("test exe");
-    let examples = exe
+    let path = exe
         .parent()
         .and_then(|deps| deps.parent())
-        .map(|d| d.join("examples").join("embed"))
+        .map(|d| d.join("examples").join(name))
         .expect("target dir");
-    assert!(
-        examples.exists(),
-        "examples/embed not built at {}",
-        examples.display()
-    );
-    let out = Command::new(&examples).output().expect("run embed example");
+    assert!(path.exists(), "example not built at {}", path.display());
+    path
+}
+
+#[test]
+fn embed_example_runs_while_carbon_ports_are_taken() {
+    // Hold 2003 and 2004 as a carbon on this host would (if something else already holds
+    // them, they are taken all the same).
+    let _held: Vec<std::net::TcpListener> = ["0.0.0.0:2003", "0.0.0.0:2004"]
+        .iter()
+        .filter_map(|a| std::net::TcpListener::bind(a).ok())
+        .collect();
+    for port in [2003, 2004] {
+        assert!(
+            std::net::TcpListener::bind(("0.0.0.0", port)).is_err(),
+            "port {port} should be taken for this test"
+        );
+    }
+    let out = Command::new(example("embed"))
+        .output()
+        .expect("run embed example");
     assert!(
         out.status.success(),
         "{}",
@@ -186,4 +201,27 @@ fn embed_example_runs() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("received 3 datapoints, sent 3"), "{text}");
+    assert!(text.contains("Invalid(NanValue)"), "{text}");
+    assert!(text.contains("flushed: 1 queued, 0 dropped"), "{text}");
+}
+
+#[test]
+fn file_source_example_delivers_every_valid_line() {
+    let out = Command::new(example("file_source"))
+        .output()
+        .expect("run file_source example");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("1000 accepted, 1 rejected"), "{text}");
+    assert!(text.contains("Settled"), "{text}");
+    let sent: u64 = text
+        .lines()
+        .filter_map(|l| l.split("sent ").nth(1))
+        .filter_map(|n| n.trim().parse::<u64>().ok())
+        .sum();
+    assert_eq!(sent, 1000, "{text}");
 }

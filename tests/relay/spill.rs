@@ -4,7 +4,7 @@
 //! tail record is skipped and counted; an exhausted disk budget applies the fallback with
 //! exact counters. No timing assertions: every wait is bounded, every check is a count.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anthracite::queue::DestinationDropReason;
-use anthracite::queue::spill::{SpillConfig, SpillLog};
+use anthracite::unstable::queue::DestinationDropReason;
+use anthracite::unstable::queue::spill::{SpillConfig, SpillLog};
 use support::relay::{TestRelay, config_for};
 use support::sink::{CountingSink, SinkProtocol};
 

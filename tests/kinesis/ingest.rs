@@ -1,13 +1,12 @@
 //! The Kinesis source against a real local Kinesis (kinesalite): lines, KPL vectors, start
 //! positions, configuration through the relay, a missing stream, a corrupt checkpoint.
-#![cfg(feature = "kinesis")]
 
-mod support_kinesis;
+use crate::support_kinesis;
 
 use std::time::Duration;
 
-use anthracite::receiver::kinesis::KinesisSource;
-use anthracite::receiver::kinesis::checkpoint::FileStore;
+use anthracite::unstable::kinesis::KinesisSource;
+use anthracite::unstable::kinesis::checkpoint::FileStore;
 use anthracite::{Config, Relay};
 use base64::Engine;
 use support_kinesis::harness::*;
@@ -167,7 +166,7 @@ async fn kpl_vectors_mixed_with_plain_records_in_one_batch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latest_and_at_timestamp_start_positions() {
-    use anthracite::config::kinesis::InitialPosition;
+    use anthracite::unstable::config::kinesis::InitialPosition;
     let k = Kinesalite::start().await;
     k.create_stream("pos", 2).await;
     let (dest, received) = sink::start("127.0.0.1:0").await;

@@ -3,7 +3,7 @@
 //! vectors, tagged names map to carbon's `_tagged/…` paths, and a real carbon-relay forwards to
 //! counting sinks.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -4,8 +4,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anthracite::Batch;
-use anthracite::queue::spill::{
+use anthracite::unstable::batch::Batch;
+use anthracite::unstable::queue::spill::{
     AppendOutcome, FsyncPolicy, LedgerState, SpillConfig, SpillError, SpillLog,
 };
 
@@ -16,7 +16,8 @@ fn batch(seq: u64, n: usize) -> Batch {
     let mut b = Batch::with_capacity(n, n * 48);
     for i in 0..n {
         let name = format!("carbon.agents.web-{:03}.cpu.core{i}.usage_user", seq % 997);
-        b.push(name.as_bytes(), seq as f64, i as f64 * 0.25);
+        b.push(name.as_bytes(), seq as f64, i as f64 * 0.25)
+            .expect("batch has room");
     }
     b
 }
@@ -99,8 +100,9 @@ fn reopen_replays_unacked_records_in_order() -> TestResult {
 fn replayed_batches_are_bit_exact() -> TestResult {
     let tmp = tempfile::tempdir()?;
     let mut b = Batch::new();
-    b.push(b"a.b;tag=x", 1.7e9, -0.0);
-    b.push(b"c", f64::MIN_POSITIVE / 2.0, f64::INFINITY);
+    b.push(b"a.b;tag=x", 1.7e9, -0.0).expect("batch has room");
+    b.push(b"c", f64::MIN_POSITIVE / 2.0, f64::INFINITY)
+        .expect("batch has room");
     let (mut log, _) = SpillLog::open(tmp.path(), config(4096, 8192))?;
     appended(log.append(&b)?)?;
     log.close()?;
@@ -192,7 +194,7 @@ fn budget_exhaustion_returns_full_with_exact_accounting() -> TestResult {
     assert!(stats.queued_bytes <= stats.disk_bytes);
     // Full means the next record (plus perhaps a segment header) would not fit.
     let mut probe = Vec::new();
-    anthracite::queue::spill::record::encode_record(&full_at, 0, &mut probe);
+    anthracite::unstable::queue::spill::record::encode_record(&full_at, 0, &mut probe);
     assert!(stats.disk_bytes + probe.len() as u64 + 8 > max_bytes);
     assert_eq!(
         log.append(&full_at)?,

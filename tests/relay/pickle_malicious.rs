@@ -8,8 +8,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use anthracite::Datapoint;
-use anthracite::protocol::pickle::{PickleDecoder, encode_message};
-use anthracite::protocol::{DropCounts, DropReason};
+use anthracite::unstable::protocol::pickle::{PickleDecoder, encode_message};
+use anthracite::unstable::protocol::{DropCounts, DropReason};
 use bytes::BytesMut;
 use proptest::prelude::*;
 

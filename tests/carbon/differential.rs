@@ -24,7 +24,7 @@
 //! difference is asserted exactly in [`EDGE_DIFFERENCES`] (with the reason) and only then left
 //! out of the comparison; everything else must match exactly.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -3,7 +3,7 @@
 //! Every whisper file must exist on exactly the cache carbon's own ring picks, with the values
 //! sent, and on no other cache.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -1,14 +1,14 @@
 //! Pickle receiver over real loopback sockets: framing, bad frames, the frame limit.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
 use anthracite::Datapoint;
-use anthracite::protocol::DropReason;
-use anthracite::protocol::pickle::encode_message;
+use anthracite::unstable::protocol::DropReason;
+use anthracite::unstable::protocol::pickle::encode_message;
 use bytes::BytesMut;
 use support::relay::{TestRelay, config_for};
 use support::sink::{CountingSink, SinkProtocol};

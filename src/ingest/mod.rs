@@ -1,0 +1,449 @@
+//! Parse → route → queue: the glue every source shares.
+//!
+//! An [`Ingestor`] belongs to one connection (or one Kinesis shard reader, or one embedding
+//! producer). It parses lines, normalises datapoints the way carbon's `metricReceived` does,
+//! routes each name through its own route cache, and appends to one pending batch per
+//! destination. [`Ingestor::flush`] moves the pending batches into the destination queues and
+//! publishes the counters — once per read, never per datapoint.
+//!
+//! ## Feedback for the producer
+//!
+//! [`Ingestor::push`] says at once what became of a datapoint ([`Pushed`]): pending, pending
+//! with a hint to flush, or dropped with its reason. [`Ingestor::flush`] says what the queues
+//! did with the pending data ([`Flushed`]: queued, dropped by a full policy, or waited for
+//! room), and [`Ingestor::receipt`] gives a [`Receipt`] that resolves once everything flushed
+//! so far has left the destination queues. An `Ingestor` dropped with data still pending hands
+//! it to the queues without waiting (a full queue then drops it, counted), so nothing vanishes
+//! uncounted.
+
+mod receipt;
+mod source;
+mod stats;
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::batch::{Batch, POINT_OVERHEAD};
+use crate::filter::{NameFilter, SharedLists, Verdict};
+use crate::protocol::tags::TagNormalizer;
+use crate::protocol::{DropCounts, DropReason, line, normalize};
+use crate::queue::{DestinationQueue, PushMode, PushOutcome};
+use crate::router::{RouteCache, Router};
+
+pub use receipt::{Delivery, Receipt};
+pub use source::Source;
+pub use stats::{IngestSnapshot, IngestStats};
+
+/// Pending bytes (names plus per-datapoint overhead, over all destinations) past which
+/// [`Ingestor::push`] answers [`Pushed::FlushNow`].
+pub const FLUSH_HINT_BYTES: usize = 4 << 20;
+
+/// A pending batch is handed over (kept aside for the next flush) once its names reach this
+/// size, so no batch comes near [`crate::batch::MAX_NAME_BYTES`].
+const MAX_PENDING_BATCH_NAME_BYTES: usize = 64 << 20;
+
+/// Shared, immutable parts every [`Ingestor`] needs. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Pipeline {
+    pub(crate) router: Arc<Router>,
+    pub(crate) queues: Arc<[Arc<DestinationQueue>]>,
+    pub(crate) stats: Arc<IngestStats>,
+    pub(crate) route_cache_entries: usize,
+    pub(crate) lists: Option<Arc<SharedLists>>,
+    pub(crate) min_timestamp_resolution: u64,
+    pub(crate) tag_relay_normalized: bool,
+}
+
+impl Pipeline {
+    /// Assembles a pipeline from its parts; `queues` are indexed like `router.destinations()`.
+    pub fn new(
+        router: Arc<Router>,
+        queues: Arc<[Arc<DestinationQueue>]>,
+        stats: Arc<IngestStats>,
+        route_cache_entries: usize,
+    ) -> Self {
+        Self {
+            router,
+            queues,
+            stats,
+            route_cache_entries,
+            lists: None,
+            min_timestamp_resolution: 0,
+            tag_relay_normalized: false,
+        }
+    }
+
+    /// Filters received names through carbon's whitelist/blacklist (`USE_WHITELIST`).
+    pub fn with_lists(mut self, lists: Arc<SharedLists>) -> Self {
+        self.lists = Some(lists);
+        self
+    }
+
+    /// Rounds received timestamps down to a multiple of `seconds` (carbon's
+    /// `MIN_TIMESTAMP_RESOLUTION`; 0 = off).
+    pub fn with_min_timestamp_resolution(mut self, seconds: u64) -> Self {
+        self.min_timestamp_resolution = seconds;
+        self
+    }
+
+    /// Routes and sends tagged names in carbon's normalised form (`TAG_RELAY_NORMALIZED`):
+    /// tags sorted, leading `~` removed, OpenMetrics `name{tag="v"}` rewritten.
+    pub fn with_tag_normalization(mut self, on: bool) -> Self {
+        self.tag_relay_normalized = on;
+        self
+    }
+
+    /// A new ingestor for one producer.
+    pub fn ingestor(&self, source: Source) -> Ingestor {
+        Ingestor::new(self.clone(), source)
+    }
+
+    /// The router.
+    pub fn router(&self) -> &Arc<Router> {
+        &self.router
+    }
+
+    /// The destination queues, indexed like `router().destinations()`.
+    pub fn queues(&self) -> &[Arc<DestinationQueue>] {
+        &self.queues
+    }
+
+    /// The ingest side's counters.
+    pub fn stats(&self) -> &Arc<IngestStats> {
+        &self.stats
+    }
+
+    /// True while any destination queue holds more than `fraction` of its datapoint bound.
+    /// Pull sources (Kinesis) stop reading while it holds, instead of pushing datapoints a
+    /// full queue would drop; one lock per queue, meant to be called once per batch.
+    pub fn backlogged(&self, fraction: f64) -> bool {
+        self.queues.iter().any(|q| {
+            let limit = q.limits().max_datapoints as f64 * fraction;
+            q.len() as f64 > limit
+        })
+    }
+}
+
+/// What [`Ingestor::push`] did with a datapoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Pushed {
+    /// Pending: the next [`flush`](Ingestor::flush) hands it to its destination queues.
+    Accepted,
+    /// Pending, and the ingestor holds more than [`FLUSH_HINT_BYTES`]: flush before pushing
+    /// much more (the ingestor keeps taking datapoints; this is its memory talking).
+    FlushNow,
+    /// Rejected and counted with this reason (`invalidDatapoints`).
+    Invalid(DropReason),
+    /// Dropped by carbon's blacklist (counted as `blacklistMatches`).
+    Blacklisted,
+    /// Dropped for not being on carbon's whitelist (counted as `whitelistRejects`).
+    NotWhitelisted,
+}
+
+impl Pushed {
+    /// True when the datapoint is pending for its destinations.
+    pub fn is_accepted(self) -> bool {
+        matches!(self, Pushed::Accepted | Pushed::FlushNow)
+    }
+}
+
+/// What one [`Ingestor::flush`] did with the pending datapoints. Counts are datapoint copies:
+/// with replication a datapoint counts once per destination.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Flushed {
+    /// Copies taken by the destination queues (memory or spill log).
+    pub queued: u64,
+    /// Copies a full queue dropped (`drop_newest`, the spill fallback, or a closed queue),
+    /// counted per destination with the reason.
+    pub dropped: u64,
+    /// Older queued copies evicted to make room (`drop_oldest`).
+    pub evicted: u64,
+    /// The flush waited for room in a queue (policy `block`, back-pressure, or a full
+    /// hand-over buffer to the spill log).
+    pub waited: bool,
+}
+
+impl Flushed {
+    fn add(&mut self, o: &PushOutcome) {
+        self.queued += o.accepted as u64;
+        self.dropped += o.dropped as u64;
+        self.evicted += o.evicted as u64;
+        self.waited |= o.waited;
+    }
+}
+
+/// Per-producer parse/route/batch state. Not shared between tasks.
+#[derive(Debug)]
+pub struct Ingestor {
+    pipeline: Pipeline,
+    cache: RouteCache,
+    /// One pending batch per destination.
+    pending: Vec<Batch>,
+    /// Pending batches set aside because they grew large, with their destination, in order.
+    set_aside: Vec<(usize, Batch)>,
+    pending_bytes: usize,
+    /// Per destination, the queue position after everything flushed so far.
+    marks: Vec<u64>,
+    source: Source,
+    mode: PushMode,
+    accepted: u64,
+    drops: DropCounts,
+    now: f64,
+    filter: Option<NameFilter>,
+    resolution: u64,
+    tags: Option<TagNormalizer>,
+}
+
+impl Ingestor {
+    fn new(pipeline: Pipeline, source: Source) -> Self {
+        let n = pipeline.queues.len();
+        let cache = RouteCache::new(pipeline.router.clone(), pipeline.route_cache_entries);
+        // carbon applies the lists and the resolution in `MetricReceiver.metricReceived`; its
+        // own metrics (`metricGenerated`) bypass both.
+        let external = source != Source::Internal;
+        let filter = pipeline
+            .lists
+            .clone()
+            .filter(|_| external)
+            .map(|l| NameFilter::new(l, pipeline.route_cache_entries));
+        let resolution = if external {
+            pipeline.min_timestamp_resolution
+        } else {
+            0
+        };
+        let tags = pipeline
+            .tag_relay_normalized
+            .then(|| TagNormalizer::new(pipeline.route_cache_entries));
+        Self {
+            filter,
+            resolution,
+            tags,
+            cache,
+            pending: (0..n).map(|_| Batch::new()).collect(),
+            set_aside: Vec::new(),
+            pending_bytes: 0,
+            marks: vec![0; n],
+            mode: if source == Source::LineUdp {
+                PushMode::NoWait
+            } else {
+                PushMode::Wait
+            },
+            source,
+            pipeline,
+            accepted: 0,
+            drops: DropCounts::default(),
+            now: unix_now(),
+        }
+    }
+
+    /// For sources that can pause (Kinesis, an embedder reading from a durable log): make
+    /// [`flush`](Self::flush) wait for room in a full queue instead of applying a dropping
+    /// policy, so nothing such a source hands over is dropped for lack of room.
+    pub fn with_backpressure(mut self) -> Self {
+        self.mode = PushMode::Backpressure;
+        self
+    }
+
+    /// Parses one plaintext line (without `\n`) and routes it, or counts why not.
+    #[inline]
+    pub fn line(&mut self, text: &[u8]) -> Pushed {
+        match line::parse_line(text) {
+            Ok((name, timestamp, value)) => self.push(name, timestamp, value),
+            Err(reason) => self.reject(reason),
+        }
+    }
+
+    /// Routes one datapoint after carbon's normalisation (NaN dropped, `-1` = now) into the
+    /// pending batches, or counts why not.
+    #[inline]
+    pub fn push(&mut self, name: &[u8], timestamp: f64, value: f64) -> Pushed {
+        if name.is_empty() {
+            return self.reject(DropReason::EmptyName);
+        }
+        if let Some(f) = &mut self.filter {
+            match f.check(name) {
+                Verdict::Pass => {}
+                Verdict::Blacklisted => return Pushed::Blacklisted,
+                Verdict::NotWhitelisted => return Pushed::NotWhitelisted,
+            }
+        }
+        let (mut timestamp, value) = match normalize(timestamp, value, self.now) {
+            Ok(tv) => tv,
+            Err(reason) => return self.reject(reason),
+        };
+        if self.resolution > 0 {
+            // carbon: int(timestamp) // res * res (truncate, then floor-divide).
+            let res = self.resolution as i64;
+            timestamp = ((timestamp.trunc() as i64).div_euclid(res) * res) as f64;
+        }
+        // carbon's RelayProcessor normalises after the receiver's checks (lists,
+        // timestamps), then routes and sends the normalised name.
+        let name = match self.tags.as_mut() {
+            Some(t) => t.apply(name),
+            None => name,
+        };
+        if name.len() > MAX_PENDING_BATCH_NAME_BYTES {
+            self.drops.add(DropReason::TooLong);
+            return Pushed::Invalid(DropReason::TooLong);
+        }
+        let route = self.cache.route(name);
+        if route.is_empty() {
+            self.drops.add(DropReason::NoDestination);
+            return Pushed::Invalid(DropReason::NoDestination);
+        }
+        self.accepted += 1;
+        for (i, &dest) in route.iter().enumerate() {
+            // carbon sends to the *set* of destinations the router yields: a duplicate
+            // (RF=2 on a one-node ring, overlapping `continue` rules) gets one copy.
+            if route[..i].contains(&dest) {
+                continue;
+            }
+            let dest = usize::from(dest);
+            // Route indices come from the router built on the same destination list.
+            let Some(b) = self.pending.get_mut(dest) else {
+                continue;
+            };
+            if b.name_bytes() + name.len() > MAX_PENDING_BATCH_NAME_BYTES {
+                self.set_aside.push((dest, b.take()));
+            }
+            // Cannot fail: the batch holds at most MAX_PENDING_BATCH_NAME_BYTES of names
+            // before this one, far below the batch's own bound.
+            if b.push(name, timestamp, value).is_ok() {
+                self.pending_bytes += name.len() + POINT_OVERHEAD;
+            }
+        }
+        if self.pending_bytes > FLUSH_HINT_BYTES {
+            Pushed::FlushNow
+        } else {
+            Pushed::Accepted
+        }
+    }
+
+    /// Counts a datapoint (or frame) rejected before it reached [`push`](Self::push).
+    #[inline]
+    pub fn reject(&mut self, reason: DropReason) -> Pushed {
+        self.drops.add(reason);
+        Pushed::Invalid(reason)
+    }
+
+    /// Adds rejections a decoder tallied itself.
+    pub fn add_drops(&mut self, drops: &DropCounts) {
+        for (mine, theirs) in self.drops.0.iter_mut().zip(drops.0.iter()) {
+            *mine += theirs;
+        }
+    }
+
+    /// Datapoints accepted since the last flush.
+    pub fn pending_datapoints(&self) -> u64 {
+        self.accepted
+    }
+
+    /// Moves pending batches into the destination queues and publishes counters.
+    ///
+    /// This is where back-pressure happens: with policy `block`, or while a queue's hand-over
+    /// buffer to its spill log is full, the call waits for room — a TCP connection then stops
+    /// reading its socket, a Kinesis reader stops polling. UDP cannot wait: its datapoints
+    /// that do not fit are dropped and counted (`queue_full`).
+    pub async fn flush(&mut self) -> Flushed {
+        let mut out = Flushed::default();
+        for (dest, batch) in std::mem::take(&mut self.set_aside) {
+            self.hand_over(dest, batch, &mut out).await;
+        }
+        for dest in 0..self.pending.len() {
+            let batch = match self.pending.get_mut(dest) {
+                Some(p) if !p.is_empty() => p.take(),
+                _ => continue,
+            };
+            self.hand_over(dest, batch, &mut out).await;
+        }
+        self.pending_bytes = 0;
+        self.publish_counters();
+        self.now = unix_now();
+        out
+    }
+
+    async fn hand_over(&mut self, dest: usize, batch: Batch, out: &mut Flushed) {
+        let Some(q) = self.pipeline.queues.get(dest) else {
+            return;
+        };
+        if !q.stats().is_connected() {
+            q.stats().add_queued_until_connected(batch.len() as u64);
+        }
+        let o = q.push_with(batch, self.mode).await;
+        out.add(&o);
+        if o.accepted > 0
+            && let Some(m) = self.marks.get_mut(dest)
+        {
+            *m = (*m).max(o.mark);
+        }
+    }
+
+    fn publish_counters(&mut self) {
+        if let Some(f) = &mut self.filter {
+            if f.blacklisted > 0 || f.not_whitelisted > 0 {
+                self.pipeline
+                    .stats
+                    .record_filtered(f.blacklisted, f.not_whitelisted);
+                f.blacklisted = 0;
+                f.not_whitelisted = 0;
+            }
+            f.refresh();
+        }
+        if self.accepted > 0 || !self.drops.is_empty() {
+            self.pipeline
+                .stats
+                .record_parsed(self.source, self.accepted, &self.drops);
+            self.accepted = 0;
+            self.drops.clear();
+        }
+    }
+
+    /// A receipt for everything flushed so far: it resolves once all of it has left the
+    /// destination queues (written to the destinations, or dropped and counted).
+    pub fn receipt(&self) -> Receipt {
+        Receipt::new(
+            self.marks
+                .iter()
+                .zip(self.pipeline.queues.iter())
+                .filter(|(m, _)| **m > 0)
+                .map(|(m, q)| (q.clone(), *m))
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Ingestor {
+    // Pending data is handed to the queues without waiting, so it is queued or counted as
+    // dropped (`queue_full`), never lost uncounted.
+    fn drop(&mut self) {
+        let set_aside = std::mem::take(&mut self.set_aside);
+        let pending = std::mem::take(&mut self.pending);
+        let batches = set_aside
+            .into_iter()
+            .chain(pending.into_iter().enumerate())
+            .filter(|(_, b)| !b.is_empty());
+        for (dest, batch) in batches {
+            if let Some(q) = self.pipeline.queues.get(dest) {
+                let o = q.push(batch);
+                if o.dropped > 0 {
+                    tracing::warn!(
+                        destination = q.stats().name(),
+                        datapoints = o.dropped,
+                        "an ingestor dropped without a final flush: its queue had no room"
+                    );
+                }
+            }
+        }
+        self.publish_counters();
+    }
+}
+
+/// Seconds since the epoch as a float, like Python's `time.time()`.
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}

@@ -1,0 +1,294 @@
+//! The queue's core: its state under one lock, and the accounting every tier shares.
+//!
+//! `State` is everything a destination's queue holds: the memory tier's batches (waiting and
+//! in flight), what the disk tier holds (as datapoint counts and positions, the records
+//! themselves live in the spill log), and the hand-over buffer between them. `Core` is the
+//! part shared by producers, the destination task and the spill thread: the lock, the two
+//! wake-ups, the limits and the destination's books.
+//!
+//! ## Positions
+//!
+//! Every accepted datapoint gets a position: its index in the order the queue accepted
+//! datapoints (datapoints recovered from a previous run's spill log come first). Memory
+//! batches, in-flight tags and disk runs carry the position of their first datapoint. The
+//! queue is FIFO across its tiers, so the smallest position still held —
+//! `State::oldest_position` — tells how far the destination has got: every datapoint before
+//! it was sent or dropped. Delivery receipts wait on it (`Core::settled`).
+//!
+//! This module imports nothing above the queue: the memory tier, the disk tier and the spill
+//! thread all work on these types.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use super::policy::{DestinationDropReason, WhenFull};
+use super::stats::DestinationStats;
+use crate::batch::Batch;
+
+/// Bounds and policy of one destination's queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueLimits {
+    /// Most datapoints in the memory tier (waiting plus in flight).
+    pub max_datapoints: usize,
+    /// Most bytes in the memory tier (names plus fixed per-datapoint overhead).
+    pub max_bytes: usize,
+    /// What to do when a push does not fit.
+    pub when_full: WhenFull,
+    /// With [`WhenFull::Spill`]: what to do when the spill log is full or failing
+    /// (`drop_newest`, `drop_oldest` or `block`).
+    pub spill_fallback: WhenFull,
+}
+
+impl Default for QueueLimits {
+    fn default() -> Self {
+        Self {
+            max_datapoints: 1_000_000,
+            max_bytes: 256 << 20,
+            when_full: WhenFull::DropNewest,
+            spill_fallback: WhenFull::DropNewest,
+        }
+    }
+}
+
+/// What happened to a pushed batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PushOutcome {
+    /// Datapoints of the batch queued (in memory or handed to the spill log).
+    pub accepted: usize,
+    /// Datapoints of the batch dropped by the full policy (or because the queue is closed).
+    pub dropped: usize,
+    /// Older queued datapoints evicted to make room (`drop_oldest`).
+    pub evicted: usize,
+    /// The producer waited for room (policy `block`, back-pressure, or a full hand-over
+    /// buffer to the spill log).
+    pub waited: bool,
+    /// The position after the batch's last accepted datapoint: once the queue's oldest
+    /// position reaches it, everything accepted up to this push has left the queue.
+    pub mark: u64,
+}
+
+/// A batch in the memory tier: the batch, whether it is a record replayed from the spill log,
+/// and the position of its first datapoint.
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub(super) batch: Batch,
+    pub(super) from_disk: bool,
+    pub(super) position: u64,
+}
+
+/// One in-flight batch, in pop order.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Tag {
+    pub(super) points: usize,
+    pub(super) bytes: usize,
+    pub(super) from_disk: bool,
+    pub(super) position: u64,
+}
+
+/// Consecutive positions held by the disk tier (one chunk handed to the spill thread, or
+/// everything recovered at startup).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Run {
+    pub(super) position: u64,
+    pub(super) points: u64,
+}
+
+/// Everything a queue holds, under its lock.
+#[derive(Debug, Default)]
+pub(super) struct State {
+    /// Memory tier: waiting batches, oldest first.
+    pub(super) batches: VecDeque<Entry>,
+    /// Datapoints waiting in memory.
+    pub(super) datapoints: usize,
+    /// Bytes waiting in memory.
+    pub(super) bytes: usize,
+    /// Datapoints popped and not yet acknowledged or handed back.
+    pub(super) in_flight: usize,
+    /// Bytes of those.
+    pub(super) in_flight_bytes: usize,
+    /// One tag per in-flight batch, in pop order.
+    pub(super) tags: VecDeque<Tag>,
+    /// Datapoints handed to the spill thread and not yet back in memory (in its channel, held
+    /// by the `block` fallback, or stored in the log).
+    pub(super) disk_points: u64,
+    /// Positions of the disk tier's datapoints, oldest first.
+    pub(super) disk_runs: VecDeque<Run>,
+    /// Bytes of batches handed to the spill thread and not yet stored or dropped.
+    pub(super) staged_bytes: usize,
+    /// A replay request is outstanding.
+    pub(super) replay_requested: bool,
+    /// The position the next accepted datapoint gets.
+    pub(super) next_position: u64,
+    /// No more pushes are taken.
+    pub(super) closed: bool,
+    /// Shut down: what is left stays where it is (spill log) or was counted as dropped.
+    pub(super) stopped: bool,
+}
+
+impl State {
+    /// Takes `n` consecutive positions for newly accepted datapoints; returns the first.
+    pub(super) fn take_positions(&mut self, n: usize) -> u64 {
+        let first = self.next_position;
+        self.next_position += n as u64;
+        first
+    }
+
+    /// The smallest position still queued (in flight, waiting, or on disk); `next_position`
+    /// when the queue is empty. Each of the three is in position order.
+    pub(super) fn oldest_position(&self) -> u64 {
+        [
+            self.tags.front().map(|t| t.position),
+            self.batches.front().map(|e| e.position),
+            self.disk_runs.front().map(|r| r.position),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(self.next_position)
+    }
+
+    /// The disk tier gave up its `points` oldest datapoints (replayed into memory, or lost);
+    /// returns the position of the first of them.
+    pub(super) fn disk_front_consumed(&mut self, mut points: u64) -> u64 {
+        let first = self
+            .disk_runs
+            .front()
+            .map_or(self.next_position, |r| r.position);
+        while points > 0 {
+            let Some(run) = self.disk_runs.front_mut() else {
+                break;
+            };
+            let take = points.min(run.points);
+            run.position += take;
+            run.points -= take;
+            points -= take;
+            if run.points == 0 {
+                self.disk_runs.pop_front();
+            }
+        }
+        first
+    }
+
+    /// A staged chunk never reached the log (dropped by the spill thread): forget its run.
+    pub(super) fn disk_run_dropped(&mut self, position: u64) {
+        if let Some(i) = self.disk_runs.iter().rposition(|r| r.position == position) {
+            self.disk_runs.remove(i);
+        }
+    }
+}
+
+/// The part of a queue shared by producers, the destination task and the spill thread.
+#[derive(Debug)]
+pub(super) struct Core {
+    pub(super) state: Mutex<State>,
+    /// Wakes the consumer: a push, requeue, replay or close.
+    pub(super) ready: Notify,
+    /// Wakes blocked producers: room freed in memory or in the hand-over buffer.
+    pub(super) room: Notify,
+    /// Wakes delivery receipts: the oldest position may have moved, or the queue stopped.
+    pub(super) settled: Notify,
+    pub(super) limits: QueueLimits,
+    pub(super) stats: Arc<DestinationStats>,
+}
+
+impl Core {
+    pub(super) fn new(limits: QueueLimits, stats: Arc<DestinationStats>) -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            ready: Notify::new(),
+            room: Notify::new(),
+            settled: Notify::new(),
+            limits,
+            stats,
+        }
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave the queue inconsistent (every update is
+        // a few integer adds), so a poisoned lock is still safe to use.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publishes the depth gauges (under the lock, once per batch).
+    pub(super) fn publish(&self, s: &State) {
+        self.stats.set_depth(s.datapoints + s.in_flight, s.bytes);
+        self.stats
+            .set_tiers(s.bytes + s.in_flight_bytes, s.disk_points);
+    }
+
+    /// Counts `n` datapoints of a batch as dropped with `reason`.
+    pub(super) fn drop_counted(
+        &self,
+        n: usize,
+        reason: DestinationDropReason,
+        out: &mut PushOutcome,
+    ) {
+        if n > 0 {
+            self.stats.add_dropped(reason, n as u64);
+            out.dropped += n;
+        }
+    }
+
+    /// The spill thread stored (`dropped == None`) or dropped the staged chunk at `position`.
+    pub(super) fn staged_done(
+        &self,
+        position: u64,
+        points: usize,
+        bytes: usize,
+        dropped: Option<DestinationDropReason>,
+    ) {
+        let mut s = self.lock();
+        s.staged_bytes = s.staged_bytes.saturating_sub(bytes);
+        if dropped.is_some() {
+            s.disk_points = s.disk_points.saturating_sub(points as u64);
+            s.disk_run_dropped(position);
+        }
+        self.publish(&s);
+        drop(s);
+        if let Some(reason) = dropped {
+            self.stats.add_dropped(reason, points as u64);
+            self.settled.notify_waiters();
+        }
+        self.room.notify_waiters();
+        self.ready.notify_one();
+    }
+
+    /// The disk tier's oldest records left without reaching memory (expired, corrupt,
+    /// evicted).
+    pub(super) fn disk_lost(&self, points: u64, reason: DestinationDropReason) {
+        if points == 0 {
+            return;
+        }
+        let mut s = self.lock();
+        s.disk_points = s.disk_points.saturating_sub(points);
+        s.disk_front_consumed(points);
+        self.publish(&s);
+        drop(s);
+        self.stats.add_dropped(reason, points);
+        self.settled.notify_waiters();
+        self.ready.notify_one();
+    }
+
+    /// Replayed records join the memory tier; ends the outstanding replay request.
+    pub(super) fn deliver_replayed(&self, batches: Vec<Batch>) {
+        let mut s = self.lock();
+        for batch in batches {
+            let n = batch.len();
+            s.disk_points = s.disk_points.saturating_sub(n as u64);
+            let position = s.disk_front_consumed(n as u64);
+            s.datapoints += n;
+            s.bytes += batch.size_bytes();
+            s.batches.push_back(Entry {
+                batch,
+                from_disk: true,
+                position,
+            });
+        }
+        s.replay_requested = false;
+        self.publish(&s);
+        drop(s);
+        self.ready.notify_one();
+    }
+}

@@ -1,0 +1,426 @@
+//! [`DestinationQueue`]: one destination's queue, as producers and its destination task see
+//! it. It owns the [core](super::core) and, with a spill directory, the
+//! [disk tier](super::disk_tier); the policies decide here which tier a batch goes to.
+
+use std::sync::Arc;
+
+use super::core::{Core, PushOutcome, QueueLimits, State};
+use super::disk_tier::{DiskTier, SpillSettings};
+use super::memory;
+use super::policy::{DestinationDropReason, PushMode, WhenFull};
+use super::spill::SpillError;
+use super::stats::DestinationStats;
+use crate::batch::Batch;
+
+/// A bounded FIFO of batches for one destination, shared by every producer and the single
+/// destination task that consumes it; optionally backed by a spill log on disk.
+///
+/// Locking is per batch (one lock per push or pop of a whole batch), never per datapoint.
+#[derive(Debug)]
+pub struct DestinationQueue {
+    core: Arc<Core>,
+    disk: Option<DiskTier>,
+}
+
+/// Result of one attempt at a push.
+enum Step {
+    Done,
+    /// The rest of the batch must wait for room (policy `block`, back-pressure, or a full
+    /// hand-over buffer).
+    Wait(Batch),
+}
+
+/// How a wait for delivery ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settled {
+    /// Everything up to the mark left the queue: written to the destination (and the
+    /// connection seen alive afterwards), or dropped and counted.
+    Done,
+    /// The queue shut down first; what was left is in the spill log for the next run, or was
+    /// counted as dropped (`shutdown`).
+    Stopped,
+}
+
+impl DestinationQueue {
+    /// An empty memory-only queue reporting into `stats`. [`WhenFull::Spill`] behaves as
+    /// `spill_fallback` here (there is no disk tier).
+    pub fn new(limits: QueueLimits, stats: Arc<DestinationStats>) -> Self {
+        Self {
+            core: Arc::new(Core::new(limits, stats)),
+            disk: None,
+        }
+    }
+
+    /// A queue with a disk tier: opens (and recovers) the spill log in `spill.dir` and starts
+    /// its thread. Datapoints recovered from a previous run are counted as routed and queued
+    /// (disk), and are replayed before anything pushed now.
+    pub fn with_spill(
+        limits: QueueLimits,
+        stats: Arc<DestinationStats>,
+        spill: SpillSettings,
+    ) -> Result<Self, SpillError> {
+        let core = Arc::new(Core::new(limits, stats));
+        let disk = DiskTier::open(&core, limits, spill)?;
+        Ok(Self {
+            core,
+            disk: Some(disk),
+        })
+    }
+
+    /// The queue's bounds and policy.
+    pub fn limits(&self) -> QueueLimits {
+        self.core.limits
+    }
+
+    /// True when the queue has a disk tier.
+    pub fn has_spill(&self) -> bool {
+        self.disk.is_some()
+    }
+
+    /// The destination's books.
+    pub fn stats(&self) -> &Arc<DestinationStats> {
+        &self.core.stats
+    }
+
+    fn spilling(&self) -> Option<&DiskTier> {
+        match self.core.limits.when_full {
+            WhenFull::Spill => self.disk.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Queues `batch` without ever waiting ([`PushMode::NoWait`]).
+    pub fn push(&self, batch: Batch) -> PushOutcome {
+        let mut out = PushOutcome::default();
+        if batch.is_empty() {
+            return out;
+        }
+        self.core.stats.add_routed(batch.len() as u64);
+        if let Step::Wait(rest) = self.try_push(batch, PushMode::NoWait, &mut out) {
+            self.core
+                .drop_counted(rest.len(), DestinationDropReason::QueueFull, &mut out);
+        }
+        out
+    }
+
+    /// Queues `batch`, waiting for room where `mode` allows (see [`PushMode`]). Every
+    /// datapoint is counted as routed, and the dropped ones as dropped with their reason.
+    pub async fn push_with(&self, batch: Batch, mode: PushMode) -> PushOutcome {
+        if mode == PushMode::NoWait {
+            return self.push(batch);
+        }
+        let mut out = PushOutcome::default();
+        if batch.is_empty() {
+            return out;
+        }
+        self.core.stats.add_routed(batch.len() as u64);
+        let mut batch = batch;
+        loop {
+            let room = self.core.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            match self.try_push(batch, mode, &mut out) {
+                Step::Done => return out,
+                Step::Wait(rest) => batch = rest,
+            }
+            out.waited = true;
+            room.await;
+        }
+    }
+
+    /// [`push_with`](Self::push_with) in [`PushMode::Wait`].
+    pub async fn push_wait(&self, batch: Batch) -> PushOutcome {
+        self.push_with(batch, PushMode::Wait).await
+    }
+
+    fn try_push(&self, batch: Batch, mode: PushMode, out: &mut PushOutcome) -> Step {
+        let total = batch.len();
+        let mut s = self.core.lock();
+        if s.closed {
+            drop(s);
+            self.core
+                .drop_counted(total, DestinationDropReason::Shutdown, out);
+            return Step::Done;
+        }
+        if let Some(disk) = self.spilling() {
+            let fits = s.disk_points == 0
+                && memory::fitting_prefix(&self.core.limits, &s, &batch) == total;
+            if fits {
+                memory::enqueue(&self.core, &mut s, batch, out);
+                return Step::Done;
+            }
+            return self.spill(s, disk, batch, mode, out);
+        }
+        self.push_memory(s, batch, mode, out)
+    }
+
+    /// The memory-only path: the policy decides what does not fit.
+    fn push_memory(
+        &self,
+        mut s: std::sync::MutexGuard<'_, State>,
+        mut batch: Batch,
+        mode: PushMode,
+        out: &mut PushOutcome,
+    ) -> Step {
+        let limits = &self.core.limits;
+        let policy = match limits.when_full {
+            _ if mode == PushMode::Backpressure => WhenFull::Block,
+            WhenFull::Spill => limits.spill_fallback,
+            p => p,
+        };
+        let total = batch.len();
+        let mut fits = memory::fitting_prefix(limits, &s, &batch);
+        let mut evicted = 0;
+        if fits < total && policy == WhenFull::DropOldest {
+            evicted =
+                memory::evict_oldest(&mut s, total, |s| memory::fitting_prefix(limits, s, &batch));
+            fits = memory::fitting_prefix(limits, &s, &batch);
+            if fits < total {
+                // Larger than the whole bound: keep its newest datapoints.
+                let tail = batch.split_off(total - fits);
+                evicted += batch.len();
+                batch = tail;
+                fits = batch.len();
+            }
+        }
+        if fits == 0 && policy == WhenFull::Block && s.datapoints + s.in_flight == 0 {
+            // A single datapoint larger than the byte bound must not wait forever.
+            fits = 1;
+        }
+        let rest = (fits < batch.len()).then(|| batch.split_off(fits));
+        memory::enqueue(&self.core, &mut s, batch, out);
+        drop(s);
+        if evicted > 0 {
+            self.core
+                .stats
+                .add_dropped(DestinationDropReason::DropOldest, evicted as u64);
+            out.evicted += evicted;
+            self.core.settled.notify_waiters();
+        }
+        match rest {
+            Some(rest) if policy == WhenFull::Block && mode != PushMode::NoWait => Step::Wait(rest),
+            Some(rest) => {
+                self.core
+                    .drop_counted(rest.len(), DestinationDropReason::QueueFull, out);
+                Step::Done
+            }
+            None => Step::Done,
+        }
+    }
+
+    /// The batch goes to the disk tier (it does not fit in memory, or the queue is in disk
+    /// mode). Entering disk mode, what waits in memory is older than this batch, so it goes to
+    /// disk first; only records replayed from disk (still in the log, and older than anything)
+    /// stay in memory.
+    fn spill(
+        &self,
+        mut s: std::sync::MutexGuard<'_, State>,
+        disk: &DiskTier,
+        batch: Batch,
+        mode: PushMode,
+        out: &mut PushOutcome,
+    ) -> Step {
+        let total = batch.len();
+        if s.staged_bytes > 0 && s.staged_bytes + batch.size_bytes() > disk.staging_bytes {
+            drop(s);
+            if mode != PushMode::NoWait {
+                return Step::Wait(batch);
+            }
+            self.core
+                .drop_counted(total, DestinationDropReason::QueueFull, out);
+            return Step::Done;
+        }
+        let mut moved_lost = 0;
+        if s.disk_points == 0 {
+            let first_new = s
+                .batches
+                .iter()
+                .position(|e| !e.from_disk)
+                .unwrap_or(s.batches.len());
+            let older: Vec<_> = s.batches.drain(first_new..).collect();
+            for e in older {
+                let (n, bytes) = (e.batch.len(), e.batch.size_bytes());
+                s.datapoints -= n;
+                s.bytes -= bytes;
+                moved_lost += n - disk.stage(&mut s, e.batch, e.position);
+            }
+        }
+        let position = s.take_positions(total);
+        let stored = disk.stage(&mut s, batch, position);
+        if stored > 0 {
+            out.mark = position + stored as u64;
+        }
+        self.core.publish(&s);
+        drop(s);
+        out.accepted += stored;
+        self.core
+            .drop_counted(total - stored, DestinationDropReason::SpillIo, out);
+        if moved_lost > 0 {
+            self.core
+                .stats
+                .add_dropped(DestinationDropReason::SpillIo, moved_lost as u64);
+        }
+        Step::Done
+    }
+
+    /// Takes the oldest batch without waiting; it is in flight until [`ack`](Self::ack)ed or
+    /// [`requeue`](Self::requeue)d.
+    pub fn try_pop(&self) -> Option<Batch> {
+        let mut s = self.core.lock();
+        let popped = memory::pop_front(&mut s);
+        self.maybe_replay(&mut s);
+        self.core.publish(&s);
+        popped
+    }
+
+    fn maybe_replay(&self, s: &mut State) {
+        if let Some(disk) = &self.disk {
+            disk.maybe_replay(&self.core.limits, s);
+        }
+    }
+
+    /// Waits for the oldest batch. `None` once the queue is closed and both tiers are empty.
+    pub async fn pop(&self) -> Option<Batch> {
+        loop {
+            let notified = self.core.ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let s = self.core.lock();
+                if s.batches.is_empty() && s.closed && s.disk_points == 0 {
+                    return None;
+                }
+            }
+            if let Some(b) = self.try_pop() {
+                return Some(b);
+            }
+            notified.await;
+        }
+    }
+
+    /// In-flight datapoints were written: they count as sent (and replayed records are
+    /// acknowledged in the spill log).
+    pub fn ack(&self, datapoints: usize, messages: usize) {
+        let mut s = self.core.lock();
+        let disk_records = memory::ack(&mut s, datapoints);
+        if let Some(disk) = &self.disk {
+            disk.ack(disk_records);
+        }
+        self.maybe_replay(&mut s);
+        self.core.publish(&s);
+        drop(s);
+        self.core.stats.add_sent(datapoints as u64, messages as u64);
+        self.core.room.notify_waiters();
+        self.core.settled.notify_waiters();
+    }
+
+    /// In-flight batches whose write failed go back to the front, oldest first, ahead of
+    /// everything queued since. They are already counted in the memory bound. `batches` must
+    /// be the most recently popped in-flight batches, in pop order (requeue newer groups
+    /// first when handing back more than one group).
+    pub fn requeue(&self, batches: Vec<Batch>) {
+        let mut s = self.core.lock();
+        memory::requeue(&mut s, batches);
+        self.core.publish(&s);
+        drop(s);
+        self.core.ready.notify_one();
+    }
+
+    /// No more pushes will come; [`pop`](Self::pop) returns `None` once drained.
+    pub fn close(&self) {
+        self.core.lock().closed = true;
+        self.core.ready.notify_one();
+        self.core.room.notify_waiters();
+    }
+
+    /// True once [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.core.lock().closed
+    }
+
+    /// Resolves after the next push, requeue, replay or close (or at once if one happened
+    /// since the last wait). Meant for the single consumer.
+    pub async fn changed(&self) {
+        self.core.ready.notified().await;
+    }
+
+    /// Shutdown, after the destination task stopped: a queue with a disk tier writes what is
+    /// still in memory to its spill log (replayed first on the next start) and returns
+    /// `(0, left on disk)`; a memory-only queue counts what is left as dropped (`shutdown`)
+    /// and returns `(dropped, 0)`. Delivery receipts still waiting then resolve as
+    /// [`Settled::Stopped`].
+    pub async fn shut_down(&self) -> (u64, u64) {
+        self.close();
+        let result = match &self.disk {
+            Some(disk) => (0, disk.shutdown(&self.core).await),
+            None => {
+                let mut s = self.core.lock();
+                let left: usize = memory::drain_waiting(&mut s)
+                    .iter()
+                    .map(|e| e.batch.len())
+                    .sum::<usize>()
+                    + s.in_flight;
+                s.tags.clear();
+                s.in_flight = 0;
+                s.in_flight_bytes = 0;
+                self.core.publish(&s);
+                drop(s);
+                self.core
+                    .stats
+                    .add_dropped(DestinationDropReason::Shutdown, left as u64);
+                (left as u64, 0)
+            }
+        };
+        self.core.lock().stopped = true;
+        self.core.room.notify_waiters();
+        self.core.settled.notify_waiters();
+        result
+    }
+
+    /// Waits until every datapoint accepted before `mark` (a [`PushOutcome::mark`]) has left
+    /// the queue: written to the destination, or dropped and counted.
+    pub async fn settled(&self, mark: u64) -> Settled {
+        loop {
+            let notified = self.core.settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let s = self.core.lock();
+                if s.oldest_position() >= mark {
+                    return Settled::Done;
+                }
+                if s.stopped {
+                    return Settled::Stopped;
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Datapoints waiting in memory (not in flight).
+    pub fn len(&self) -> usize {
+        self.core.lock().datapoints
+    }
+
+    /// True when nothing waits in memory.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Datapoints queued: waiting plus in flight in memory, plus the disk tier.
+    pub fn queued(&self) -> usize {
+        let s = self.core.lock();
+        s.datapoints + s.in_flight + s.disk_points as usize
+    }
+
+    /// Bytes handed to the spill thread and not yet stored or dropped.
+    #[cfg(test)]
+    pub(super) fn staged_bytes(&self) -> usize {
+        self.core.lock().staged_bytes
+    }
+
+    /// Datapoints in the disk tier (handed to the spill thread, not yet replayed).
+    pub fn queued_disk(&self) -> u64 {
+        self.core.lock().disk_points
+    }
+}

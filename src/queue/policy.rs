@@ -1,0 +1,110 @@
+//! The queue's policies and reasons: what a full queue does ([`WhenFull`]), how a producer
+//! may wait ([`PushMode`]), and why a routed datapoint was dropped ([`DestinationDropReason`],
+//! the `reason` label of the drop counters).
+
+use serde::{Deserialize, Serialize};
+
+/// What a destination's queue does with a batch that does not fit in its memory tier.
+///
+/// The default is [`WhenFull::Spill`] when a spill directory is configured
+/// (`[destinations.spill] dir`), otherwise [`WhenFull::DropNewest`] — carbon-relay's own
+/// behaviour, so a relay.toml without a spill directory never writes to disk unexpectedly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum WhenFull {
+    /// Keep what is queued and drop the datapoints that do not fit (counted as
+    /// `queue_full`). Data loss: the newest datapoints for this destination only; other
+    /// destinations are unaffected. This is carbon-relay's behaviour.
+    #[default]
+    DropNewest,
+    /// Evict the oldest waiting batches to make room (counted as `drop_oldest`). Data loss: the
+    /// oldest undelivered datapoints of this destination (carbon-c-relay's behaviour); what
+    /// arrives is the most recent data.
+    DropOldest,
+    /// Back-pressure: the producer waits until the destination has taken enough. TCP receivers
+    /// stop reading their client sockets (clients see TCP back-pressure), non-socket sources
+    /// (Kinesis, embedders) wait in [`Ingestor::flush`](crate::ingest::Ingestor::flush); UDP
+    /// cannot wait and drops, counted as `queue_full`. Data loss: none in the relay, but one
+    /// stuck destination stalls every client whose data routes to it.
+    Block,
+    /// Overflow into the destination's spill log on disk (`[destinations.spill]`), replayed
+    /// oldest first when the memory tier drains; order stays FIFO across both tiers. Data loss:
+    /// none within the disk budget; past it the `spill_fallback` policy applies (counted as
+    /// `spill_full`, or `spill_io` on a disk error). Delivery is at-least-once: see
+    /// [`spill`](super::spill) for when duplicates can occur.
+    Spill,
+}
+
+impl WhenFull {
+    /// The policy's config spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WhenFull::DropNewest => "drop_newest",
+            WhenFull::DropOldest => "drop_oldest",
+            WhenFull::Block => "block",
+            WhenFull::Spill => "spill",
+        }
+    }
+}
+
+/// Why a routed datapoint never reached its destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DestinationDropReason {
+    /// The queue was full and the policy dropped it (carbon's `fullQueueDrops`).
+    QueueFull,
+    /// Still queued when the shutdown grace period ended (and no spill log took it).
+    Shutdown,
+    /// Evicted by `drop_oldest` (memory policy or spill fallback) to make room.
+    DropOldest,
+    /// The spill log's byte budget was exhausted and the fallback dropped it.
+    SpillFull,
+    /// A disk error prevented spilling it and the fallback dropped it.
+    SpillIo,
+    /// Replay found it older than `spill.max_age_secs`.
+    SpillExpired,
+    /// Replay found its record torn or corrupt (CRC mismatch); the rest of that segment was
+    /// abandoned.
+    SpillCorrupt,
+}
+
+impl DestinationDropReason {
+    /// Every reason.
+    pub const ALL: [DestinationDropReason; 7] = [
+        DestinationDropReason::QueueFull,
+        DestinationDropReason::Shutdown,
+        DestinationDropReason::DropOldest,
+        DestinationDropReason::SpillFull,
+        DestinationDropReason::SpillIo,
+        DestinationDropReason::SpillExpired,
+        DestinationDropReason::SpillCorrupt,
+    ];
+
+    /// The `reason` label.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DestinationDropReason::QueueFull => "queue_full",
+            DestinationDropReason::Shutdown => "shutdown",
+            DestinationDropReason::DropOldest => "drop_oldest",
+            DestinationDropReason::SpillFull => "spill_full",
+            DestinationDropReason::SpillIo => "spill_io",
+            DestinationDropReason::SpillExpired => "spill_expired",
+            DestinationDropReason::SpillCorrupt => "spill_corrupt",
+        }
+    }
+}
+
+/// How a producer hands a batch to a queue: whether it can wait, and for what.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PushMode {
+    /// Never wait (UDP, a dropped `Ingestor`): `block` and a full hand-over buffer to the
+    /// spill log drop what does not fit, counted as `queue_full`.
+    NoWait,
+    /// Wait where the policy says so: `block`, or a full hand-over buffer to the spill log
+    /// (TCP receivers, embedders).
+    Wait,
+    /// A source that can pause (Kinesis): wait for room instead of applying a dropping policy
+    /// (`drop_newest`, `drop_oldest`, or the spill fallback); `spill` still spills.
+    Backpressure,
+}

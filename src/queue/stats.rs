@@ -1,0 +1,405 @@
+//! One destination's books: counters and gauges updated by its queue and its connection task,
+//! mirrored to the `metrics` facade, and their snapshots.
+//!
+//! Updated once per batch (a push, a pop, a write, a spill append), never per datapoint.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use metrics::{Counter, Gauge, counter, gauge};
+
+use super::policy::DestinationDropReason;
+use crate::telemetry::names::facade;
+
+/// Current queue depth, readable without the queue's lock, and the peak since last read.
+#[derive(Debug, Default)]
+pub struct QueueDepth {
+    datapoints: AtomicU64,
+    bytes: AtomicU64,
+    peak: AtomicU64,
+}
+
+impl QueueDepth {
+    /// Records a new depth (datapoints waiting or in flight, bytes waiting).
+    pub fn set(&self, datapoints: usize, bytes: usize) {
+        self.datapoints.store(datapoints as u64, Relaxed);
+        self.bytes.store(bytes as u64, Relaxed);
+        self.peak.fetch_max(datapoints as u64, Relaxed);
+    }
+
+    /// Datapoints waiting or in flight.
+    pub fn datapoints(&self) -> u64 {
+        self.datapoints.load(Relaxed)
+    }
+
+    /// Bytes waiting.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Relaxed)
+    }
+
+    /// The largest depth seen since the previous call, then restarts from the current depth.
+    pub fn take_peak(&self) -> u64 {
+        self.peak.swap(self.datapoints.load(Relaxed), Relaxed)
+    }
+}
+
+/// Counters for one destination.
+#[derive(Debug)]
+pub struct DestinationStats {
+    name: String,
+    routed: AtomicU64,
+    sent: AtomicU64,
+    messages: AtomicU64,
+    queued_until_connected: AtomicU64,
+    queued_until_connected_metric: Counter,
+    dropped: [AtomicU64; DestinationDropReason::ALL.len()],
+    connected: AtomicU64,
+    depth: QueueDepth,
+    routed_metric: Counter,
+    sent_metric: Counter,
+    messages_metric: Counter,
+    dropped_metric: Vec<Counter>,
+    connected_metric: Gauge,
+    connect_failures_metric: Counter,
+    queue_datapoints_metric: Gauge,
+    queue_bytes_metric: Gauge,
+    spill: SpillCounters,
+}
+
+/// The disk tier's counters and gauges for one destination (all zero without a spill log).
+#[derive(Debug)]
+struct SpillCounters {
+    memory_bytes: AtomicU64,
+    memory_bytes_peak: AtomicU64,
+    disk_datapoints: AtomicU64,
+    recovered: AtomicU64,
+    spilled_records: AtomicU64,
+    spilled_datapoints: AtomicU64,
+    spilled_bytes: AtomicU64,
+    replayed_records: AtomicU64,
+    replayed_datapoints: AtomicU64,
+    replayed_bytes: AtomicU64,
+    disk_bytes: AtomicU64,
+    oldest_age_ms: AtomicU64,
+    damaged_segments: AtomicU64,
+    abandoned_bytes: AtomicU64,
+    io_errors: AtomicU64,
+    spilled_records_metric: Counter,
+    spilled_datapoints_metric: Counter,
+    spilled_bytes_metric: Counter,
+    replayed_records_metric: Counter,
+    replayed_datapoints_metric: Counter,
+    replayed_bytes_metric: Counter,
+    disk_datapoints_metric: Gauge,
+    disk_bytes_metric: Gauge,
+    oldest_age_metric: Gauge,
+    damaged_metric: Counter,
+    io_errors_metric: Counter,
+}
+
+impl SpillCounters {
+    fn new(l: &str) -> Self {
+        let c = |name: &'static str| counter!(name, "destination" => l.to_string());
+        let g = |name: &'static str| gauge!(name, "destination" => l.to_string());
+        Self {
+            memory_bytes: AtomicU64::new(0),
+            memory_bytes_peak: AtomicU64::new(0),
+            disk_datapoints: AtomicU64::new(0),
+            recovered: AtomicU64::new(0),
+            spilled_records: AtomicU64::new(0),
+            spilled_datapoints: AtomicU64::new(0),
+            spilled_bytes: AtomicU64::new(0),
+            replayed_records: AtomicU64::new(0),
+            replayed_datapoints: AtomicU64::new(0),
+            replayed_bytes: AtomicU64::new(0),
+            disk_bytes: AtomicU64::new(0),
+            oldest_age_ms: AtomicU64::new(0),
+            damaged_segments: AtomicU64::new(0),
+            abandoned_bytes: AtomicU64::new(0),
+            io_errors: AtomicU64::new(0),
+            spilled_records_metric: c(facade::SPILLED_RECORDS),
+            spilled_datapoints_metric: c(facade::SPILLED_DATAPOINTS),
+            spilled_bytes_metric: c(facade::SPILLED_BYTES),
+            replayed_records_metric: c(facade::REPLAYED_RECORDS),
+            replayed_datapoints_metric: c(facade::REPLAYED_DATAPOINTS),
+            replayed_bytes_metric: c(facade::REPLAYED_BYTES),
+            disk_datapoints_metric: g(facade::SPILL_QUEUE_DATAPOINTS),
+            disk_bytes_metric: g(facade::SPILL_DISK_BYTES),
+            oldest_age_metric: g(facade::SPILL_OLDEST_AGE),
+            damaged_metric: c(facade::SPILL_DAMAGED_SEGMENTS),
+            io_errors_metric: c(facade::SPILL_IO_ERRORS),
+        }
+    }
+}
+
+impl DestinationStats {
+    /// Books for the destination `name` (`host:port:instance`), registering its facade series.
+    pub fn new(name: impl Into<String>) -> Self {
+        let name: String = name.into();
+        let l = name.clone();
+        Self {
+            routed: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            messages: AtomicU64::new(0),
+            queued_until_connected: AtomicU64::new(0),
+            queued_until_connected_metric: counter!(
+                facade::QUEUED_UNTIL_CONNECTED,
+                "destination" => l.clone()
+            ),
+            dropped: std::array::from_fn(|_| AtomicU64::new(0)),
+            connected: AtomicU64::new(0),
+            depth: QueueDepth::default(),
+            routed_metric: counter!(facade::ROUTED, "destination" => l.clone()),
+            sent_metric: counter!(facade::SENT, "destination" => l.clone()),
+            messages_metric: counter!(facade::BATCHES_SENT, "destination" => l.clone()),
+            dropped_metric: DestinationDropReason::ALL
+                .iter()
+                .map(|r| {
+                    counter!(facade::DROPPED, "destination" => l.clone(), "reason" => r.as_str())
+                })
+                .collect(),
+            connected_metric: gauge!(facade::DESTINATION_CONNECTED, "destination" => l.clone()),
+            connect_failures_metric: counter!(
+                facade::DESTINATION_CONNECT_FAILURES,
+                "destination" => l.clone()
+            ),
+            queue_datapoints_metric: gauge!(facade::QUEUE_DATAPOINTS, "destination" => l.clone()),
+            queue_bytes_metric: gauge!(facade::QUEUE_BYTES, "destination" => l.clone()),
+            spill: SpillCounters::new(&l),
+            name,
+        }
+    }
+
+    /// `host:port:instance`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Datapoints routed here (accepted or dropped by the queue).
+    pub fn add_routed(&self, n: u64) {
+        self.routed.fetch_add(n, Relaxed);
+        self.routed_metric.increment(n);
+    }
+
+    /// Datapoints and messages written to the socket.
+    pub fn add_sent(&self, datapoints: u64, messages: u64) {
+        self.sent.fetch_add(datapoints, Relaxed);
+        self.sent_metric.increment(datapoints);
+        self.messages.fetch_add(messages, Relaxed);
+        self.messages_metric.increment(messages);
+    }
+
+    /// Datapoints dropped after routing, with the reason.
+    pub fn add_dropped(&self, reason: DestinationDropReason, n: u64) {
+        if n > 0 {
+            self.dropped[reason as usize].fetch_add(n, Relaxed);
+            self.dropped_metric[reason as usize].increment(n);
+        }
+    }
+
+    /// Datapoints routed here while it was not connected (carbon's `queuedUntilConnected`).
+    pub fn add_queued_until_connected(&self, n: u64) {
+        self.queued_until_connected.fetch_add(n, Relaxed);
+        self.queued_until_connected_metric.increment(n);
+    }
+
+    /// True while a connection to the destination is up.
+    pub fn is_connected(&self) -> bool {
+        self.connected.load(Relaxed) == 1
+    }
+
+    /// Connection state changed.
+    pub fn set_connected(&self, connected: bool) {
+        self.connected.store(u64::from(connected), Relaxed);
+        self.connected_metric.set(if connected { 1.0 } else { 0.0 });
+    }
+
+    /// A connection attempt failed or a connection was lost.
+    pub fn connect_failed(&self) {
+        self.connect_failures_metric.increment(1);
+    }
+
+    /// Publishes queue depth gauges (called by the queue, per batch).
+    pub fn set_depth(&self, datapoints: usize, bytes: usize) {
+        self.depth.set(datapoints, bytes);
+        self.queue_datapoints_metric.set(datapoints as f64);
+        self.queue_bytes_metric.set(bytes as f64);
+    }
+
+    /// Memory-tier bytes (waiting plus in flight) and disk-tier datapoints (called by the
+    /// queue, per batch). Tracks the all-time peak of memory bytes.
+    pub fn set_tiers(&self, memory_bytes: usize, disk_datapoints: u64) {
+        let sp = &self.spill;
+        sp.memory_bytes.store(memory_bytes as u64, Relaxed);
+        sp.memory_bytes_peak.fetch_max(memory_bytes as u64, Relaxed);
+        if sp.disk_datapoints.swap(disk_datapoints, Relaxed) != disk_datapoints {
+            sp.disk_datapoints_metric.set(disk_datapoints as f64);
+        }
+    }
+
+    /// Datapoints found in the spill log at startup (also counted as routed).
+    pub fn add_recovered(&self, datapoints: u64) {
+        self.spill.recovered.fetch_add(datapoints, Relaxed);
+    }
+
+    /// One batch stored in the spill log (bytes: names plus per-datapoint overhead).
+    pub fn add_spilled(&self, datapoints: u64, bytes: u64) {
+        let sp = &self.spill;
+        sp.spilled_records.fetch_add(1, Relaxed);
+        sp.spilled_datapoints.fetch_add(datapoints, Relaxed);
+        sp.spilled_bytes.fetch_add(bytes, Relaxed);
+        sp.spilled_records_metric.increment(1);
+        sp.spilled_datapoints_metric.increment(datapoints);
+        sp.spilled_bytes_metric.increment(bytes);
+    }
+
+    /// Records replayed from the spill log into memory.
+    pub fn add_replayed(&self, records: u64, datapoints: u64, bytes: u64) {
+        let sp = &self.spill;
+        sp.replayed_records.fetch_add(records, Relaxed);
+        sp.replayed_datapoints.fetch_add(datapoints, Relaxed);
+        sp.replayed_bytes.fetch_add(bytes, Relaxed);
+        sp.replayed_records_metric.increment(records);
+        sp.replayed_datapoints_metric.increment(datapoints);
+        sp.replayed_bytes_metric.increment(bytes);
+    }
+
+    /// Damaged spill segments found (at startup or while replaying) and bytes abandoned.
+    pub fn add_spill_damage(&self, segments: u64, abandoned_bytes: u64) {
+        let sp = &self.spill;
+        sp.damaged_segments.fetch_add(segments, Relaxed);
+        sp.abandoned_bytes.fetch_add(abandoned_bytes, Relaxed);
+        sp.damaged_metric.increment(segments);
+    }
+
+    /// The spill log's gauges, and its cumulative I/O error count.
+    pub fn set_spill_gauges(&self, disk_bytes: u64, oldest_age_secs: f64, io_errors: u64) {
+        let sp = &self.spill;
+        sp.disk_bytes.store(disk_bytes, Relaxed);
+        sp.disk_bytes_metric.set(disk_bytes as f64);
+        sp.oldest_age_ms
+            .store((oldest_age_secs * 1000.0) as u64, Relaxed);
+        sp.oldest_age_metric.set(oldest_age_secs);
+        let prev = sp.io_errors.swap(io_errors, Relaxed);
+        if io_errors > prev {
+            sp.io_errors_metric.increment(io_errors - prev);
+        }
+    }
+
+    /// Current and peak queue depth since the last [`QueueDepth::take_peak`].
+    pub fn depth(&self) -> &QueueDepth {
+        &self.depth
+    }
+
+    /// Copy of every counter.
+    pub fn snapshot(&self) -> DestinationSnapshot {
+        let mut dropped = [0; DestinationDropReason::ALL.len()];
+        for (i, d) in self.dropped.iter().enumerate() {
+            dropped[i] = d.load(Relaxed);
+        }
+        let sp = &self.spill;
+        let queued_memory = self.depth.datapoints();
+        let queued_disk = sp.disk_datapoints.load(Relaxed);
+        DestinationSnapshot {
+            name: self.name.clone(),
+            routed: self.routed.load(Relaxed),
+            sent: self.sent.load(Relaxed),
+            messages: self.messages.load(Relaxed),
+            queued_until_connected: self.queued_until_connected.load(Relaxed),
+            dropped,
+            queued: queued_memory + queued_disk,
+            queued_memory,
+            queued_disk,
+            connected: self.connected.load(Relaxed) == 1,
+            spill: SpillSnapshot {
+                memory_bytes: sp.memory_bytes.load(Relaxed),
+                memory_bytes_peak: sp.memory_bytes_peak.load(Relaxed),
+                recovered: sp.recovered.load(Relaxed),
+                spilled_records: sp.spilled_records.load(Relaxed),
+                spilled_datapoints: sp.spilled_datapoints.load(Relaxed),
+                spilled_bytes: sp.spilled_bytes.load(Relaxed),
+                replayed_records: sp.replayed_records.load(Relaxed),
+                replayed_datapoints: sp.replayed_datapoints.load(Relaxed),
+                replayed_bytes: sp.replayed_bytes.load(Relaxed),
+                disk_bytes: sp.disk_bytes.load(Relaxed),
+                oldest_age_ms: sp.oldest_age_ms.load(Relaxed),
+                damaged_segments: sp.damaged_segments.load(Relaxed),
+                abandoned_bytes: sp.abandoned_bytes.load(Relaxed),
+                io_errors: sp.io_errors.load(Relaxed),
+            },
+        }
+    }
+}
+
+/// A copy of one destination's counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DestinationSnapshot {
+    /// `host:port:instance`.
+    pub name: String,
+    /// Routed here.
+    pub routed: u64,
+    /// Written to the socket.
+    pub sent: u64,
+    /// Messages written.
+    pub messages: u64,
+    /// Routed here while not connected.
+    pub queued_until_connected: u64,
+    /// Dropped, indexed by [`DestinationDropReason`] as `usize`.
+    pub dropped: [u64; DestinationDropReason::ALL.len()],
+    /// In the queue or in flight: `queued_memory + queued_disk`.
+    pub queued: u64,
+    /// Waiting or in flight in the memory tier.
+    pub queued_memory: u64,
+    /// In the disk tier (handed to the spill thread, not yet replayed into memory).
+    pub queued_disk: u64,
+    /// Connected right now.
+    pub connected: bool,
+    /// The disk tier's counters.
+    pub spill: SpillSnapshot,
+}
+
+/// A copy of one destination's memory-tier size and disk-tier counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SpillSnapshot {
+    /// Bytes in the memory tier now (waiting plus in flight).
+    pub memory_bytes: u64,
+    /// Largest `memory_bytes` ever seen.
+    pub memory_bytes_peak: u64,
+    /// Datapoints found in the spill log at startup (counted as routed too).
+    pub recovered: u64,
+    /// Batches (records) written to the spill log.
+    pub spilled_records: u64,
+    /// Datapoints written to the spill log.
+    pub spilled_datapoints: u64,
+    /// Bytes spilled, measured like the memory bound (names plus per-datapoint overhead).
+    pub spilled_bytes: u64,
+    /// Records replayed from disk into memory.
+    pub replayed_records: u64,
+    /// Datapoints replayed (a record replayed again after a crash counts twice).
+    pub replayed_datapoints: u64,
+    /// Bytes replayed, measured like `spilled_bytes`.
+    pub replayed_bytes: u64,
+    /// Bytes of segment files on disk.
+    pub disk_bytes: u64,
+    /// Age of the oldest record on disk, in milliseconds (0 when empty).
+    pub oldest_age_ms: u64,
+    /// Torn or corrupt segments found (at startup or while replaying).
+    pub damaged_segments: u64,
+    /// Bytes abandoned in damaged segments at startup.
+    pub abandoned_bytes: u64,
+    /// I/O errors met by the spill log.
+    pub io_errors: u64,
+}
+
+impl DestinationSnapshot {
+    /// Dropped for every reason.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.iter().sum()
+    }
+
+    /// Dropped for one reason.
+    pub fn dropped(&self, reason: DestinationDropReason) -> u64 {
+        self.dropped[reason as usize]
+    }
+}

@@ -1,0 +1,71 @@
+//! anthracite's internals, for its own tests, benchmarks, fuzz targets, the `anthracite`
+//! binary and the benchmark harness. **No stability promise**: anything here may change or
+//! go away in any release. Embedders use the crate root.
+
+/// Batches: the unit that moves between stages.
+pub mod batch {
+    pub use crate::batch::*;
+}
+
+/// Decoders and encoders: plaintext lines, pickle, carbon's tag normalisation.
+pub mod protocol {
+    pub use crate::protocol::*;
+}
+
+/// carbon's rings, fast-hashing, rules, aggregated routing, the route cache.
+pub mod router {
+    pub use crate::router::*;
+}
+
+/// Per-destination queues and the spill log.
+pub mod queue {
+    pub use crate::queue::*;
+}
+
+/// The shared parse → route → queue pipeline.
+pub mod ingest {
+    pub use crate::ingest::*;
+}
+
+/// carbon's white/blacklists.
+pub mod filter {
+    pub use crate::filter::*;
+}
+
+/// The validated configuration's parts, carbon.conf import, the raw structs.
+pub mod config {
+    pub use crate::config::*;
+
+    /// The routing part of a validated configuration.
+    pub fn router_spec(config: &crate::Config) -> &crate::router::RouterSpec {
+        &config.router
+    }
+}
+
+/// Self-metric names, the reporter, the snapshot.
+pub mod telemetry {
+    pub use crate::telemetry::*;
+}
+
+/// The destination connection task.
+pub mod destination {
+    pub use crate::destination::*;
+}
+
+/// The Kinesis Data Streams source.
+#[cfg(feature = "kinesis")]
+pub mod kinesis {
+    pub use crate::receiver::kinesis::*;
+}
+
+/// The capacity-planning harness behind `anthracite bench`.
+#[cfg(feature = "bench")]
+pub mod bench {
+    pub use crate::bench::*;
+}
+
+/// The shared pipeline behind a running relay (for sources that make their own ingestors,
+/// such as a `KinesisSource` run by a test).
+pub fn pipeline(handle: &crate::RelayHandle) -> &crate::ingest::Pipeline {
+    handle.pipeline()
+}

@@ -1,0 +1,3 @@
+//! The capacity-planning harness (`anthracite bench`) over real loopback sockets.
+
+mod harness;

@@ -1,0 +1,17 @@
+//! Integration tests of the relay itself over real loopback sockets: receivers, destinations,
+//! spill, the command line, and the codecs against hostile input and carbon's hash vectors.
+//! One test binary (one link) for the whole group.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cli;
+mod destinations;
+mod embedding;
+mod features;
+mod hash_vectors;
+mod line;
+mod pickle;
+mod pickle_malicious;
+mod spill;
+mod spill_log;
