@@ -164,7 +164,14 @@ impl BenchArgs {
     pub fn target_spec(&self) -> Result<TargetSpec, BenchError> {
         if let Some(cmd) = &self.relay_cmd {
             return Ok(TargetSpec::Command {
-                name: cmd.split_whitespace().next().unwrap_or("relay").to_string(),
+                // The program's file name: `target/release/anthracite run …` → `anthracite`.
+                name: cmd
+                    .split_whitespace()
+                    .next()
+                    .and_then(|p| p.rsplit('/').next())
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or("relay")
+                    .to_string(),
                 cmd: cmd.clone(),
                 template: self.relay_config_template.clone(),
             });
@@ -234,6 +241,15 @@ mod tests {
             args.target_spec(),
             Err(BenchError::NonLoopback(_))
         ));
+    }
+
+    #[test]
+    fn a_relay_command_is_named_after_its_program() {
+        let args = BenchArgs {
+            relay_cmd: Some("target/release/anthracite run --config {config}".into()),
+            ..Default::default()
+        };
+        assert_eq!(args.target_spec().unwrap().label(), "anthracite");
     }
 
     #[test]

@@ -204,9 +204,16 @@ impl SweepReport {
             self.targets.len(),
             self.p99_target_ms
         );
+        let w = self
+            .targets
+            .iter()
+            .map(|n| n.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(5);
         let _ = writeln!(
             t,
-            "  {:<16} {:>9} {:>10} {:>10} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9}  verdict",
+            "  {:<w$} {:>9} {:>10} {:>10} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9}  verdict",
             "relay",
             "offered/s",
             "sent",
@@ -221,7 +228,7 @@ impl SweepReport {
         for r in &self.rows {
             let _ = writeln!(
                 t,
-                "  {:<16} {:>9} {:>10} {:>10} {:>9} {:>8.3} {:>9} {:>9} {:>8} {:>9}  {}",
+                "  {:<w$} {:>9} {:>10} {:>10} {:>9} {:>8.3} {:>9} {:>9} {:>8} {:>9}  {}",
                 r.target,
                 si(r.offered_rate),
                 r.sent,
