@@ -340,8 +340,16 @@ fn bench(args: anthracite::unstable::bench::BenchArgs) -> anyhow::Result<()> {
         .thread_name("anth-bench")
         .build()
         .context("cannot start the async runtime")?;
-    let report = runtime.block_on(anthracite::unstable::bench::run(args))?;
-    if !report.is_consistent() {
+    let consistent = if args.sweep {
+        runtime
+            .block_on(anthracite::unstable::bench::run_sweep(args))?
+            .is_consistent()
+    } else {
+        runtime
+            .block_on(anthracite::unstable::bench::run(args))?
+            .is_consistent()
+    };
+    if !consistent {
         anyhow::bail!(
             "the report is internally inconsistent (percentiles or per-sink sums); see above"
         );

@@ -40,9 +40,20 @@ pub struct BenchArgs {
     #[arg(long)]
     pub capacity_rate: Option<f64>,
 
+    /// Capacity sweep: run the scenario once per offered rate (`[sweep] rates` or `--rates`),
+    /// print a row per rate and the knee (highest rate with no loss and p99 within target).
+    #[arg(long, conflicts_with = "rate")]
+    pub sweep: bool,
+    /// Offered rates of `--sweep`, datapoints/s, comma-separated (overrides `[sweep] rates`).
+    #[arg(long, value_delimiter = ',', requires = "sweep")]
+    pub rates: Option<Vec<f64>>,
+    /// p99 latency target of `--sweep` in ms (overrides `[sweep] p99_target_ms`, default 100).
+    #[arg(long, requires = "sweep")]
+    pub p99_target_ms: Option<f64>,
+
     /// `in-process` (default) or the address of an already-running relay (its port for
     /// `--protocol`); that relay must send to the sinks, see `--sink-ports`.
-    #[arg(long, default_value = "in-process")]
+    #[arg(long, visible_alias = "relay-addr", default_value = "in-process")]
     pub target: String,
     /// PID of the relay at `--target ADDR`, to read its CPU time and peak RSS from /proc.
     #[arg(long)]
@@ -60,9 +71,9 @@ pub struct BenchArgs {
     /// `NAME=in-process` compares the in-process relay.
     #[arg(long, num_args = 1.., value_name = "NAME=CMD")]
     pub compare: Vec<String>,
-    /// Rounds of `--compare` (A B A B …).
-    #[arg(long, default_value_t = 3)]
-    pub rounds: usize,
+    /// Rounds of `--compare` (A B A B …); default 3. `--sweep` runs each relay once per rate.
+    #[arg(long, conflicts_with = "sweep")]
+    pub rounds: Option<usize>,
     /// Fixed sink ports (comma-separated) instead of ephemeral ones, for `--target ADDR`.
     #[arg(long, value_delimiter = ',')]
     pub sink_ports: Vec<u16>,
@@ -144,6 +155,8 @@ impl BenchArgs {
             sinks: self.sinks,
             capacity_target_rate: self.capacity_rate,
             drain_timeout_secs: self.drain_timeout,
+            sweep_rates: self.rates.clone(),
+            p99_target_ms: self.p99_target_ms,
         }
     }
 
@@ -151,7 +164,14 @@ impl BenchArgs {
     pub fn target_spec(&self) -> Result<TargetSpec, BenchError> {
         if let Some(cmd) = &self.relay_cmd {
             return Ok(TargetSpec::Command {
-                name: cmd.split_whitespace().next().unwrap_or("relay").to_string(),
+                // The program's file name: `target/release/anthracite run …` → `anthracite`.
+                name: cmd
+                    .split_whitespace()
+                    .next()
+                    .and_then(|p| p.rsplit('/').next())
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or("relay")
+                    .to_string(),
                 cmd: cmd.clone(),
                 template: self.relay_config_template.clone(),
             });
@@ -167,6 +187,19 @@ impl BenchArgs {
             addr,
             pid: self.relay_pid,
         })
+    }
+
+    /// Every relay to measure, named: the `--compare` contenders, or the single target.
+    pub fn named_targets(&self) -> Result<Vec<(String, TargetSpec)>, BenchError> {
+        if self.compare.is_empty() {
+            let spec = self.target_spec()?;
+            return Ok(vec![(spec.label(), spec)]);
+        }
+        let names = self
+            .compare
+            .iter()
+            .map(|c| c.split_once('=').map_or(c.as_str(), |(n, _)| n).to_string());
+        Ok(names.zip(self.compare_specs()?).collect())
     }
 
     /// The contenders of `--compare`.
@@ -208,6 +241,15 @@ mod tests {
             args.target_spec(),
             Err(BenchError::NonLoopback(_))
         ));
+    }
+
+    #[test]
+    fn a_relay_command_is_named_after_its_program() {
+        let args = BenchArgs {
+            relay_cmd: Some("target/release/anthracite run --config {config}".into()),
+            ..Default::default()
+        };
+        assert_eq!(args.target_spec().unwrap().label(), "anthracite");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The SVG chart: throughput (sent and delivered) and latency (p50, p99) over time, one panel
-//! each, from the 100 ms samples of a [`Report`].
+//! The SVG charts: a run's throughput (sent and delivered) and latency (p50, p99) over time,
+//! one panel each, from the 100 ms samples of a [`Report`]; and a sweep's latency (p50, p99)
+//! and loss against offered rate, one series per relay, from a [`SweepReport`].
 
 use std::path::Path;
 
@@ -7,6 +8,7 @@ use plotters::prelude::*;
 
 use super::BenchError;
 use super::report::Report;
+use super::sweep::SweepReport;
 
 fn chart_err(e: impl std::fmt::Display) -> BenchError {
     BenchError::Chart(e.to_string())
@@ -14,11 +16,138 @@ fn chart_err(e: impl std::fmt::Display) -> BenchError {
 
 /// Writes the chart of `report.timeline` to `path` as SVG.
 pub fn write_svg(report: &Report, path: &Path) -> Result<(), BenchError> {
-    let svg = render_svg(report)?;
+    write(path, render_svg(report)?)
+}
+
+/// Writes the chart of a sweep to `path` as SVG.
+pub fn write_sweep_svg(report: &SweepReport, path: &Path) -> Result<(), BenchError> {
+    write(path, render_sweep_svg(report)?)
+}
+
+fn write(path: &Path, svg: String) -> Result<(), BenchError> {
     std::fs::write(path, svg).map_err(|source| BenchError::Io {
         context: format!("writing {}", path.display()),
         source,
     })
+}
+
+/// Renders a sweep: latency (p50 thin, p99 thick, the p99 target dashed) and loss (% of sent)
+/// against offered rate, one colour per relay.
+pub fn render_sweep_svg(report: &SweepReport) -> Result<String, BenchError> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (1000, 720)).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_err)?;
+        let (top, bottom) = root.split_vertically(400);
+        let rows = &report.rows;
+        let x_max = rows.iter().map(|r| r.offered_rate).fold(1.0, f64::max) / 1e3 * 1.05;
+        // Latency spans milliseconds to seconds between a light and an overloaded step: log.
+        let lat_max = rows
+            .iter()
+            .filter_map(|r| r.p99_us)
+            .map(|v| v as f64 / 1e3)
+            .fold(report.p99_target_ms, f64::max)
+            * 1.5;
+        let lat_min = rows
+            .iter()
+            .filter_map(|r| r.p50_us)
+            .map(|v| v as f64 / 1e3)
+            .fold(report.p99_target_ms, f64::min)
+            .max(0.01)
+            / 1.5;
+        let loss_max = rows.iter().map(|r| r.loss_pct).fold(1.0, f64::max) * 1.1;
+        let multi = report.targets.len() > 1;
+        let name = |t: &str, what: &str| {
+            if multi {
+                format!("{t} {what}")
+            } else {
+                what.to_string()
+            }
+        };
+        // (offered k/s, value) of one relay's rows that have the value.
+        let series = |target: &str, f: &dyn Fn(&super::sweep::Row) -> Option<f64>| {
+            rows.iter()
+                .filter(|r| r.target == target)
+                .filter_map(|r| f(r).map(|v| (r.offered_rate / 1e3, v)))
+                .collect::<Vec<_>>()
+        };
+
+        let mut c = ChartBuilder::on(&top)
+            .caption(
+                format!("{}: latency against offered rate", report.scenario),
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..x_max, (lat_min..lat_max).log_scale())
+            .map_err(chart_err)?;
+        c.configure_mesh()
+            .x_desc("offered, thousand datapoints/s")
+            .y_desc("latency, ms (log)")
+            .draw()
+            .map_err(chart_err)?;
+        let target = report.p99_target_ms;
+        c.draw_series(DashedLineSeries::new(
+            [(0.0, target), (x_max, target)],
+            8,
+            6,
+            BLACK.into(),
+        ))
+        .map_err(chart_err)?
+        .label(format!("p99 target {target} ms"))
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK));
+        for (i, t) in report.targets.iter().enumerate() {
+            let colour = Palette99::pick(i).to_rgba();
+            let at_least = |v: u64| (v as f64 / 1e3).max(lat_min);
+            let p50 = series(t, &|r| r.p50_us.map(at_least));
+            let p99 = series(t, &|r| r.p99_us.map(at_least));
+            c.draw_series(LineSeries::new(p50, colour.stroke_width(1)).point_size(2))
+                .map_err(chart_err)?
+                .label(name(t, "p50"))
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], colour));
+            c.draw_series(LineSeries::new(p99, colour.stroke_width(3)).point_size(4))
+                .map_err(chart_err)?
+                .label(name(t, "p99"))
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(3))
+                });
+        }
+        c.configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .draw()
+            .map_err(chart_err)?;
+
+        let mut c = ChartBuilder::on(&bottom)
+            .caption("loss (sent − delivered)", ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..x_max, 0.0..loss_max)
+            .map_err(chart_err)?;
+        c.configure_mesh()
+            .x_desc("offered, thousand datapoints/s")
+            .y_desc("% of sent")
+            .draw()
+            .map_err(chart_err)?;
+        for (i, t) in report.targets.iter().enumerate() {
+            let colour = Palette99::pick(i).to_rgba();
+            // Duplicates (negative loss) are not loss.
+            let loss = series(t, &|r| Some(r.loss_pct.max(0.0)));
+            c.draw_series(LineSeries::new(loss, colour.stroke_width(2)).point_size(3))
+                .map_err(chart_err)?
+                .label(name(t, "loss %"))
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], colour));
+        }
+        c.configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .draw()
+            .map_err(chart_err)?;
+        root.present().map_err(chart_err)?;
+    }
+    Ok(out)
 }
 
 /// Renders the chart as an SVG document.

@@ -26,6 +26,9 @@ pub struct Entry {
     pub p99_us: Option<u64>,
     /// Datapoints lost.
     pub lost: i64,
+    /// Peak resident memory (bytes), when measurable.
+    #[serde(default)]
+    pub peak_rss_bytes: Option<u64>,
 }
 
 /// A contender against the first one, over the rounds.
@@ -121,7 +124,7 @@ impl Comparison {
         for e in &self.entries {
             let _ = writeln!(
                 t,
-                "  round {} {:<16} {:>10} dp/s  {:>8} CPU-s/M  p99 {:>10}  lost {}",
+                "  round {} {:<16} {:>10} dp/s  {:>8} CPU-s/M  p99 {:>10}  RSS {:>9}  lost {}",
                 e.round + 1,
                 e.name,
                 si(e.delivered_rate),
@@ -129,6 +132,8 @@ impl Comparison {
                     .map_or("-".into(), |v| format!("{v:.3}")),
                 e.p99_us
                     .map_or("-".into(), |v| format!("{:.2} ms", v as f64 / 1e3)),
+                e.peak_rss_bytes
+                    .map_or("-".into(), |b| format!("{:.1} MiB", b as f64 / 1048576.0)),
                 e.lost
             );
         }
@@ -176,6 +181,7 @@ pub async fn run(
             run_id += 1;
             let o = RunOptions {
                 run_id,
+                label: format!("{name}, round {}/{rounds}", round + 1),
                 ..opts.clone()
             };
             let mut report = run_once(scenario, spec, &o).await?;
@@ -188,6 +194,7 @@ pub async fn run(
                 cpu_secs_per_million: report.cpu_secs_per_million,
                 p99_us: report.latency.p99_us,
                 lost: report.lost,
+                peak_rss_bytes: report.peak_rss_bytes,
             });
             if Some(name) == contenders.first().map(|c| &c.0) {
                 first = Some(report);

@@ -131,13 +131,49 @@ impl Payload {
     }
 }
 
-/// Renders `points` datapoints for connection `conn` of `conns`: the connection's `j`-th
-/// datapoint uses name `(j × conns + conn) mod names.count`, so the connections together cycle
-/// through every name. `chunk_points` datapoints per write slice (per pickle frame).
+/// Which name a connection's `j`-th datapoint carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NameOrder {
+    /// This connection (0-based).
+    pub conn: usize,
+    /// All connections.
+    pub conns: usize,
+    /// Every connection cycles through all names (see [`NameOrder::index`]).
+    pub shared: bool,
+}
+
+impl NameOrder {
+    /// Connection `conn` of `conns`, names partitioned between connections.
+    pub fn partitioned(conn: usize, conns: usize) -> Self {
+        Self {
+            conn,
+            conns,
+            shared: false,
+        }
+    }
+
+    /// Index of the name of datapoint `j` among `count` names. Partitioned: `(j × conns +
+    /// conn) mod count`, so each name belongs to one connection (a fleet of hosts, each
+    /// sending its own metrics) and together they cycle through every name. Shared: `(j + conn
+    /// × count / conns) mod count`, every connection walks all names from its own offset (relays
+    /// upstream spreading all names over their connections), so a name arrives on many
+    /// connections.
+    #[inline]
+    pub fn index(&self, j: usize, count: usize) -> usize {
+        let count = count.max(1);
+        if self.shared {
+            (j + self.conn * (count / self.conns.max(1))) % count
+        } else {
+            (j * self.conns + self.conn) % count
+        }
+    }
+}
+
+/// Renders `points` datapoints for one connection, names in `order` (see
+/// [`NameOrder::index`]). `chunk_points` datapoints per write slice (per pickle frame).
 pub fn render(
     names: &[String],
-    conn: usize,
-    conns: usize,
+    order: NameOrder,
     points: u64,
     protocol: Protocol,
     chunk_points: usize,
@@ -163,7 +199,7 @@ pub fn render(
             p.bytes.extend_from_slice(b"\x80\x02]q\x00(");
         }
         for k in j..j + n {
-            let name = names[(k * conns + conn) % names.len()].as_bytes();
+            let name = names[order.index(k, names.len())].as_bytes();
             match protocol {
                 Protocol::Line => {
                     p.bytes.extend_from_slice(name);
@@ -354,7 +390,14 @@ mod tests {
     #[test]
     fn line_payload_counts_exactly_and_stamps_values() {
         let v = names(10, 4);
-        let mut p = render(&v, 1, 3, 1001, Protocol::Line, 100, 1_700_000_000);
+        let mut p = render(
+            &v,
+            NameOrder::partitioned(1, 3),
+            1001,
+            Protocol::Line,
+            100,
+            1_700_000_000,
+        );
         assert_eq!(p.datapoints(), 1001);
         assert_eq!(p.chunks.len(), 11);
         assert_eq!(memchr::memchr_iter(b'\n', &p.bytes).count(), 1001);
@@ -371,9 +414,32 @@ mod tests {
     }
 
     #[test]
+    fn shared_order_walks_every_name_from_each_connections_offset() {
+        let shared = |conn| NameOrder {
+            conn,
+            conns: 4,
+            shared: true,
+        };
+        let seen: Vec<usize> = (0..10).map(|j| shared(1).index(j, 10)).collect();
+        assert_eq!(seen, [2, 3, 4, 5, 6, 7, 8, 9, 0, 1]);
+        // Partitioned: connection 1 of 4 owns names 1, 5, 9, …
+        let part: Vec<usize> = (0..3)
+            .map(|j| NameOrder::partitioned(1, 4).index(j, 100))
+            .collect();
+        assert_eq!(part, [1, 5, 9]);
+    }
+
+    #[test]
     fn pickle_payload_frames_are_exact() {
         let v = names(10, 4);
-        let p = render(&v, 0, 1, 1234, Protocol::Pickle, 500, 1_700_000_000);
+        let p = render(
+            &v,
+            NameOrder::partitioned(0, 1),
+            1234,
+            Protocol::Pickle,
+            500,
+            1_700_000_000,
+        );
         let mut at = 0;
         let mut frames = 0;
         while at < p.bytes.len() {

@@ -5,6 +5,7 @@
 //! caller's runtime. Memory cannot be split that way: peak RSS is the whole process's.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -16,26 +17,36 @@ use super::scenario::{Protocol, Scenario};
 use super::target::{RelayCounters, instance};
 use crate::{Config, Relay, RelayHandle};
 
-/// Queue bound per destination, the same 5M the carbon-relay and carbon-c-relay templates in
-/// `bench/relays/` use, so a burst is compared on equal terms.
+/// Default queue bound per destination, the same 5M the carbon-relay and carbon-c-relay
+/// templates in `bench/relays/` use, so a burst is compared on equal terms.
 pub const QUEUE_DATAPOINTS: usize = 5_000_000;
 
 /// The relay config the harness runs in-process: the product's defaults, pointed at the sinks,
-/// listeners injected, self-telemetry off, queues of [`QUEUE_DATAPOINTS`].
-pub fn config_toml(scenario: &Scenario, sinks: &[SocketAddr]) -> String {
+/// listeners injected, self-telemetry off, queues of `in_process.queue_datapoints`
+/// (default [`QUEUE_DATAPOINTS`]), spilling into `spill_dir` when given.
+pub fn config_toml(scenario: &Scenario, sinks: &[SocketAddr], spill_dir: Option<&Path>) -> String {
     let servers: Vec<String> = sinks
         .iter()
         .enumerate()
         .map(|(i, a)| format!("\"{a}:{}\"", instance(i)))
         .collect();
+    let spill = match spill_dir {
+        // TOML literal string: no escapes, so any path without a `'` is taken verbatim.
+        Some(dir) => format!(
+            "when_full = \"spill\"\n[destinations.spill]\ndir = '{}'\n",
+            dir.display()
+        ),
+        None => String::new(),
+    };
     format!(
         "[listen]\nline_tcp = \"\"\npickle_tcp = \"\"\n\
-         [destinations]\nservers = [{}]\nprotocol = \"{}\"\n\
-         [destinations.queue]\nmax_datapoints = {QUEUE_DATAPOINTS}\nmax_bytes = 1073741824\n\
          [router]\nmethod = \"consistent-hashing\"\nhash_type = \"carbon_ch\"\n\
-         [telemetry]\ninterval_secs = 0\n",
+         [telemetry]\ninterval_secs = 0\n\
+         [destinations]\nservers = [{}]\nprotocol = \"{}\"\n\
+         [destinations.queue]\nmax_datapoints = {}\nmax_bytes = 1073741824\n{spill}",
         servers.join(", "),
-        scenario.sinks.protocol.as_str()
+        scenario.sinks.protocol.as_str(),
+        scenario.in_process.queue_datapoints,
     )
 }
 
@@ -46,18 +57,27 @@ pub struct InProcessRelay {
     handle: RelayHandle,
     shutdown: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
+    spill_dir: Option<PathBuf>,
 }
 
 type Ready = Result<(SocketAddr, SocketAddr, RelayHandle), BenchError>;
 
 impl InProcessRelay {
-    /// Starts the relay on its own runtime with `threads` workers (default: available cores).
+    /// Starts the relay on its own runtime with `threads` workers (default: available cores);
+    /// `run_id` names its spill directory when the scenario spills.
     pub async fn start(
         scenario: &Scenario,
         sinks: &[SocketAddr],
         threads: Option<usize>,
+        run_id: usize,
     ) -> Result<InProcessRelay, BenchError> {
-        let config = Config::from_toml_str(&config_toml(scenario, sinks))
+        let spill_dir = scenario.in_process.spill.then(|| {
+            std::env::temp_dir().join(format!(
+                "anthracite-bench-{}-{run_id}-spill",
+                std::process::id()
+            ))
+        });
+        let config = Config::from_toml_str(&config_toml(scenario, sinks, spill_dir.as_deref()))
             .map_err(|e| BenchError::Relay(format!("in-process relay config: {e}")))?;
         let threads = threads
             .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
@@ -131,6 +151,7 @@ impl InProcessRelay {
             handle,
             shutdown: Some(shutdown_tx),
             thread: Some(thread),
+            spill_dir,
         })
     }
 
@@ -163,6 +184,9 @@ impl InProcessRelay {
         }
         if let Some(t) = self.thread.take() {
             let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
+        if let Some(dir) = self.spill_dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }

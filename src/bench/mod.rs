@@ -67,10 +67,12 @@ pub mod inprocess;
 pub mod measure;
 pub mod placement;
 pub mod process;
+pub mod progress;
 pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod sink;
+pub mod sweep;
 pub mod target;
 
 use std::net::SocketAddr;
@@ -79,6 +81,7 @@ pub use args::{BenchArgs, TargetSpec};
 pub use report::Report;
 pub use runner::{RunOptions, run_once};
 pub use scenario::Scenario;
+pub use sweep::SweepReport;
 
 /// Errors of the harness.
 #[derive(Debug, thiserror::Error)]
@@ -116,40 +119,66 @@ pub enum BenchError {
     Json(#[from] serde_json::Error),
 }
 
-/// Runs `anthracite bench`: loads the scenario, runs it (or the `--compare`), prints the
-/// table, writes `--json` and `--svg`, and returns the report.
-pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
-    let scenario = Scenario::load(&args.scenario)?.validate(&args.overrides())?;
-    let opts = RunOptions {
+fn run_options(args: &BenchArgs) -> RunOptions {
+    RunOptions {
         progress: !args.no_progress,
         sink_ports: args.sink_ports.clone(),
         relay_threads: args.relay_threads,
         run_id: 0,
-    };
+        label: String::new(),
+    }
+}
+
+fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(), BenchError> {
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text).map_err(|source| BenchError::Io {
+        context: format!("writing {}", path.display()),
+        source,
+    })
+}
+
+/// Runs `anthracite bench --sweep`: the scenario at every offered rate against the target
+/// or every `--compare` relay; prints the table ending in the `knee:` line, writes `--json`
+/// (rows and knees) and `--svg` (latency and loss against offered rate).
+pub async fn run_sweep(args: BenchArgs) -> Result<SweepReport, BenchError> {
+    let overrides = args.overrides();
+    let scenario = Scenario::load(&args.scenario)?.validate(&overrides)?;
+    let targets = args.named_targets()?;
+    let report = sweep::run(&scenario, &targets, &overrides, &run_options(&args)).await?;
+    print!("{}", report.table());
+    if let Some(path) = &args.json {
+        write_json(path, &report)?;
+    }
+    if let Some(path) = &args.svg {
+        chart::write_sweep_svg(&report, path)?;
+    }
+    Ok(report)
+}
+
+/// Runs `anthracite bench`: loads the scenario, runs it (or the `--compare`), prints the
+/// table, writes `--json` and `--svg`, and returns the report. `--sweep` is [`run_sweep`].
+pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
+    if args.sweep {
+        return Err(BenchError::Invalid(
+            "--sweep produces a sweep report: run it with bench::run_sweep".into(),
+        ));
+    }
+    let scenario = Scenario::load(&args.scenario)?.validate(&args.overrides())?;
+    let opts = run_options(&args);
     let report = if args.compare.is_empty() {
         let report = run_once(&scenario, &args.target_spec()?, &opts).await?;
         println!("{}", report.table());
         report
     } else {
-        let specs = args.compare_specs()?;
-        let named: Vec<(String, TargetSpec)> = args
-            .compare
-            .iter()
-            .map(|c| c.split_once('=').map_or(c.as_str(), |(n, _)| n).to_string())
-            .zip(specs)
-            .collect();
-        let report = compare::run(&scenario, &named, args.rounds, &opts).await?;
+        let named = args.named_targets()?;
+        let report = compare::run(&scenario, &named, args.rounds.unwrap_or(3), &opts).await?;
         if let Some(c) = &report.comparison {
             println!("{}", c.table());
         }
         report
     };
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text).map_err(|source| BenchError::Io {
-            context: format!("writing {}", path.display()),
-            source,
-        })?;
+        write_json(path, &report)?;
     }
     if let Some(path) = &args.svg {
         chart::write_svg(&report, path)?;

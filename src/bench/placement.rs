@@ -9,6 +9,7 @@
 
 use std::net::SocketAddr;
 
+use super::generator::NameOrder;
 use super::target::instance;
 use crate::router::{DestinationSpec, HashType, Method, Router, RouterSpec};
 
@@ -17,6 +18,7 @@ use crate::router::{DestinationSpec, HashType, Method, Router, RouterSpec};
 pub fn expected_per_sink(
     names: &[String],
     sinks: &[SocketAddr],
+    shared: bool,
     sent_per_connection: &[u64],
     cycle_per_connection: &[u64],
 ) -> Option<Vec<u64>> {
@@ -53,13 +55,17 @@ pub fn expected_per_sink(
         if cycle == 0 {
             continue;
         }
-        // Same sequence as generator::render: the j-th datapoint of a cycle uses name
-        // (j × k + c) mod names.len().
+        // Same sequence as generator::render.
+        let order = NameOrder {
+            conn: c,
+            conns: k,
+            shared,
+        };
         let mut per_cycle = vec![0u64; sinks.len()];
         let full = sent / cycle;
         let partial = sent % cycle;
         for j in 0..cycle {
-            let d = dest_of[(j as usize * k + c) % names.len()] as usize;
+            let d = dest_of[order.index(j as usize, names.len())] as usize;
             if let Some(slot) = per_cycle.get_mut(d) {
                 *slot += 1;
             }
@@ -90,8 +96,59 @@ mod tests {
             "127.0.0.1:2104".parse().unwrap(),
             "127.0.0.1:2204".parse().unwrap(),
         ];
-        let e = expected_per_sink(&names, &sinks, &[2500, 1234], &[1000, 1000]).unwrap();
+        let e = expected_per_sink(&names, &sinks, false, &[2500, 1234], &[1000, 1000]).unwrap();
         assert_eq!(e.iter().sum::<u64>(), 3734);
         assert!(e.iter().all(|&x| x > 0));
+    }
+
+    /// The expectation replays exactly the names the generator renders, in either order.
+    #[test]
+    fn expected_counts_match_the_rendered_payloads() {
+        use crate::bench::generator::render;
+        use crate::bench::scenario::Protocol;
+        let n = crate::bench::scenario::Names::default();
+        let names: Vec<String> = (0..700)
+            .map(|i| crate::bench::generator::name(&n, i))
+            .collect();
+        let sinks: Vec<SocketAddr> = vec![
+            "127.0.0.1:2104".parse().unwrap(),
+            "127.0.0.1:2204".parse().unwrap(),
+            "127.0.0.1:2304".parse().unwrap(),
+        ];
+        let router = Router::new(RouterSpec {
+            method: Method::ConsistentHashing,
+            hash_type: HashType::CarbonCh,
+            replication_factor: 1,
+            diverse_replicas: true,
+            destinations: sinks
+                .iter()
+                .enumerate()
+                .map(|(i, a)| DestinationSpec::parse(&format!("{a}:{}", instance(i))).unwrap())
+                .collect(),
+            rules: Vec::new(),
+            aggregation_rules: Vec::new(),
+        })
+        .unwrap();
+        for shared in [false, true] {
+            // 3 connections; each sends one and a half of its cycles of 400 datapoints.
+            let mut counted = vec![0u64; sinks.len()];
+            let mut out = Vec::new();
+            for conn in 0..3 {
+                let order = NameOrder {
+                    conn,
+                    conns: 3,
+                    shared,
+                };
+                let p = render(&names, order, 400, Protocol::Line, 50, 1_700_000_000);
+                let lines: Vec<&[u8]> = p.bytes.split(|&b| b == b'\n').collect();
+                for line in lines.iter().chain(&lines[..200]).filter(|l| !l.is_empty()) {
+                    let name = line.split(|&b| b == b' ').next().unwrap();
+                    router.route_into(name, &mut out);
+                    counted[out[0] as usize] += 1;
+                }
+            }
+            let e = expected_per_sink(&names, &sinks, shared, &[600; 3], &[400; 3]).unwrap();
+            assert_eq!(e, counted, "shared = {shared}");
+        }
     }
 }

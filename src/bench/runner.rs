@@ -1,21 +1,20 @@
 //! One measured run: prepare → calibrate → sinks → relay → send → drain → measure → report.
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::BenchError;
 use super::args::TargetSpec;
-use super::generator::{self, Payload, SendCounters, SendPlan};
+use super::generator::{self, NameOrder, Payload, SendCounters, SendPlan};
 use super::histogram::Histogram;
 use super::measure::{self, CpuTracker};
 use super::placement;
+use super::progress::{Progress, Tick};
 use super::report::{Capacity, Latency, Report, Sample, SinkReport};
 use super::scenario::Scenario;
 use super::sink::{self, Sink, SinkConfig, SinkStats};
@@ -29,8 +28,10 @@ const CALIBRATION: Duration = Duration::from_millis(500);
 /// Run options that are not part of the scenario.
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
-    /// Show a progress bar (only drawn when stderr is a terminal).
+    /// Show progress on stderr: a bar on a terminal, a line every few seconds otherwise.
     pub progress: bool,
+    /// Names the run in progress lines (e.g. the relay and rate of a sweep step).
+    pub label: String,
     /// Fixed sink ports (empty: ephemeral).
     pub sink_ports: Vec<u16>,
     /// In-process relay worker threads.
@@ -39,38 +40,76 @@ pub struct RunOptions {
     pub run_id: usize,
 }
 
+/// At a set rate, write slices are about 1 ms of a connection's data, longer when many
+/// connections would otherwise make more than this many writes per second in total (1,000
+/// connections at 1 ms would be a million mostly one-datapoint writes a second: the generator,
+/// not the relay, would be measured).
+pub const MAX_PACED_WRITES_PER_SEC: f64 = 20_000.0;
+
+/// Datapoints per write slice.
+fn slice_points(scenario: &Scenario) -> usize {
+    let l = &scenario.load;
+    if l.rate > 0.0 {
+        let k = l.connections as f64;
+        let slice_secs = (k / MAX_PACED_WRITES_PER_SEC).max(0.001);
+        ((l.rate / k * slice_secs) as usize).clamp(1, l.batch)
+    } else {
+        l.batch
+    }
+}
+
 /// Payloads for every connection, rendered before any clock starts.
 fn prepare(scenario: &Scenario) -> (Vec<String>, Vec<Payload>) {
     let n = &scenario.names;
-    let names: Vec<String> = (0..n.count).map(|i| generator::name(n, i)).collect();
     let l = &scenario.load;
     let k = l.connections;
     let per_conn_rate = l.rate / k as f64;
-    let chunk = if l.rate > 0.0 {
-        ((per_conn_rate / 1000.0) as usize).clamp(1, l.batch)
-    } else {
-        l.batch
-    };
+    let chunk = slice_points(scenario);
     let ts = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let counts: Vec<u64> = match l.duration_secs {
         None => scenario.per_connection_counts(),
         Some(d) => {
-            // A cycle covering every name once, repeated until the deadline.
-            let cover = n.count.div_ceil(k).div_ceil(chunk) * chunk;
             let needed = if l.rate > 0.0 {
                 (per_conn_rate * d).ceil() as usize
             } else {
                 usize::MAX
             };
-            vec![cover.min(needed.max(chunk)) as u64; k]
+            if n.distinct {
+                // One pass of exactly what the deadline allows: never a repeated name.
+                vec![needed.max(chunk) as u64; k]
+            } else {
+                // A cycle covering every name of the connection once, repeated until the
+                // deadline.
+                let own = if n.shared {
+                    n.count
+                } else {
+                    n.count.div_ceil(k)
+                };
+                let cover = own.div_ceil(chunk) * chunk;
+                vec![cover.min(needed.max(chunk)) as u64; k]
+            }
         }
     };
+    // Connection c sends names c, c + k, c + 2k, …: with this many names none repeats.
+    let count = if n.distinct {
+        counts.iter().max().map_or(1, |&m| m as usize * k)
+    } else {
+        n.count
+    };
+    let names: Vec<String> = (0..count).map(|i| generator::name(n, i)).collect();
     let payloads = counts
         .iter()
         .enumerate()
-        .map(|(c, &points)| generator::render(&names, c, k, points, l.protocol, chunk, ts))
+        .map(|(c, &points)| {
+            let order = NameOrder {
+                conn: c,
+                conns: k,
+                shared: n.shared,
+            };
+            generator::render(&names, order, points, l.protocol, chunk, ts)
+        })
         .collect();
     (names, payloads)
 }
@@ -148,7 +187,7 @@ struct Sampler {
     senders: Vec<Arc<SendCounters>>,
     sinks: Vec<Arc<SinkStats>>,
     cpu: Option<CpuTracker>,
-    bar: Option<ProgressBar>,
+    progress: Progress,
 }
 
 impl Sampler {
@@ -172,17 +211,18 @@ impl Sampler {
         mut stop: watch::Receiver<bool>,
     ) -> (Vec<Sample>, Option<CpuTracker>) {
         let mut samples = Vec::new();
-        let mut tick = tokio::time::interval(SAMPLE_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut interval = tokio::time::interval(SAMPLE_EVERY);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // The first tick completes at once; a sample over a few microseconds means nothing.
-        tick.tick().await;
+        interval.tick().await;
         let (mut last_sent, mut last_delivered) = (0, 0);
         let mut last_t = start;
         let mut window = Histogram::new();
+        let mut last_tick;
         loop {
             // The last sample covers the partial interval up to the stop.
             let stopping = tokio::select! {
-                _ = tick.tick() => false,
+                _ = interval.tick() => false,
                 _ = stop.changed() => true,
             };
             let now = Instant::now();
@@ -206,13 +246,14 @@ impl Sampler {
             if let Some(c) = self.cpu.as_mut() {
                 c.sample();
             }
-            if let Some(b) = &self.bar {
-                b.set_position(delivered);
-                b.set_message(format!(
-                    "sent {sent}  {} dp/s delivered",
-                    super::report::si((delivered - last_delivered) as f64 / dt)
-                ));
-            }
+            last_tick = Tick {
+                t: now.duration_since(start).as_secs_f64(),
+                sent,
+                delivered,
+                delivered_rate: (delivered - last_delivered) as f64 / dt,
+                p99_ms: ms(0.99),
+            };
+            self.progress.update(last_tick);
             (last_sent, last_delivered, last_t) = (sent, delivered, now);
             if stopping {
                 break;
@@ -221,22 +262,9 @@ impl Sampler {
         if let Some(c) = self.cpu.as_mut() {
             c.sample();
         }
-        if let Some(b) = &self.bar {
-            b.finish_and_clear();
-        }
+        self.progress.finish(last_tick);
         (samples, self.cpu)
     }
-}
-
-fn progress_bar(enabled: bool, expected: u64) -> Option<ProgressBar> {
-    if !enabled || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = ProgressBar::with_draw_target(Some(expected), ProgressDrawTarget::stderr());
-    let style = ProgressStyle::with_template("{bar:40} {pos}/{len} delivered  {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-    bar.set_style(style);
-    Some(bar)
 }
 
 /// Runs `scenario` once against `spec` and measures it.
@@ -309,7 +337,7 @@ pub async fn run_once(
         senders: senders.clone(),
         sinks: stats.clone(),
         cpu: target.cpu.take(),
-        bar: progress_bar(opts.progress, expected),
+        progress: Progress::new(opts.progress, &opts.label, expected),
     };
     let cpu_at_start = measure::self_cpu_secs();
     let start = Instant::now();
@@ -439,7 +467,14 @@ pub async fn run_once(
         .iter()
         .map(|c| c.sent.load(Ordering::Relaxed))
         .collect();
-    let expected = placement::expected_per_sink(&names, &sink_addrs, &sent_per_connection, &cycles);
+    let expected = placement::expected_per_sink(
+        &names,
+        &sink_addrs,
+        scenario.names.shared,
+        &sent_per_connection,
+        &cycles,
+    );
+    let names_count = names.len();
     drop(names);
     let sink_reports = stats
         .iter()
@@ -488,7 +523,7 @@ pub async fn run_once(
         protocol: l.protocol.as_str().into(),
         sink_protocol: scenario.sinks.protocol.as_str().into(),
         connections: l.connections,
-        names: scenario.names.count,
+        names: names_count,
         offered_rate: l.rate,
         sent,
         delivered,

@@ -15,8 +15,16 @@ use super::BenchError;
 pub const MAX_DATAPOINTS: u64 = 50_000_000;
 /// Upper bound on any run's wall-clock length, drain included.
 pub const MAX_RUN_SECS: f64 = 3600.0;
-/// Upper bound on generator connections and on sinks.
+/// Upper bound on sinks.
 pub const MAX_CONNECTIONS: usize = 256;
+/// Upper bound on generator connections (many-clients scenarios; mind `ulimit -n`).
+pub const MAX_GENERATOR_CONNECTIONS: usize = 10_000;
+/// Upper bound on distinct names (all rendered before the clock starts).
+pub const MAX_NAMES: usize = 10_000_000;
+/// Upper bound on the rates of one sweep.
+pub const MAX_SWEEP_RATES: usize = 64;
+/// Default p99 latency target of a sweep step, in milliseconds.
+pub const DEFAULT_P99_TARGET_MS: f64 = 100.0;
 
 /// Wire protocol spoken by the generator (towards the relay) or expected by a sink.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -76,6 +84,12 @@ pub struct Scenario {
     /// Rate used for the capacity estimate ("Y datapoints/s needs Z cores").
     #[serde(default)]
     pub capacity_target_rate: Option<f64>,
+    /// The offered rates of `--sweep` and what a step must meet.
+    #[serde(default)]
+    pub sweep: Sweep,
+    /// How the harness configures anthracite when it runs in-process.
+    #[serde(default)]
+    pub in_process: InProcess,
 }
 
 /// Offered load.
@@ -125,6 +139,16 @@ pub struct Names {
     pub prefix: String,
     /// Graphite tags appended verbatim, e.g. `["dc=x", "env=prod"]` → `;dc=x;env=prod`.
     pub tags: Vec<String>,
+    /// Every datapoint of a run carries a name not sent before in that run: `count` is
+    /// ignored and becomes the number of datapoints (count mode, or `load.rate ×
+    /// load.duration_secs`; a maximum-rate duration run has no such number and is refused).
+    /// Default false.
+    pub distinct: bool,
+    /// Every connection cycles through all names, each from its own offset, so a name arrives
+    /// on many connections (relays upstream spreading names over their connections). Default
+    /// false: connection `c` of `k` sends names `c`, `c + k`, `c + 2k`, … (a fleet of hosts,
+    /// each sending its own metrics).
+    pub shared: bool,
 }
 
 impl Default for Names {
@@ -135,6 +159,8 @@ impl Default for Names {
             min_length: 0,
             prefix: String::new(),
             tags: Vec::new(),
+            distinct: false,
+            shared: false,
         }
     }
 }
@@ -220,6 +246,55 @@ impl Default for Limits {
     }
 }
 
+/// `[sweep]`: the rates `anthracite bench --sweep` offers, one run each, and the rule that finds
+/// the knee — the highest rate whose run lost nothing, kept p99 latency within
+/// `p99_target_ms`, and was really offered (the generator sent at least
+/// [`super::sweep::MIN_OFFERED_FRACTION`] of it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Sweep {
+    /// Offered rates in datapoints/s (each > 0), run in ascending order. Default none
+    /// (`--rates` must give them).
+    pub rates: Vec<f64>,
+    /// Send for this long at each rate (duration mode). Default: the scenario's own
+    /// `load.duration_secs`, or `load.datapoints` at each rate.
+    pub step_secs: Option<f64>,
+    /// p99 end-to-end latency a step may reach and still count (ms). Default 100.
+    pub p99_target_ms: f64,
+}
+
+impl Default for Sweep {
+    fn default() -> Self {
+        Self {
+            rates: Vec::new(),
+            step_secs: None,
+            p99_target_ms: DEFAULT_P99_TARGET_MS,
+        }
+    }
+}
+
+/// `[in_process]`: the in-process relay's queues. External relays take theirs from
+/// `--relay-config-template`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InProcess {
+    /// Memory tier of each destination queue, in datapoints. Default 5,000,000, as the
+    /// carbon-relay and carbon-c-relay templates in `bench/relays/`.
+    pub queue_datapoints: usize,
+    /// Spill what does not fit to disk (`when_full = "spill"`) in a directory made for the run
+    /// and removed after it. Default false (`drop_newest`).
+    pub spill: bool,
+}
+
+impl Default for InProcess {
+    fn default() -> Self {
+        Self {
+            queue_datapoints: super::inprocess::QUEUE_DATAPOINTS,
+            spill: false,
+        }
+    }
+}
+
 /// Command-line overrides of scenario fields.
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
@@ -241,6 +316,10 @@ pub struct Overrides {
     pub capacity_target_rate: Option<f64>,
     /// `--drain-timeout`.
     pub drain_timeout_secs: Option<f64>,
+    /// `--rates`.
+    pub sweep_rates: Option<Vec<f64>>,
+    /// `--p99-target-ms`.
+    pub p99_target_ms: Option<f64>,
 }
 
 impl Scenario {
@@ -301,6 +380,12 @@ impl Scenario {
         if let Some(v) = o.capacity_target_rate {
             self.capacity_target_rate = Some(v);
         }
+        if let Some(v) = &o.sweep_rates {
+            self.sweep.rates.clone_from(v);
+        }
+        if let Some(v) = o.p99_target_ms {
+            self.sweep.p99_target_ms = v;
+        }
         let bad = |key: &str, why: &str| {
             Err(BenchError::Invalid(format!(
                 "scenario {:?}: {key} {why}",
@@ -328,13 +413,30 @@ impl Scenario {
                 "exceeds 50000000 datapoints",
             );
         }
-        if l.connections == 0 || l.connections > MAX_CONNECTIONS {
-            return bad("load.connections", "must be in [1, 256]");
+        if l.connections == 0 || l.connections > MAX_GENERATOR_CONNECTIONS {
+            return bad("load.connections", "must be in [1, 10000]");
         }
         if l.batch == 0 || l.batch > 100_000 {
             return bad("load.batch", "must be in [1, 100000]");
         }
-        if self.names.count == 0 || self.names.count > 10_000_000 {
+        if self.names.distinct && self.names.shared {
+            return bad("names.distinct", "cannot be combined with names.shared");
+        }
+        if self.names.distinct {
+            let total = match l.duration_secs {
+                None => l.datapoints as f64,
+                Some(d) if l.rate > 0.0 => (d * l.rate).ceil(),
+                Some(_) => {
+                    return bad(
+                        "names.distinct",
+                        "needs load.datapoints or load.rate with load.duration_secs",
+                    );
+                }
+            };
+            if total > MAX_NAMES as f64 {
+                return bad("names.distinct", "would need more than 10000000 names");
+            }
+        } else if self.names.count == 0 || self.names.count > MAX_NAMES {
             return bad("names.count", "must be in [1, 10000000]");
         }
         if !(2..=16).contains(&self.names.depth) {
@@ -380,6 +482,22 @@ impl Scenario {
             && !(r > 0.0 && r.is_finite())
         {
             return bad("capacity_target_rate", "must be > 0");
+        }
+        let sw = &self.sweep;
+        if sw.rates.len() > MAX_SWEEP_RATES || sw.rates.iter().any(|r| !(*r > 0.0 && r.is_finite()))
+        {
+            return bad("sweep.rates", "must be at most 64 rates, each > 0");
+        }
+        if let Some(d) = sw.step_secs
+            && !(d > 0.0 && d <= MAX_RUN_SECS)
+        {
+            return bad("sweep.step_secs", "must be in (0, 3600]");
+        }
+        if !(sw.p99_target_ms > 0.0 && sw.p99_target_ms.is_finite()) {
+            return bad("sweep.p99_target_ms", "must be > 0");
+        }
+        if self.in_process.queue_datapoints == 0 {
+            return bad("in_process.queue_datapoints", "must be > 0");
         }
         Ok(self)
     }

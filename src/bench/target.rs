@@ -150,7 +150,7 @@ impl RunningTarget {
     ) -> Result<RunningTarget, BenchError> {
         match spec {
             TargetSpec::InProcess => {
-                let relay = InProcessRelay::start(scenario, sinks, relay_threads).await?;
+                let relay = InProcessRelay::start(scenario, sinks, relay_threads, run_id).await?;
                 Ok(RunningTarget {
                     label: spec.label(),
                     addr: relay.addr(scenario.load.protocol),

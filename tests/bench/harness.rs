@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use anthracite::unstable::bench::generator::{self, SendCounters, SendPlan};
+use anthracite::unstable::bench::generator::{self, NameOrder, SendCounters, SendPlan};
 use anthracite::unstable::bench::scenario::{Names, Overrides, Protocol, Scenario, SinkProtocol};
 use anthracite::unstable::bench::sink::{Sink, SinkConfig};
 use anthracite::unstable::bench::{BenchArgs, RunOptions, TargetSpec, run_once};
@@ -90,7 +90,14 @@ async fn generator_into_sink(protocol: Protocol, points: u64, conns: usize) {
     let mut tasks = Vec::new();
     let mut rendered = 0;
     for c in 0..conns {
-        let p = generator::render(&names, c, conns, points, protocol, 333, 1_700_000_000);
+        let p = generator::render(
+            &names,
+            NameOrder::partitioned(c, conns),
+            points,
+            protocol,
+            333,
+            1_700_000_000,
+        );
         // What it sends is what it says: newlines / frames counted independently.
         match protocol {
             Protocol::Line => {
@@ -152,7 +159,14 @@ async fn generator_pickle_counts_are_exact() {
 async fn paced_generator_sends_exact_count() {
     let (sink, _started) = start_sink(SinkProtocol::Line, false).await;
     let names = names(50);
-    let p = generator::render(&names, 0, 1, 2_000, Protocol::Line, 20, 1_700_000_000);
+    let p = generator::render(
+        &names,
+        NameOrder::partitioned(0, 1),
+        2_000,
+        Protocol::Line,
+        20,
+        1_700_000_000,
+    );
     let s = TcpStream::connect(sink.addr).await.unwrap();
     let plan = SendPlan {
         passes: Some(1),
@@ -231,7 +245,14 @@ async fn sink_counts_lines_and_rejects_malformed_ones() {
 #[test]
 fn generator_pickle_frames_load_in_python() {
     let names = names(10);
-    let p = generator::render(&names, 0, 1, 25, Protocol::Pickle, 10, 1_700_000_000);
+    let p = generator::render(
+        &names,
+        NameOrder::partitioned(0, 1),
+        25,
+        Protocol::Pickle,
+        10,
+        1_700_000_000,
+    );
     let script = r#"
 import pickle, struct, sys
 data = sys.stdin.buffer.read()
@@ -341,7 +362,7 @@ async fn in_process_anthracite_loses_nothing() {
         json: Some(json.clone()),
         svg: Some(svg.clone()),
         no_progress: true,
-        rounds: 1,
+        rounds: Some(1),
         ..Default::default()
     };
     let r = anthracite::unstable::bench::run(args).await.unwrap();
@@ -427,8 +448,7 @@ async fn slow_sink_counts_exactly() {
     .unwrap();
     let p = generator::render(
         &names(100),
-        0,
-        1,
+        NameOrder::partitioned(0, 1),
         3_000,
         Protocol::Pickle,
         100,
@@ -467,7 +487,7 @@ async fn compare_in_process_against_an_anthracite_process() {
             "inproc=in-process".into(),
             format!("proc={bin} --config {{config:bench/relays/anthracite.toml}}"),
         ],
-        rounds: 1,
+        rounds: Some(1),
         no_progress: true,
         ..Default::default()
     };
@@ -479,4 +499,184 @@ async fn compare_in_process_against_an_anthracite_process() {
     assert!(proc_entry.cpu_secs_per_million.is_some());
     assert_eq!(c.ratios.len(), 1);
     assert_eq!(c.ratios[0].throughput.len(), 1);
+}
+
+/// The rule of `bench::sweep`, recomputed from a JSON row: nothing lost, p99 within target,
+/// and the rate really offered.
+fn meets_target(row: &serde_json::Value, p99_target_ms: f64) -> bool {
+    let offered = row["offered_rate"].as_f64().unwrap();
+    row["lost"].as_i64().unwrap() <= 0
+        && row["sent"].as_u64().unwrap() > 0
+        && row["p99_us"]
+            .as_u64()
+            .is_some_and(|p| p as f64 <= p99_target_ms * 1e3)
+        && row["send_rate"].as_f64().unwrap() >= 0.95 * offered
+}
+
+/// Checks a sweep's JSON: one row per (rate, relay) in order, counts that add up, and each
+/// knee the highest rate meeting the target. Returns the knees by relay.
+fn check_sweep_json(json: &serde_json::Value, rates: &[f64], relays: &[&str]) -> Vec<Option<f64>> {
+    let target = json["p99_target_ms"].as_f64().unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), rates.len() * relays.len(), "{json:#}");
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row["offered_rate"].as_f64(), Some(rates[i / relays.len()]));
+        assert_eq!(row["target"].as_str(), Some(relays[i % relays.len()]));
+        let (sent, delivered) = (
+            row["sent"].as_u64().unwrap(),
+            row["delivered"].as_u64().unwrap(),
+        );
+        assert!(sent > 0 && delivered <= sent, "{row:#}");
+        assert_eq!(row["lost"].as_i64(), Some(sent as i64 - delivered as i64));
+        let verdict_ok = row["verdict"] == "ok";
+        assert_eq!(verdict_ok, meets_target(row, target), "{row:#}");
+    }
+    let knees: Vec<Option<f64>> = relays
+        .iter()
+        .map(|relay| {
+            rows.iter()
+                .filter(|r| r["target"] == *relay && meets_target(r, target))
+                .filter_map(|r| r["offered_rate"].as_f64())
+                .max_by(f64::total_cmp)
+        })
+        .collect();
+    for (relay, knee) in relays.iter().zip(&knees) {
+        let reported = json["knees"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["target"] == *relay)
+            .unwrap();
+        assert_eq!(reported["rate"].as_f64(), *knee, "{relay}: {json:#}");
+    }
+    assert_eq!(json["knee"].as_f64(), knees[0]);
+    knees
+}
+
+const SMALL_SWEEP: &str = "name = \"small-sweep\"\n\
+    [load]\ndatapoints = 2000\nconnections = 2\n\
+    [names]\ncount = 500\n[sinks]\ncount = 2\n\
+    [limits]\nquiet_secs = 2\n\
+    [sweep]\nrates = [8000, 2000, 4000]\nstep_secs = 0.5\np99_target_ms = 1000\n";
+
+/// `anthracite bench SCENARIO --sweep --json --svg`, as a user runs it (stderr a pipe): the
+/// table with a row per rate, the knee line last, progress lines on stderr, JSON whose knee
+/// follows from its rows, and an SVG with the latency and loss series.
+#[test]
+fn sweep_prints_rows_and_knee_and_writes_json_and_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("small-sweep.toml");
+    std::fs::write(&scenario, SMALL_SWEEP).unwrap();
+    let (json, svg) = (dir.path().join("s.json"), dir.path().join("s.svg"));
+    let out = Command::new(env!("CARGO_BIN_EXE_anthracite"))
+        .arg("bench")
+        .arg(&scenario)
+        .arg("--sweep")
+        .arg("--json")
+        .arg(&json)
+        .arg("--svg")
+        .arg(&svg)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+
+    let parsed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let knees = check_sweep_json(&parsed, &[2000.0, 4000.0, 8000.0], &["in-process"]);
+
+    // The table: a header, one row per rate in ascending order, the knee line last.
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("sweep small-sweep: 3 rates"),
+        "{stdout}"
+    );
+    let rows: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.trim_start().starts_with("in-process"))
+        .collect();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    for (row, rate) in rows.iter().zip(["2.0k", "4.0k", "8.0k"]) {
+        assert_eq!(row.split_whitespace().nth(1), Some(rate), "{stdout}");
+    }
+    let expected_knee = match knees[0] {
+        Some(r) => format!("knee: {r:.0} datapoints/s"),
+        None => "knee: none (no rate met the target)".into(),
+    };
+    assert_eq!(
+        lines.last().copied(),
+        Some(expected_knee.as_str()),
+        "{stdout}"
+    );
+
+    // stderr is not a terminal: progress lines, one run start per rate at least.
+    let starts = stderr.lines().filter(|l| l.contains("sending")).count();
+    assert_eq!(starts, 3, "{stderr}");
+    let done = stderr
+        .lines()
+        .filter(|l| l.contains(": done after"))
+        .count();
+    assert_eq!(done, 3, "{stderr}");
+
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg}");
+    for series in ["p50", "p99", "loss %", "p99 target 1000 ms"] {
+        assert!(svg.contains(series), "no {series:?} in the SVG");
+    }
+    assert!(svg.matches("<polyline").count() >= 3, "{svg}");
+}
+
+/// `--sweep --compare`: every relay at every rate, alternating at each rate, one combined
+/// table and a knee per relay (the in-process relay and another anthracite as a process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweep_compare_gives_every_relay_a_row_per_rate_and_a_knee() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("small-sweep.toml");
+    std::fs::write(&scenario, SMALL_SWEEP).unwrap();
+    let json = dir.path().join("c.json");
+    let bin = env!("CARGO_BIN_EXE_anthracite");
+    let args = BenchArgs {
+        scenario,
+        sweep: true,
+        rates: Some(vec![4000.0, 2000.0]),
+        compare: vec![
+            "inproc=in-process".into(),
+            format!("proc={bin} --config {{config:bench/relays/anthracite.toml}}"),
+        ],
+        json: Some(json.clone()),
+        no_progress: true,
+        ..Default::default()
+    };
+    let r = anthracite::unstable::bench::run_sweep(args).await.unwrap();
+    assert!(r.is_consistent(), "{}", r.table());
+    assert_eq!(r.targets, ["inproc", "proc"]);
+    let parsed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    check_sweep_json(&parsed, &[2000.0, 4000.0], &["inproc", "proc"]);
+    // The process is measured from /proc like any other relay command.
+    assert!(
+        r.rows
+            .iter()
+            .filter(|row| row.target == "proc")
+            .all(|row| row.cpu_secs_per_million.is_some() && row.peak_rss_bytes.is_some()),
+        "{}",
+        r.table()
+    );
+    let table = r.table();
+    assert!(
+        table.contains("knee: ") && table.contains("(proc)"),
+        "{table}"
+    );
+    assert!(
+        table
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .ends_with("(inproc)"),
+        "{table}"
+    );
 }
