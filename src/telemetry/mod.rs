@@ -10,6 +10,7 @@
 //!
 //! [`names`] is a leaf every layer may import: it holds only the names.
 
+pub mod episode;
 pub mod names;
 pub mod reporter;
 pub mod stats;

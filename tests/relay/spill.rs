@@ -438,3 +438,54 @@ fn disk_budget_reached_applies_drop_newest_with_exact_counters() {
     );
     relay.stop();
 }
+
+/// Issue 14: entering disk mode moved the memory tier's batches to a spill log that could not
+/// take them, and they were dropped: with a small disk the destination got fewer datapoints
+/// than with no disk at all. A memory-only `drop_newest` queue keeps its 10,000 datapoints of
+/// this outage; the spilling queue must keep at least as many, and count every drop.
+#[test]
+fn spill_disk_full_loses_no_more_than_memory_policy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = support::free_ports(1)[0];
+    let memory = 10_000;
+    let relay = TestRelay::start(&config_for(
+        &[format!("127.0.0.1:{port}:a")],
+        &format!(
+            "[destinations.queue]\nmax_datapoints = {memory}\nspill_fallback = \"drop_newest\"\n\
+             [destinations.spill]\ndir = {:?}\nsegment_bytes = 16384\nmax_bytes = 32768\n",
+            dir.path().display().to_string()
+        ),
+    ));
+    let n = 50_000;
+    send(relay.line, &lines(0, n));
+    // Settled: everything routed, and nothing left on its way to the log.
+    let s = relay.wait_stats("all routed and settled", WAIT, |s| {
+        let d = &s.destinations[0];
+        d.routed == n as u64
+            && d.queued_disk + d.spill.replayed_datapoints == d.spill.spilled_datapoints
+    });
+    let d = &s.destinations[0];
+    let kept = d.queued;
+    assert!(
+        kept >= memory,
+        "kept {kept} datapoints, a memory-only queue keeps {memory}: {d:?}"
+    );
+    assert_eq!(
+        d.dropped_total(),
+        d.dropped(DestinationDropReason::SpillFull),
+        "{d:?}"
+    );
+    assert_eq!(d.routed, d.sent + d.dropped_total() + d.queued, "{d:?}");
+    let sink = CountingSink::start_on("a", SinkProtocol::Pickle, port);
+    sink.wait_for_count(kept as usize, WAIT);
+    let s = relay.wait_stats("drained", WAIT, |s| s.destinations[0].queued == 0);
+    let d = &s.destinations[0];
+    assert_eq!(d.sent, kept, "{d:?}");
+    assert_eq!(sink.wait_quiet(Duration::from_millis(300), WAIT), kept as usize);
+    let got: Vec<usize> = sink.received().iter().map(|r| r.value as usize).collect();
+    assert!(
+        got.windows(2).all(|w| w[0] < w[1]),
+        "kept data stays in order"
+    );
+    relay.stop();
+}
