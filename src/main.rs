@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anthracite::unstable::config::router_spec;
 use anthracite::unstable::router::Router;
-use anthracite::{CarbonOptions, Config, Relay};
+use anthracite::{CarbonOptions, Config, Relay, RelayError};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -126,9 +126,25 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("anthracite: {e:#}");
-            ExitCode::FAILURE
+            if is_config_error(&e) {
+                ExitCode::from(EXIT_CONFIG)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
+}
+
+/// Errors found in the configuration after it validated (the router cannot be built from
+/// it, a spill log cannot be opened) exit like a configuration error.
+fn is_config_error(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<anthracite::RouterError>().is_some()
+            || matches!(
+                c.downcast_ref::<RelayError>(),
+                Some(RelayError::Router(_) | RelayError::Spill { .. })
+            )
+    })
 }
 
 fn run(config: Config) -> anyhow::Result<()> {

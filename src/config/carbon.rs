@@ -185,14 +185,18 @@ struct Settings<'a> {
 }
 
 impl Settings<'_> {
-    fn invalid(&self, key: &str, message: String) -> ConfigError {
-        let key = match self.values.get(key) {
+    /// `[section] KEY` where the key was set, else `KEY` (a carbon default).
+    fn section_key(&self, key: &str) -> String {
+        match self.values.get(key) {
             Some((_, section)) => format!("[{section}] {key}"),
             None => key.to_owned(),
-        };
+        }
+    }
+
+    fn invalid(&self, key: &str, message: String) -> ConfigError {
         ConfigError::Invalid {
             file: self.file.to_owned(),
-            key,
+            key: self.section_key(key),
             message,
         }
     }
@@ -322,12 +326,20 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
         String::new()
     };
     raw.listen.max_pickle_frame = s.uint("PICKLE_RECEIVER_MAX_LENGTH", 1 << 20)? as usize;
+    raw.listen.max_frame_buffer_bytes = raw
+        .listen
+        .max_frame_buffer_bytes
+        .max(raw.listen.max_pickle_frame.saturating_add(4));
+    // carbon's `inf` (its default) is the largest count anthracite allows.
     raw.listen.max_connections = match s.count_or_inf("MAX_RECEIVER_CONNECTIONS", None)? {
-        None => tokio::sync::Semaphore::MAX_PERMITS,
-        Some(n) => usize::try_from(n).unwrap_or(tokio::sync::Semaphore::MAX_PERMITS),
+        None => MAX_CONNECTIONS,
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
     };
+    // Absent: anthracite's default (carbon has none, so idle clients would hold their slots
+    // forever); `None` written out keeps carbon's "never".
     raw.listen.idle_timeout_secs = match s.str("METRIC_CLIENT_IDLE_TIMEOUT") {
-        None | Some("None") | Some("") => 0.0,
+        None => raw.listen.idle_timeout_secs,
+        Some("None") | Some("") => 0.0,
         Some(_) => s.float("METRIC_CLIENT_IDLE_TIMEOUT", 0.0)?,
     };
 
@@ -405,11 +417,11 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
             "{file}: DESTINATION_POOL_REPLICAS = True is not implemented: each datapoint goes to the instance the ring chose, not the least-loaded instance on the same host:port"
         ));
     }
-    match s.count_or_inf("MAX_QUEUE_SIZE", Some(1000))? {
-        Some(0) => return Err(s.invalid("MAX_QUEUE_SIZE", "must be at least 1".into())),
-        Some(n) => raw.destinations.queue.max_datapoints = usize::try_from(n).unwrap_or(usize::MAX),
-        None => raw.destinations.queue.max_datapoints = usize::MAX,
-    }
+    raw.destinations.queue.max_datapoints = match s.count_or_inf("MAX_QUEUE_SIZE", Some(1000))? {
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        // The byte bound (`destinations.queue.max_bytes`) still applies.
+        None => MAX_QUEUE_DATAPOINTS,
+    };
     let low = s.float("QUEUE_LOW_WATERMARK_PCT", 0.8)?;
     if !(0.0..=1.0).contains(&low) {
         return Err(s.invalid("QUEUE_LOW_WATERMARK_PCT", "must be between 0 and 1".into()));
@@ -480,8 +492,48 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
         }
     }
 
-    let config = Config::from_raw(raw, &file)?;
+    let config = Config::from_raw(raw, &file).map_err(|e| s.carbon_key(e))?;
     Ok(CarbonImport { config, warnings })
+}
+
+/// carbon's `MAX_RECEIVER_CONNECTIONS = inf`: `listen.max_connections`' largest value.
+const MAX_CONNECTIONS: usize = 1_000_000;
+/// carbon's `MAX_QUEUE_SIZE = inf`: `destinations.queue.max_datapoints`' largest value.
+const MAX_QUEUE_DATAPOINTS: usize = 1_000_000_000;
+
+/// The relay.toml keys this import fills from carbon.conf settings: a validation error on one
+/// of them names the setting that was written.
+const CARBON_KEYS: &[(&str, &str)] = &[
+    ("listen.line_tcp", "LINE_RECEIVER_PORT"),
+    ("listen.pickle_tcp", "PICKLE_RECEIVER_PORT"),
+    ("listen.line_udp", "UDP_RECEIVER_PORT"),
+    ("listen.max_pickle_frame", "PICKLE_RECEIVER_MAX_LENGTH"),
+    ("listen.max_connections", "MAX_RECEIVER_CONNECTIONS"),
+    ("listen.idle_timeout_secs", "METRIC_CLIENT_IDLE_TIMEOUT"),
+    ("router.replication_factor", "REPLICATION_FACTOR"),
+    ("destinations.servers", "DESTINATIONS"),
+    ("destinations.queue.max_datapoints", "MAX_QUEUE_SIZE"),
+    (
+        "destinations.max_datapoints_per_message",
+        "MAX_DATAPOINTS_PER_MESSAGE",
+    ),
+    ("telemetry.interval_secs", "CARBON_METRIC_INTERVAL"),
+    ("telemetry.prefix", "CARBON_METRIC_PREFIX"),
+    ("ingest.min_timestamp_resolution", "MIN_TIMESTAMP_RESOLUTION"),
+];
+
+impl Settings<'_> {
+    /// Renames a relay.toml key in a validation error to the carbon.conf setting it came from.
+    fn carbon_key(&self, e: ConfigError) -> ConfigError {
+        let ConfigError::Invalid { file, key, message } = e else {
+            return e;
+        };
+        let key = match CARBON_KEYS.iter().find(|(k, _)| key.starts_with(k)) {
+            Some((_, carbon)) => self.section_key(carbon),
+            None => key,
+        };
+        ConfigError::Invalid { file, key, message }
+    }
 }
 
 /// carbon's `loadRelayRules`: sections in file order, each `destinations` kept only where it
