@@ -47,6 +47,11 @@ pub mod telemetry {
     pub use crate::telemetry::*;
 }
 
+/// Receivers: the accept loop, admission, read buffers, UDP.
+pub mod receiver {
+    pub use crate::receiver::*;
+}
+
 /// The destination connection task.
 pub mod destination {
     pub use crate::destination::*;

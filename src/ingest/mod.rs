@@ -38,6 +38,9 @@ pub use stats::{IngestSnapshot, IngestStats};
 /// [`Ingestor::push`] answers [`Pushed::FlushNow`].
 pub const FLUSH_HINT_BYTES: usize = 4 << 20;
 
+/// Longest metric name a [`Pipeline`] accepts unless told otherwise (`listen.max_name_length`).
+pub const DEFAULT_MAX_NAME_LENGTH: usize = 4096;
+
 /// A pending batch is handed over (kept aside for the next flush) once its names reach this
 /// size, so no batch comes near [`crate::batch::MAX_NAME_BYTES`].
 const MAX_PENDING_BATCH_NAME_BYTES: usize = 64 << 20;
@@ -52,6 +55,7 @@ pub struct Pipeline {
     pub(crate) lists: Option<Arc<SharedLists>>,
     pub(crate) min_timestamp_resolution: u64,
     pub(crate) tag_relay_normalized: bool,
+    pub(crate) max_name_length: usize,
 }
 
 impl Pipeline {
@@ -70,7 +74,15 @@ impl Pipeline {
             lists: None,
             min_timestamp_resolution: 0,
             tag_relay_normalized: false,
+            max_name_length: DEFAULT_MAX_NAME_LENGTH,
         }
+    }
+
+    /// Drops (and counts as `name_too_long`) names longer than `bytes`, whatever the source
+    /// (`listen.max_name_length`; default [`DEFAULT_MAX_NAME_LENGTH`]).
+    pub fn with_max_name_length(mut self, bytes: usize) -> Self {
+        self.max_name_length = bytes;
+        self
     }
 
     /// Filters received names through carbon's whitelist/blacklist (`USE_WHITELIST`).
@@ -186,6 +198,7 @@ pub struct Ingestor {
     pending_bytes: usize,
     /// Per destination, the queue position after everything flushed so far.
     marks: Vec<u64>,
+    max_name_length: usize,
     source: Source,
     mode: PushMode,
     accepted: u64,
@@ -225,6 +238,7 @@ impl Ingestor {
             set_aside: Vec::new(),
             pending_bytes: 0,
             marks: vec![0; n],
+            max_name_length: pipeline.max_name_length,
             mode: if source == Source::LineUdp {
                 PushMode::NoWait
             } else {
@@ -261,6 +275,10 @@ impl Ingestor {
     pub fn push(&mut self, name: &[u8], timestamp: f64, value: f64) -> Pushed {
         if name.is_empty() {
             return self.reject(DropReason::EmptyName);
+        }
+        // Before the lists, the caches and the batches: a hostile name costs nothing more.
+        if name.len() > self.max_name_length {
+            return self.reject(DropReason::NameTooLong);
         }
         if let Some(f) = &mut self.filter {
             match f.check(name) {

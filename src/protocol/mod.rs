@@ -50,11 +50,13 @@ pub enum DropReason {
     /// No routing rule sends this name anywhere (a rules config with an empty destination
     /// list; carbon drops these silently).
     NoDestination,
+    /// Metric name longer than `listen.max_name_length` (any protocol).
+    NameTooLong,
 }
 
 impl DropReason {
     /// Every reason, for registering counters up front.
-    pub const ALL: [DropReason; 13] = [
+    pub const ALL: [DropReason; 14] = [
         DropReason::TooLong,
         DropReason::BadUtf8,
         DropReason::BadFields,
@@ -68,6 +70,7 @@ impl DropReason {
         DropReason::FrameTooLong,
         DropReason::EmptyName,
         DropReason::NoDestination,
+        DropReason::NameTooLong,
     ];
 
     /// Stable snake_case label used in metrics and logs.
@@ -86,6 +89,7 @@ impl DropReason {
             DropReason::FrameTooLong => "frame_too_long",
             DropReason::EmptyName => "empty_name",
             DropReason::NoDestination => "no_destination",
+            DropReason::NameTooLong => "name_too_long",
         }
     }
 

@@ -1,9 +1,11 @@
 //! Receivers: sockets → [`Ingestor`](crate::ingest::Ingestor) batches.
 //!
-//! - [`tcp`]: the accept loop shared by both TCP receivers (connection limit, idle timeout,
-//!   drain on shutdown) and the plaintext connection handler;
+//! - [`tcp`]: the accept loop shared by both TCP receivers (admission, idle timeout, accept
+//!   errors, drain on shutdown), the read loop, and the plaintext connection handler;
+//! - [`admission`]: the connection limit, and which idle connection makes room at it;
+//! - [`buffer`]: a connection's read buffer and the relay-wide budget for large frames;
 //! - [`pickle`]: the pickle connection handler (4-byte big-endian length framing);
-//! - [`udp`]: plaintext datagrams;
+//! - [`udp`]: plaintext datagrams, with the kernel's drop counter (`SO_RXQ_OVFL`);
 //! - `kinesis` (Cargo feature `kinesis`, on by default): AWS Kinesis Data Streams shards,
 //!   read by one task per shard into the same pipeline.
 //!
@@ -11,6 +13,8 @@
 //! locks are touched once per read, not per datapoint. On shutdown a connection stops waiting
 //! for new data, parses what the kernel already holds for it, flushes, and closes.
 
+pub mod admission;
+pub mod buffer;
 #[cfg(feature = "kinesis")]
 pub mod kinesis;
 pub mod pickle;
@@ -26,6 +30,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::ingest::Pipeline;
 
+pub use admission::Admission;
+pub use buffer::{READ_BUFFER, ReadBuffer};
+
 /// What every receiver task shares.
 #[derive(Clone, Debug)]
 pub struct ReceiverContext {
@@ -35,8 +42,12 @@ pub struct ReceiverContext {
     pub shutdown: CancellationToken,
     /// Tracks connection tasks so shutdown can wait for them.
     pub tracker: TaskTracker,
-    /// Permits for concurrent connections.
-    pub connections: Arc<Semaphore>,
+    /// The connection limit over all TCP receivers, and the registry that picks which idle
+    /// connection makes room at it.
+    pub admission: Arc<Admission>,
+    /// Bytes, shared by every connection, for frames larger than [`READ_BUFFER`]
+    /// (`listen.max_frame_buffer_bytes`).
+    pub frame_budget: Arc<Semaphore>,
     /// Close idle connections after this long.
     pub idle_timeout: Option<Duration>,
     /// Longest plaintext line.
@@ -44,6 +55,3 @@ pub struct ReceiverContext {
     /// Largest pickle frame.
     pub max_pickle_frame: usize,
 }
-
-/// Size of a connection's read buffer (grows for large pickle frames).
-pub const READ_BUFFER: usize = 64 << 10;

@@ -189,7 +189,8 @@ impl RelayBuilder {
         let stats = Arc::new(IngestStats::new());
         let mut pipeline = Pipeline::new(router, queues, stats, self.config.route_cache_entries)
             .with_min_timestamp_resolution(self.config.ingest.min_timestamp_resolution)
-            .with_tag_normalization(self.config.ingest.tag_relay_normalized);
+            .with_tag_normalization(self.config.ingest.tag_relay_normalized)
+            .with_max_name_length(self.config.listen.max_name_length);
         let lists = self
             .config
             .ingest

@@ -16,7 +16,7 @@ use super::{Relay, RelayError, ShutdownReport};
 use crate::config::Config;
 use crate::destination::{self, DestinationSignals};
 use crate::ingest::{Pipeline, Source};
-use crate::receiver::{ReceiverContext, pickle, tcp, udp};
+use crate::receiver::{Admission, ReceiverContext, pickle, tcp, udp};
 use crate::telemetry::{StatsSnapshot, reporter};
 
 /// Everything a running relay owns, so that shutdown can stop it in order.
@@ -51,9 +51,10 @@ impl Relay {
             #[cfg(feature = "kinesis")]
             aws,
         } = self;
-        let line = bind_tcp(line, config.listen.line_tcp, "line receiver").await?;
-        let pickle = bind_tcp(pickle, config.listen.pickle_tcp, "pickle receiver").await?;
-        let udp = bind_udp(udp, config.listen.line_udp).await?;
+        let backlog = config.listen.backlog;
+        let line = bind_tcp(line, config.listen.line_tcp, backlog, "line receiver")?;
+        let pickle = bind_tcp(pickle, config.listen.pickle_tcp, backlog, "pickle receiver")?;
+        let udp = bind_udp(udp, config.listen.line_udp, config.listen.udp_recv_buffer).await?;
         #[cfg(feature = "kinesis")]
         let kinesis_sources =
             crate::receiver::kinesis::prepare(&config.kinesis, aws.as_ref()).await?;
@@ -73,7 +74,8 @@ impl Relay {
             pipeline: pipeline.clone(),
             shutdown: stop_receivers.clone(),
             tracker: connections.clone(),
-            connections: Arc::new(Semaphore::new(config.listen.max_connections)),
+            admission: Arc::new(Admission::new(config.listen.max_connections)),
+            frame_budget: Arc::new(Semaphore::new(config.listen.max_frame_buffer_bytes)),
             idle_timeout: config.listen.idle_timeout,
             max_line_length: config.listen.max_line_length,
             max_pickle_frame: config.listen.max_pickle_frame,
@@ -217,37 +219,62 @@ impl Running {
     }
 }
 
-async fn bind_tcp(
+/// The injected listener, or one bound on `configured` with `backlog` (SO_REUSEADDR, as
+/// tokio's own `bind` does).
+fn bind_tcp(
     injected: Option<TcpListener>,
     configured: Option<SocketAddr>,
+    backlog: u32,
     what: &'static str,
 ) -> Result<Option<TcpListener>, RelayError> {
     match (injected, configured) {
         (Some(l), _) => Ok(Some(l)),
-        (None, Some(addr)) => TcpListener::bind(addr)
-            .await
+        (None, Some(addr)) => listen(addr, backlog)
             .map(Some)
             .map_err(|source| RelayError::Bind { what, addr, source }),
         (None, None) => Ok(None),
     }
 }
 
+fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    // The kernel caps it at net.core.somaxconn; validated to 1..=65535.
+    socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
+    TcpListener::from_std(socket.into())
+}
+
+/// The injected socket, or one bound on `configured`; either way with the configured
+/// receive buffer and the kernel's drop counter on.
 async fn bind_udp(
     injected: Option<UdpSocket>,
     configured: Option<SocketAddr>,
+    recv_buffer: Option<usize>,
 ) -> Result<Option<UdpSocket>, RelayError> {
-    match (injected, configured) {
-        (Some(s), _) => Ok(Some(s)),
+    let (socket, addr) = match (injected, configured) {
+        (Some(s), _) => {
+            let addr = s.local_addr().unwrap_or_else(|_| ([0, 0, 0, 0], 0).into());
+            (s, addr)
+        }
         (None, Some(addr)) => {
-            UdpSocket::bind(addr)
+            let s = UdpSocket::bind(addr)
                 .await
-                .map(Some)
                 .map_err(|source| RelayError::Bind {
                     what: "udp receiver",
                     addr,
                     source,
-                })
+                })?;
+            (s, addr)
         }
-        (None, None) => Ok(None),
-    }
+        (None, None) => return Ok(None),
+    };
+    udp::prepare_socket(&socket, recv_buffer).map_err(|source| RelayError::Bind {
+        what: "udp receiver",
+        addr,
+        source,
+    })?;
+    Ok(Some(socket))
 }

@@ -61,6 +61,15 @@ pub mod facade {
     pub const QUEUED_UNTIL_CONNECTED: &str = "anthracite_queued_until_connected_total";
     /// Counter, label `source`: connections closed by the idle timeout.
     pub const CONNECTIONS_IDLE_CLOSED: &str = "anthracite_connections_idle_closed_total";
+    /// Counter, label `source`: idle connections closed to admit a new one at the limit.
+    pub const CONNECTIONS_EVICTED: &str = "anthracite_connections_evicted_total";
+    /// Counter, label `source`: failed `accept` calls (out of file descriptors, …).
+    pub const ACCEPT_ERRORS: &str = "anthracite_accept_errors_total";
+    /// Gauge: bytes held by client connections' read buffers and pickle decoders.
+    pub const RECEIVE_BUFFER_BYTES: &str = "anthracite_receive_buffer_bytes";
+    /// Counter: datagrams the kernel dropped on the UDP socket because its receive buffer was
+    /// full (`SO_RXQ_OVFL`).
+    pub const UDP_KERNEL_DROPS: &str = "anthracite_udp_kernel_drops_total";
 }
 
 /// Leaf names of the datapoints the relay emits about itself into the stream, under

@@ -40,6 +40,13 @@ pub const DEFAULT_MAX_FRAME: usize = 1 << 20;
 /// Most values one frame may create (every push counts, including memo `GET`s and `DUP`s).
 pub const MAX_OBJECTS: usize = 1 << 20;
 
+/// Most scratch bytes a decoder keeps between frames ([`PickleDecoder::decode`]).
+pub const DECODER_KEEP_BYTES: usize = 256 << 10;
+
+/// Upper bound on a frame's scratch space per payload byte, checked by the tests below on
+/// the most expensive shapes (one value per byte, memoised, nested).
+pub const SCRATCH_PER_PAYLOAD_BYTE: usize = 96;
+
 /// Deepest container nesting, and most simultaneously open `MARK`s, one frame may use.
 pub const MAX_DEPTH: u32 = 1000;
 
@@ -142,7 +149,20 @@ impl PickleDecoder {
     /// (including ints too large for a float), count as `BadPickleEntry`; names that are not
     /// valid UTF-8 count as `BadUtf8`. Numbers are emitted raw, before
     /// [`super::normalize`].
+    ///
+    /// Afterwards the decoder keeps at most [`DECODER_KEEP_BYTES`] of scratch space.
     pub fn decode(
+        &mut self,
+        payload: &[u8],
+        drops: &mut DropCounts,
+        emit: impl FnMut(&[u8], f64, f64),
+    ) -> Result<usize, DropReason> {
+        let result = self.decode_frame(payload, drops, emit);
+        self.release_oversized();
+        result
+    }
+
+    fn decode_frame(
         &mut self,
         payload: &[u8],
         drops: &mut DropCounts,
@@ -155,10 +175,7 @@ impl PickleDecoder {
         let result = self.run(payload);
         let top = match result {
             Ok(top) => top,
-            Err(e) => {
-                self.release_oversized();
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         };
         let mut emitted = 0;
         let mut entry = |item: Val| match self.entry(payload, item) {
@@ -202,10 +219,27 @@ impl PickleDecoder {
         self.created = 0;
     }
 
-    /// After a hostile frame, do not keep tens of megabytes of scratch for the connection's life.
+    /// Bytes of scratch space the decoder holds between frames (the capacity of its tables).
+    pub fn scratch_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.stack.capacity() * size_of::<Val>()
+            + self.marks.capacity() * size_of::<usize>()
+            + self.memo.capacity() * size_of::<Option<Val>>()
+            + self.lists.capacity() * size_of::<ListObj>()
+            + self.chunks.capacity() * size_of::<Chunk>()
+            + self.list_items.capacity() * size_of::<Val>()
+            + self.tuples.capacity() * size_of::<TupleObj>()
+            + self.tuple_items.capacity() * size_of::<Val>()
+            + self.others.capacity() * size_of::<u32>()
+            + self.arena.capacity()
+    }
+
+    /// After a large or hostile frame, gives the scratch space back rather than keeping it
+    /// for the connection's life: at most [`DECODER_KEEP_BYTES`] stay between frames. A
+    /// frame's scratch is at most [`SCRATCH_PER_PAYLOAD_BYTE`] times its payload, and exists
+    /// only while it decodes (on one worker thread, without awaiting).
     fn release_oversized(&mut self) {
-        const KEEP: usize = 1 << 16;
-        if self.stack.capacity() > KEEP || self.memo.capacity() > KEEP {
+        if self.scratch_bytes() > DECODER_KEEP_BYTES {
             *self = Self::default();
         }
     }
