@@ -142,7 +142,10 @@ impl ReadBuffer {
     /// After consuming: gives back a large frame's allocation and budget, and a long line's
     /// growth, once what is left fits the ordinary buffer.
     pub fn shrink(&mut self) {
-        if self.allocated <= READ_BUFFER || self.buf.len() > READ_BUFFER - MIN_READ {
+        // A frame still arriving keeps its allocation and budget.
+        let frame_pending = self.budget.is_some() && !self.buf.is_empty();
+        if frame_pending || self.allocated <= READ_BUFFER || self.buf.len() > READ_BUFFER - MIN_READ
+        {
             return;
         }
         self.budget = None;
@@ -198,6 +201,9 @@ mod tests {
             .try_acquire_many_owned(need as u32)
             .expect("budget");
         rb.reserve_frame(total, Some(permit));
+        assert_eq!(rb.allocated(), total);
+        // Still arriving: the frame keeps its allocation.
+        rb.shrink();
         assert_eq!(rb.allocated(), total);
         assert_eq!(stats.snapshot().buffered_bytes, total as u64);
         assert_eq!(budget.available_permits(), (4 << 20) - need);

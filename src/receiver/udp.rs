@@ -10,7 +10,7 @@
 //! read here from `recvmsg`'s control message and reported as `udp_kernel_drops`.
 
 use std::io::{self, IoSliceMut};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::Instant;
 
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, setsockopt, sockopt};
@@ -30,7 +30,7 @@ const DATAGRAMS_PER_FLUSH: usize = 256;
 
 /// Sets the socket's receive buffer (`None`: leave the system default) and turns on the
 /// kernel's drop counter (`SO_RXQ_OVFL`). Returns the receive buffer the kernel granted.
-pub fn prepare_socket(socket: &UdpSocket, recv_buffer: Option<usize>) -> io::Result<usize> {
+pub fn prepare_socket(socket: &impl AsFd, recv_buffer: Option<usize>) -> io::Result<usize> {
     let sock = socket2::SockRef::from(socket);
     if let Some(bytes) = recv_buffer {
         sock.set_recv_buffer_size(bytes)?;

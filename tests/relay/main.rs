@@ -10,6 +10,7 @@ mod destinations;
 mod embedding;
 mod features;
 mod hash_vectors;
+mod hostile;
 mod line;
 mod pickle;
 mod pickle_malicious;
