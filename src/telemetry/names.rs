@@ -102,6 +102,13 @@ pub mod carbon {
     pub const RELAY_MAX_QUEUE_LENGTH: &str = "relayMaxQueueLength";
     /// anthracite extra: datapoints rejected by the parsers in the interval.
     pub const INVALID_DATAPOINTS: &str = "invalidDatapoints";
+    /// anthracite extra, `droppedDatapoints.<reason>`: per reason, datapoints dropped in the
+    /// interval — at the relay level by the receivers and parsers (the `DropReason` labels),
+    /// under `destinations.<dest>.` by that destination's queue (the `DestinationDropReason`
+    /// labels). Every reason is reported every interval, zeros included.
+    pub const DROPPED_DATAPOINTS: &str = "droppedDatapoints";
+    /// anthracite extra: UDP datagrams the kernel dropped in the interval (socket buffer full).
+    pub const UDP_KERNEL_DROPS: &str = "udpKernelDrops";
 }
 
 /// Kinesis source metrics (`metrics` facade). Labels: `stream`, and `shard` where noted.

@@ -11,6 +11,7 @@ use super::TelemetryConfig;
 use super::names::carbon as leaf;
 use super::stats::StatsSnapshot;
 use crate::ingest::{Pipeline, Source, unix_now};
+use crate::protocol::DropReason;
 use crate::queue::DestinationDropReason;
 
 /// carbon's destination component: `host:port:instance` with dots replaced by underscores
@@ -55,7 +56,17 @@ pub fn interval_datapoints(
             format!("{root}.{}", leaf::INVALID_DATAPOINTS),
             now.invalid.total().saturating_sub(prev.invalid.total()) as f64,
         ),
+        (
+            format!("{root}.{}", leaf::UDP_KERNEL_DROPS),
+            now.udp_kernel_drops.saturating_sub(prev.udp_kernel_drops) as f64,
+        ),
     ];
+    for reason in DropReason::ALL {
+        out.push((
+            format!("{root}.{}.{}", leaf::DROPPED_DATAPOINTS, reason.as_str()),
+            now.invalid.get(reason).saturating_sub(prev.invalid.get(reason)) as f64,
+        ));
+    }
     for (i, d) in now.destinations.iter().enumerate() {
         let (Some(p), Some(component)) = (prev.destinations.get(i), components.get(i)) else {
             continue;
@@ -87,6 +98,12 @@ pub fn interval_datapoints(
             format!("{base}.{}", leaf::RELAY_MAX_QUEUE_LENGTH),
             peaks.get(i).copied().unwrap_or(0) as f64,
         ));
+        for reason in DestinationDropReason::ALL {
+            out.push((
+                format!("{base}.{}.{}", leaf::DROPPED_DATAPOINTS, reason.as_str()),
+                d.dropped(reason).saturating_sub(p.dropped(reason)) as f64,
+            ));
+        }
     }
     out
 }
@@ -237,6 +254,38 @@ mod tests {
         for leafname in ["attemptedRelays", "sent", "batchesSent", "fullQueueDrops"] {
             assert_eq!(get(&format!("{d}.{leafname}")), Some(0.0), "{leafname}");
         }
+    }
+
+    /// Issue 14: only `queue_full` reached the carbon self-metrics (`fullQueueDrops`); a spill
+    /// log that could not take data dropped `spill_full` / `spill_io` datapoints that no series
+    /// showed. Every reason of both kinds is a `droppedDatapoints.<reason>` series.
+    #[test]
+    fn every_drop_reason_is_a_carbon_self_metric() {
+        let ingest = crate::ingest::IngestStats::new();
+        let dest = crate::queue::DestinationStats::new("h:1:a");
+        let prev = StatsSnapshot::collect(ingest.snapshot(), [&dest]);
+        for (i, r) in DestinationDropReason::ALL.into_iter().enumerate() {
+            dest.add_dropped(r, i as u64 + 1);
+        }
+        let mut drops = crate::protocol::DropCounts::default();
+        for r in DropReason::ALL {
+            drops.add(r);
+        }
+        ingest.record_parsed(Source::LineTcp, 0, &drops);
+        ingest.udp_kernel_dropped(3);
+        let now = StatsSnapshot::collect(ingest.snapshot(), [&dest]);
+        let comps = vec![destination_component("h", 1, Some("a"))];
+        let points = interval_datapoints("r", &comps, &prev, &now, &[0]);
+        let get = |n: &str| points.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
+        for (i, r) in DestinationDropReason::ALL.into_iter().enumerate() {
+            let name = format!("r.destinations.h:1:a.droppedDatapoints.{}", r.as_str());
+            assert_eq!(get(&name), Some(i as f64 + 1.0), "{name}");
+        }
+        for r in DropReason::ALL {
+            let name = format!("r.droppedDatapoints.{}", r.as_str());
+            assert_eq!(get(&name), Some(1.0), "{name}");
+        }
+        assert_eq!(get("r.udpKernelDrops"), Some(3.0));
     }
 
     #[test]
