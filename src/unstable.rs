@@ -63,6 +63,15 @@ pub mod kinesis {
     pub use crate::receiver::kinesis::*;
 }
 
+/// KPL de-aggregation (Cargo feature `kpl`, part of `kinesis`).
+#[cfg(feature = "kpl")]
+pub mod kpl {
+    #[cfg(feature = "kinesis")]
+    pub use crate::receiver::kinesis::kpl::*;
+    #[cfg(not(feature = "kinesis"))]
+    pub use crate::receiver::kpl::*;
+}
+
 /// The capacity-planning harness behind `anthracite bench`.
 #[cfg(feature = "bench")]
 pub mod bench {

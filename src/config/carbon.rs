@@ -461,7 +461,13 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
             .clone()
             .unwrap_or_else(|| conf_dir.join(s.str("RELAY_RULES").unwrap_or("relay-rules.conf")));
         let specs_by_text = &specs;
-        raw.rules = relay_rules(&path, specs_by_text, &mut warnings)?;
+        let text = read(&path)?;
+        raw.rules = parse_relay_rules(
+            &text,
+            &path.display().to_string(),
+            specs_by_text,
+            &mut warnings,
+        )?;
     } else if method.is_aggregated() {
         let path = options.aggregation_rules.clone().unwrap_or_else(|| {
             conf_dir.join(
@@ -536,16 +542,17 @@ impl Settings<'_> {
     }
 }
 
-/// carbon's `loadRelayRules`: sections in file order, each `destinations` kept only where it
-/// is one of DESTINATIONS (carbon's router yields only configured destinations).
-fn relay_rules(
-    path: &Path,
+/// carbon's `loadRelayRules` on the text of `file` (relay-rules.conf): sections in file
+/// order, each `destinations` kept only where it is one of `configured` (carbon's router
+/// yields only configured destinations).
+pub fn parse_relay_rules(
+    text: &str,
+    file: &str,
     configured: &[DestinationSpec],
     warnings: &mut Vec<String>,
 ) -> Result<Vec<RawRule>, ConfigError> {
-    let file = path.display().to_string();
-    let text = read(path)?;
-    let ini = Ini::parse(&text).map_err(|e| ConfigError::Syntax {
+    let file = file.to_string();
+    let ini = Ini::parse(text).map_err(|e| ConfigError::Syntax {
         file: file.clone(),
         message: e.to_string(),
     })?;

@@ -17,6 +17,10 @@ pub mod admission;
 pub mod buffer;
 #[cfg(feature = "kinesis")]
 pub mod kinesis;
+/// KPL de-aggregation without the Kinesis source (Cargo feature `kpl` alone, for fuzzing).
+#[cfg(all(feature = "kpl", not(feature = "kinesis")))]
+#[path = "kinesis/kpl.rs"]
+pub mod kpl;
 pub mod pickle;
 pub mod tcp;
 pub mod udp;

@@ -43,9 +43,11 @@ pub const MAX_OBJECTS: usize = 1 << 20;
 /// Most scratch bytes a decoder keeps between frames ([`PickleDecoder::decode`]).
 pub const DECODER_KEEP_BYTES: usize = 256 << 10;
 
-/// Upper bound on a frame's scratch space per payload byte, checked by the tests below on
-/// the most expensive shapes (one value per byte, memoised, nested).
-pub const SCRATCH_PER_PAYLOAD_BYTE: usize = 96;
+/// Upper bound on a frame's scratch space per payload byte. Every value takes at least one
+/// opcode byte and at most 64 bytes of tables (its stack slot, its container slot, its
+/// object, a memo entry); tables grow by doubling. The tests below check the most expensive
+/// shapes (one value per byte, memoised, nested) stay under it (they measure about 50).
+pub const SCRATCH_PER_PAYLOAD_BYTE: usize = 128;
 
 /// Deepest container nesting, and most simultaneously open `MARK`s, one frame may use.
 pub const MAX_DEPTH: u32 = 1000;
@@ -486,6 +488,57 @@ mod tests {
         assert_eq!(bigint_to_f64(&v.to_le_bytes()), Some(9007199254740996.0));
         assert!(matches!(long_val(&[0xff], 0), Val::Int(-1)));
         assert!(matches!(long_val(&[], 0), Val::Int(0)));
+    }
+
+    /// The bound the README's memory table states: a frame's scratch space is at most
+    /// `SCRATCH_PER_PAYLOAD_BYTE` times its payload, on the shapes that create the most
+    /// values per byte (and all of it is given back after the frame).
+    #[test]
+    fn frame_scratch_stays_within_its_bound_per_payload_byte() {
+        let n = 60_000;
+        let mut shapes: Vec<(&str, Vec<u8>)> = Vec::new();
+        let mut p = b"\x80\x02](".to_vec();
+        p.extend(std::iter::repeat_n(b'N', n));
+        p.extend_from_slice(b"e.");
+        shapes.push(("one None per byte, appended", p));
+        let mut p = b"\x80\x02](".to_vec();
+        p.extend(std::iter::repeat_n(b']', n));
+        p.extend_from_slice(b"e.");
+        shapes.push(("one empty list per byte", p));
+        let mut p = b"\x80\x02(".to_vec();
+        p.extend(std::iter::repeat_n(b')', n));
+        p.extend_from_slice(b"l.");
+        shapes.push(("one empty tuple per byte", p));
+        let mut p = b"\x80\x02](".to_vec();
+        for i in 0..n / 6 {
+            p.push(b'N');
+            p.push(b'r');
+            p.extend_from_slice(&(i as u32).to_le_bytes());
+        }
+        p.extend_from_slice(b"e.");
+        shapes.push(("memoised values", p));
+        let mut p = b"\x80\x02N\x94](".to_vec();
+        p.extend(std::iter::repeat_n(*b"h\x00", n / 2).flatten());
+        p.extend_from_slice(b"e.");
+        shapes.push(("memo gets", p));
+        let mut p = b"\x80\x02".to_vec();
+        p.extend(std::iter::repeat_n(*b"](", 400).flatten());
+        p.extend(std::iter::repeat_n(b'e', 400));
+        p.push(b'.');
+        shapes.push(("nested", p));
+        for (what, payload) in shapes {
+            let mut d = PickleDecoder::new();
+            let mut drops = DropCounts::default();
+            let _ = d.decode_frame(&payload, &mut drops, |_, _, _| {});
+            let scratch = d.scratch_bytes();
+            assert!(
+                scratch <= SCRATCH_PER_PAYLOAD_BYTE * payload.len(),
+                "{what}: {scratch} bytes of scratch for {} bytes of payload",
+                payload.len()
+            );
+            d.release_oversized();
+            assert!(d.scratch_bytes() <= DECODER_KEEP_BYTES, "{what}");
+        }
     }
 
     #[test]
