@@ -525,7 +525,10 @@ const CARBON_KEYS: &[(&str, &str)] = &[
     ),
     ("telemetry.interval_secs", "CARBON_METRIC_INTERVAL"),
     ("telemetry.prefix", "CARBON_METRIC_PREFIX"),
-    ("ingest.min_timestamp_resolution", "MIN_TIMESTAMP_RESOLUTION"),
+    (
+        "ingest.min_timestamp_resolution",
+        "MIN_TIMESTAMP_RESOLUTION",
+    ),
 ];
 
 impl Settings<'_> {

@@ -30,7 +30,10 @@ fn huge_nan_and_negative_durations_are_config_errors_not_panics() {
         };
         for value in ["1e20", "nan", "inf", "-5"] {
             let e = err(&format!("[{table}]\n{spill}{key} = {value}\n"));
-            assert!(e.contains(&format!("{table}.{key}")), "{key} = {value}: {e}");
+            assert!(
+                e.contains(&format!("{table}.{key}")),
+                "{key} = {value}: {e}"
+            );
         }
     }
 }
@@ -48,7 +51,11 @@ fn integers_past_their_range_are_config_errors() {
         ("destinations", "flush_bytes", "0"),
         ("destinations", "connect_timeout_ms", "0"),
         ("destinations", "backoff_max_ms", "18446744073709551615"),
-        ("destinations.queue", "max_datapoints", "18446744073709551615"),
+        (
+            "destinations.queue",
+            "max_datapoints",
+            "18446744073709551615",
+        ),
         ("destinations.queue", "max_bytes", "10"),
         ("router", "replication_factor", "1000000"),
         ("ingest", "min_timestamp_resolution", "18446744073709551615"),
@@ -60,7 +67,10 @@ fn integers_past_their_range_are_config_errors() {
             format!("[{table}]\n{key} = {value}\n")
         };
         let e = err(&text);
-        assert!(e.contains(&format!("{table}.{key}")), "{key} = {value}: {e}");
+        assert!(
+            e.contains(&format!("{table}.{key}")),
+            "{key} = {value}: {e}"
+        );
     }
 }
 

@@ -154,8 +154,18 @@ pub(super) fn destinations(
     )?;
     ctx.int("destinations.flush_bytes", d.flush_bytes, 1, 64 << 20)?;
     ctx.int("destinations.linger_ms", d.linger_ms, 0, 60_000)?;
-    ctx.int("destinations.connect_timeout_ms", d.connect_timeout_ms, 1, 600_000)?;
-    ctx.int("destinations.backoff_min_ms", d.backoff_min_ms, 1, 3_600_000)?;
+    ctx.int(
+        "destinations.connect_timeout_ms",
+        d.connect_timeout_ms,
+        1,
+        600_000,
+    )?;
+    ctx.int(
+        "destinations.backoff_min_ms",
+        d.backoff_min_ms,
+        1,
+        3_600_000,
+    )?;
     ctx.int(
         "destinations.backoff_max_ms",
         d.backoff_max_ms,
@@ -375,10 +385,7 @@ fn spill_dir_usable(dir: &Path, ctx: &Ctx) -> Result<(), ConfigError> {
         match std::fs::metadata(existing) {
             Ok(m) if m.is_dir() => break,
             Ok(_) => {
-                return Err(ctx.invalid(
-                    KEY,
-                    format!("{} is not a directory", existing.display()),
-                ));
+                return Err(ctx.invalid(KEY, format!("{} is not a directory", existing.display())));
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 match existing.parent() {

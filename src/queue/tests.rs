@@ -413,7 +413,10 @@ async fn spill_refusing_moved_batches_returns_them_to_memory() {
     // Memory is full: this push enters disk mode and moves the 100 waiting datapoints.
     q.push_wait(seq_batch(100, 10)).await;
     let s = settled(&q, 10).await;
-    assert_eq!(s.queued_memory, 100, "the memory tier kept its batches: {s:?}");
+    assert_eq!(
+        s.queued_memory, 100,
+        "the memory tier kept its batches: {s:?}"
+    );
     assert_eq!(s.dropped(DestinationDropReason::SpillIo), 10, "{s:?}");
     // While the log refuses, memory batches stay put and overflow gets the fallback.
     q.push_wait(seq_batch(110, 10)).await;

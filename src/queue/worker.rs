@@ -15,7 +15,7 @@
 //!   same move. Records of that move already stored are read back first (they are older), so
 //!   the memory tier ends up holding what it held before, in order, and the destination drains
 //!   it as if there were no disk tier. The queue is told the disk refused
-//!   ([`Core::spill_refused`]) and stops moving memory batches until the log accepts again.
+//!   (`State::spill_refused`) and stops moving memory batches until the log accepts again.
 //!   So a full disk never loses more than a memory-only queue would.
 //! - New data gets the `spill_fallback`: `drop_newest` drops that batch; `drop_oldest`
 //!   discards the oldest unread records until a segment's worth of space is freed

@@ -207,7 +207,10 @@ mod tests {
             tokio::spawn(async move { a.admit_within(Duration::from_secs(5)).await })
         };
         drop(first);
-        let third = waiter.await.expect("join").expect("admitted after the eviction");
+        let third = waiter
+            .await
+            .expect("join")
+            .expect("admitted after the eviction");
         assert_eq!(a.active(), 2);
         drop((second, third));
         assert_eq!(a.active(), 0);

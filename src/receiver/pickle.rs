@@ -8,10 +8,10 @@ use bytes::Buf;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::warn;
 
+use super::ReceiverContext;
 use super::admission::Admitted;
 use super::buffer::ReadBuffer;
 use super::tcp::{Connection, Read, evicted, read_more};
-use super::ReceiverContext;
 use crate::ingest::Source;
 use crate::protocol::pickle::PickleDecoder;
 use crate::protocol::{DropCounts, DropReason};

@@ -103,9 +103,7 @@ pub async fn accept_loop<F, Fut>(
         };
         let admitted = match ctx.admission.try_admit() {
             Some(a) => Some(a),
-            None if ctx.admission.evict_idlest() => {
-                ctx.admission.admit_within(EVICTION_WAIT).await
-            }
+            None if ctx.admission.evict_idlest() => ctx.admission.admit_within(EVICTION_WAIT).await,
             None => None,
         };
         let Some(admitted) = admitted else {

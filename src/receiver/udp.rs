@@ -40,8 +40,11 @@ pub fn prepare_socket(socket: &impl AsFd, recv_buffer: Option<usize>) -> io::Res
     if let Some(asked) = recv_buffer {
         // Linux reports twice what it grants for bookkeeping; half of it is for data.
         if granted / 2 < asked {
-            info!(asked, granted,
-                "UDP receive buffer capped by the kernel; raise net.core.rmem_max for more");
+            info!(
+                asked,
+                granted,
+                "UDP receive buffer capped by the kernel; raise net.core.rmem_max for more"
+            );
         }
     }
     Ok(granted)
@@ -63,7 +66,11 @@ impl KernelDrops {
 }
 
 /// One `recvmsg`: the datagram's length, and the drop counter if the kernel sent it.
-fn receive(socket: &UdpSocket, buf: &mut [u8], cmsg: &mut [u8]) -> io::Result<(usize, Option<u32>)> {
+fn receive(
+    socket: &UdpSocket,
+    buf: &mut [u8],
+    cmsg: &mut [u8],
+) -> io::Result<(usize, Option<u32>)> {
     socket.try_io(Interest::READABLE, || {
         let mut iov = [IoSliceMut::new(buf)];
         let msg = recvmsg::<()>(

@@ -64,7 +64,9 @@ pub fn interval_datapoints(
     for reason in DropReason::ALL {
         out.push((
             format!("{root}.{}.{}", leaf::DROPPED_DATAPOINTS, reason.as_str()),
-            now.invalid.get(reason).saturating_sub(prev.invalid.get(reason)) as f64,
+            now.invalid
+                .get(reason)
+                .saturating_sub(prev.invalid.get(reason)) as f64,
         ));
     }
     for (i, d) in now.destinations.iter().enumerate() {

@@ -238,14 +238,28 @@ fn check_and_run_exit_2_on_values_that_crashed_or_slipped_through() {
     std::fs::write(&file, b"x").expect("write file");
     let servers = "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\n";
     let cases: Vec<(&str, String)> = vec![
-        ("listen.idle_timeout_secs", format!("[listen]\nidle_timeout_secs = 1e20\n{servers}")),
-        ("listen.idle_timeout_secs", format!("[listen]\nidle_timeout_secs = nan\n{servers}")),
-        ("listen.idle_timeout_secs", format!("[listen]\nidle_timeout_secs = -5\n{servers}")),
-        ("shutdown.grace_secs", format!("{servers}[shutdown]\ngrace_secs = 1e20\n")),
+        (
+            "listen.idle_timeout_secs",
+            format!("[listen]\nidle_timeout_secs = 1e20\n{servers}"),
+        ),
+        (
+            "listen.idle_timeout_secs",
+            format!("[listen]\nidle_timeout_secs = nan\n{servers}"),
+        ),
+        (
+            "listen.idle_timeout_secs",
+            format!("[listen]\nidle_timeout_secs = -5\n{servers}"),
+        ),
+        (
+            "shutdown.grace_secs",
+            format!("{servers}[shutdown]\ngrace_secs = 1e20\n"),
+        ),
         (
             "destinations.spill.max_age_secs",
-            format!("{servers}[destinations.spill]\ndir = {:?}\nmax_age_secs = 1e20\n",
-                dir.path().join("spill").display().to_string()),
+            format!(
+                "{servers}[destinations.spill]\ndir = {:?}\nmax_age_secs = 1e20\n",
+                dir.path().join("spill").display().to_string()
+            ),
         ),
         (
             "listen.max_connections",
@@ -253,15 +267,21 @@ fn check_and_run_exit_2_on_values_that_crashed_or_slipped_through() {
         ),
         (
             "destinations.spill.dir",
-            format!("{servers}[destinations.spill]\ndir = {:?}\n", file.display().to_string()),
+            format!(
+                "{servers}[destinations.spill]\ndir = {:?}\n",
+                file.display().to_string()
+            ),
         ),
         (
             "listen.pickle_tcp",
-            format!("[listen]\nline_tcp = \"127.0.0.1:2003\"\npickle_tcp = \"127.0.0.1:2003\"\n{servers}"),
+            format!(
+                "[listen]\nline_tcp = \"127.0.0.1:2003\"\npickle_tcp = \"127.0.0.1:2003\"\n{servers}"
+            ),
         ),
         (
             "destinations.linger_ms",
-            "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\nlinger_ms = 18446744073709551615\n".into(),
+            "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\nlinger_ms = 18446744073709551615\n"
+                .into(),
         ),
         (
             "destinations.servers[0]",
@@ -286,7 +306,10 @@ fn check_and_run_exit_2_on_values_that_crashed_or_slipped_through() {
                 .expect("run anthracite");
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "{command} on {key}: {err}");
-            assert!(err.contains(key) && err.contains("bad.toml"), "{command} on {key}: {err}");
+            assert!(
+                err.contains(key) && err.contains("bad.toml"),
+                "{command} on {key}: {err}"
+            );
         }
     }
 }

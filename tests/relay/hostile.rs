@@ -54,8 +54,11 @@ fn max_name_length_drops_and_counts_in_every_protocol() {
     );
     sources += 1;
     let udp = UdpSocket::bind("127.0.0.1:0").expect("bind udp client");
-    udp.send_to(format!("{long} 1 {ts}\nok.udp 1 {ts}\n").as_bytes(), relay.udp)
-        .expect("send datagram");
+    udp.send_to(
+        format!("{long} 1 {ts}\nok.udp 1 {ts}\n").as_bytes(),
+        relay.udp,
+    )
+    .expect("send datagram");
     sources += 1;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -98,7 +101,9 @@ fn max_name_length_drops_and_counts_in_every_protocol() {
 /// One protocol-2 pickle frame (length prefix included) of `n` datapoints whose names are
 /// 25 bytes: 4 + 5 + 50 × n bytes.
 fn frame(first: usize, n: usize) -> Vec<u8> {
-    let names: Vec<String> = (first..first + n).map(|i| format!("big.frame.{i:015}")).collect();
+    let names: Vec<String> = (first..first + n)
+        .map(|i| format!("big.frame.{i:015}"))
+        .collect();
     let mut out = BytesMut::new();
     encode_message(
         names.iter().map(|name| Datapoint {

@@ -481,7 +481,10 @@ fn spill_disk_full_loses_no_more_than_memory_policy() {
     let s = relay.wait_stats("drained", WAIT, |s| s.destinations[0].queued == 0);
     let d = &s.destinations[0];
     assert_eq!(d.sent, kept, "{d:?}");
-    assert_eq!(sink.wait_quiet(Duration::from_millis(300), WAIT), kept as usize);
+    assert_eq!(
+        sink.wait_quiet(Duration::from_millis(300), WAIT),
+        kept as usize
+    );
     let got: Vec<usize> = sink.received().iter().map(|r| r.value as usize).collect();
     assert!(
         got.windows(2).all(|w| w[0] < w[1]),

@@ -65,7 +65,10 @@ fn instance_section_overrides_relay_and_default_feeds_both() {
     assert_eq!(cfg.listen.pickle_tcp, None, "port 0 disables, as in carbon");
     assert_eq!(cfg.listen.line_udp, "[::]:2003".parse().ok());
     assert_eq!(cfg.destinations[1].spec.host, "::1");
-    assert_eq!(cfg.destinations[0].queue.max_datapoints, 1_000_000_000, "inf: the largest value allowed");
+    assert_eq!(
+        cfg.destinations[0].queue.max_datapoints, 1_000_000_000,
+        "inf: the largest value allowed"
+    );
     assert_eq!(cfg.telemetry.interval, None);
     assert_eq!(cfg.telemetry.prefix, "dflt");
     assert_eq!(cfg.telemetry.instance, "b");
@@ -312,8 +315,10 @@ fn max_queue_size_out_of_range_is_a_config_error() {
         let err = import(&conf).expect_err(value).to_string();
         assert!(err.contains(key), "{key} = {value}: {err}");
     }
-    let c = import(&format!("{base}MAX_QUEUE_SIZE = inf\nMAX_RECEIVER_CONNECTIONS = inf\n"))
-        .expect("inf");
+    let c = import(&format!(
+        "{base}MAX_QUEUE_SIZE = inf\nMAX_RECEIVER_CONNECTIONS = inf\n"
+    ))
+    .expect("inf");
     assert_eq!(c.config.destinations[0].queue.max_datapoints, 1_000_000_000);
     assert_eq!(c.config.listen.max_connections, 1_000_000);
 }

@@ -174,11 +174,7 @@ impl PickleDecoder {
             return Err(BAD);
         }
         self.reset();
-        let result = self.run(payload);
-        let top = match result {
-            Ok(top) => top,
-            Err(e) => return Err(e),
-        };
+        let top = self.run(payload)?;
         let mut emitted = 0;
         let mut entry = |item: Val| match self.entry(payload, item) {
             Ok((name, timestamp, value)) => {
