@@ -258,3 +258,69 @@ fn udp_kernel_drops_are_reported() {
     assert_eq!(sink.wait_for_count(received, WAIT), received);
     relay.stop();
 }
+
+/// Issue 14: at the process's file-descriptor limit `accept` failed with one log line and the
+/// clients queued in the backlog hung. Failed accepts now back off and are counted, and out of
+/// descriptors the relay closes its idlest connection to give one back, so a real client
+/// queued behind a flood of idle ones gets through. (The real binary, with a low `ulimit -n`.)
+#[test]
+fn out_of_file_descriptors_does_not_hang_queued_clients() {
+    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = support::free_ports(1)[0];
+    let config = dir.path().join("relay.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[listen]\nline_tcp = \"127.0.0.1:{port}\"\npickle_tcp = \"\"\n\
+             [destinations]\nservers = [\"{}:a\"]\n[telemetry]\ninterval_secs = 0\n",
+            sink.addr()
+        ),
+    )
+    .expect("write config");
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!(
+            "ulimit -n 48 && exec {} run --config {}",
+            env!("CARGO_BIN_EXE_anthracite"),
+            config.display()
+        ))
+        .env("RUST_LOG", "warn");
+    let mut relay = support::process::ManagedChild::spawn(
+        "anthracite (ulimit -n 48)",
+        cmd,
+        dir.path().join("relay.log"),
+    );
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut idle = Vec::new();
+    while idle.is_empty() {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(c) => idle.push(c),
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("relay did not listen: {e}"),
+        }
+    }
+    // More idle clients than the relay has descriptors: the rest wait in the backlog.
+    for _ in 0..80 {
+        idle.push(TcpStream::connect(("127.0.0.1", port)).expect("connect idle client"));
+    }
+    std::thread::sleep(
+        anthracite::unstable::receiver::admission::MIN_IDLE_TO_EVICT + Duration::from_millis(200),
+    );
+    let ts = support::unix_now();
+    let points: Vec<(String, i64, f64)> = (0..50)
+        .map(|i| (format!("fd.client.{i}"), ts, 1.0))
+        .collect();
+    support::send_lines(format!("127.0.0.1:{port}").parse().expect("addr"), &points);
+    assert_eq!(sink.wait_for_count(50, WAIT), 50);
+    relay.assert_running("the queued client's datapoints");
+    assert!(
+        relay.log_tail(50).contains("accept failed"),
+        "the relay ran out of descriptors: {}",
+        relay.log_tail(50)
+    );
+    drop(idle);
+    relay.stop();
+}
