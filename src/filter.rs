@@ -2,7 +2,8 @@
 //!
 //! Mirrors `carbon.regexlist` 1.1.10: one regex per line, lines starting with `#` and blank lines
 //! skipped, a regex that does not compile is logged and skipped, a missing file is an empty
-//! list. A name is dropped when it *searches* (unanchored, case-sensitive) any blacklist regex
+//! list; Python-only syntax (look-around, back-references) is honoured through
+//! [`Pattern`]'s backtracking fallback. A name is dropped when it *searches* (unanchored, case-sensitive) any blacklist regex
 //! (counted as `blacklistMatches`), else when the whitelist is non-empty and it matches none
 //! (`whitelistRejects`). An empty list filters nothing.
 //!
@@ -20,6 +21,7 @@ use std::time::{Duration, SystemTime};
 use regex::bytes::RegexSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::pattern::Pattern;
 use crate::protocol::NameHashBuilder;
 use crate::protocol::tags::MEMO_MAX_BYTES;
 
@@ -45,10 +47,12 @@ pub enum Verdict {
     NotWhitelisted,
 }
 
-/// One compiled list.
+/// One compiled list: the linear-time patterns in one [`RegexSet`], the few that need
+/// backtracking (look-around, back-references; see [`Pattern`]) beside it.
 #[derive(Debug, Clone, Default)]
 pub struct RegexList {
     set: Option<RegexSet>,
+    backtracking: Vec<Pattern>,
     /// Lines that were skipped because they do not compile, with the error.
     pub skipped: Vec<(String, String)>,
 }
@@ -58,14 +62,16 @@ impl RegexList {
     pub fn parse(text: &str) -> Self {
         let mut patterns = Vec::new();
         let mut skipped = Vec::new();
+        let mut backtracking = Vec::new();
         for line in text.lines() {
             let pattern = line.trim();
             // carbon tests `line.startswith('#')` on the unstripped line.
             if line.starts_with('#') || pattern.is_empty() {
                 continue;
             }
-            match regex::bytes::Regex::new(pattern) {
-                Ok(_) => patterns.push(pattern.to_owned()),
+            match Pattern::new(pattern) {
+                Ok(p) if p.is_linear() => patterns.push(pattern.to_owned()),
+                Ok(p) => backtracking.push(p),
                 Err(e) => skipped.push((pattern.to_owned(), e.to_string())),
             }
         }
@@ -81,17 +87,22 @@ impl RegexList {
                 }
             }
         };
-        Self { set, skipped }
+        Self {
+            set,
+            backtracking,
+            skipped,
+        }
     }
 
     /// True when the list has at least one regex.
     pub fn is_active(&self) -> bool {
-        self.set.is_some()
+        self.set.is_some() || !self.backtracking.is_empty()
     }
 
     /// True when some regex matches anywhere in `name`.
     pub fn matches(&self, name: &[u8]) -> bool {
         self.set.as_ref().is_some_and(|s| s.is_match(name))
+            || self.backtracking.iter().any(|p| p.is_match(name))
     }
 }
 
@@ -351,6 +362,19 @@ mod tests {
         assert_eq!(Lists::default().verdict(b"anything"), Verdict::Pass);
         // carbon checks '#' on the raw line: an indented '#' line is a regex.
         assert!(RegexList::parse("  #x\n").matches(b"a#x"));
+    }
+
+    #[test]
+    fn python_look_ahead_entries_are_honoured_not_skipped() {
+        let lists = Lists {
+            whitelist: RegexList::parse("^prod\\.(?!tmp\\.)\n"),
+            blacklist: RegexList::parse("(?<=\\.)secret$\n"),
+        };
+        assert!(lists.whitelist.skipped.is_empty() && lists.blacklist.skipped.is_empty());
+        assert_eq!(lists.verdict(b"prod.cpu"), Verdict::Pass);
+        assert_eq!(lists.verdict(b"prod.tmp.cpu"), Verdict::NotWhitelisted);
+        assert_eq!(lists.verdict(b"prod.secret"), Verdict::Blacklisted);
+        assert_eq!(lists.verdict(b"prodsecret"), Verdict::NotWhitelisted);
     }
 
     #[test]

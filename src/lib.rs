@@ -4,23 +4,26 @@
 //! `carbon-relay` would, and delivers them to carbon-cache instances through one bounded queue
 //! per destination. The data path reads top to bottom:
 //!
-//! 1. **accept** — `src/receiver/`: plaintext over TCP and UDP, pickle over TCP. One task per
-//!    connection reads into a buffer and hands whole lines or frames to the parser.
-//! 2. **parse** — `src/protocol/`: `line.rs` and `pickle/` decode bytes into
+//! 1. **accept** — `src/receiver/`: plaintext over TCP and UDP, pickle and protobuf over TCP,
+//!    optionally inside TLS (`src/tls.rs`). One task per connection reads into a buffer and
+//!    hands whole lines or frames to the parser.
+//! 2. **parse** — `src/protocol/`: `line.rs`, `pickle/` and `protobuf.rs` decode bytes into
 //!    `(name, timestamp, value)` with carbon's rules; no I/O, no allocation per datapoint.
 //!    `src/filter.rs` drops names on carbon's blacklist or off its whitelist (`USE_WHITELIST`),
 //!    reloaded when the files change.
 //! 3. **route** — `src/router/`: carbon's consistent-hashing ring (`carbon_ch`, `fnv1a_ch`,
-//!    `mmh3_ch`), fast-hashing and rules, with a route cache so repeated names never pay an
-//!    MD5. The [`Ingestor`] (`src/ingest/`) ties parse → route → queue together and batches
-//!    per connection.
+//!    `mmh3_ch`), fast-hashing and rules (patterns in Python `re` syntax through
+//!    `src/pattern.rs`), with a route cache so repeated names never pay an MD5; pooled replicas
+//!    (`router/pool.rs`) pick the least-loaded instance per `host:port`. The [`Ingestor`]
+//!    (`src/ingest/`) ties parse → route → queue together and batches per connection.
 //! 4. **queue** — `src/queue/`: one bounded queue per destination with an explicit
 //!    [`WhenFull`] policy; every drop counted with a reason. With a spill directory the memory
 //!    tier overflows into a per-destination spill log on disk (`src/queue/spill/`, whose
 //!    module documentation is the design), driven by a dedicated thread and replayed oldest
 //!    first.
-//! 5. **send** — `src/destination/`: one task per destination drains its queue, encodes pickle
-//!    or line messages, writes in large batches and reconnects with capped, jittered backoff.
+//! 5. **send** — `src/destination/`: one task per destination drains its queue, encodes
+//!    pickle, line or protobuf messages (or packs lines into UDP datagrams), writes in large
+//!    batches, over TLS where configured, and reconnects with capped, jittered backoff.
 //!
 //! `src/config/` reads `relay.toml`, or an unchanged carbon `carbon.conf` with its relay-rules
 //! and aggregation-rules files, into a validated [`Config`].
@@ -29,7 +32,8 @@
 //! first, then queues drain, then destinations close). `src/telemetry/` holds the self-metric
 //! names and the reporter that feeds `carbon.relays.<host>.*` back into the stream. Other
 //! sources join at step 3 through an [`Ingestor`]: the Kinesis Data Streams reader
-//! (`src/receiver/kinesis/`, Cargo feature `kinesis`) and any embedding program, via
+//! (`src/receiver/kinesis/`, Cargo feature `kinesis`; its `leases/` share a stream's shards across
+//! relays through a DynamoDB lease table) and any embedding program, via
 //! [`RelayHandle::ingestor`]. `src/bench/` (Cargo feature `bench`) is the capacity-planning
 //! harness behind `anthracite bench`.
 //!
@@ -72,12 +76,14 @@ mod config;
 mod destination;
 mod filter;
 mod ingest;
+mod pattern;
 mod protocol;
 mod queue;
 mod receiver;
 mod relay;
 mod router;
 mod telemetry;
+mod tls;
 pub mod unstable;
 
 pub use batch::Datapoint;

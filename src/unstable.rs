@@ -47,6 +47,16 @@ pub mod telemetry {
     pub use crate::telemetry::*;
 }
 
+/// Python-compatible patterns (`regex` first, bounded backtracking for look-around).
+pub mod pattern {
+    pub use crate::pattern::*;
+}
+
+/// TLS to destinations and on receivers (rustls, ring provider).
+pub mod tls {
+    pub use crate::tls::*;
+}
+
 /// Receivers: the accept loop, admission, read buffers, UDP.
 pub mod receiver {
     pub use crate::receiver::*;

@@ -71,12 +71,17 @@ const HONOURED: &[&str] = &[
     "ENABLE_UDP_LISTENER",
     "UDP_RECEIVER_INTERFACE",
     "UDP_RECEIVER_PORT",
+    // carbon 1.1 loads receivers as plugins (`<PLUGIN>_RECEIVER_*`); protobuf is one.
+    "PROTOBUF_RECEIVER_INTERFACE",
+    "PROTOBUF_RECEIVER_PORT",
     "RELAY_METHOD",
     "REPLICATION_FACTOR",
     "DIVERSE_REPLICAS",
     "ROUTER_HASH_TYPE",
     "DESTINATIONS",
     "DESTINATION_PROTOCOL",
+    "DESTINATION_TRANSPORT",
+    "DESTINATION_SSL_CA",
     "DESTINATION_POOL_REPLICAS",
     "MAX_QUEUE_SIZE",
     "QUEUE_LOW_WATERMARK_PCT",
@@ -139,8 +144,6 @@ const KNOWN: &[&str] = &[
     "MANHOLE_HOST_KEY_DIR",
     "DYNAMIC_ROUTER",
     "DYNAMIC_ROUTER_MAX_RETRIES",
-    "DESTINATION_TRANSPORT",
-    "DESTINATION_SSL_CA",
     "USE_INSECURE_UNPICKLER",
     "CACHE_WRITE_STRATEGY",
     "WRITE_BACK_FREQUENCY",
@@ -328,6 +331,11 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
     } else {
         String::new()
     };
+    // carbon: `port = int(settings.get('PROTOBUF_RECEIVER_PORT', 0))`, off unless set. carbon
+    // binds `PROTOBUF_RECEIVER_INTERFACE` as given (and fails to start without it); 0.0.0.0
+    // here, like the other receivers' default.
+    raw.listen.protobuf_tcp =
+        s.address("PROTOBUF_RECEIVER_INTERFACE", "PROTOBUF_RECEIVER_PORT", 0)?;
     raw.listen.max_pickle_frame = s.uint("PICKLE_RECEIVER_MAX_LENGTH", 1 << 20)? as usize;
     raw.listen.max_frame_buffer_bytes = raw
         .listen
@@ -408,18 +416,22 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
     raw.destinations.protocol = match s.str("DESTINATION_PROTOCOL").unwrap_or("pickle") {
         "pickle" => OutputProtocol::Pickle,
         "line" => OutputProtocol::Line,
+        "protobuf" => OutputProtocol::Protobuf,
+        "udp" => {
+            warnings.push(format!(
+                "{file}: DESTINATION_PROTOCOL = udp: carbon.conf.example lists it but carbon-relay 1.1.10 has no UDP client and exits at startup; anthracite sends carbon's plaintext lines in UDP datagrams"
+            ));
+            OutputProtocol::Udp
+        }
         other => {
             return Err(s.invalid(
                 "DESTINATION_PROTOCOL",
-                format!("{other:?} is not supported (pickle or line)"),
+                format!("{other:?} must be one of pickle, line, protobuf, udp"),
             ));
         }
     };
-    if s.bool("DESTINATION_POOL_REPLICAS", false)? {
-        warnings.push(format!(
-            "{file}: DESTINATION_POOL_REPLICAS = True is not implemented: each datapoint goes to the instance the ring chose, not the least-loaded instance on the same host:port"
-        ));
-    }
+    raw.destinations.tls = destination_tls(&s, &file, &mut warnings);
+    raw.destinations.pool_replicas = s.bool("DESTINATION_POOL_REPLICAS", false)?;
     raw.destinations.queue.max_datapoints = match s.count_or_inf("MAX_QUEUE_SIZE", Some(1000))? {
         Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
         // The byte bound (`destinations.queue.max_bytes`) still applies.
@@ -505,6 +517,40 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
     Ok(CarbonImport { config, warnings })
 }
 
+/// `DESTINATION_TRANSPORT` / `DESTINATION_SSL_CA`: carbon connects with TLS when the transport
+/// is `ssl` (trusting only `DESTINATION_SSL_CA` when set, else the system store, and checking
+/// the certificate against each destination's host), with plain TCP for any other value.
+fn destination_tls(
+    s: &Settings<'_>,
+    file: &str,
+    warnings: &mut Vec<String>,
+) -> Option<super::raw::RawClientTls> {
+    let ca_file = s
+        .str("DESTINATION_SSL_CA")
+        .filter(|v| !v.is_empty() && *v != "None")
+        .unwrap_or_default()
+        .to_owned();
+    match s.str("DESTINATION_TRANSPORT").unwrap_or("none") {
+        "ssl" => Some(super::raw::RawClientTls {
+            ca_file,
+            ..Default::default()
+        }),
+        other => {
+            if other != "none" {
+                warnings.push(format!(
+                    "{file}: DESTINATION_TRANSPORT = {other}: not \"ssl\", so plain TCP (as carbon does)"
+                ));
+            }
+            if !ca_file.is_empty() {
+                warnings.push(format!(
+                    "{file}: DESTINATION_SSL_CA has no effect without DESTINATION_TRANSPORT = ssl"
+                ));
+            }
+            None
+        }
+    }
+}
+
 /// carbon's `MAX_RECEIVER_CONNECTIONS = inf`: `listen.max_connections`' largest value.
 const MAX_CONNECTIONS: usize = 1_000_000;
 /// carbon's `MAX_QUEUE_SIZE = inf`: `destinations.queue.max_datapoints`' largest value.
@@ -516,6 +562,7 @@ const CARBON_KEYS: &[(&str, &str)] = &[
     ("listen.line_tcp", "LINE_RECEIVER_PORT"),
     ("listen.pickle_tcp", "PICKLE_RECEIVER_PORT"),
     ("listen.line_udp", "UDP_RECEIVER_PORT"),
+    ("listen.protobuf_tcp", "PROTOBUF_RECEIVER_PORT"),
     ("listen.max_pickle_frame", "PICKLE_RECEIVER_MAX_LENGTH"),
     ("listen.max_connections", "MAX_RECEIVER_CONNECTIONS"),
     ("listen.idle_timeout_secs", "METRIC_CLIENT_IDLE_TIMEOUT"),

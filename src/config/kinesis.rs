@@ -69,7 +69,8 @@ pub struct RawKinesis {
     pub max_records: i32,
     /// Re-list shards this often (splits, merges). Default 60 s.
     pub shard_sync_interval_secs: f64,
-    /// Directory of the checkpoint files (one per stream). Required.
+    /// Directory of the checkpoint files (one per stream). Required without `lease_table`;
+    /// with it, a file found here is migrated into the empty lease table.
     pub checkpoint_dir: PathBuf,
     /// Commit checkpoints this often (also at shard end and shutdown). Default 10 s.
     pub checkpoint_interval_secs: f64,
@@ -82,6 +83,16 @@ pub struct RawKinesis {
     pub backoff_min_ms: u64,
     /// Longest back-off. Default 10000 ms.
     pub backoff_max_ms: u64,
+    /// DynamoDB table of shard leases and checkpoints (KCL 2.x layout), shared by every relay
+    /// reading the stream. Default: none (one relay reads every shard, checkpoints in files).
+    pub lease_table: String,
+    /// Endpoint URL for DynamoDB (a VPC endpoint, or a local DynamoDB). Default: AWS's.
+    pub dynamodb_endpoint_url: String,
+    /// This relay's lease owner name, unique in the fleet. Default `<hostname>-<pid>`.
+    pub worker_id: String,
+    /// A lease not renewed for this long may be taken by another relay. Default 10 s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_duration_secs: Option<f64>,
 }
 
 impl Default for RawKinesis {
@@ -104,8 +115,28 @@ impl Default for RawKinesis {
             queue_high_water: 0.5,
             backoff_min_ms: 200,
             backoff_max_ms: 10_000,
+            lease_table: String::new(),
+            dynamodb_endpoint_url: String::new(),
+            worker_id: String::new(),
+            lease_duration_secs: None,
         }
     }
+}
+
+/// Default `lease_duration_secs`.
+pub const DEFAULT_LEASE_DURATION_SECS: f64 = 10.0;
+
+/// Shard leases in a DynamoDB table (`lease_table` and its keys).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LeaseConfig {
+    /// The table's name.
+    pub table: String,
+    /// DynamoDB endpoint override.
+    pub dynamodb_endpoint_url: Option<String>,
+    /// This relay's `leaseOwner` value.
+    pub worker_id: String,
+    /// How long an unrenewed lease stays this worker's.
+    pub lease_duration: Duration,
 }
 
 /// A validated Kinesis source.
@@ -135,8 +166,8 @@ pub struct KinesisConfig {
     pub max_records: i32,
     /// Shard re-list interval.
     pub shard_sync_interval: Duration,
-    /// Checkpoint directory.
-    pub checkpoint_dir: PathBuf,
+    /// Checkpoint directory (absent only with a lease table).
+    pub checkpoint_dir: Option<PathBuf>,
     /// Checkpoint commit interval.
     pub checkpoint_interval: Duration,
     /// Payload encoding.
@@ -149,6 +180,8 @@ pub struct KinesisConfig {
     pub backoff_max: Duration,
     /// Longest Graphite line (from `listen.max_line_length`).
     pub max_line_length: usize,
+    /// Shard leases shared by a fleet of relays; `None`: this relay reads every shard.
+    pub leases: Option<LeaseConfig>,
 }
 
 impl KinesisConfig {
@@ -229,10 +262,11 @@ impl KinesisConfig {
         };
         let shard_sync_interval = secs("shard_sync_interval_secs", raw.shard_sync_interval_secs)?;
         let checkpoint_interval = secs("checkpoint_interval_secs", raw.checkpoint_interval_secs)?;
-        if raw.checkpoint_dir.as_os_str().is_empty() {
+        let leases = lease_config(raw, &err)?;
+        if raw.checkpoint_dir.as_os_str().is_empty() && leases.is_none() {
             return Err(err(
                 "checkpoint_dir",
-                "a directory for checkpoint files is required",
+                "a directory for checkpoint files is required (or a lease_table)",
             ));
         }
         if !(raw.queue_high_water > 0.0 && raw.queue_high_water <= 1.0) {
@@ -260,13 +294,15 @@ impl KinesisConfig {
             poll_busy: Duration::from_millis(raw.poll_busy_ms),
             max_records: raw.max_records,
             shard_sync_interval,
-            checkpoint_dir: raw.checkpoint_dir.clone(),
+            checkpoint_dir: (!raw.checkpoint_dir.as_os_str().is_empty())
+                .then(|| raw.checkpoint_dir.clone()),
             checkpoint_interval,
             content_encoding: raw.content_encoding,
             queue_high_water: raw.queue_high_water,
             backoff_min: Duration::from_millis(raw.backoff_min_ms),
             backoff_max: Duration::from_millis(raw.backoff_max_ms),
             max_line_length,
+            leases,
         })
     }
 
@@ -279,6 +315,73 @@ impl KinesisConfig {
         };
         Self::from_raw(&raw, "kinesis", 16_384)
     }
+}
+
+/// The lease keys of one entry: all absent, or `lease_table` plus optional others.
+fn lease_config(
+    raw: &RawKinesis,
+    err: &dyn Fn(&str, &str) -> (String, String),
+) -> Result<Option<LeaseConfig>, (String, String)> {
+    if raw.lease_table.is_empty() {
+        for (key, set) in [
+            (
+                "dynamodb_endpoint_url",
+                !raw.dynamodb_endpoint_url.is_empty(),
+            ),
+            ("worker_id", !raw.worker_id.is_empty()),
+            ("lease_duration_secs", raw.lease_duration_secs.is_some()),
+        ] {
+            if set {
+                return Err(err(key, "only used with lease_table"));
+            }
+        }
+        return Ok(None);
+    }
+    let t = &raw.lease_table;
+    let valid_table = (3..=255).contains(&t.len())
+        && t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+    if !valid_table {
+        return Err(err(
+            "lease_table",
+            "DynamoDB table names are 3-255 characters of [a-zA-Z0-9_.-]",
+        ));
+    }
+    let worker_id = if raw.worker_id.is_empty() {
+        format!(
+            "{}-{}",
+            gethostname::gethostname().to_string_lossy(),
+            std::process::id()
+        )
+    } else {
+        raw.worker_id.clone()
+    };
+    let valid_worker = worker_id.len() <= 256
+        && !worker_id
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace());
+    if !valid_worker {
+        return Err(err(
+            "worker_id",
+            "at most 256 characters, without spaces or control characters",
+        ));
+    }
+    let secs = raw
+        .lease_duration_secs
+        .unwrap_or(DEFAULT_LEASE_DURATION_SECS);
+    if !(secs.is_finite() && (1.0..=3600.0).contains(&secs)) {
+        return Err(err(
+            "lease_duration_secs",
+            "must be between 1 and 3600 seconds",
+        ));
+    }
+    Ok(Some(LeaseConfig {
+        table: t.clone(),
+        dynamodb_endpoint_url: (!raw.dynamodb_endpoint_url.is_empty())
+            .then(|| raw.dynamodb_endpoint_url.clone()),
+        worker_id,
+        lease_duration: Duration::from_secs_f64(secs),
+    }))
 }
 
 /// Validates every `[[kinesis]]` entry; errors are `(dotted key, message)`.
@@ -296,14 +399,27 @@ pub fn validate_all(
             ));
         }
         let k = KinesisConfig::from_raw(k, &key, max_line_length)?;
-        if out
-            .iter()
-            .any(|p| p.stream_name == k.stream_name && p.checkpoint_dir == k.checkpoint_dir)
-        {
+        let shares_file = |p: &KinesisConfig| {
+            p.stream_name == k.stream_name
+                && p.checkpoint_dir.is_some()
+                && p.checkpoint_dir == k.checkpoint_dir
+        };
+        if out.iter().any(shares_file) {
             return Err((
                 key,
                 "the same stream twice with one checkpoint_dir would share a checkpoint file"
                     .into(),
+            ));
+        }
+        let table = |c: &KinesisConfig| c.leases.as_ref().map(|l| l.table.clone());
+        if let Some(t) = table(&k)
+            && out.iter().any(|p| table(p).as_ref() == Some(&t))
+        {
+            return Err((
+                format!("{key}.lease_table"),
+                format!(
+                    "table {t:?} is already used by another [[kinesis]] entry: a lease table holds one stream"
+                ),
             ));
         }
         out.push(k);
@@ -417,6 +533,67 @@ mod tests {
             err.to_string().contains("kinesis[0].checkpoint_dir"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn lease_keys_are_validated_with_errors_naming_the_key() {
+        if !cfg!(feature = "kinesis") {
+            return;
+        }
+        let base =
+            "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\n[[kinesis]]\nstream = \"s\"\n";
+        let c = crate::Config::from_toml_str(&format!("{base}lease_table = \"s-leases\"\n"))
+            .expect("a lease table needs no checkpoint_dir");
+        let l = c.kinesis[0].leases.clone().expect("leases");
+        assert_eq!(l.lease_duration, Duration::from_secs(10));
+        assert!(
+            l.worker_id.ends_with(&format!("-{}", std::process::id())),
+            "{}",
+            l.worker_id
+        );
+        assert_eq!(c.kinesis[0].checkpoint_dir, None);
+        let c = crate::Config::from_toml_str(&format!(
+            "{base}lease_table = \"s-leases\"\nworker_id = \"relay-7\"\nlease_duration_secs = 2.5\ndynamodb_endpoint_url = \"http://127.0.0.1:8000\"\ncheckpoint_dir = \"/tmp/cp\"\n"
+        ))
+        .expect("every lease key");
+        let l = c.kinesis[0].leases.clone().expect("leases");
+        assert_eq!(l.worker_id, "relay-7");
+        assert_eq!(l.lease_duration, Duration::from_millis(2500));
+        assert_eq!(
+            l.dynamodb_endpoint_url.as_deref(),
+            Some("http://127.0.0.1:8000")
+        );
+        for (extra, key) in [
+            (
+                "worker_id = \"w\"\ncheckpoint_dir = \"/x\"\n",
+                "kinesis[0].worker_id",
+            ),
+            (
+                "lease_duration_secs = 5\ncheckpoint_dir = \"/x\"\n",
+                "kinesis[0].lease_duration_secs",
+            ),
+            (
+                "dynamodb_endpoint_url = \"http://x\"\ncheckpoint_dir = \"/x\"\n",
+                "kinesis[0].dynamodb_endpoint_url",
+            ),
+            ("lease_table = \"ab\"\n", "kinesis[0].lease_table"),
+            ("lease_table = \"has space\"\n", "kinesis[0].lease_table"),
+            (
+                "lease_table = \"tbl\"\nworker_id = \"a b\"\n",
+                "kinesis[0].worker_id",
+            ),
+            (
+                "lease_table = \"tbl\"\nlease_duration_secs = 0.5\n",
+                "kinesis[0].lease_duration_secs",
+            ),
+            (
+                "lease_table = \"tbl\"\n[[kinesis]]\nstream = \"t\"\nlease_table = \"tbl\"\n",
+                "kinesis[1].lease_table",
+            ),
+        ] {
+            let err = crate::Config::from_toml_str(&format!("{base}{extra}")).expect_err(extra);
+            assert!(err.to_string().contains(key), "{extra}: {err}");
+        }
     }
 
     #[test]

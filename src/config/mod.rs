@@ -19,6 +19,7 @@ use crate::destination::DestinationConfig;
 pub use crate::filter::ListsConfig;
 use crate::router::RouterSpec;
 pub use crate::telemetry::TelemetryConfig;
+use crate::tls::ServerTls;
 
 pub use builder::ConfigBuilder;
 pub use carbon::{CarbonImport, CarbonOptions};
@@ -66,6 +67,8 @@ pub struct ListenConfig {
     pub line_udp: Option<SocketAddr>,
     /// Pickle over TCP (`None`: off).
     pub pickle_tcp: Option<SocketAddr>,
+    /// carbon's protobuf over TCP (`None`: off).
+    pub protobuf_tcp: Option<SocketAddr>,
     /// Most concurrent client connections over all TCP receivers.
     pub max_connections: usize,
     /// Close a client connection silent for this long (`None`: never).
@@ -82,6 +85,10 @@ pub struct ListenConfig {
     pub backlog: u32,
     /// `SO_RCVBUF` asked for the UDP socket (`None`: the system default).
     pub udp_recv_buffer: Option<usize>,
+    /// Largest accepted protobuf frame, in bytes.
+    pub max_protobuf_frame: usize,
+    /// TLS on every TCP receiver (`None`: plaintext).
+    pub tls: Option<ServerTls>,
 }
 
 /// Between parsing and routing.
@@ -109,6 +116,9 @@ pub struct Config {
     pub(crate) route_cache_entries: usize,
     /// Destinations, in `servers` order (the ring insertion order).
     pub(crate) destinations: Vec<DestinationConfig>,
+    /// Instances sharing `host:port` share the load instead of each getting a copy (carbon's
+    /// `DESTINATION_POOL_REPLICAS`).
+    pub(crate) pool_replicas: bool,
     /// Filtering and normalisation before routing.
     pub(crate) ingest: IngestConfig,
     /// Self-metrics.
@@ -192,6 +202,7 @@ impl Config {
             listen,
             router,
             destinations,
+            pool_replicas: raw.destinations.pool_replicas,
             ingest,
             telemetry,
             shutdown_grace,

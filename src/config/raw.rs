@@ -43,6 +43,9 @@ pub struct RawListen {
     pub line_udp: String,
     /// Pickle TCP address. Default `0.0.0.0:2004`; `""` disables.
     pub pickle_tcp: String,
+    /// carbon's protobuf (`Payload`, length-prefixed) over TCP. Default `""` (off, as in
+    /// carbon, whose `PROTOBUF_RECEIVER_PORT` is unset by default).
+    pub protobuf_tcp: String,
     /// Most concurrent TCP client connections (1–1000000). Default 10000. At the limit the
     /// connection idle the longest is closed to admit the new one; with none idle, the new
     /// one is refused.
@@ -67,6 +70,47 @@ pub struct RawListen {
     /// Receive buffer (`SO_RCVBUF`) asked for the UDP socket, in bytes; 0 keeps the system
     /// default (the kernel caps it at `net.core.rmem_max`). Default 4194304.
     pub udp_recv_buffer: usize,
+    /// Largest protobuf frame in bytes (64–1073741824). Default 1048576 (carbon's fixed
+    /// protobuf limit).
+    pub max_protobuf_frame: usize,
+    /// TLS on every TCP receiver (line, pickle, protobuf): `{ cert_file, key_file, client_ca }`.
+    /// Default: none (plaintext, as carbon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<RawServerTls>,
+}
+
+/// `listen.tls`: the receivers' certificate, and optionally the CA client certificates must
+/// chain to.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServerTls {
+    /// PEM certificate chain. Required.
+    pub cert_file: String,
+    /// PEM private key. Required.
+    pub key_file: String,
+    /// PEM CA certificates; when set, clients must present a certificate signed by one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_ca: String,
+}
+
+/// `destinations.tls`: TLS to every TCP destination (carbon's `DESTINATION_TRANSPORT = ssl`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawClientTls {
+    /// PEM CA certificates the destinations' certificates must chain to (carbon's
+    /// `DESTINATION_SSL_CA`). Default `""`: the system's CA store.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub ca_file: String,
+    /// Name the certificates must be valid for. Default `""`: each destination's host (as
+    /// carbon).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub server_name: String,
+    /// PEM client certificate chain, for destinations that ask for one (with `client_key`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub client_cert: String,
+    /// PEM private key of `client_cert`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub client_key: String,
 }
 
 impl Default for RawListen {
@@ -75,6 +119,7 @@ impl Default for RawListen {
             line_tcp: "0.0.0.0:2003".into(),
             line_udp: String::new(),
             pickle_tcp: "0.0.0.0:2004".into(),
+            protobuf_tcp: String::new(),
             max_connections: 10_000,
             idle_timeout_secs: 600.0,
             max_line_length: 16_384,
@@ -83,6 +128,8 @@ impl Default for RawListen {
             max_frame_buffer_bytes: 256 << 20,
             backlog: 1024,
             udp_recv_buffer: 4 << 20,
+            max_protobuf_frame: 1 << 20,
+            tls: None,
         }
     }
 }
@@ -127,10 +174,22 @@ pub struct RawDestinations {
     /// `host:port[:instance]` strings (or tables with per-destination overrides), in ring
     /// insertion order. Required.
     pub servers: Vec<RawServer>,
-    /// `pickle` (default) or `line`.
+    /// `pickle` (default), `line`, `protobuf` or `udp` (plaintext lines in datagrams).
     pub protocol: OutputProtocol,
-    /// Datapoints per pickle message. Default 500 (carbon's `MAX_DATAPOINTS_PER_MESSAGE`).
+    /// Datapoints per pickle or protobuf message. Default 500 (carbon's
+    /// `MAX_DATAPOINTS_PER_MESSAGE`).
     pub max_datapoints_per_message: usize,
+    /// `protocol = "udp"`: most bytes of lines per datagram. Default 1432 (fits a 1500-byte
+    /// MTU); a longer line goes alone.
+    pub max_datagram_bytes: usize,
+    /// Instances sharing `host:port` form a pool: a datapoint the router sends to any of them
+    /// goes once, to the one with the shortest queue (carbon's `DESTINATION_POOL_REPLICAS`).
+    /// Default false.
+    pub pool_replicas: bool,
+    /// TLS to the destinations (`{ ca_file, server_name, client_cert, client_key }`). Default:
+    /// none (plaintext).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<RawClientTls>,
     /// Write once this many bytes are buffered. Default 65536.
     pub flush_bytes: usize,
     /// Wait this long for more data before a smaller write. Default 5 ms.
@@ -153,6 +212,9 @@ impl Default for RawDestinations {
             servers: Vec::new(),
             protocol: OutputProtocol::Pickle,
             max_datapoints_per_message: 500,
+            max_datagram_bytes: 1432,
+            pool_replicas: false,
+            tls: None,
             flush_bytes: 64 << 10,
             linger_ms: 5,
             connect_timeout_ms: 3000,

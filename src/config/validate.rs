@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use super::raw::{self, RawDestinations, RawIngest, RawListen, RawRouter, RawRule, RawTelemetry};
 use super::{ConfigError, IngestConfig, ListenConfig};
-use crate::destination::DestinationConfig;
+use crate::destination::{DestinationConfig, MAX_UDP_PAYLOAD, OutputProtocol};
 use crate::filter::ListsConfig;
 use crate::queue::spill::{FsyncPolicy, SpillConfig};
 use crate::queue::{QueueLimits, SpillSettings, WhenFull};
 use crate::router::aggregation::AggregationRule;
 use crate::router::{DestinationSpec, Method, RouterSpec, RuleSpec};
 use crate::telemetry::TelemetryConfig;
+use crate::tls::{ClientTls, ClientTlsSettings, ServerTls, ServerTlsSettings};
 
 /// Where errors point: the file being validated.
 pub(super) struct Ctx<'a> {
@@ -86,11 +87,17 @@ pub(super) const MAX_SECS: f64 = 31_536_000.0;
 pub(super) fn listen(l: &RawListen, ctx: &Ctx) -> Result<ListenConfig, ConfigError> {
     ctx.int("listen.max_line_length", l.max_line_length, 64, 1 << 20)?;
     ctx.int("listen.max_pickle_frame", l.max_pickle_frame, 64, 1 << 30)?;
+    ctx.int(
+        "listen.max_protobuf_frame",
+        l.max_protobuf_frame,
+        64,
+        1 << 30,
+    )?;
     ctx.int("listen.max_name_length", l.max_name_length, 16, 1 << 20)?;
     ctx.int(
         "listen.max_frame_buffer_bytes",
         l.max_frame_buffer_bytes,
-        l.max_pickle_frame + 4,
+        l.max_pickle_frame.max(l.max_protobuf_frame) + 4,
         64 << 30,
     )?;
     ctx.int("listen.max_connections", l.max_connections, 1, 1_000_000)?;
@@ -107,20 +114,29 @@ pub(super) fn listen(l: &RawListen, ctx: &Ctx) -> Result<ListenConfig, ConfigErr
     )?;
     let line_tcp = ctx.addr("listen.line_tcp", &l.line_tcp)?;
     let pickle_tcp = ctx.addr("listen.pickle_tcp", &l.pickle_tcp)?;
-    if let (Some(a), Some(b)) = (line_tcp, pickle_tcp)
-        && a.port() != 0
-        && a.port() == b.port()
-        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
-    {
-        return Err(ctx.invalid(
-            "listen.pickle_tcp",
-            format!("{b} overlaps listen.line_tcp ({a}): both cannot be bound"),
-        ));
+    let protobuf_tcp = ctx.addr("listen.protobuf_tcp", &l.protobuf_tcp)?;
+    let tcp = [
+        ("listen.line_tcp", line_tcp),
+        ("listen.pickle_tcp", pickle_tcp),
+        ("listen.protobuf_tcp", protobuf_tcp),
+    ];
+    for (i, (key, b)) in tcp.iter().enumerate() {
+        for (other, a) in &tcp[..i] {
+            if let (Some(a), Some(b)) = (a, b)
+                && overlap(a, b)
+            {
+                return Err(ctx.invalid(
+                    key,
+                    format!("{b} overlaps {other} ({a}): both cannot be bound"),
+                ));
+            }
+        }
     }
     Ok(ListenConfig {
         line_tcp,
         line_udp: ctx.addr("listen.line_udp", &l.line_udp)?,
         pickle_tcp,
+        protobuf_tcp,
         max_connections: l.max_connections,
         idle_timeout,
         max_line_length: l.max_line_length,
@@ -129,7 +145,17 @@ pub(super) fn listen(l: &RawListen, ctx: &Ctx) -> Result<ListenConfig, ConfigErr
         max_frame_buffer_bytes: l.max_frame_buffer_bytes,
         backlog: l.backlog,
         udp_recv_buffer: (l.udp_recv_buffer > 0).then_some(l.udp_recv_buffer),
+        max_protobuf_frame: l.max_protobuf_frame,
+        tls: server_tls(l.tls.as_ref(), ctx)?,
     })
+}
+
+/// Two TCP listen addresses that cannot both be bound: the same port (not 0, which picks a
+/// free one) on the same address, or on any address where one is the wildcard.
+fn overlap(a: &SocketAddr, b: &SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }
 
 /// `[destinations]` with its `queue` and `spill` tables and per-server overrides.
@@ -175,6 +201,13 @@ pub(super) fn destinations(
     if !d.spill.dir.is_empty() {
         spill_dir_usable(Path::new(&d.spill.dir), ctx)?;
     }
+    let tls = client_tls(d.tls.as_ref(), ctx)?;
+    if !(64..=MAX_UDP_PAYLOAD).contains(&d.max_datagram_bytes) {
+        return Err(ctx.invalid(
+            "destinations.max_datagram_bytes",
+            format!("must be between 64 and {MAX_UDP_PAYLOAD}"),
+        ));
+    }
     let mut out: Vec<DestinationConfig> = Vec::with_capacity(d.servers.len());
     for (i, server) in d.servers.iter().enumerate() {
         let key = format!("destinations.servers[{i}]");
@@ -205,6 +238,15 @@ pub(super) fn destinations(
             ));
         }
         let o = server.overrides();
+        let protocol = o.protocol.unwrap_or(d.protocol);
+        if protocol == OutputProtocol::Udp && tls.is_some() {
+            return Err(ctx.invalid(
+                "destinations.tls",
+                format!(
+                    "{spec} uses protocol \"udp\": TLS needs a TCP protocol (pickle, line or protobuf)"
+                ),
+            ));
+        }
         let queue = queue_limits(d, &o, &key, ctx)?;
         let spill = if d.spill.dir.is_empty() {
             None
@@ -213,7 +255,9 @@ pub(super) fn destinations(
         };
         out.push(DestinationConfig {
             spec,
-            protocol: o.protocol.unwrap_or(d.protocol),
+            protocol,
+            tls: tls.clone(),
+            max_datagram_bytes: d.max_datagram_bytes,
             max_datapoints_per_message: d.max_datapoints_per_message,
             queue,
             flush_bytes: d.flush_bytes,
@@ -583,4 +627,57 @@ pub(super) fn ingest(g: &RawIngest, ctx: &Ctx) -> Result<IngestConfig, ConfigErr
 pub(super) fn shutdown_grace(s: &raw::RawShutdown, ctx: &Ctx) -> Result<Duration, ConfigError> {
     let grace = ctx.secs("shutdown.grace_secs", s.grace_secs, 0.0, 3600.0, false)?;
     Ok(grace.unwrap_or_default())
+}
+
+/// `destinations.tls`: files read and the rustls configuration built now, so a bad file is a
+/// startup error naming the key.
+fn client_tls(
+    raw: Option<&raw::RawClientTls>,
+    ctx: &Ctx,
+) -> Result<Option<ClientTls>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let path = |p: &str| (!p.is_empty()).then(|| PathBuf::from(p));
+    if raw.client_cert.is_empty() != raw.client_key.is_empty() {
+        return Err(ctx.invalid(
+            "destinations.tls.client_key",
+            "client_cert and client_key go together",
+        ));
+    }
+    let settings = ClientTlsSettings {
+        ca_file: path(&raw.ca_file),
+        server_name: (!raw.server_name.is_empty()).then(|| raw.server_name.clone()),
+        client_cert: path(&raw.client_cert),
+        client_key: path(&raw.client_key),
+    };
+    ClientTls::new(settings)
+        .map(Some)
+        .map_err(|e| ctx.invalid("destinations.tls", e.to_string()))
+}
+
+/// `listen.tls`, read and built like [`client_tls`].
+fn server_tls(
+    raw: Option<&raw::RawServerTls>,
+    ctx: &Ctx,
+) -> Result<Option<ServerTls>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    for (key, value) in [
+        ("listen.tls.cert_file", &raw.cert_file),
+        ("listen.tls.key_file", &raw.key_file),
+    ] {
+        if value.is_empty() {
+            return Err(ctx.invalid(key, "required with listen.tls"));
+        }
+    }
+    let settings = ServerTlsSettings {
+        cert_file: PathBuf::from(&raw.cert_file),
+        key_file: PathBuf::from(&raw.key_file),
+        client_ca: (!raw.client_ca.is_empty()).then(|| PathBuf::from(&raw.client_ca)),
+    };
+    ServerTls::new(settings)
+        .map(Some)
+        .map_err(|e| ctx.invalid("listen.tls", e.to_string()))
 }

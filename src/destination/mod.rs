@@ -1,32 +1,38 @@
 //! One task per destination: queue → socket.
 //!
-//! The task connects (capped exponential backoff with jitter between attempts), then loops:
-//! take the oldest batch, keep taking while less than `flush_bytes` is encoded (waiting at most
-//! `linger` for more), encode pickle messages of at most `max_datapoints_per_message` (or
-//! lines), write them in one `write_all`, and acknowledge the batches. When a write fails the
-//! batches go back to the front of the queue and are sent again after the reconnect, so a
-//! datapoint is delivered at least once unless the peer accepted the bytes and then lost them
-//! (carbon's protocol has no acknowledgements).
+//! The task connects (capped exponential backoff with jitter between attempts), then drains the
+//! queue over that connection until it is lost, the queue is closed and empty, or the grace
+//! period ends. How it talks depends on [`OutputProtocol`]:
 //!
-//! While idle the task also watches the socket for EOF, so a carbon-cache that went away is
-//! noticed before the next write rather than by losing that write. A slow or dead destination
-//! only ever fills its own queue.
+//! - [`stream`]: pickle, plaintext lines or protobuf over TCP, optionally inside TLS
+//!   ([`crate::tls::ClientTls`], carbon's `DESTINATION_TRANSPORT = ssl`). Writes are batched
+//!   to `flush_bytes` or a `linger`; a write is counted as sent only once the connection is
+//!   seen alive after it (carbon's protocols have no acknowledgement), and batches whose write
+//!   failed go back to the front of the queue for the next connection.
+//! - [`udp`]: plaintext lines packed into datagrams. UDP has no connection to lose: a datagram
+//!   the kernel refuses is counted as dropped (`send_failed`).
+//!
+//! `encode` (private) turns in-flight batches into bytes for either. A slow or dead destination only
+//! ever fills its own queue; a TLS certificate that does not verify is a failed connection
+//! attempt like a refused one (logged with the reason, counted, retried with backoff), so the
+//! data waits in the queue or its spill log and is never sent in plaintext.
+
+mod encode;
+pub mod stream;
+pub mod udp;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedReadHalf;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::batch::Batch;
-use crate::protocol::{line, pickle};
 use crate::queue::{DestinationQueue, QueueLimits};
 use crate::router::DestinationSpec;
+use crate::tls::ClientTls;
 
 /// What a destination is sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -37,7 +43,26 @@ pub enum OutputProtocol {
     Pickle,
     /// Plaintext lines (carbon-cache's `LINE_RECEIVER_PORT`).
     Line,
+    /// carbon's protobuf `Payload`, length-prefixed (carbon-cache's `PROTOBUF_RECEIVER_PORT`).
+    Protobuf,
+    /// Plaintext lines in UDP datagrams (carbon-cache's `UDP_RECEIVER_PORT`).
+    Udp,
 }
+
+impl OutputProtocol {
+    /// The config spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OutputProtocol::Pickle => "pickle",
+            OutputProtocol::Line => "line",
+            OutputProtocol::Protobuf => "protobuf",
+            OutputProtocol::Udp => "udp",
+        }
+    }
+}
+
+/// Largest payload a UDP datagram can carry (IPv4).
+pub const MAX_UDP_PAYLOAD: usize = 65_507;
 
 /// Settings of one destination.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,7 +71,7 @@ pub struct DestinationConfig {
     pub spec: DestinationSpec,
     /// Wire format.
     pub protocol: OutputProtocol,
-    /// Largest pickle message, in datapoints.
+    /// Largest pickle or protobuf message, in datapoints.
     pub max_datapoints_per_message: usize,
     /// Queue bounds and full policy.
     pub queue: QueueLimits,
@@ -54,7 +79,7 @@ pub struct DestinationConfig {
     pub flush_bytes: usize,
     /// Longest wait for more data before a smaller write.
     pub linger: Duration,
-    /// TCP connect timeout.
+    /// TCP connect timeout (including the TLS handshake).
     pub connect_timeout: Duration,
     /// First reconnect delay.
     pub backoff_min: Duration,
@@ -62,6 +87,11 @@ pub struct DestinationConfig {
     pub backoff_max: Duration,
     /// The disk tier (`None`: memory only).
     pub spill: Option<crate::queue::SpillSettings>,
+    /// TLS around the TCP connection (`None`: plaintext).
+    pub tls: Option<ClientTls>,
+    /// With [`OutputProtocol::Udp`]: lines are packed into datagrams of at most this many
+    /// bytes (a longer line goes alone in its own datagram).
+    pub max_datagram_bytes: usize,
 }
 
 /// Capped exponential backoff with jitter (each delay uniformly in `[d/2, d]`).
@@ -102,6 +132,24 @@ pub struct DestinationSignals {
     pub abort: CancellationToken,
 }
 
+/// How one connection ended.
+pub(crate) enum Served {
+    /// Queue closed and empty: done.
+    Drained,
+    /// Grace period over.
+    Aborted,
+    /// Write or read failed; in-flight data was requeued.
+    Lost(std::io::Error),
+}
+
+/// An open connection to a destination.
+enum Link {
+    /// TCP, or TLS over TCP.
+    Stream(stream::Halves),
+    /// A connected UDP socket.
+    Datagram(tokio::net::UdpSocket),
+}
+
 /// Runs one destination until its queue is closed and drained, or `signals.abort` fires.
 pub async fn run(
     config: DestinationConfig,
@@ -111,7 +159,8 @@ pub async fn run(
     let name = config.spec.to_string();
     let stats = queue.stats().clone();
     let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
-    let mut sender = Sender::new(&config);
+    let mut stream_sender = stream::Sender::new(&config);
+    let mut datagram_sender = udp::Sender::new(&config);
     let mut failures_in_row = 0u32;
     loop {
         if queue.queued() == 0 && queue_closed_and_empty(&queue) {
@@ -121,8 +170,8 @@ pub async fn run(
             _ = signals.abort.cancelled() => return,
             c = connect(&config) => c,
         };
-        let stream = match connected {
-            Ok(s) => s,
+        let link = match connected {
+            Ok(l) => l,
             Err(e) => {
                 stats.connect_failed();
                 failures_in_row += 1;
@@ -147,7 +196,14 @@ pub async fn run(
         failures_in_row = 0;
         backoff.reset();
         stats.set_connected(true);
-        let outcome = sender.serve(stream, &queue, &signals).await;
+        let outcome = match link {
+            Link::Stream(halves) => stream_sender.serve(halves, &queue, &signals).await,
+            Link::Datagram(socket) => {
+                datagram_sender
+                    .serve(&socket, &queue, &signals, &name)
+                    .await
+            }
+        };
         stats.set_connected(false);
         match outcome {
             Served::Drained | Served::Aborted => return,
@@ -160,6 +216,35 @@ pub async fn run(
                     _ = tokio::time::sleep(delay) => {}
                 }
             }
+        }
+    }
+}
+
+/// Starts a write with `first` and keeps taking batches into `in_flight` until `flush_bytes`
+/// are gathered, lingering once (at most `linger`) for more when the queue runs dry.
+pub(crate) async fn gather(
+    queue: &DestinationQueue,
+    first: Batch,
+    flush_bytes: usize,
+    linger: Duration,
+    in_flight: &mut Vec<Batch>,
+) {
+    let mut pending = first.size_bytes();
+    in_flight.push(first);
+    let mut lingered = false;
+    while pending < flush_bytes {
+        if let Some(b) = queue.try_pop() {
+            pending += b.size_bytes();
+            in_flight.push(b);
+            continue;
+        }
+        if lingered || linger.is_zero() || queue.is_closed() {
+            break;
+        }
+        lingered = true;
+        tokio::select! {
+            _ = tokio::time::sleep(linger) => {}
+            _ = queue.changed() => {}
         }
     }
 }
@@ -177,246 +262,33 @@ async fn wait_closed_and_empty(queue: &DestinationQueue) {
     }
 }
 
-async fn connect(config: &DestinationConfig) -> std::io::Result<TcpStream> {
-    let target = (config.spec.host.as_str(), config.spec.port);
-    let stream = tokio::time::timeout(config.connect_timeout, TcpStream::connect(target))
+/// Opens a link of the destination's kind, bounded by the connect timeout (TLS handshake
+/// included).
+async fn connect(config: &DestinationConfig) -> std::io::Result<Link> {
+    let host = config.spec.host.as_str();
+    let target = (host, config.spec.port);
+    let attempt = async {
+        if config.protocol == OutputProtocol::Udp {
+            return udp::connect(target).await.map(Link::Datagram);
+        }
+        let stream = TcpStream::connect(target).await?;
+        stream.set_nodelay(true)?;
+        match &config.tls {
+            Some(tls) => {
+                let tls_stream = tls.connect(stream, host).await?;
+                Ok(Link::Stream(stream::Halves::tls(tls_stream)))
+            }
+            None => Ok(Link::Stream(stream::Halves::tcp(stream))),
+        }
+    };
+    let what = if config.tls.is_some() {
+        "connect or TLS handshake timed out"
+    } else {
+        "connect timed out"
+    };
+    tokio::time::timeout(config.connect_timeout, attempt)
         .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
-    stream.set_nodelay(true)?;
-    Ok(stream)
-}
-
-enum Served {
-    /// Queue closed and empty: done.
-    Drained,
-    /// Grace period over.
-    Aborted,
-    /// Write or read failed; in-flight data was requeued.
-    Lost(std::io::Error),
-}
-
-/// Encoding state reused across connections.
-struct Sender {
-    protocol: OutputProtocol,
-    per_message: usize,
-    flush_bytes: usize,
-    linger: Duration,
-    buf: BytesMut,
-    in_flight: Vec<Batch>,
-}
-
-impl Sender {
-    fn new(config: &DestinationConfig) -> Self {
-        Self {
-            protocol: config.protocol,
-            per_message: config.max_datapoints_per_message,
-            flush_bytes: config.flush_bytes,
-            linger: config.linger,
-            buf: BytesMut::with_capacity(config.flush_bytes * 2),
-            in_flight: Vec::new(),
-        }
-    }
-
-    async fn serve(
-        &mut self,
-        stream: TcpStream,
-        queue: &DestinationQueue,
-        signals: &DestinationSignals,
-    ) -> Served {
-        let (mut reader, mut writer) = stream.into_split();
-        let mut unconfirmed = Unconfirmed::default();
-        loop {
-            let first = tokio::select! {
-                biased;
-                _ = signals.abort.cancelled() => {
-                    unconfirmed.requeue(queue);
-                    return Served::Aborted;
-                }
-                b = queue.pop() => b,
-                e = watch_eof(&mut reader) => {
-                    unconfirmed.requeue(queue);
-                    return Served::Lost(e);
-                }
-                // Idle with a write outstanding and the peer still there: it was received.
-                _ = tokio::time::sleep(CONFIRM_IDLE), if !unconfirmed.is_empty() => {
-                    unconfirmed.confirm(queue);
-                    continue;
-                }
-            };
-            let Some(first) = first else {
-                if let Err(e) = check_alive(&reader) {
-                    unconfirmed.requeue(queue);
-                    return Served::Lost(e);
-                }
-                unconfirmed.confirm(queue);
-                let _ = writer.shutdown().await;
-                return Served::Drained;
-            };
-            let mut pending = first.size_bytes();
-            self.in_flight.push(first);
-            // Gather up to flush_bytes, lingering briefly for more when the queue runs dry.
-            let mut lingered = false;
-            while pending < self.flush_bytes {
-                if let Some(b) = queue.try_pop() {
-                    pending += b.size_bytes();
-                    self.in_flight.push(b);
-                    continue;
-                }
-                if lingered || self.linger.is_zero() || queue.is_closed() {
-                    break;
-                }
-                lingered = true;
-                tokio::select! {
-                    _ = tokio::time::sleep(self.linger) => {}
-                    _ = queue.changed() => {}
-                }
-            }
-            // The previous write is confirmed only if the peer has not closed since: a carbon
-            // cache that went away between two writes would otherwise silently swallow the
-            // first write after its close.
-            if let Err(e) = check_alive(&reader) {
-                // Each requeue goes to the front: newer batches first, so the older
-                // unconfirmed write ends up ahead of them (FIFO, and the queue's in-flight
-                // bookkeeping expects the most recent batches back first).
-                queue.requeue(std::mem::take(&mut self.in_flight));
-                unconfirmed.requeue(queue);
-                return Served::Lost(e);
-            }
-            unconfirmed.confirm(queue);
-            let (datapoints, messages) = self.encode();
-            let write = tokio::select! {
-                biased;
-                _ = signals.abort.cancelled() => None,
-                r = writer.write_all(&self.buf) => Some(r),
-            };
-            self.buf.clear();
-            match write {
-                Some(Ok(())) => {
-                    unconfirmed.hold(std::mem::take(&mut self.in_flight), datapoints, messages);
-                }
-                Some(Err(e)) => {
-                    queue.requeue(std::mem::take(&mut self.in_flight));
-                    return Served::Lost(e);
-                }
-                None => {
-                    // Aborted mid-write: the peer may have part of it; counting it as still
-                    // queued (undelivered) is the conservative choice.
-                    queue.requeue(std::mem::take(&mut self.in_flight));
-                    return Served::Aborted;
-                }
-            }
-        }
-    }
-
-    /// Encodes every in-flight batch into `buf`; returns (datapoints, messages).
-    fn encode(&mut self) -> (usize, usize) {
-        let mut datapoints = 0;
-        let mut messages = 0;
-        match self.protocol {
-            OutputProtocol::Line => {
-                for b in &self.in_flight {
-                    for dp in b.iter() {
-                        line::encode_line(dp, &mut self.buf);
-                    }
-                    datapoints += b.len();
-                }
-                messages = usize::from(datapoints > 0);
-            }
-            OutputProtocol::Pickle => {
-                let total: usize = self.in_flight.iter().map(Batch::len).sum();
-                let mut points = self.in_flight.iter().flat_map(|b| b.iter());
-                let mut left = total;
-                while left > 0 {
-                    let n = left.min(self.per_message);
-                    pickle::encode_message(points.by_ref().take(n), &mut self.buf);
-                    left -= n;
-                    messages += 1;
-                }
-                datapoints = total;
-            }
-        }
-        (datapoints, messages)
-    }
-}
-
-/// How long an idle connection must stay open after a write before that write counts as sent.
-const CONFIRM_IDLE: Duration = Duration::from_millis(50);
-
-/// Batches written to the socket but not yet known to have reached a live peer.
-///
-/// carbon's protocols have no acknowledgement. A write succeeds once the kernel has the bytes;
-/// if the cache closed its end just before, those bytes are lost with no error. So the last
-/// write is held here and counted as sent only when the connection is seen alive afterwards
-/// (before the next write, or after [`CONFIRM_IDLE`] of quiet); if the peer is gone by then, the
-/// batches go back to the queue. Delivery is therefore at-least-once: a cache that processed the
-/// write and then closed gets it again after the reconnect.
-#[derive(Default)]
-struct Unconfirmed {
-    batches: Vec<Batch>,
-    datapoints: usize,
-    messages: usize,
-}
-
-impl Unconfirmed {
-    fn is_empty(&self) -> bool {
-        self.batches.is_empty()
-    }
-
-    fn hold(&mut self, batches: Vec<Batch>, datapoints: usize, messages: usize) {
-        self.batches = batches;
-        self.datapoints = datapoints;
-        self.messages = messages;
-    }
-
-    fn confirm(&mut self, queue: &DestinationQueue) {
-        if !self.batches.is_empty() {
-            self.batches.clear();
-            queue.ack(self.datapoints, self.messages);
-        }
-    }
-
-    fn requeue(&mut self, queue: &DestinationQueue) {
-        if !self.batches.is_empty() {
-            queue.requeue(std::mem::take(&mut self.batches));
-        }
-    }
-}
-
-/// `Ok` while the peer has not closed the connection (checked without waiting).
-fn check_alive(reader: &OwnedReadHalf) -> std::io::Result<()> {
-    let mut scratch = [0u8; 512];
-    loop {
-        match reader.try_read(&mut scratch) {
-            Ok(0) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "destination closed the connection",
-                ));
-            }
-            // carbon-cache sends nothing; whatever it sent is ignored.
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Resolves when the peer closes the connection or it errors. carbon-cache never sends data;
-/// anything it does send is read and ignored.
-async fn watch_eof(reader: &mut OwnedReadHalf) -> std::io::Error {
-    let mut scratch = [0u8; 512];
-    loop {
-        match reader.read(&mut scratch).await {
-            Ok(0) => {
-                return std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "destination closed the connection",
-                );
-            }
-            Ok(_) => continue,
-            Err(e) => return e,
-        }
-    }
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, what))?
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use crate::filter::{NameFilter, SharedLists, Verdict};
 use crate::protocol::tags::TagNormalizer;
 use crate::protocol::{DropCounts, DropReason, line, normalize};
 use crate::queue::{DestinationQueue, PushMode, PushOutcome};
-use crate::router::{RouteCache, Router};
+use crate::router::{ReplicaPools, RouteCache, Router};
 
 pub use receipt::{Delivery, Receipt};
 pub use source::Source;
@@ -56,6 +56,7 @@ pub struct Pipeline {
     pub(crate) min_timestamp_resolution: u64,
     pub(crate) tag_relay_normalized: bool,
     pub(crate) max_name_length: usize,
+    pub(crate) pools: Option<Arc<ReplicaPools>>,
 }
 
 impl Pipeline {
@@ -75,6 +76,7 @@ impl Pipeline {
             min_timestamp_resolution: 0,
             tag_relay_normalized: false,
             max_name_length: DEFAULT_MAX_NAME_LENGTH,
+            pools: None,
         }
     }
 
@@ -82,6 +84,17 @@ impl Pipeline {
     /// (`listen.max_name_length`; default [`DEFAULT_MAX_NAME_LENGTH`]).
     pub fn with_max_name_length(mut self, bytes: usize) -> Self {
         self.max_name_length = bytes;
+        self
+    }
+
+    /// Pools destinations sharing `host:port` (carbon's `DESTINATION_POOL_REPLICAS`): a
+    /// datapoint routed to any member goes once, to the member with the shortest queue.
+    pub fn with_replica_pools(mut self, on: bool) -> Self {
+        self.pools = if on {
+            ReplicaPools::new(self.router.destinations()).map(Arc::new)
+        } else {
+            None
+        };
         self
     }
 
@@ -312,10 +325,14 @@ impl Ingestor {
             return Pushed::Invalid(DropReason::NoDestination);
         }
         self.accepted += 1;
+        let pools = self.pipeline.pools.as_deref();
+        let pool_of = |d: u16| pools.map_or(d, |p| p.representative(d));
         for (i, &dest) in route.iter().enumerate() {
             // carbon sends to the *set* of destinations the router yields: a duplicate
-            // (RF=2 on a one-node ring, overlapping `continue` rules) gets one copy.
-            if route[..i].contains(&dest) {
+            // (RF=2 on a one-node ring, overlapping `continue` rules) gets one copy, and with
+            // pooled replicas so do two members of one pool.
+            let dest = pool_of(dest);
+            if route[..i].iter().any(|&d| pool_of(d) == dest) {
                 continue;
             }
             let dest = usize::from(dest);
@@ -383,6 +400,14 @@ impl Ingestor {
     }
 
     async fn hand_over(&mut self, dest: usize, batch: Batch, out: &mut Flushed) {
+        // With pooled replicas the batch goes to the pool's least-loaded member.
+        let dest = match self.pipeline.pools.as_deref() {
+            Some(pools) => u16::try_from(dest)
+                .ok()
+                .and_then(|d| least_loaded(pools.members(d), &self.pipeline.queues))
+                .unwrap_or(dest),
+            None => dest,
+        };
         let Some(q) = self.pipeline.queues.get(dest) else {
             return;
         };
@@ -456,6 +481,17 @@ impl Drop for Ingestor {
         }
         self.publish_counters();
     }
+}
+
+/// The pool member whose queue holds the fewest datapoints (the first of equals), as carbon's
+/// `min(pool, key=queueSize)`; `None` for an empty pool.
+fn least_loaded(members: &[u16], queues: &[Arc<DestinationQueue>]) -> Option<usize> {
+    members
+        .iter()
+        .map(|&m| usize::from(m))
+        .filter_map(|m| queues.get(m).map(|q| (q.queued(), m)))
+        .min_by_key(|&(queued, _)| queued)
+        .map(|(_, m)| m)
 }
 
 /// Seconds since the epoch as a float, like Python's `time.time()`.

@@ -12,6 +12,8 @@ pub enum Source {
     LineUdp,
     /// Pickle over TCP.
     PickleTcp,
+    /// carbon's protobuf over TCP.
+    ProtobufTcp,
     /// The relay's own self-metrics.
     Internal,
     /// An embedding program or a non-socket source (e.g. Kinesis).
@@ -20,10 +22,11 @@ pub enum Source {
 
 impl Source {
     /// Every source.
-    pub const ALL: [Source; 5] = [
+    pub const ALL: [Source; 6] = [
         Source::LineTcp,
         Source::LineUdp,
         Source::PickleTcp,
+        Source::ProtobufTcp,
         Source::Internal,
         Source::Embedded,
     ];
@@ -34,6 +37,7 @@ impl Source {
             Source::LineTcp => "line_tcp",
             Source::LineUdp => "line_udp",
             Source::PickleTcp => "pickle_tcp",
+            Source::ProtobufTcp => "protobuf_tcp",
             Source::Internal => "internal",
             Source::Embedded => "embedded",
         }

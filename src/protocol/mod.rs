@@ -6,6 +6,9 @@
 //!   for protocols 0–5 that executes nothing, and the protocol-2 encoder used towards
 //!   carbon-cache.
 //!
+//! - [`protobuf`]: carbon's protobuf framing (4-byte big-endian length + `carbon.Payload`), a
+//!   zero-copy decoder and the encoder for `protocol = "protobuf"` destinations.
+//!
 //! - [`number`]: Python's `float()` grammar and `repr(float)`, shared by both.
 //!
 //! Both decoders report problems as small `Copy` enums whose [`DropReason::as_str`] is the
@@ -15,6 +18,7 @@ pub mod line;
 mod name_hash;
 pub mod number;
 pub mod pickle;
+pub mod protobuf;
 pub mod tags;
 
 pub(crate) use name_hash::NameHashBuilder;
@@ -43,20 +47,22 @@ pub enum DropReason {
     BadPickle,
     /// A pickle entry was not `(path, (timestamp, value))`.
     BadPickleEntry,
-    /// Pickle length prefix over the frame limit; the connection is closed.
+    /// Pickle or protobuf length prefix over the frame limit; the connection is closed.
     FrameTooLong,
     /// Metric name empty.
     EmptyName,
     /// No routing rule sends this name anywhere (a rules config with an empty destination
     /// list; carbon drops these silently).
     NoDestination,
+    /// Protobuf frame could not be parsed; all of it is dropped.
+    BadProtobuf,
     /// Metric name longer than `listen.max_name_length` (any protocol).
     NameTooLong,
 }
 
 impl DropReason {
     /// Every reason, for registering counters up front.
-    pub const ALL: [DropReason; 14] = [
+    pub const ALL: [DropReason; 15] = [
         DropReason::TooLong,
         DropReason::BadUtf8,
         DropReason::BadFields,
@@ -70,6 +76,7 @@ impl DropReason {
         DropReason::FrameTooLong,
         DropReason::EmptyName,
         DropReason::NoDestination,
+        DropReason::BadProtobuf,
         DropReason::NameTooLong,
     ];
 
@@ -89,6 +96,7 @@ impl DropReason {
             DropReason::FrameTooLong => "frame_too_long",
             DropReason::EmptyName => "empty_name",
             DropReason::NoDestination => "no_destination",
+            DropReason::BadProtobuf => "bad_protobuf",
             DropReason::NameTooLong => "name_too_long",
         }
     }

@@ -322,15 +322,29 @@ impl DestinationQueue {
     /// In-flight datapoints were written: they count as sent (and replayed records are
     /// acknowledged in the spill log).
     pub fn ack(&self, datapoints: usize, messages: usize) {
+        self.settle(datapoints, messages, &[]);
+    }
+
+    /// Like [`ack`](Self::ack) for the oldest in-flight batches, of whose datapoints `sent` were
+    /// delivered in `messages` messages and the rest dropped for the reasons given (a UDP send
+    /// the kernel refused, a datapoint the wire format cannot carry). `sent` plus the drops
+    /// must cover whole in-flight batches.
+    pub fn settle(&self, sent: usize, messages: usize, dropped: &[(DestinationDropReason, usize)]) {
+        let lost: usize = dropped.iter().map(|&(_, n)| n).sum();
         let mut s = self.core.lock();
-        let disk_records = memory::ack(&mut s, datapoints);
+        let disk_records = memory::ack(&mut s, sent + lost);
         if let Some(disk) = &self.disk {
             disk.ack(disk_records);
         }
         self.maybe_replay(&mut s);
         self.core.publish(&s);
         drop(s);
-        self.core.stats.add_sent(datapoints as u64, messages as u64);
+        self.core.stats.add_sent(sent as u64, messages as u64);
+        for &(reason, n) in dropped {
+            if n > 0 {
+                self.core.stats.add_dropped(reason, n as u64);
+            }
+        }
         self.core.room.notify_waiters();
         self.core.settled.notify_waiters();
     }

@@ -67,11 +67,16 @@ pub enum DestinationDropReason {
     /// Replay found its record torn or corrupt (CRC mismatch); the rest of that segment was
     /// abandoned.
     SpillCorrupt,
+    /// The destination's wire format cannot carry it: a protobuf timestamp outside `uint32` or
+    /// a name that is not UTF-8, a plaintext line longer than a UDP datagram.
+    Unencodable,
+    /// The kernel refused the UDP datagram carrying it (e.g. `ECONNREFUSED`).
+    SendFailed,
 }
 
 impl DestinationDropReason {
     /// Every reason.
-    pub const ALL: [DestinationDropReason; 7] = [
+    pub const ALL: [DestinationDropReason; 9] = [
         DestinationDropReason::QueueFull,
         DestinationDropReason::Shutdown,
         DestinationDropReason::DropOldest,
@@ -79,6 +84,8 @@ impl DestinationDropReason {
         DestinationDropReason::SpillIo,
         DestinationDropReason::SpillExpired,
         DestinationDropReason::SpillCorrupt,
+        DestinationDropReason::Unencodable,
+        DestinationDropReason::SendFailed,
     ];
 
     /// The `reason` label.
@@ -91,6 +98,8 @@ impl DestinationDropReason {
             DestinationDropReason::SpillIo => "spill_io",
             DestinationDropReason::SpillExpired => "spill_expired",
             DestinationDropReason::SpillCorrupt => "spill_corrupt",
+            DestinationDropReason::Unencodable => "unencodable",
+            DestinationDropReason::SendFailed => "send_failed",
         }
     }
 }

@@ -53,6 +53,7 @@ pub struct DestinationStats {
     queued_until_connected_metric: Counter,
     dropped: [AtomicU64; DestinationDropReason::ALL.len()],
     connected: AtomicU64,
+    connect_failures: AtomicU64,
     depth: QueueDepth,
     routed_metric: Counter,
     sent_metric: Counter,
@@ -147,6 +148,7 @@ impl DestinationStats {
             ),
             dropped: std::array::from_fn(|_| AtomicU64::new(0)),
             connected: AtomicU64::new(0),
+            connect_failures: AtomicU64::new(0),
             depth: QueueDepth::default(),
             routed_metric: counter!(facade::ROUTED, "destination" => l.clone()),
             sent_metric: counter!(facade::SENT, "destination" => l.clone()),
@@ -215,6 +217,7 @@ impl DestinationStats {
 
     /// A connection attempt failed or a connection was lost.
     pub fn connect_failed(&self) {
+        self.connect_failures.fetch_add(1, Relaxed);
         self.connect_failures_metric.increment(1);
     }
 
@@ -310,6 +313,7 @@ impl DestinationStats {
             queued_memory,
             queued_disk,
             connected: self.connected.load(Relaxed) == 1,
+            connect_failures: self.connect_failures.load(Relaxed),
             spill: SpillSnapshot {
                 memory_bytes: sp.memory_bytes.load(Relaxed),
                 memory_bytes_peak: sp.memory_bytes_peak.load(Relaxed),
@@ -354,6 +358,9 @@ pub struct DestinationSnapshot {
     pub queued_disk: u64,
     /// Connected right now.
     pub connected: bool,
+    /// Connection attempts that failed (refused, timed out, TLS handshake rejected) plus
+    /// connections lost.
+    pub connect_failures: u64,
     /// The disk tier's counters.
     pub spill: SpillSnapshot,
 }

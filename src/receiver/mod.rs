@@ -1,10 +1,13 @@
 //! Receivers: sockets → [`Ingestor`](crate::ingest::Ingestor) batches.
 //!
-//! - [`tcp`]: the accept loop shared by both TCP receivers (admission, idle timeout, accept
-//!   errors, drain on shutdown), the read loop, and the plaintext connection handler;
+//! - [`tcp`]: the accept loop shared by the TCP receivers (admission, idle timeout, accept
+//!   errors, drain on shutdown, the TLS handshake when `listen.tls` is set), the read loop,
+//!   and the plaintext connection handler;
 //! - [`admission`]: the connection limit, and which idle connection makes room at it;
 //! - [`buffer`]: a connection's read buffer and the relay-wide budget for large frames;
-//! - [`pickle`]: the pickle connection handler (4-byte big-endian length framing);
+//! - [`framed`]: the pickle and protobuf connection handlers (4-byte big-endian length
+//!   framing);
+//! - [`stream`]: a client connection, plain or TLS;
 //! - [`udp`]: plaintext datagrams, with the kernel's drop counter (`SO_RXQ_OVFL`);
 //! - `kinesis` (Cargo feature `kinesis`, on by default): AWS Kinesis Data Streams shards,
 //!   read by one task per shard into the same pipeline.
@@ -15,13 +18,14 @@
 
 pub mod admission;
 pub mod buffer;
+pub mod framed;
 #[cfg(feature = "kinesis")]
 pub mod kinesis;
 /// KPL de-aggregation without the Kinesis source (Cargo feature `kpl` alone, for fuzzing).
 #[cfg(all(feature = "kpl", not(feature = "kinesis")))]
 #[path = "kinesis/kpl.rs"]
 pub mod kpl;
-pub mod pickle;
+pub mod stream;
 pub mod tcp;
 pub mod udp;
 
@@ -58,4 +62,8 @@ pub struct ReceiverContext {
     pub max_line_length: usize,
     /// Largest pickle frame.
     pub max_pickle_frame: usize,
+    /// Largest protobuf frame.
+    pub max_protobuf_frame: usize,
+    /// TLS on every TCP connection (`None`: plaintext).
+    pub tls: Option<crate::tls::ServerTls>,
 }

@@ -1,4 +1,8 @@
 //! TCP accept loop, the read loop every TCP connection uses, and the plaintext handler.
+//!
+//! With `listen.tls` every accepted connection first completes a TLS handshake (in its own
+//! task, bounded by [`TLS_HANDSHAKE_TIMEOUT`]); a client that does not speak TLS, or presents
+//! no acceptable certificate when `client_ca` is set, is closed before anything is read.
 
 use std::future::Future;
 use std::io;
@@ -12,6 +16,7 @@ use tracing::{debug, info, warn};
 use super::ReceiverContext;
 use super::admission::{Admitted, MIN_IDLE_TO_EVICT};
 use super::buffer::ReadBuffer;
+use super::stream::ClientStream;
 use crate::ingest::{Ingestor, Source};
 use crate::protocol::line::LineFramer;
 use crate::telemetry::episode::{Episode, Line};
@@ -19,8 +24,8 @@ use crate::telemetry::episode::{Episode, Line};
 /// One accepted client connection and what its handler needs.
 #[derive(Debug)]
 pub struct Connection {
-    /// The socket.
-    pub stream: TcpStream,
+    /// The socket (after the TLS handshake when the receivers use TLS).
+    pub stream: ClientStream,
     /// What every receiver shares.
     pub ctx: ReceiverContext,
     /// Its place under the connection limit (`None` for connections taken from the backlog
@@ -48,10 +53,11 @@ pub async fn accept_loop<F, Fut>(
     source: Source,
     handler: F,
 ) where
-    F: Fn(Connection) -> Fut + Send + 'static,
+    F: Fn(Connection) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let stats = ctx.pipeline.stats().clone();
+    let handler = std::sync::Arc::new(handler);
     let mut backoff = ACCEPT_BACKOFF_MIN;
     let mut accept_errors = Episode::default();
     let mut refusals = Episode::default();
@@ -66,7 +72,13 @@ pub async fn accept_loop<F, Fut>(
                     tokio::time::timeout(Duration::ZERO, listener.accept()).await
                 {
                     let admitted = ctx.admission.try_admit();
-                    ctx.tracker.spawn(handler(Connection { stream, ctx: ctx.clone(), admitted }));
+                    let handler = handler.clone();
+                    let ctx = ctx.clone();
+                    ctx.tracker.clone().spawn(async move {
+                        if let Some(stream) = handshake(stream, &ctx, source).await {
+                            handler(Connection { stream, ctx, admitted }).await;
+                        }
+                    });
                 }
                 return;
             }
@@ -124,17 +136,53 @@ pub async fn accept_loop<F, Fut>(
                 "admitting connections again");
         }
         let _ = stream.set_nodelay(true);
-        let fut = handler(Connection {
-            stream,
-            ctx: ctx.clone(),
-            admitted: Some(admitted),
-        });
+        let conn_ctx = ctx.clone();
+        let handler = handler.clone();
         let stats = stats.clone();
         ctx.tracker.spawn(async move {
             stats.connection_delta(source, true);
-            fut.await;
+            if let Some(stream) = handshake(stream, &conn_ctx, source).await {
+                handler(Connection {
+                    stream,
+                    ctx: conn_ctx,
+                    admitted: Some(admitted),
+                })
+                .await;
+            }
             stats.connection_delta(source, false);
         });
+    }
+}
+
+/// Longest a client may take to complete the TLS handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The connection as the handlers read it: the TLS handshake done when the receivers use TLS.
+/// `None` when the handshake failed or timed out (logged at debug level: scanners and clients
+/// speaking plaintext to a TLS port are common and carry no datapoints).
+async fn handshake(
+    stream: TcpStream,
+    ctx: &ReceiverContext,
+    source: Source,
+) -> Option<ClientStream> {
+    let Some(tls) = &ctx.tls else {
+        return Some(ClientStream::Plain(stream));
+    };
+    let peer = stream.peer_addr().ok();
+    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+        Ok(Ok(s)) => Some(ClientStream::Tls(Box::new(s))),
+        Ok(Err(e)) => {
+            debug!(source = source.as_str(), ?peer, error = %e, "TLS handshake failed; connection closed");
+            None
+        }
+        Err(_) => {
+            debug!(
+                source = source.as_str(),
+                ?peer,
+                "TLS handshake timed out; connection closed"
+            );
+            None
+        }
     }
 }
 
@@ -154,6 +202,8 @@ pub(crate) enum Read {
     Idle,
     /// Closed to make room for a new connection at the limit.
     Evicted,
+    /// The relay is shutting down (internal: `read_more` drains instead of returning it).
+    Shutdown,
     /// Socket error.
     Failed(io::Error),
 }
@@ -166,7 +216,7 @@ impl Read {
             Read::Idle => stats.connection_idle_closed(source),
             Read::Evicted => stats.connection_evicted(source),
             Read::Failed(e) => debug!(source = source.as_str(), error = %e, "connection failed"),
-            Read::Data | Read::Eof => {}
+            Read::Data | Read::Eof | Read::Shutdown => {}
         }
     }
 }
@@ -190,12 +240,13 @@ pub(crate) async fn evicted(admitted: Option<&Admitted>) {
     }
 }
 
-/// Reads more bytes into `rb`, honouring the idle timeout, eviction and shutdown. A client
-/// with nothing to send costs no buffer while the connection waits. After shutdown it keeps
-/// taking what the client already sent (each read waits at most `SHUTDOWN_DRAIN_WAIT`), then
-/// reports `Eof`; the caller's grace period bounds the total.
+/// Reads more bytes into `rb`, honouring the idle timeout, eviction and shutdown. A plain
+/// client with nothing to send costs no buffer while the connection waits (a TLS connection
+/// keeps its buffer: the TLS layer may hold decrypted bytes the socket does not show). After
+/// shutdown it keeps taking what the client already sent (each read waits at most
+/// `SHUTDOWN_DRAIN_WAIT`), then reports `Eof`; the caller's grace period bounds the total.
 pub(crate) async fn read_more(
-    stream: &mut TcpStream,
+    stream: &mut ClientStream,
     rb: &mut ReadBuffer,
     ctx: &ReceiverContext,
     admitted: Option<&Admitted>,
@@ -204,6 +255,47 @@ pub(crate) async fn read_more(
         return drain_read(stream, rb).await;
     }
     let deadline = ctx.idle_timeout.map(|t| Instant::now() + t);
+    let read = match stream {
+        ClientStream::Plain(s) => read_plain(s, rb, ctx, admitted, deadline).await,
+        ClientStream::Tls(s) => {
+            rb.prepare_read();
+            tokio::select! {
+                biased;
+                r = s.read_buf(rb.bytes()) => match r {
+                    Ok(0) => Read::Eof,
+                    Ok(_) => {
+                        rb.after_read();
+                        Read::Data
+                    }
+                    Err(e) => Read::Failed(e),
+                },
+                _ = ctx.shutdown.cancelled() => Read::Shutdown,
+                _ = evicted(admitted) => Read::Evicted,
+                _ = until(deadline) => Read::Idle,
+            }
+        }
+    };
+    match read {
+        Read::Shutdown => drain_read(stream, rb).await,
+        Read::Data => {
+            if let Some(a) = admitted {
+                a.touch();
+            }
+            Read::Data
+        }
+        other => other,
+    }
+}
+
+/// [`read_more`] on a plain TCP connection: read what is waiting; with nothing waiting,
+/// release an empty buffer and wait for the socket to become readable.
+async fn read_plain(
+    stream: &mut TcpStream,
+    rb: &mut ReadBuffer,
+    ctx: &ReceiverContext,
+    admitted: Option<&Admitted>,
+    deadline: Option<Instant>,
+) -> Read {
     // With a buffer in hand, data may already be waiting: read before waiting.
     let mut try_now = rb.allocated() > 0;
     loop {
@@ -213,9 +305,6 @@ pub(crate) async fn read_more(
                 Ok(0) => return Read::Eof,
                 Ok(_) => {
                     rb.after_read();
-                    if let Some(a) = admitted {
-                        a.touch();
-                    }
                     return Read::Data;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -224,22 +313,22 @@ pub(crate) async fn read_more(
             // Nothing waiting: a silent client holds no buffer.
             rb.release_if_empty();
         }
-        let woke = tokio::select! {
+        tokio::select! {
             biased;
-            r = stream.readable() => r.map(|()| None).unwrap_or_else(|e| Some(Read::Failed(e))),
-            _ = ctx.shutdown.cancelled() => Some(Read::Eof),
-            _ = evicted(admitted) => Some(Read::Evicted),
-            _ = until(deadline) => Some(Read::Idle),
-        };
-        match woke {
-            None => try_now = true,
-            Some(Read::Eof) => return drain_read(stream, rb).await,
-            Some(end) => return end,
+            r = stream.readable() => {
+                if let Err(e) = r {
+                    return Read::Failed(e);
+                }
+            }
+            _ = ctx.shutdown.cancelled() => return Read::Shutdown,
+            _ = evicted(admitted) => return Read::Evicted,
+            _ = until(deadline) => return Read::Idle,
         }
+        try_now = true;
     }
 }
 
-async fn drain_read(stream: &mut TcpStream, rb: &mut ReadBuffer) -> Read {
+async fn drain_read(stream: &mut ClientStream, rb: &mut ReadBuffer) -> Read {
     rb.prepare_read();
     match tokio::time::timeout(SHUTDOWN_DRAIN_WAIT, stream.read_buf(rb.bytes())).await {
         Ok(Ok(n)) if n > 0 => {

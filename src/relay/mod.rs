@@ -63,6 +63,7 @@ pub struct Relay {
     lists: Option<crate::filter::ListWatcher>,
     line: Option<TcpListener>,
     pickle: Option<TcpListener>,
+    protobuf: Option<TcpListener>,
     udp: Option<UdpSocket>,
     #[cfg(feature = "kinesis")]
     aws: Option<aws_config::SdkConfig>,
@@ -74,6 +75,7 @@ pub struct RelayBuilder {
     config: Config,
     line: Option<TcpListener>,
     pickle: Option<TcpListener>,
+    protobuf: Option<TcpListener>,
     udp: Option<UdpSocket>,
     #[cfg(feature = "kinesis")]
     aws: Option<aws_config::SdkConfig>,
@@ -105,6 +107,7 @@ impl Relay {
             config,
             line: None,
             pickle: None,
+            protobuf: None,
             udp: None,
             #[cfg(feature = "kinesis")]
             aws: None,
@@ -139,6 +142,12 @@ impl RelayBuilder {
     /// Serves pickle on this listener instead of `listen.pickle_tcp`.
     pub fn pickle_listener(mut self, listener: TcpListener) -> Self {
         self.pickle = Some(listener);
+        self
+    }
+
+    /// Serves carbon's protobuf on this listener instead of `listen.protobuf_tcp`.
+    pub fn protobuf_listener(mut self, listener: TcpListener) -> Self {
+        self.protobuf = Some(listener);
         self
     }
 
@@ -190,7 +199,8 @@ impl RelayBuilder {
         let mut pipeline = Pipeline::new(router, queues, stats, self.config.route_cache_entries)
             .with_min_timestamp_resolution(self.config.ingest.min_timestamp_resolution)
             .with_tag_normalization(self.config.ingest.tag_relay_normalized)
-            .with_max_name_length(self.config.listen.max_name_length);
+            .with_max_name_length(self.config.listen.max_name_length)
+            .with_replica_pools(self.config.pool_replicas);
         let lists = self
             .config
             .ingest
@@ -206,6 +216,7 @@ impl RelayBuilder {
             lists,
             line: self.line,
             pickle: self.pickle,
+            protobuf: self.protobuf,
             udp: self.udp,
             #[cfg(feature = "kinesis")]
             aws: self.aws,

@@ -16,7 +16,7 @@ use super::{Relay, RelayError, ShutdownReport};
 use crate::config::Config;
 use crate::destination::{self, DestinationSignals};
 use crate::ingest::{Pipeline, Source};
-use crate::receiver::{Admission, ReceiverContext, pickle, tcp, udp};
+use crate::receiver::{Admission, ReceiverContext, framed, tcp, udp};
 use crate::telemetry::{StatsSnapshot, reporter};
 
 /// Everything a running relay owns, so that shutdown can stop it in order.
@@ -47,6 +47,7 @@ impl Relay {
             lists,
             line,
             pickle,
+            protobuf,
             udp,
             #[cfg(feature = "kinesis")]
             aws,
@@ -54,6 +55,12 @@ impl Relay {
         let backlog = config.listen.backlog;
         let line = bind_tcp(line, config.listen.line_tcp, backlog, "line receiver")?;
         let pickle = bind_tcp(pickle, config.listen.pickle_tcp, backlog, "pickle receiver")?;
+        let protobuf = bind_tcp(
+            protobuf,
+            config.listen.protobuf_tcp,
+            backlog,
+            "protobuf receiver",
+        )?;
         let udp = bind_udp(udp, config.listen.line_udp, config.listen.udp_recv_buffer).await?;
         #[cfg(feature = "kinesis")]
         let kinesis_sources =
@@ -79,6 +86,8 @@ impl Relay {
             idle_timeout: config.listen.idle_timeout,
             max_line_length: config.listen.max_line_length,
             max_pickle_frame: config.listen.max_pickle_frame,
+            max_protobuf_frame: config.listen.max_protobuf_frame,
+            tls: config.listen.tls.clone(),
         };
         let mut receivers = JoinSet::new();
         if let Some(l) = line {
@@ -96,7 +105,16 @@ impl Relay {
                 l,
                 ctx.clone(),
                 Source::PickleTcp,
-                pickle::serve_pickle,
+                framed::serve_pickle,
+            ));
+        }
+        if let Some(l) = protobuf {
+            info!(addr = ?l.local_addr().ok(), "protobuf receiver listening");
+            receivers.spawn(tcp::accept_loop(
+                l,
+                ctx.clone(),
+                Source::ProtobufTcp,
+                framed::serve_protobuf,
             ));
         }
         if let Some(s) = udp {

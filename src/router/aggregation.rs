@@ -4,7 +4,8 @@
 //! Mirrors `carbon.aggregator.rules` 1.1.10: a line is
 //! `output_template (frequency) = method input_pattern`; the input pattern is split on `.` and
 //! each part translated — `<<name>>` → `(?P<name>.+?)`, `<name>` → `(?P<name>[^.]+?)` (text
-//! around the brackets kept as regex), a lone `*` → `[^.]+`, any other `*` → `[^.]*` — joined with
+//! around the brackets kept as regex, Python-only syntax through [`Pattern`]'s backtracking
+//! fallback), a lone `*` → `[^.]+`, any other `*` → `[^.]*` — joined with
 //! `\.`, anchored at the start (`re.match`) and ending in `$`. A name that matches is resolved
 //! to the template with each `<name>` replaced by the captured text.
 //!
@@ -12,7 +13,7 @@
 //! router, or the metric's own name when no rule matches, and yields the union of the
 //! destinations; the datapoint itself keeps its original name.
 
-use regex::Regex;
+use crate::pattern::Pattern;
 
 /// carbon 1.1.10's `AGGREGATION_METHODS`.
 pub const METHODS: [&str; 12] = [
@@ -54,7 +55,7 @@ enum Piece {
 /// One compiled rule.
 #[derive(Debug, Clone)]
 pub struct AggregationRule {
-    regex: Regex,
+    regex: Pattern,
     template: Vec<Piece>,
     /// The line as written.
     pub source: String,
@@ -106,11 +107,12 @@ impl AggregationRule {
             return Err(AggregationRuleError::Method(method.to_owned()));
         }
         let pattern = input_pattern_regex(input);
-        let regex =
-            Regex::new(&format!("\\A(?:{pattern})")).map_err(|e| AggregationRuleError::Regex {
+        let regex = Pattern::new(&format!("\\A(?:{pattern})")).map_err(|e| {
+            AggregationRuleError::Regex {
                 pattern: input.to_owned(),
                 message: e.to_string(),
-            })?;
+            }
+        })?;
         let template = parse_template(output, &regex)
             .ok_or_else(|| AggregationRuleError::Template(output.to_owned()))?;
         Ok(Self {
@@ -129,7 +131,7 @@ impl AggregationRule {
                 Piece::Text(t) => out.push_str(t),
                 // Python formats an unmatched optional group as `None`; every field here is
                 // mandatory in the regex, so a match always has it.
-                Piece::Field(f) => out.push_str(caps.name(f).map_or("None", |m| m.as_str())),
+                Piece::Field(f) => out.push_str(caps.name(f).unwrap_or("None")),
             }
         }
         Some(out)
@@ -138,11 +140,11 @@ impl AggregationRule {
 
 /// Splits `<field>` placeholders out of a template; `None` when carbon's `%`-formatting would
 /// raise for every matching metric (a literal `%`, `<<`, or an unknown field).
-fn parse_template(output: &str, regex: &Regex) -> Option<Vec<Piece>> {
+fn parse_template(output: &str, regex: &Pattern) -> Option<Vec<Piece>> {
     if output.contains('%') || output.contains("<<") {
         return None;
     }
-    let names: Vec<&str> = regex.capture_names().flatten().collect();
+    let names: Vec<&str> = regex.group_names().collect();
     let mut pieces = Vec::new();
     let mut rest = output;
     while let Some(i) = rest.find('<') {
@@ -221,6 +223,13 @@ mod tests {
             resolve("a.b (1) = count a.b*", "a.b").as_deref(),
             Some("a.b")
         );
+        // Text around a placeholder is regex: a look-behind there needs the fallback engine.
+        let ahead = "agg.<h>.cpu (60) = sum <h>(?<!-canary).cpu.*";
+        assert_eq!(
+            resolve(ahead, "web1.cpu.user").as_deref(),
+            Some("agg.web1.cpu")
+        );
+        assert_eq!(resolve(ahead, "web1-canary.cpu.user"), None);
     }
 
     #[test]

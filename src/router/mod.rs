@@ -12,6 +12,8 @@
 //!   the table of precomputed preference lists that makes a lookup one hash plus a binary
 //!   search.
 //! - [`rules`]: `RELAY_METHOD = rules`.
+//! - [`pool`]: [`ReplicaPools`], carbon's `DESTINATION_POOL_REPLICAS` (applied by the
+//!   ingestor, after routing).
 //! - [`cache`]: [`RouteCache`], the per-connection name → route cache that keeps MD5 off the
 //!   path of repeated names.
 //!
@@ -28,11 +30,13 @@ use serde::{Deserialize, Serialize};
 pub mod aggregation;
 pub mod cache;
 pub mod hash;
+pub mod pool;
 pub mod ring;
 pub mod rules;
 
 pub use cache::RouteCache;
 pub use hash::{NodeKeys, carbon_hash};
+pub use pool::ReplicaPools;
 pub use ring::{ConsistentHashRing, FastHashOrder, REPLICA_COUNT};
 
 use ring::{Node, Replication, RouteTable};
@@ -79,7 +83,7 @@ pub enum RouterError {
         pattern: String,
         /// Why it did not compile.
         #[source]
-        source: regex::Error,
+        source: crate::pattern::PatternError,
     },
     /// A rule names a destination index outside the destination list.
     #[error("rule #{rule} refers to destination index {index}, which does not exist")]
@@ -223,7 +227,7 @@ impl Method {
 pub struct RuleSpec {
     /// Regex searched (unanchored, case-insensitively as carbon's `re.I`) in the metric name;
     /// `None` for the default rule. Compiled once, by [`RuleSpec::compile`].
-    pub pattern: Option<regex::bytes::Regex>,
+    pub pattern: Option<crate::pattern::Pattern>,
     /// Destination indices, in order.
     pub destinations: Vec<u16>,
     /// Keep evaluating later rules after a match.
@@ -251,15 +255,15 @@ pub struct RouterSpec {
 }
 
 impl RuleSpec {
-    /// Compiles a relay-rule pattern the way carbon does (`re.compile(pattern, re.I)`).
-    pub fn compile(pattern: &str) -> Result<regex::bytes::Regex, RouterError> {
-        regex::bytes::RegexBuilder::new(pattern)
-            .case_insensitive(true)
-            .build()
-            .map_err(|source| RouterError::BadPattern {
+    /// Compiles a relay-rule pattern the way carbon does (`re.compile(pattern, re.I)`), with
+    /// the backtracking fallback for Python-only syntax.
+    pub fn compile(pattern: &str) -> Result<crate::pattern::Pattern, RouterError> {
+        crate::pattern::Pattern::case_insensitive(pattern).map_err(|source| {
+            RouterError::BadPattern {
                 pattern: pattern.to_string(),
                 source,
-            })
+            }
+        })
     }
 }
 

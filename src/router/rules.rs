@@ -2,12 +2,13 @@
 //!
 //! Mirrors `carbon.routers.RelayRulesRouter.getDestinations` and `carbon.relayrules`: rules are
 //! tried in order, a pattern rule matches when its regex *searches* the name (compiled with
-//! `re.I`, so case-insensitively), the single default rule always comes last whatever its
+//! `re.I`, so case-insensitively; Python-only syntax such as look-ahead goes through
+//! [`Pattern`]'s backtracking fallback), the single default rule always comes last whatever its
 //! position in the file, a match yields the rule's destinations and stops unless the rule has
 //! `continue = true`. Destinations yielded by several matching rules are yielded each time (carbon
 //! then sends the datapoint that many times).
 
-use regex::bytes::Regex;
+use crate::pattern::Pattern;
 
 use super::{RouterError, RuleSpec};
 
@@ -15,7 +16,7 @@ use super::{RouterError, RuleSpec};
 #[derive(Clone, Debug)]
 struct Rule {
     /// `None` for the default rule.
-    regex: Option<Regex>,
+    regex: Option<Pattern>,
     destinations: Vec<u16>,
     continue_matching: bool,
 }
@@ -112,6 +113,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(route(&rules, "host.cpu.LOAD.avg"), vec![1]);
+    }
+
+    #[test]
+    fn python_look_ahead_pattern_routes_like_carbon() {
+        let rules = Rules::new(
+            &[
+                rule(Some(r"^servers\.(?!db\d)"), &[1], false),
+                rule(None, &[0], false),
+            ],
+            2,
+        )
+        .unwrap();
+        assert_eq!(route(&rules, "servers.web1.cpu"), vec![1]);
+        assert_eq!(route(&rules, "SERVERS.DB1.cpu"), vec![0]);
+        assert_eq!(route(&rules, "servers.dbx.cpu"), vec![1]);
     }
 
     #[test]

@@ -109,6 +109,14 @@ pub mod carbon {
     pub const DROPPED_DATAPOINTS: &str = "droppedDatapoints";
     /// anthracite extra: UDP datagrams the kernel dropped in the interval (socket buffer full).
     pub const UDP_KERNEL_DROPS: &str = "udpKernelDrops";
+    /// Kinesis lease table mode, per stream and worker: leases held, sampled at report time.
+    pub const LEASES_HELD: &str = "leasesHeld";
+    /// Kinesis lease table mode: unowned or expired leases taken in the interval.
+    pub const LEASES_TAKEN: &str = "leasesTaken";
+    /// Kinesis lease table mode: leases stolen from a live worker (balancing) in the interval.
+    pub const LEASES_STOLEN: &str = "leasesStolen";
+    /// Kinesis lease table mode: leases lost (taken by a peer, or expired) in the interval.
+    pub const LEASES_LOST: &str = "leasesLost";
 }
 
 /// Kinesis source metrics (`metrics` facade). Labels: `stream`, and `shard` where noted.
@@ -135,4 +143,14 @@ pub mod kinesis {
     pub const CHECKPOINT_AGE: &str = "anthracite_kinesis_checkpoint_age_seconds";
     /// Gauge, label `stream`: shards being read.
     pub const ACTIVE_SHARDS: &str = "anthracite_kinesis_active_shards";
+    /// Gauge, labels `stream`, `worker`: shard leases this worker holds (lease table mode).
+    pub const LEASES_HELD: &str = "anthracite_kinesis_leases_held";
+    /// Counter, labels `stream`, `worker`: unowned or expired leases this worker took.
+    pub const LEASES_TAKEN: &str = "anthracite_kinesis_leases_taken_total";
+    /// Counter, labels `stream`, `worker`: leases this worker took from a live worker to
+    /// balance the fleet.
+    pub const LEASES_STOLEN: &str = "anthracite_kinesis_leases_stolen_total";
+    /// Counter, labels `stream`, `worker`: leases this worker lost (a renewal or checkpoint
+    /// failed its condition, or no renewal succeeded for one lease duration).
+    pub const LEASES_LOST: &str = "anthracite_kinesis_leases_lost_total";
 }

@@ -1,6 +1,8 @@
 //! `anthracite check --carbon-config` on the `carbon.conf.example` shipped in the carbon 1.1.10
 //! sdist (downloaded at test time with pip, never committed): it starts, and names every key
-//! of the `[relay]` section it does not implement.
+//! of the `[relay]` section it does not implement; with carbon's drop-in settings switched on
+//! (protobuf, TLS, pooled replicas, the protobuf receiver) only keys that change nothing in what
+//! is delivered where are still warned about.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,6 +54,16 @@ fn carbon_example(dir: &Path) -> PathBuf {
     dir.join("carbon.conf")
 }
 
+/// `anthracite check --carbon-config conf`.
+fn check(conf: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_anthracite"))
+        .arg("check")
+        .arg("--carbon-config")
+        .arg(conf)
+        .output()
+        .expect("run anthracite check")
+}
+
 /// The keys of the example's `[relay]` section, read independently of anthracite's parser.
 fn relay_keys(conf: &str) -> Vec<String> {
     let mut keys = Vec::new();
@@ -76,12 +88,7 @@ fn relay_keys(conf: &str) -> Vec<String> {
 fn starts_on_carbon_conf_example_and_names_unimplemented_keys() {
     let dir = tempfile::tempdir().expect("tempdir");
     let conf = carbon_example(dir.path());
-    let out = Command::new(env!("CARGO_BIN_EXE_anthracite"))
-        .arg("check")
-        .arg("--carbon-config")
-        .arg(&conf)
-        .output()
-        .expect("run anthracite check");
+    let out = check(&conf);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -128,4 +135,69 @@ fn starts_on_carbon_conf_example_and_names_unimplemented_keys() {
     );
     // The same warnings go to the log at startup.
     assert!(stderr.contains("TIME_TO_DEFER_SENDING"), "{stderr}");
+}
+
+/// The example with carbon's drop-in settings switched on (protobuf out, TLS with a CA file,
+/// pooled replicas, the protobuf receiver): none of them is warned about, and what is still
+/// warned about changes nothing in what is delivered where.
+#[test]
+fn drop_in_keys_in_the_example_are_honoured_and_only_delivery_neutral_keys_warn() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = carbon_example(dir.path());
+    let ca = dir.path().join("ca.pem");
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("cert");
+    std::fs::write(&ca, cert.cert.pem()).expect("write CA");
+    let text = std::fs::read_to_string(&conf).expect("read example");
+    let drop_in = format!(
+        "[relay]\nDESTINATION_PROTOCOL = protobuf\nDESTINATION_TRANSPORT = ssl\n\
+         DESTINATION_SSL_CA = {}\nDESTINATION_POOL_REPLICAS = True\n\
+         PROTOBUF_RECEIVER_INTERFACE = 127.0.0.1\nPROTOBUF_RECEIVER_PORT = 2015\n",
+        ca.display()
+    );
+    std::fs::write(&conf, text.replacen("[relay]\n", &drop_in, 1)).expect("write conf");
+    let out = check(&conf);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("protocol = \"protobuf\""), "{stdout}");
+    assert!(stdout.contains("pool_replicas = true"), "{stdout}");
+    assert!(
+        stdout.contains("protobuf_tcp = \"127.0.0.1:2015\""),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("ca_file = {:?}", ca.display().to_string())),
+        "{stdout}"
+    );
+    // Timing of sends and slow-connection resets: what arrives where is the same either way.
+    let delivery_neutral = [
+        "TIME_TO_DEFER_SENDING",
+        "USE_RATIO_RESET",
+        "MIN_RESET_STAT_FLOW",
+        "MIN_RESET_RATIO",
+        "MIN_RESET_INTERVAL",
+    ];
+    // Warnings about carbon.conf keys (the example's relay-rules.conf draws its own).
+    let warnings: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("# warning: "))
+        .filter(|w| w.contains("carbon.conf:"))
+        .collect();
+    for w in &warnings {
+        assert!(
+            delivery_neutral
+                .iter()
+                .any(|k| w.contains(&format!("] {k}:"))),
+            "unexpected warning: {w}\nall: {warnings:#?}"
+        );
+    }
+    for k in delivery_neutral {
+        assert!(
+            warnings.iter().any(|w| w.contains(&format!("] {k}:"))),
+            "{k} not reported: {warnings:#?}"
+        );
+    }
 }

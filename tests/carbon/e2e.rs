@@ -1,7 +1,8 @@
 //! End to end against the real carbon-cache 1.1.10: two caches `a` and `b`, anthracite in
-//! process in front of them (carbon_ch, pickle out), 10,000 datapoints in by line and by pickle.
-//! Every whisper file must exist on exactly the cache carbon's own ring picks, with the values
-//! sent, and on no other cache.
+//! process in front of them (carbon_ch), datapoints in by line and by pickle, out by pickle
+//! (10,000 datapoints) or by protobuf into the caches' protobuf receivers (carbon's `protobuf`
+//! plugin, `PROTOBUF_RECEIVER_PORT`; 4,000 datapoints). Every whisper file must exist on
+//! exactly the cache carbon's own ring picks, with the values sent, and on no other cache.
 
 use crate::support;
 
@@ -15,8 +16,6 @@ use support::placement::carbon_ring_placement;
 use support::whisper::{Stored, wait_for_whisper};
 use support::{send_lines, send_pickle, unix_now};
 
-const NAMES: usize = 5_000;
-
 /// Graphite-like names with some variety: shared prefixes, many directories, unicode
 /// components, a long component. No tags: the caches run with ENABLE_TAGS = False.
 fn name(i: usize) -> String {
@@ -29,12 +28,23 @@ fn name(i: usize) -> String {
 
 #[test]
 fn every_datapoint_lands_on_the_cache_carbon_picks() {
+    end_to_end("pickle", 5_000, |c| c.pickle_destination());
+}
+
+#[test]
+fn protobuf_out_lands_on_the_cache_carbon_picks() {
+    end_to_end("protobuf", 2_000, |c| c.protobuf_destination());
+}
+
+/// `count` names, two datapoints each, relayed with `protocol` to the caches' receivers that
+/// `destination` names.
+fn end_to_end(
+    protocol: &str,
+    count: usize,
+    destination: fn(&support::carbon::CacheInstance) -> String,
+) {
     let mut caches = CarbonCaches::start(&["a", "b"]);
-    let destinations: Vec<String> = caches
-        .instances
-        .iter()
-        .map(|c| c.pickle_destination())
-        .collect();
+    let destinations: Vec<String> = caches.instances.iter().map(destination).collect();
     let config = Config::from_toml_str(&format!(
         r#"
 [listen]
@@ -42,7 +52,7 @@ line_tcp = "127.0.0.1:0"
 pickle_tcp = "127.0.0.1:0"
 [destinations]
 servers = [{}]
-protocol = "pickle"
+protocol = "{protocol}"
 [router]
 method = "consistent-hashing"
 hash_type = "carbon_ch"
@@ -89,7 +99,7 @@ interval_secs = 0
     // Every name gets one point by line and one by pickle, at distinct timestamps within the
     // last 20 minutes (the caches keep 1 s resolution for a day).
     let base = unix_now() - 1_200;
-    let names: Vec<String> = (0..NAMES).map(name).collect();
+    let names: Vec<String> = (0..count).map(name).collect();
     let by_line: Vec<(String, i64, f64)> = names
         .iter()
         .enumerate()
@@ -106,15 +116,15 @@ interval_secs = 0
             )
         })
         .collect();
-    for chunk in by_line.chunks(NAMES / 4) {
+    for chunk in by_line.chunks(count / 4) {
         send_lines(line_addr, chunk);
     }
-    for chunk in by_pickle.chunks(NAMES / 2) {
+    for chunk in by_pickle.chunks(count / 2) {
         send_pickle(pickle_addr, chunk, 500);
     }
 
     // Fail fast (and say why) if anthracite did not take everything in, before polling whisper.
-    let sent = 2 * NAMES as u64;
+    let sent = 2 * count as u64;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let s = handle.stats();
@@ -170,7 +180,7 @@ interval_secs = 0
     }
     assert!(
         wrong.is_empty(),
-        "{} problems over {NAMES} names (misplaced or wrong values); first ones:\n{}",
+        "{} problems over {count} names (misplaced or wrong values); first ones:\n{}",
         wrong.len(),
         wrong[..wrong.len().min(10)].join("\n")
     );
@@ -182,7 +192,7 @@ interval_secs = 0
     let stats = handle.stats();
     assert_eq!(
         stats.received,
-        2 * NAMES as u64,
+        2 * count as u64,
         "anthracite received count: {stats:?}"
     );
 

@@ -7,6 +7,8 @@ mod support;
 
 mod conf_example;
 mod differential;
+mod differential_dropin;
 mod e2e;
 mod pickle_python;
+mod protobuf_receiver;
 mod support_selftest;

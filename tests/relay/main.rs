@@ -16,3 +16,4 @@ mod pickle;
 mod pickle_malicious;
 mod spill;
 mod spill_log;
+mod tls;

@@ -28,6 +28,8 @@ pub struct CacheInstance {
     pub line_port: u16,
     /// Pickle receiver port on 127.0.0.1.
     pub pickle_port: u16,
+    /// Protobuf receiver port on 127.0.0.1 (carbon's `protobuf` receiver plugin).
+    pub protobuf_port: u16,
     /// Cache query port on 127.0.0.1.
     pub query_port: u16,
     /// LOCAL_DATA_DIR: whisper files land here.
@@ -39,6 +41,12 @@ impl CacheInstance {
     /// `127.0.0.1:<pickle_port>:<name>`, a DESTINATIONS entry for this cache.
     pub fn pickle_destination(&self) -> String {
         format!("127.0.0.1:{}:{}", self.pickle_port, self.name)
+    }
+
+    /// `127.0.0.1:<protobuf_port>:<name>`, a DESTINATIONS entry for this cache's protobuf
+    /// receiver.
+    pub fn protobuf_destination(&self) -> String {
+        format!("127.0.0.1:{}:{}", self.protobuf_port, self.name)
     }
 
     /// `127.0.0.1:<line_port>`.
@@ -93,11 +101,12 @@ impl CarbonCaches {
         fs::create_dir_all(&conf_dir).expect("create conf dir");
         fs::create_dir_all(storage.join("log")).expect("create storage/log dir");
 
-        let ports = free_ports(3 * names.len());
+        let ports = free_ports(4 * names.len());
         let mut conf = String::from(
             "[cache]\n\
              LINE_RECEIVER_INTERFACE = 127.0.0.1\n\
              PICKLE_RECEIVER_INTERFACE = 127.0.0.1\n\
+             PROTOBUF_RECEIVER_INTERFACE = 127.0.0.1\n\
              CACHE_QUERY_INTERFACE = 127.0.0.1\n\
              MAX_CACHE_SIZE = inf\n\
              MAX_CREATES_PER_MINUTE = inf\n\
@@ -115,17 +124,22 @@ impl CarbonCaches {
         );
         let mut planned = Vec::new();
         for (i, name) in names.iter().enumerate() {
-            let (line, pickle, query) = (ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]);
+            let (line, pickle, query, protobuf) = (
+                ports[4 * i],
+                ports[4 * i + 1],
+                ports[4 * i + 2],
+                ports[4 * i + 3],
+            );
             let data_dir = storage.join(format!("whisper-{name}"));
             fs::create_dir_all(&data_dir).expect("create LOCAL_DATA_DIR");
             write!(
                 conf,
                 "\n[cache:{name}]\nLINE_RECEIVER_PORT = {line}\nPICKLE_RECEIVER_PORT = {pickle}\n\
-                 CACHE_QUERY_PORT = {query}\nLOCAL_DATA_DIR = {}\n",
+                 PROTOBUF_RECEIVER_PORT = {protobuf}\nCACHE_QUERY_PORT = {query}\nLOCAL_DATA_DIR = {}\n",
                 data_dir.display()
             )
             .unwrap();
-            planned.push((name.to_string(), line, pickle, query, data_dir));
+            planned.push((name.to_string(), line, pickle, protobuf, query, data_dir));
         }
         let conf_path = conf_dir.join("carbon.conf");
         fs::write(&conf_path, conf).expect("write carbon.conf");
@@ -133,7 +147,7 @@ impl CarbonCaches {
             .expect("write storage-schemas.conf");
 
         let mut instances = Vec::new();
-        for (name, line_port, pickle_port, query_port, data_dir) in planned {
+        for (name, line_port, pickle_port, protobuf_port, query_port, data_dir) in planned {
             let cmd = carbon_command(&venv, "carbon-cache.py", &name, &conf_path, &root);
             let log = storage
                 .join("log")
@@ -143,6 +157,7 @@ impl CarbonCaches {
                 name,
                 line_port,
                 pickle_port,
+                protobuf_port,
                 query_port,
                 data_dir,
                 process,
@@ -150,7 +165,7 @@ impl CarbonCaches {
         }
         // Start all first, then wait: the instances boot in parallel.
         for inst in &mut instances {
-            let ports = [inst.line_port, inst.pickle_port];
+            let ports = [inst.line_port, inst.pickle_port, inst.protobuf_port];
             wait_for_ports(&mut inst.process, &ports);
         }
         CarbonCaches {
@@ -308,6 +323,37 @@ impl CarbonRelay {
             line_port: conf.line_port,
             pickle_port: conf.pickle_port,
             process,
+        }
+    }
+
+    /// Starts carbon-relay on a carbon.conf it is expected to refuse, waits (at most
+    /// [`READY_TIMEOUT`]) for it to exit unsuccessfully, and returns its log. Panics if it keeps
+    /// running or exits with success.
+    pub fn expect_refusal(conf: &CarbonConf) -> String {
+        let venv = carbon_venv();
+        let cmd = carbon_command(&venv, "carbon-relay.py", "a", &conf.path, &conf.root);
+        let log = conf
+            .root
+            .join("storage")
+            .join("log")
+            .join("carbon-relay-a.refusal.log");
+        let mut process = ManagedChild::spawn("carbon-relay a (expected to refuse)", cmd, log);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(status) = process.exited() {
+                assert!(
+                    !status.success(),
+                    "carbon-relay exited successfully on a carbon.conf it should refuse:\n{}",
+                    process.log_tail(40)
+                );
+                return process.log_tail(200);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "carbon-relay still running after {READY_TIMEOUT:?} on a carbon.conf it should refuse:\n{}",
+                process.log_tail(40)
+            );
+            thread::sleep(Duration::from_millis(100));
         }
     }
 

@@ -9,28 +9,59 @@
 //! - [`whisper`]: read back what the caches stored, one Python process per batch of names.
 //! - [`placement`]: ask carbon's own `ConsistentHashingRouter` where names go.
 //! - [`relay`]: an in-process anthracite on loopback listeners (from main's relay tests).
-//! - [`sink`]: a counting TCP sink that decodes pickle (with `serde_pickle`, not anthracite's
-//!   decoder) or plaintext and records every datapoint it receives.
+//! - [`sink`]: a counting sink that decodes pickle (with `serde_pickle`) or protobuf (its own
+//!   prost types) — not anthracite's decoders —, or plaintext over TCP, TLS or UDP, and records
+//!   every datapoint it receives.
+//! - [`tls`]: a CA and server certificates made at test time (rcgen).
+//! - [`differential`]: the carbon-relay vs anthracite differential engine.
 //!
 //! Each `tests/*.rs` that needs this does `mod support;`; not every binary uses every item.
 #![allow(dead_code)]
 
 pub mod carbon;
+pub mod differential;
 pub mod placement;
 pub mod process;
 pub mod relay;
 pub mod sink;
+pub mod tls;
 pub mod venv;
 pub mod whisper;
 
 use std::net::TcpListener;
 
-/// Reserves `n` distinct free loopback ports: binds them all at once (so they are distinct),
-/// then releases them for the process that will listen on them.
+/// Reserves `n` distinct free loopback ports for processes that will listen on them: binds them
+/// all at once (so they are distinct), then releases them.
+///
+/// The ports come from below the kernel's ephemeral range (`ip_local_port_range`), walked by
+/// a process-wide cursor from a per-process offset: a port released here is then not handed
+/// out as the source port of some other test's outgoing connection, or to a `bind(…:0)`, in
+/// the moment before its listener binds it (carbon-relay failing with `EADDRINUSE`).
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 to find a free port"))
-        .collect();
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static CURSOR: AtomicUsize = AtomicUsize::new(0);
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<usize>().ok())
+        .unwrap_or(32_768);
+    const LOW: usize = 10_000;
+    let mut listeners = Vec::with_capacity(n);
+    if ephemeral_start > LOW + 1_000 {
+        let span = ephemeral_start - LOW;
+        let offset = std::process::id() as usize * 7_919;
+        let mut tries = 0;
+        while listeners.len() < n && tries < span {
+            tries += 1;
+            let port = LOW + (offset + CURSOR.fetch_add(1, Ordering::Relaxed)) % span;
+            if let Ok(l) = TcpListener::bind(("127.0.0.1", port as u16)) {
+                listeners.push(l);
+            }
+        }
+    }
+    while listeners.len() < n {
+        listeners
+            .push(TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 to find a free port"));
+    }
     listeners
         .iter()
         .map(|l| {

@@ -14,6 +14,8 @@ pub struct TestRelay {
     pub pickle: SocketAddr,
     /// Plaintext UDP address.
     pub udp: SocketAddr,
+    /// Protobuf TCP address.
+    pub protobuf: SocketAddr,
     /// Counters and ingestors.
     pub handle: RelayHandle,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -21,7 +23,7 @@ pub struct TestRelay {
 }
 
 impl TestRelay {
-    /// Starts a relay on `toml` (listen addresses in it are ignored: all three receivers get
+    /// Starts a relay on `toml` (listen addresses in it are ignored: all four receivers get
     /// fresh loopback sockets).
     pub fn start(toml: &str) -> TestRelay {
         Self::start_inner(toml, None)
@@ -58,14 +60,19 @@ impl TestRelay {
                         .await
                         .expect("bind"),
                 };
+                let protobuf = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
                 let addrs = (
                     line.local_addr().expect("addr"),
                     pickle.local_addr().expect("addr"),
                     udp.local_addr().expect("addr"),
+                    protobuf.local_addr().expect("addr"),
                 );
                 let relay = Relay::builder(config)
                     .line_listener(line)
                     .pickle_listener(pickle)
+                    .protobuf_listener(protobuf)
                     .udp_socket(udp)
                     .build()
                     .expect("relay builds");
@@ -78,13 +85,14 @@ impl TestRelay {
                     .expect("relay runs")
             })
         });
-        let ((line, pickle, udp), handle) = rx
+        let ((line, pickle, udp, protobuf), handle) = rx
             .recv_timeout(Duration::from_secs(10))
             .expect("relay started within 10 s");
         TestRelay {
             line,
             pickle,
             udp,
+            protobuf,
             handle,
             stop: Some(stop_tx),
             thread: Some(thread),

@@ -1,10 +1,12 @@
 //! A counting carbon sink: a loopback TCP listener that accepts any number of connections and
-//! records every datapoint it receives, decoding pickle with `serde_pickle` (independent of
-//! anthracite's decoder) or plaintext lines. Threads, not tokio, so it works beside any runtime.
+//! records every datapoint it receives, decoding pickle with `serde_pickle` or protobuf with
+//! its own prost types (both independent of anthracite's decoders), or plaintext lines;
+//! optionally behind TLS (rustls), or a UDP socket reading plaintext datagrams. Threads, not
+//! tokio, so it works beside any runtime.
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
@@ -19,6 +21,33 @@ pub enum SinkProtocol {
     Pickle,
     /// `path value timestamp\n`.
     Line,
+    /// 4-byte big-endian length + carbon.proto `Payload`.
+    Protobuf,
+    /// `path value timestamp\n` lines in UDP datagrams (each datagram whole lines).
+    Udp,
+}
+
+/// carbon.proto, declared here so the sink does not share anthracite's decoder.
+mod carbon_proto {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Point {
+        #[prost(uint32, tag = "1")]
+        pub timestamp: u32,
+        #[prost(double, tag = "2")]
+        pub value: f64,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Metric {
+        #[prost(string, tag = "1")]
+        pub metric: String,
+        #[prost(message, repeated, tag = "2")]
+        pub points: Vec<Point>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Payload {
+        #[prost(message, repeated, tag = "1")]
+        pub metrics: Vec<Metric>,
+    }
 }
 
 /// One received datapoint.
@@ -71,6 +100,24 @@ pub struct CountingSink {
     addr: SocketAddr,
     shared: Arc<Shared>,
     acceptor: Option<thread::JoinHandle<()>>,
+    udp: bool,
+}
+
+fn new_shared() -> Arc<Shared> {
+    Arc::new(Shared {
+        state: Mutex::new(State::default()),
+        changed: Condvar::new(),
+        stop: AtomicBool::new(false),
+    })
+}
+
+fn record(shared: &Shared, points: Vec<Received>, errors: Vec<String>) {
+    if !points.is_empty() || !errors.is_empty() {
+        let mut st = shared.state.lock().unwrap();
+        st.received.extend(points);
+        st.errors.extend(errors);
+        shared.changed.notify_all();
+    }
 }
 
 impl CountingSink {
@@ -83,6 +130,20 @@ impl CountingSink {
     /// Binds 127.0.0.1:`port` (e.g. a destination that comes up late) and starts accepting.
     /// Retries for up to 10 s while the port is still in use; then panics.
     pub fn start_on(label: &str, protocol: SinkProtocol, port: u16) -> CountingSink {
+        Self::start_on_with(label, protocol, port, None)
+    }
+
+    /// Like [`start_on`](Self::start_on), terminating TLS with `tls` when given (TCP
+    /// protocols only).
+    pub fn start_on_with(
+        label: &str,
+        protocol: SinkProtocol,
+        port: u16,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> CountingSink {
+        if protocol == SinkProtocol::Udp {
+            return Self::serve_udp_on(label, port);
+        }
         let deadline = Instant::now() + Duration::from_secs(10);
         let listener = loop {
             match TcpListener::bind(("127.0.0.1", port)) {
@@ -93,16 +154,67 @@ impl CountingSink {
                 Err(e) => panic!("sink {label}: bind 127.0.0.1:{port}: {e}"),
             }
         };
-        Self::serve_on(label, protocol, listener)
+        Self::serve_tcp(label, protocol, listener, tls)
+    }
+
+    /// A TLS sink on 127.0.0.1:0 presenting `tls`'s certificate.
+    pub fn start_tls(
+        label: &str,
+        protocol: SinkProtocol,
+        tls: Arc<rustls::ServerConfig>,
+    ) -> CountingSink {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind sink on 127.0.0.1:0");
+        Self::serve_tcp(label, protocol, listener, Some(tls))
     }
 
     fn serve_on(label: &str, protocol: SinkProtocol, listener: TcpListener) -> CountingSink {
-        let addr = listener.local_addr().expect("sink local_addr");
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            changed: Condvar::new(),
-            stop: AtomicBool::new(false),
+        Self::serve_tcp(label, protocol, listener, None)
+    }
+
+    /// Datagrams on 127.0.0.1:`port` (0: any), each decoded as whole plaintext lines.
+    fn serve_udp_on(label: &str, port: u16) -> CountingSink {
+        let socket = UdpSocket::bind(("127.0.0.1", port))
+            .unwrap_or_else(|e| panic!("sink {label}: bind udp 127.0.0.1:{port}: {e}"));
+        socket
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("udp read timeout");
+        let addr = socket.local_addr().expect("sink local_addr");
+        let shared = new_shared();
+        let s = shared.clone();
+        let acceptor = thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 16];
+            while !s.stop.load(Ordering::SeqCst) {
+                match socket.recv(&mut buf) {
+                    Ok(n) => {
+                        let (points, mut errors, consumed) = decode_lines(&buf[..n]);
+                        if consumed != n {
+                            errors.push(format!("datagram ends inside a line ({n} bytes)"));
+                        }
+                        record(&s, points, errors);
+                    }
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
         });
+        CountingSink {
+            label: label.to_owned(),
+            addr,
+            shared,
+            acceptor: Some(acceptor),
+            udp: true,
+        }
+    }
+
+    fn serve_tcp(
+        label: &str,
+        protocol: SinkProtocol,
+        listener: TcpListener,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> CountingSink {
+        let addr = listener.local_addr().expect("sink local_addr");
+        let shared = new_shared();
         let acc_shared = shared.clone();
         let acceptor = thread::spawn(move || {
             for conn in listener.incoming() {
@@ -112,7 +224,19 @@ impl CountingSink {
                 let Ok(conn) = conn else { continue };
                 acc_shared.state.lock().unwrap().connections += 1;
                 let s = acc_shared.clone();
-                thread::spawn(move || serve(conn, protocol, &s));
+                let tls = tls.clone();
+                thread::spawn(move || {
+                    let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
+                    match tls {
+                        None => serve(conn, protocol, &s),
+                        Some(config) => match rustls::ServerConnection::new(config) {
+                            Ok(session) => {
+                                serve(rustls::StreamOwned::new(session, conn), protocol, &s)
+                            }
+                            Err(e) => record(&s, Vec::new(), vec![format!("tls session: {e}")]),
+                        },
+                    }
+                });
             }
         });
         CountingSink {
@@ -120,6 +244,7 @@ impl CountingSink {
             addr,
             shared,
             acceptor: Some(acceptor),
+            udp: false,
         }
     }
 
@@ -218,16 +343,18 @@ impl CountingSink {
 impl Drop for CountingSink {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        // Wake the acceptor so it sees the flag; connection threads notice within a read timeout.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        // Wake the acceptor so it sees the flag; connection threads notice within a read timeout
+        // (a UDP sink's thread notices within its own).
+        if !self.udp {
+            let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        }
         if let Some(h) = self.acceptor.take() {
             let _ = h.join();
         }
     }
 }
 
-fn serve(mut conn: TcpStream, protocol: SinkProtocol, shared: &Shared) {
-    let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
+fn serve(mut conn: impl Read, protocol: SinkProtocol, shared: &Shared) {
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
     let mut chunk = vec![0u8; 1 << 16];
     loop {
@@ -240,18 +367,19 @@ fn serve(mut conn: TcpStream, protocol: SinkProtocol, shared: &Shared) {
                 buf.extend_from_slice(&chunk[..n]);
                 let (points, errors, consumed) = match protocol {
                     SinkProtocol::Pickle => decode_pickle_frames(&buf),
-                    SinkProtocol::Line => decode_lines(&buf),
+                    SinkProtocol::Protobuf => decode_protobuf_frames(&buf),
+                    SinkProtocol::Line | SinkProtocol::Udp => decode_lines(&buf),
                 };
                 buf.drain(..consumed);
-                if !points.is_empty() || !errors.is_empty() {
-                    let mut st = shared.state.lock().unwrap();
-                    st.received.extend(points);
-                    st.errors.extend(errors);
-                    shared.changed.notify_all();
-                }
+                record(shared, points, errors);
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == ErrorKind::InvalidData => {
+                // A TLS handshake or record the sink refused (or that the client aborted).
+                record(shared, Vec::new(), vec![format!("tls: {e}")]);
+                return;
+            }
             Err(_) => break,
         }
     }
@@ -263,18 +391,26 @@ fn serve(mut conn: TcpStream, protocol: SinkProtocol, shared: &Shared) {
     }
 }
 
-/// Decodes every complete frame at the start of `buf`: (datapoints, errors, bytes consumed).
-fn decode_pickle_frames(buf: &[u8]) -> (Vec<Received>, Vec<String>, usize) {
-    let mut points = Vec::new();
-    let mut errors = Vec::new();
+/// Calls `each` with every complete length-prefixed frame at the start of `buf`; returns the
+/// bytes consumed.
+fn frames(buf: &[u8], mut each: impl FnMut(&[u8])) -> usize {
     let mut at = 0;
     while buf.len() - at >= 4 {
         let len = u32::from_be_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
         if buf.len() - at - 4 < len {
             break;
         }
-        let frame = &buf[at + 4..at + 4 + len];
+        each(&buf[at + 4..at + 4 + len]);
         at += 4 + len;
+    }
+    at
+}
+
+/// Decodes every complete frame at the start of `buf`: (datapoints, errors, bytes consumed).
+fn decode_pickle_frames(buf: &[u8]) -> (Vec<Received>, Vec<String>, usize) {
+    let mut points = Vec::new();
+    let mut errors = Vec::new();
+    let at = frames(buf, |frame| {
         match serde_pickle::value_from_slice(frame, DeOptions::new()) {
             Ok(v) => match datapoints_of(v) {
                 Ok(mut p) => points.append(&mut p),
@@ -282,7 +418,29 @@ fn decode_pickle_frames(buf: &[u8]) -> (Vec<Received>, Vec<String>, usize) {
             },
             Err(e) => errors.push(format!("unpickle: {e}")),
         }
-    }
+    });
+    (points, errors, at)
+}
+
+/// Decodes every complete protobuf frame at the start of `buf`.
+fn decode_protobuf_frames(buf: &[u8]) -> (Vec<Received>, Vec<String>, usize) {
+    use prost::Message;
+    let mut points = Vec::new();
+    let mut errors = Vec::new();
+    let at = frames(buf, |frame| match carbon_proto::Payload::decode(frame) {
+        Ok(p) => {
+            for m in p.metrics {
+                for pt in m.points {
+                    points.push(Received {
+                        path: m.metric.clone(),
+                        timestamp: f64::from(pt.timestamp),
+                        value: pt.value,
+                    });
+                }
+            }
+        }
+        Err(e) => errors.push(format!("protobuf: {e}")),
+    });
     (points, errors, at)
 }
 

@@ -2,8 +2,9 @@
 //!
 //! It lives under `CARGO_TARGET_TMPDIR` (inside `target/`), so it survives between test binaries
 //! and runs. Test binaries run in parallel, so creation is serialized by an exclusive lock on a
-//! lock file, and a completion marker is written only after the install and an import check
-//! succeeded; a half-built venv (no marker) is deleted and rebuilt.
+//! lock file, and a completion marker (holding the package list) is written only after the
+//! install and an import check succeeded; a half-built venv (no marker) is deleted and rebuilt,
+//! and a complete one whose marker lists other packages gets the missing ones installed.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -13,8 +14,22 @@ use std::time::Duration;
 
 use super::process::output_with_timeout;
 
-/// Packages installed into the venv, exactly as carbon's setup notes prescribe.
-const PACKAGES: [&str; 3] = ["carbon==1.1.10", "whisper==1.1.10", "mmh3"];
+/// Packages installed into the venv: carbon as its setup notes prescribe, plus what carbon's
+/// optional plugins import — `protobuf` for `carbon.protobuf` (the protobuf receiver and
+/// `DESTINATION_PROTOCOL = protobuf`; 3.20 runs the `carbon_pb2` carbon ships, newer releases
+/// refuse its hand-built descriptors), `pyOpenSSL` and `service_identity` for
+/// `DESTINATION_TRANSPORT = ssl`.
+const PACKAGES: [&str; 6] = [
+    "carbon==1.1.10",
+    "whisper==1.1.10",
+    "mmh3",
+    "protobuf==3.20.3",
+    "pyOpenSSL",
+    "service_identity",
+];
+/// What the finished venv must import.
+const IMPORT_CHECK: &str = "import carbon, carbon.routers, carbon.util, whisper, mmh3, \
+     carbon.protobuf, carbon.carbon_pb2, OpenSSL.SSL, service_identity, twisted.internet.ssl";
 const MARKER: &str = ".anthracite-carbon-ready";
 /// Downloads and builds (Twisted, carbon from sdist) on a slow, shared machine.
 const PIP_TIMEOUT: Duration = Duration::from_secs(900);
@@ -52,8 +67,11 @@ fn build_once() -> PathBuf {
     #[allow(clippy::incompatible_msrv)]
     lock.lock()
         .unwrap_or_else(|e| panic!("lock {}: {e}", lock_path.display()));
-    if !venv.join(MARKER).exists() {
-        build(&venv);
+    let marker = venv.join(MARKER);
+    match fs::read_to_string(&marker) {
+        Ok(text) if text == marker_text() => {}
+        Ok(_) => upgrade(&venv),
+        Err(_) => build(&venv),
     }
     venv
 }
@@ -61,6 +79,51 @@ fn build_once() -> PathBuf {
 /// The venv's Python interpreter.
 pub fn venv_python() -> PathBuf {
     carbon_venv().join("bin").join("python")
+}
+
+fn marker_text() -> String {
+    format!("{}\n", PACKAGES.join("\n"))
+}
+
+/// A complete venv built for an older package list: install the current list into it.
+fn upgrade(venv: &Path) {
+    install(venv);
+    import_check(venv);
+    fs::write(venv.join(MARKER), marker_text())
+        .unwrap_or_else(|e| panic!("write completion marker in {}: {e}", venv.display()));
+}
+
+fn install(venv: &Path) {
+    // `python -m pip`, not `bin/pip`: a venv copied with its `target/` (a worktree) keeps
+    // scripts whose `#!` still names the original venv's interpreter.
+    let mut cmd = Command::new(venv.join("bin").join("python"));
+    cmd.args([
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--no-input",
+    ])
+    .args(["--no-binary", "carbon"])
+    .args(PACKAGES)
+    // Stops carbon's setup.py from forcing the /opt/graphite prefix.
+    .env("GRAPHITE_NO_PREFIX", "True");
+    let out = output_with_timeout("pip install", cmd, Vec::new(), PIP_TIMEOUT);
+    check(
+        &out,
+        &format!(
+            "GRAPHITE_NO_PREFIX=True pip install --no-binary carbon {}",
+            PACKAGES.join(" ")
+        ),
+    );
+}
+
+fn import_check(venv: &Path) {
+    let python = venv.join("bin").join("python");
+    let mut cmd = Command::new(&python);
+    cmd.args(["-c", IMPORT_CHECK]);
+    let out = output_with_timeout("import check", cmd, Vec::new(), Duration::from_secs(60));
+    check(&out, &format!("import check `{IMPORT_CHECK}` in the venv"));
 }
 
 fn build(venv: &Path) {
@@ -86,30 +149,8 @@ fn build(venv: &Path) {
     );
     check(&out, "python3.11 -m venv");
 
-    let pip = venv.join("bin").join("pip");
-    let mut cmd = Command::new(&pip);
-    cmd.args(["install", "--disable-pip-version-check", "--no-input"])
-        .args(["--no-binary", "carbon"])
-        .args(PACKAGES)
-        // Stops carbon's setup.py from forcing the /opt/graphite prefix.
-        .env("GRAPHITE_NO_PREFIX", "True");
-    let out = output_with_timeout("pip install", cmd, Vec::new(), PIP_TIMEOUT);
-    check(
-        &out,
-        "GRAPHITE_NO_PREFIX=True pip install --no-binary carbon carbon==1.1.10 whisper==1.1.10 mmh3",
-    );
-
-    let python = venv.join("bin").join("python");
-    let mut cmd = Command::new(&python);
-    cmd.args([
-        "-c",
-        "import carbon, carbon.routers, carbon.util, whisper, mmh3",
-    ]);
-    let out = output_with_timeout("import check", cmd, Vec::new(), Duration::from_secs(60));
-    check(
-        &out,
-        "import check `import carbon, whisper, mmh3` in the new venv",
-    );
+    install(venv);
+    import_check(venv);
     for script in ["carbon-cache.py", "carbon-relay.py"] {
         let path = venv.join("bin").join(script);
         assert!(
@@ -119,7 +160,7 @@ fn build(venv: &Path) {
         );
     }
 
-    fs::write(venv.join(MARKER), "ok\n")
+    fs::write(venv.join(MARKER), marker_text())
         .unwrap_or_else(|e| panic!("write completion marker in {}: {e}", venv.display()));
     eprintln!(
         "support: built carbon 1.1.10 venv at {} in {:.1}s",

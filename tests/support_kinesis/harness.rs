@@ -110,9 +110,8 @@ impl RunningSource {
 }
 
 pub fn load_checkpoint(dir: &Path, stream: &str) -> StreamCheckpoint {
-    use anthracite::unstable::kinesis::CheckpointStore;
     FileStore::new(dir, stream)
-        .load()
+        .read()
         .expect("checkpoint loads")
 }
 

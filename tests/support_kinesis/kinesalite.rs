@@ -22,17 +22,11 @@ fn dir() -> PathBuf {
 }
 
 fn require(tool: &str) {
-    let ok = Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "the Kinesis tests need `{tool}` (Node.js 18+ and npm) on PATH to run kinesalite; \
-         install Node.js (e.g. `apt-get install nodejs npm`)"
+    super::require_tool(
+        tool,
+        "--version",
+        "the Kinesis tests need Node.js 18+ and npm to run kinesalite; \
+         install Node.js (e.g. `apt-get install nodejs npm`)",
     );
 }
 

@@ -1,8 +1,9 @@
 //! A loopback HTTP proxy in front of kinesalite that answers some GetRecords calls with
-//! ProvisionedThroughputExceededException or ExpiredIteratorException instead of forwarding.
+//! ProvisionedThroughputExceededException or ExpiredIteratorException instead of forwarding;
+//! in front of DynamoDB Local it records every call (target, body, status) instead.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -22,8 +23,35 @@ pub struct Faults {
     pub expired: AtomicU64,
 }
 
+/// One forwarded call.
+#[derive(Clone, Debug)]
+pub struct Exchange {
+    /// `X-Amz-Target`, e.g. `DynamoDB_20120810.UpdateItem`.
+    pub target: String,
+    /// The request body.
+    pub body: String,
+    /// The upstream answer's HTTP status.
+    pub status: u16,
+    /// The upstream answer's body.
+    pub response: String,
+}
+
+/// Every call a recording proxy forwarded, in order.
+pub type Recording = Arc<Mutex<Vec<Exchange>>>;
+
 /// Starts the proxy; returns its endpoint URL.
 pub async fn start(upstream: &str, faults: Arc<Faults>) -> String {
+    spawn(upstream, faults, None).await
+}
+
+/// Starts a proxy that forwards everything and records it.
+pub async fn start_recording(upstream: &str) -> (String, Recording) {
+    let recording = Recording::default();
+    let url = spawn(upstream, Arc::default(), Some(recording.clone())).await;
+    (url, recording)
+}
+
+async fn spawn(upstream: &str, faults: Arc<Faults>, record: Option<Recording>) -> String {
     let upstream = upstream.trim_start_matches("http://").to_string();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
     let addr = listener.local_addr().expect("proxy addr");
@@ -31,8 +59,9 @@ pub async fn start(upstream: &str, faults: Arc<Faults>) -> String {
         while let Ok((client, _)) = listener.accept().await {
             let faults = faults.clone();
             let upstream = upstream.clone();
+            let record = record.clone();
             tokio::spawn(async move {
-                let _ = serve(client, &upstream, &faults).await;
+                let _ = serve(client, &upstream, &faults, record.as_ref()).await;
             });
         }
     });
@@ -63,7 +92,12 @@ async fn read_request(s: &mut TcpStream) -> std::io::Result<Option<(String, Vec<
     Ok(Some((head, body)))
 }
 
-async fn serve(mut client: TcpStream, upstream: &str, faults: &Faults) -> std::io::Result<()> {
+async fn serve(
+    mut client: TcpStream,
+    upstream: &str,
+    faults: &Faults,
+    record: Option<&Recording>,
+) -> std::io::Result<()> {
     while let Some((head, body)) = read_request(&mut client).await? {
         let target = head
             .lines()
@@ -114,6 +148,24 @@ async fn serve(mut client: TcpStream, upstream: &str, faults: &Faults) -> std::i
         up.write_all(&body).await?;
         let mut resp = Vec::new();
         up.read_to_end(&mut resp).await?;
+        if let Some(r) = record {
+            let text = String::from_utf8_lossy(&resp);
+            let status = text
+                .split_whitespace()
+                .nth(1)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            let response = text
+                .split_once("\r\n\r\n")
+                .map(|(_, b)| b.to_string())
+                .unwrap_or_default();
+            r.lock().expect("recording").push(Exchange {
+                target: target.clone(),
+                body: String::from_utf8_lossy(&body).into_owned(),
+                status,
+                response,
+            });
+        }
         client.write_all(&resp).await?;
         // The upstream answer says `Connection: close`: the client reconnects.
         return Ok(());

@@ -72,9 +72,7 @@ pub fn parse_relay_rules(
                     "the section has both 'pattern' and 'default'; use one or the other".into(),
                 ));
             }
-            regex::RegexBuilder::new(&pattern)
-                .case_insensitive(true)
-                .build()
+            crate::pattern::Pattern::case_insensitive(&pattern)
                 .map_err(|e| invalid(section, "pattern", e.to_string()))?;
             rules.push(RawRule {
                 pattern: Some(pattern),

@@ -112,7 +112,7 @@ fn bad_values_and_duplicates_name_key_and_file() {
             "RELAY_METHOD",
         ),
         (
-            "[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = h:1\nDESTINATION_PROTOCOL = protobuf\n",
+            "[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = h:1\nDESTINATION_PROTOCOL = amqp\n",
             "DESTINATION_PROTOCOL",
         ),
         (
@@ -321,4 +321,81 @@ fn max_queue_size_out_of_range_is_a_config_error() {
     .expect("inf");
     assert_eq!(c.config.destinations[0].queue.max_datapoints, 1_000_000_000);
     assert_eq!(c.config.listen.max_connections, 1_000_000);
+}
+
+#[test]
+fn drop_in_destination_and_receiver_keys_are_honoured_without_warnings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = dir.path().join("ca.pem");
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
+    std::fs::write(&ca, cert.cert.pem()).expect("write ca");
+    let c = import(&format!(
+        "[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = h:1:a, h:1:b\n\
+         DESTINATION_PROTOCOL = protobuf\nDESTINATION_TRANSPORT = ssl\nDESTINATION_SSL_CA = {}\n\
+         DESTINATION_POOL_REPLICAS = True\n\
+         PROTOBUF_RECEIVER_INTERFACE = 127.0.0.1\nPROTOBUF_RECEIVER_PORT = 2005\n",
+        ca.display()
+    ))
+    .expect("imports");
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let cfg = &c.config;
+    assert_eq!(cfg.listen.protobuf_tcp, "127.0.0.1:2005".parse().ok());
+    assert!(cfg.pool_replicas);
+    let d = &cfg.destinations[0];
+    assert_eq!(d.protocol, crate::destination::OutputProtocol::Protobuf);
+    let tls = d.tls.as_ref().expect("tls");
+    assert_eq!(tls.settings().ca_file.as_deref(), Some(ca.as_path()));
+    assert_eq!(
+        tls.settings().server_name,
+        None,
+        "checked against each host, as carbon"
+    );
+
+    let c = import("[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = h:1\nDESTINATION_PROTOCOL = udp\n")
+        .expect("udp");
+    assert_eq!(
+        c.config.destinations[0].protocol,
+        crate::destination::OutputProtocol::Udp
+    );
+    assert!(
+        c.warnings.iter().any(|w| w.contains("no UDP client")),
+        "{:?}",
+        c.warnings
+    );
+    let off = import("[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = h:1\n")
+        .expect("defaults");
+    assert_eq!(off.config.listen.protobuf_tcp, None);
+    assert!(off.config.destinations[0].tls.is_none());
+    assert!(!off.config.pool_replicas);
+    let err = import("[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = h:1\nDESTINATION_TRANSPORT = ssl\nDESTINATION_SSL_CA = /nonexistent/ca.pem\n")
+        .expect_err("missing CA file");
+    assert!(err.to_string().contains("/nonexistent/ca.pem"), "{err}");
+}
+
+#[test]
+fn relay_rule_with_python_look_ahead_loads_and_a_broken_one_names_file_and_section() {
+    let c = import_with(
+        "[relay]\nDESTINATIONS = h:1:a, h:2:b\n",
+        &[(
+            "relay-rules.conf",
+            "[not-db]\npattern = ^servers\\.(?!db)\ndestinations = h:1:a\n[default]\ndefault = true\ndestinations = h:2:b\n",
+        )],
+        "a",
+    )
+    .expect("look-ahead accepted");
+    assert_eq!(c.config.router.rules.len(), 2);
+    let err = import_with(
+        "[relay]\nDESTINATIONS = h:1:a\n",
+        &[(
+            "relay-rules.conf",
+            "[bad]\npattern = (?<=a+)b(\ndestinations = h:1:a\n[default]\ndefault = true\ndestinations = h:1:a\n",
+        )],
+        "a",
+    )
+    .expect_err("neither engine accepts it")
+    .to_string();
+    assert!(
+        err.contains("relay-rules.conf") && err.contains("[bad] pattern"),
+        "{err}"
+    );
 }

@@ -11,13 +11,15 @@
 //!
 //! The store sits behind [`CheckpointStore`]; [`FileStore`] keeps one JSON file per stream and
 //! replaces it atomically (write a temporary file, fsync, rename, fsync the directory). A file
-//! that does not parse is an error naming the file, never silently reset.
+//! that does not parse is an error naming the file, never silently reset. With a lease table,
+//! [`LeaseStore`](super::leases::LeaseStore) keeps them in the lease rows instead.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
 
@@ -142,14 +144,24 @@ pub enum CheckpointError {
         /// The stream the file names.
         found: String,
     },
+    /// A write to the lease table failed (it is retried at the next commit).
+    #[error(transparent)]
+    LeaseTable(#[from] super::leases::TableError),
+    /// The blocking task doing file I/O failed.
+    #[error("checkpoint task failed: {0}")]
+    Task(String),
 }
 
-/// Where checkpoints live. Calls block (file I/O); run them off the async workers.
+/// What a [`CheckpointStore`] call returns.
+pub type StoreFuture<'a, T> =
+    Pin<Box<dyn std::future::Future<Output = Result<T, CheckpointError>> + Send + 'a>>;
+
+/// Where checkpoints live.
 pub trait CheckpointStore: Send + Sync + fmt::Debug {
     /// The stored checkpoint, or an empty one when none exists yet.
-    fn load(&self) -> Result<StreamCheckpoint, CheckpointError>;
-    /// Replaces the stored checkpoint atomically.
-    fn save(&self, checkpoint: &StreamCheckpoint) -> Result<(), CheckpointError>;
+    fn load(&self) -> StoreFuture<'_, StreamCheckpoint>;
+    /// Stores the checkpoint: every shard this store is responsible for.
+    fn save<'a>(&'a self, checkpoint: &'a StreamCheckpoint) -> StoreFuture<'a, ()>;
 }
 
 /// One JSON file per stream: `<dir>/<stream>.checkpoint.json`.
@@ -186,10 +198,9 @@ impl FileStore {
             source,
         }
     }
-}
 
-impl CheckpointStore for FileStore {
-    fn load(&self) -> Result<StreamCheckpoint, CheckpointError> {
+    /// Reads the file (blocking); an empty checkpoint when it does not exist.
+    pub fn read(&self) -> Result<StreamCheckpoint, CheckpointError> {
         let text = match std::fs::read(&self.path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -222,7 +233,8 @@ impl CheckpointStore for FileStore {
         Ok(cp)
     }
 
-    fn save(&self, checkpoint: &StreamCheckpoint) -> Result<(), CheckpointError> {
+    /// Replaces the file atomically (blocking).
+    pub fn write(&self, checkpoint: &StreamCheckpoint) -> Result<(), CheckpointError> {
         std::fs::create_dir_all(&self.dir).map_err(|e| self.io(e))?;
         let json = serde_json::to_vec_pretty(checkpoint).map_err(|e| CheckpointError::Corrupt {
             path: self.path.clone(),
@@ -241,6 +253,26 @@ impl CheckpointStore for FileStore {
             let _ = d.sync_all();
         }
         Ok(())
+    }
+}
+
+impl CheckpointStore for FileStore {
+    fn load(&self) -> StoreFuture<'_, StreamCheckpoint> {
+        let me = self.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || me.read())
+                .await
+                .map_err(|e| CheckpointError::Task(e.to_string()))?
+        })
+    }
+
+    fn save<'a>(&'a self, checkpoint: &'a StreamCheckpoint) -> StoreFuture<'a, ()> {
+        let (me, cp) = (self.clone(), checkpoint.clone());
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || me.write(&cp))
+                .await
+                .map_err(|e| CheckpointError::Task(e.to_string()))?
+        })
     }
 }
 
@@ -275,7 +307,7 @@ mod tests {
     fn file_store_roundtrip_and_corrupt_file() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let store = FileStore::new(dir.path(), "s");
-        let mut cp = store.load().unwrap_or_else(|e| panic!("{e}"));
+        let mut cp = store.read().unwrap_or_else(|e| panic!("{e}"));
         assert!(cp.shards.is_empty());
         cp.shards.insert(
             "shardId-000000000000".into(),
@@ -287,11 +319,11 @@ mod tests {
                 ended: false,
             },
         );
-        store.save(&cp).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(store.load().unwrap_or_else(|e| panic!("{e}")), cp);
+        store.write(&cp).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(store.read().unwrap_or_else(|e| panic!("{e}")), cp);
         std::fs::write(store.path(), b"{\"version\":1,\"stream\":")
             .unwrap_or_else(|e| panic!("{e}"));
-        let err = store.load().expect_err("corrupt");
+        let err = store.read().expect_err("corrupt");
         assert!(err.to_string().contains("corrupt"), "{err}");
         assert!(err.to_string().contains("s.checkpoint.json"), "{err}");
     }

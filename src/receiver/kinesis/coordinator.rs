@@ -1,22 +1,19 @@
-//! The stream's coordinator: shard discovery, the parent → child graph, reader tasks and
-//! checkpoint commits.
+//! The stream's coordinator: shard discovery, reader tasks and checkpoint commits.
 //!
 //! It owns the shared [`StreamCheckpoint`] that readers update after each flush, and commits
 //! it through the [`CheckpointStore`] on an interval, whenever a shard ends, and once more
-//! after every reader stopped at shutdown.
+//! after every reader stopped at shutdown. Which shards may be read is the shard graph's call
+//! (`shards.rs`).
 //!
-//! A shard is started when it is not ended, not running, and every parent it names is ended
-//! — or unknown, because a parent past the retention period is no longer listed and had been
-//! read (or can no longer be). With `initial_position = latest`, shards already closed at the
-//! first listing are skipped (their records are older than "now"), and open ones start at
-//! LATEST; shards discovered later (children of a reshard) always start at TRIM_HORIZON so
-//! nothing written to them is missed.
+//! With a lease table it also runs the worker's renewer and taker ([`super::leases`]), syncs
+//! listed shards into lease rows, follows the lease view, and at shutdown stops taking,
+//! commits the final checkpoint, then releases every lease.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_kinesis::Client;
-use aws_sdk_kinesis::operation::list_shards::ListShardsError;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -24,10 +21,11 @@ use tracing::{info, warn};
 
 use super::KinesisError;
 use super::checkpoint::{CheckpointStore, StreamCheckpoint};
-use super::reader::{ReaderExit, ShardReader, StartAt, error_text, sleep_or_stop};
+use super::leases::worker::{LeaseView, Leases, spawn as spawn_leases};
+use super::reader::{ReaderExit, ShardReader, sleep_or_stop};
+use super::shards::{Graph, Run, list_shards};
 use super::stats::{KinesisStats, ShardEvent};
 use crate::config::KinesisConfig;
-use crate::config::kinesis::InitialPosition;
 use crate::ingest::Pipeline;
 
 /// Everything a coordinator runs with.
@@ -39,26 +37,125 @@ pub(crate) struct Parts {
     pub data: Client,
     pub stats: Arc<KinesisStats>,
     pub pipeline: Pipeline,
+    /// Lease mode.
+    pub leases: Option<Arc<Leases>>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Run {
-    Waiting,
-    Running,
-    Ended,
+/// What every reader is built from.
+struct ReaderContext {
+    config: Arc<KinesisConfig>,
+    control: Client,
+    data: Client,
+    stats: Arc<KinesisStats>,
+    pipeline: Pipeline,
+    progress: Arc<Mutex<StreamCheckpoint>>,
 }
 
-#[derive(Debug)]
-struct Node {
-    parents: Vec<String>,
-    run: Run,
-    start: StartAt,
+/// The running readers, one task per shard.
+struct Readers {
+    ctx: ReaderContext,
+    set: JoinSet<(String, ReaderExit)>,
+    task_ids: HashMap<tokio::task::Id, String>,
+    /// Each reader's stop token (a child of its lease's token in lease mode).
+    tokens: HashMap<String, CancellationToken>,
+    stop: CancellationToken,
 }
 
-/// A listed shard: id, parents, closed (has an ending sequence number).
-type Listed = (String, Vec<String>, bool);
+impl Readers {
+    /// Starts every shard the graph says is ready.
+    fn start_ready(&mut self, graph: &mut Graph) {
+        for id in graph.ready(std::time::Instant::now()) {
+            graph.begin_tenure(&id, &self.ctx.progress, &self.ctx.config);
+            let Some(node) = graph.get_mut(&id) else {
+                continue;
+            };
+            node.run = Run::Running;
+            let resume = self
+                .ctx
+                .progress
+                .lock()
+                .ok()
+                .and_then(|p| p.shards.get(&id).and_then(|c| c.position.clone()));
+            let lease = node.lease.as_ref().map(|l| l.guard.clone());
+            let token = match &lease {
+                Some(g) => g.lost().child_token(),
+                None => self.stop.child_token(),
+            };
+            let reader = ShardReader {
+                config: self.ctx.config.clone(),
+                control: self.ctx.control.clone(),
+                data: self.ctx.data.clone(),
+                pipeline: self.ctx.pipeline.clone(),
+                stats: self.ctx.stats.clone(),
+                progress: self.ctx.progress.clone(),
+                shard_id: id.clone(),
+                resume,
+                start: node.start,
+                lease,
+            };
+            self.ctx.stats.event(ShardEvent::Started(id.clone()));
+            self.tokens.insert(id.clone(), token.clone());
+            let key = id.clone();
+            let handle = self.set.spawn(async move { (id, reader.run(token).await) });
+            self.task_ids.insert(handle.id(), key);
+        }
+    }
 
-/// Runs the stream until `shutdown`, then commits the final checkpoint.
+    /// The next reader to finish: `(shard, exit)`, or `(shard, None)` when it panicked.
+    async fn next(&mut self) -> Option<(Option<String>, Option<ReaderExit>)> {
+        let joined = self.set.join_next_with_id().await?;
+        self.ctx.stats.shard_active(false);
+        Some(match joined {
+            Ok((id, (shard, exit))) => {
+                self.task_ids.remove(&id);
+                self.tokens.remove(&shard);
+                (Some(shard), Some(exit))
+            }
+            Err(e) => {
+                warn!(stream = %self.ctx.config.stream_name, error = %e, "shard reader failed; restarting it");
+                let shard = self.task_ids.remove(&e.id());
+                if let Some(s) = &shard {
+                    self.tokens.remove(s);
+                }
+                (shard, None)
+            }
+        })
+    }
+
+    /// Stops every reader; each flushes what it parsed and publishes its position.
+    async fn stop_all(&mut self) {
+        self.stop.cancel();
+        for t in self.tokens.values() {
+            t.cancel();
+        }
+        while let Some(joined) = self.set.join_next().await {
+            self.ctx.stats.shard_active(false);
+            if let Err(e) = joined {
+                warn!(stream = %self.ctx.config.stream_name, error = %e, "shard reader failed during shutdown");
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+}
+
+/// The next lease view (pending forever without leases).
+async fn view_changed(view: &mut Option<watch::Receiver<Arc<LeaseView>>>) -> Arc<LeaseView> {
+    match view {
+        Some(rx) => {
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            rx.borrow_and_update().clone()
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs the stream until `shutdown`, then commits the final checkpoint (and, with leases,
+/// releases them).
 pub(crate) async fn run(parts: Parts, shutdown: CancellationToken) -> Result<(), KinesisError> {
     let Parts {
         config,
@@ -68,12 +165,27 @@ pub(crate) async fn run(parts: Parts, shutdown: CancellationToken) -> Result<(),
         data,
         stats,
         pipeline,
+        leases,
     } = parts;
     let progress = Arc::new(Mutex::new(checkpoint));
-    let mut graph: HashMap<String, Node> = HashMap::new();
-    let mut readers: JoinSet<(String, ReaderExit)> = JoinSet::new();
-    let mut task_ids: HashMap<tokio::task::Id, String> = HashMap::new();
-    let stop_readers = CancellationToken::new();
+    let mut graph = Graph::new(leases.is_some());
+    let mut readers = Readers {
+        ctx: ReaderContext {
+            config: config.clone(),
+            control: control.clone(),
+            data,
+            stats: stats.clone(),
+            pipeline,
+            progress: progress.clone(),
+        },
+        set: JoinSet::new(),
+        task_ids: HashMap::new(),
+        tokens: HashMap::new(),
+        stop: CancellationToken::new(),
+    };
+    let stop_leases = CancellationToken::new();
+    let mut lease_tasks = leases.as_ref().map(|l| spawn_leases(l, &stop_leases));
+    let mut view = leases.as_ref().map(|l| l.subscribe());
     let mut committed = snapshot(&progress);
     let mut last_commit = Instant::now();
     let mut first_listing = true;
@@ -84,61 +196,52 @@ pub(crate) async fn run(parts: Parts, shutdown: CancellationToken) -> Result<(),
     let mut commit = tokio::time::interval(config.checkpoint_interval);
     commit.set_missed_tick_behavior(MissedTickBehavior::Delay);
     commit.reset();
-    let mut relist_now = false;
 
     loop {
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
-            Some(joined) = readers.join_next(), if !readers.is_empty() => {
-                stats.shard_active(false);
-                match joined {
-                    Ok((shard, ReaderExit::Ended { children })) => {
-                        task_ids.retain(|_, s| s != &shard);
-                        if let Some(n) = graph.get_mut(&shard) {
-                            n.run = Run::Ended;
-                        }
-                        stats.event(ShardEvent::Ended(shard.clone()));
+            Some((shard, exit)) = readers.next(), if !readers.is_empty() => {
+                let node = shard.as_deref().and_then(|s| graph.get_mut(s));
+                match (node, exit) {
+                    (Some(_), Some(ReaderExit::Ended { children })) => {
+                        let shard = shard.unwrap_or_default();
+                        graph.reader_ended(&shard);
+                        stats.event(ShardEvent::Ended(shard));
                         // Shard end is a commit point: the children must never restart the
-                        // parent after a crash.
+                        // parent after a crash (with leases: SHARD_END releases the lease).
                         committed = commit_now(&store, &progress, &committed, &stats, &config).await;
                         last_commit = Instant::now();
-                        for (child, parents) in children {
-                            graph.entry(child).or_insert(Node {
-                                parents,
-                                run: Run::Waiting,
-                                start: StartAt::TrimHorizon,
-                            });
-                        }
-                        relist_now = true;
+                        graph.add_children(children);
+                        sync.reset_immediately();
                     }
-                    Ok((shard, ReaderExit::Stopped)) => {
-                        task_ids.retain(|_, s| s != &shard);
-                        if let Some(n) = graph.get_mut(&shard) {
-                            n.run = Run::Waiting;
-                        }
-                    }
-                    Err(e) => {
-                        // A panicked reader: its shard starts again from its position.
-                        warn!(stream = %config.stream_name, error = %e, "shard reader failed; restarting it");
-                        if let Some(n) = task_ids.remove(&e.id()).and_then(|id| graph.get_mut(&id)) {
-                            n.run = Run::Waiting;
-                        }
-                    }
+                    // Shutdown, a lost lease, or a panic: the shard may start again (with
+                    // leases, only while held).
+                    (Some(n), _) => n.run = Run::Waiting,
+                    (None, _) => {}
                 }
-                start_ready(&mut graph, &mut readers, &mut task_ids, &progress, &config, &control, &data, &stats, &pipeline, &stop_readers);
-                if relist_now {
-                    relist_now = false;
-                    sync.reset_immediately();
-                }
+                readers.start_ready(&mut graph);
+            }
+            v = view_changed(&mut view) => {
+                graph.apply_view(&v);
+                readers.start_ready(&mut graph);
             }
             _ = sync.tick() => {
                 match list_shards(&control, &config).await {
                     Ok(listed) => {
                         list_backoff = config.backoff_min;
-                        merge_listing(&mut graph, listed, &progress, &config, first_listing);
+                        match &leases {
+                            Some(l) => {
+                                if let Err(e) = l.sync_shards(&listed).await {
+                                    stats.error();
+                                    warn!(stream = %config.stream_name, error = %e, "shard sync into the lease table failed; retrying at the next sync");
+                                }
+                                graph.set_listed(&listed);
+                            }
+                            None => graph.merge_listing(&listed, &progress, &config, first_listing),
+                        }
                         first_listing = false;
-                        start_ready(&mut graph, &mut readers, &mut task_ids, &progress, &config, &control, &data, &stats, &pipeline, &stop_readers);
+                        readers.start_ready(&mut graph);
                     }
                     Err(missing) => {
                         stats.error();
@@ -162,30 +265,28 @@ pub(crate) async fn run(parts: Parts, shutdown: CancellationToken) -> Result<(),
         stats.checkpoint_age(last_commit.elapsed().as_secs_f64());
     }
 
-    // Readers flush what they parsed and publish their positions before they return.
-    stop_readers.cancel();
-    while let Some(joined) = readers.join_next().await {
-        stats.shard_active(false);
-        if let Err(e) = joined {
-            warn!(stream = %config.stream_name, error = %e, "shard reader failed during shutdown");
-        }
+    // No new leases while stopping; the ones held stay valid through the final checkpoint.
+    stop_leases.cancel();
+    if let Some(tasks) = lease_tasks.as_mut() {
+        while tasks.join_next().await.is_some() {}
     }
+    readers.stop_all().await;
     let cp = snapshot(&progress);
-    let store2 = store.clone();
-    let saved = tokio::task::spawn_blocking(move || store2.save(&cp))
-        .await
-        .map_err(|e| KinesisError::Task {
-            stream: config.stream_name.clone(),
-            message: e.to_string(),
-        })?;
+    let saved = store.save(&cp).await;
+    if saved.is_ok() {
+        stats.checkpointed();
+        stats.checkpoint_age(0.0);
+        info!(stream = %config.stream_name, "final checkpoint committed");
+    }
+    // Released even after a failed final checkpoint: a peer re-reads from the last one
+    // committed now rather than a lease duration later.
+    if let Some(l) = &leases {
+        l.release_all(std::time::Instant::now()).await;
+    }
     saved.map_err(|source| KinesisError::Checkpoint {
         stream: config.stream_name.clone(),
         source,
-    })?;
-    stats.checkpointed();
-    stats.checkpoint_age(0.0);
-    info!(stream = %config.stream_name, "final checkpoint committed");
-    Ok(())
+    })
 }
 
 fn snapshot(progress: &Mutex<StreamCheckpoint>) -> StreamCheckpoint {
@@ -206,167 +307,16 @@ async fn commit_now(
         stats.checkpoint_age(0.0);
         return cp;
     }
-    let s = store.clone();
-    let c = cp.clone();
-    match tokio::task::spawn_blocking(move || s.save(&c)).await {
-        Ok(Ok(())) => {
+    match store.save(&cp).await {
+        Ok(()) => {
             stats.checkpointed();
             stats.checkpoint_age(0.0);
             cp
         }
-        Ok(Err(e)) => {
+        Err(e) => {
+            stats.error();
             warn!(stream = %config.stream_name, error = %e, "checkpoint commit failed; will retry");
             committed.clone()
         }
-        Err(e) => {
-            warn!(stream = %config.stream_name, error = %e, "checkpoint task failed; will retry");
-            committed.clone()
-        }
-    }
-}
-
-/// Lists every shard (all pages). `Err(true)` when the stream does not exist.
-async fn list_shards(control: &Client, config: &KinesisConfig) -> Result<Vec<Listed>, bool> {
-    let mut out = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let req = control.list_shards();
-        let req = match &token {
-            // With a NextToken, the stream must not be named again.
-            Some(t) => req.next_token(t),
-            None => match &config.stream_arn {
-                Some(arn) => req.stream_arn(arn),
-                None => req.stream_name(&config.stream_name),
-            },
-        };
-        let resp = match req.send().await {
-            Ok(r) => r,
-            Err(e) => {
-                let missing = matches!(
-                    e.as_service_error(),
-                    Some(ListShardsError::ResourceNotFoundException(_))
-                );
-                if !missing {
-                    warn!(stream = %config.stream_name, error = %error_text(&e), "ListShards failed; retrying");
-                }
-                return Err(missing);
-            }
-        };
-        for s in resp.shards() {
-            let parents = s
-                .parent_shard_id()
-                .into_iter()
-                .chain(s.adjacent_parent_shard_id())
-                .map(str::to_string)
-                .collect();
-            let closed = s
-                .sequence_number_range()
-                .is_some_and(|r| r.ending_sequence_number().is_some());
-            out.push((s.shard_id().to_string(), parents, closed));
-        }
-        match resp.next_token() {
-            Some(t) if !t.is_empty() => token = Some(t.to_string()),
-            _ => return Ok(out),
-        }
-    }
-}
-
-fn merge_listing(
-    graph: &mut HashMap<String, Node>,
-    listed: Vec<Listed>,
-    progress: &Mutex<StreamCheckpoint>,
-    config: &KinesisConfig,
-    first: bool,
-) {
-    let Ok(mut p) = progress.lock() else {
-        return;
-    };
-    let initial = StartAt::initial(config);
-    let listed_ids: std::collections::HashSet<&str> = listed.iter().map(|l| l.0.as_str()).collect();
-    // Ended shards that aged out of the stream need no checkpoint entry any more.
-    p.shards
-        .retain(|id, cp| !cp.ended || listed_ids.contains(id.as_str()) || graph.contains_key(id));
-    for (id, parents, closed) in &listed {
-        if graph.contains_key(id) {
-            continue;
-        }
-        let checkpointed = p.shards.get(id);
-        let ended = checkpointed.is_some_and(|c| c.ended);
-        let has_position = checkpointed.is_some_and(|c| c.position.is_some());
-        let skip_closed =
-            first && config.initial_position == InitialPosition::Latest && *closed && !has_position;
-        let run = if ended || skip_closed {
-            Run::Ended
-        } else {
-            Run::Waiting
-        };
-        if skip_closed && !ended {
-            p.shards.entry(id.clone()).or_default().ended = true;
-        }
-        graph.insert(
-            id.clone(),
-            Node {
-                parents: parents.clone(),
-                run,
-                start: if first { initial } else { StartAt::TrimHorizon },
-            },
-        );
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn start_ready(
-    graph: &mut HashMap<String, Node>,
-    readers: &mut JoinSet<(String, ReaderExit)>,
-    task_ids: &mut HashMap<tokio::task::Id, String>,
-    progress: &Arc<Mutex<StreamCheckpoint>>,
-    config: &Arc<KinesisConfig>,
-    control: &Client,
-    data: &Client,
-    stats: &Arc<KinesisStats>,
-    pipeline: &Pipeline,
-    stop: &CancellationToken,
-) {
-    let ended: BTreeMap<String, bool> = graph
-        .iter()
-        .map(|(id, n)| (id.clone(), n.run == Run::Ended))
-        .collect();
-    let mut ready: Vec<&String> = graph
-        .iter()
-        .filter(|(_, n)| n.run == Run::Waiting)
-        .filter(|(_, n)| {
-            n.parents
-                .iter()
-                .all(|p| ended.get(p).copied().unwrap_or(true))
-        })
-        .map(|(id, _)| id)
-        .collect();
-    ready.sort();
-    let ready: Vec<String> = ready.into_iter().cloned().collect();
-    for id in ready {
-        let Some(node) = graph.get_mut(&id) else {
-            continue;
-        };
-        node.run = Run::Running;
-        let resume = progress
-            .lock()
-            .ok()
-            .and_then(|p| p.shards.get(&id).and_then(|c| c.position.clone()));
-        let reader = ShardReader {
-            config: config.clone(),
-            control: control.clone(),
-            data: data.clone(),
-            pipeline: pipeline.clone(),
-            stats: stats.clone(),
-            progress: progress.clone(),
-            shard_id: id.clone(),
-            resume,
-            start: node.start,
-        };
-        stats.event(ShardEvent::Started(id.clone()));
-        let stop = stop.clone();
-        let key = id.clone();
-        let handle = readers.spawn(async move { (id, reader.run(stop).await) });
-        task_ids.insert(handle.id(), key);
     }
 }

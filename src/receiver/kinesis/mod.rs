@@ -38,26 +38,33 @@
 //!
 //! # Sharing a stream
 //!
-//! There are no leases: one relay reads every shard of a stream. Several relays sharing one
-//! stream would need a lease table (KCL style, DynamoDB) — a second `CheckpointStore`
-//! implementation plus shard ownership in the coordinator.
+//! Without `lease_table`, one relay reads every shard of a stream and keeps checkpoints in a
+//! local file. With it, a fleet of relays shares the shards through a DynamoDB lease table in
+//! the KCL 2.x layout, checkpoints live in the lease rows, and a relay that dies has its
+//! shards taken over by the others: see [`leases`], whose module documentation is the design.
 
 pub mod checkpoint;
 pub mod coordinator;
 pub mod decode;
 pub mod kpl;
+pub mod leases;
 pub mod reader;
+pub(crate) mod shards;
 mod stats;
 
 use std::sync::Arc;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::config::retry::RetryConfig;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::KinesisConfig;
+use crate::config::kinesis::{InitialPosition, LeaseConfig};
 use crate::ingest::Pipeline;
+use leases::worker::{LeaseSettings, Leases};
+use leases::{Checkpoint, DynamoDbTable, LeaseStore};
 
 pub use checkpoint::{CheckpointError, CheckpointStore, FileStore, StreamCheckpoint};
 pub use stats::{KinesisStats, KinesisStatsSnapshot, ShardEvent};
@@ -92,54 +99,90 @@ pub struct KinesisSource {
     control: Client,
     data: Client,
     stats: Arc<KinesisStats>,
+    leases: Option<Arc<Leases>>,
 }
 
 impl KinesisSource {
     /// Prepares a source: loads its checkpoint (a corrupt file is an error here, before
     /// anything is read) and builds its clients. `base` replaces the SDK's default chain
     /// (credentials, region) when given; the config's region, profile, role and endpoint
-    /// apply on top.
+    /// apply on top. With `lease_table`, checkpoints live in the lease rows and a checkpoint
+    /// file found in `checkpoint_dir` is migrated into an empty table.
     pub async fn new(
         config: KinesisConfig,
         base: Option<&SdkConfig>,
     ) -> Result<Self, KinesisError> {
-        let store: Arc<dyn CheckpointStore> =
-            Arc::new(FileStore::new(&config.checkpoint_dir, &config.stream_name));
-        Self::with_store(config, base, store).await
+        let file = config
+            .checkpoint_dir
+            .as_ref()
+            .map(|dir| FileStore::new(dir, &config.stream_name));
+        let Some(lease_config) = config.leases.clone() else {
+            let store: Arc<dyn CheckpointStore> = match file {
+                Some(f) => Arc::new(f),
+                None => {
+                    return Err(KinesisError::Task {
+                        stream: config.stream_name.clone(),
+                        message: "no checkpoint_dir and no lease_table".into(),
+                    });
+                }
+            };
+            return Self::with_store(config, base, store).await;
+        };
+        let migrate = match file {
+            Some(f) => Some(f.load().await.map_err(|source| KinesisError::Checkpoint {
+                stream: config.stream_name.clone(),
+                source,
+            })?),
+            None => None,
+        };
+        let sdk = sdk_config(&config, base).await;
+        let stats = Arc::new(KinesisStats::new(&config.stream_name));
+        let leases = Arc::new(lease_worker(&config, &lease_config, &sdk, migrate, &stats));
+        let store = Arc::new(LeaseStore::new(leases.clone(), &config.stream_name));
+        let mut source = Self::build(config, sdk, store, StreamCheckpoint::default(), stats);
+        source.leases = Some(leases);
+        Ok(source)
     }
 
-    /// Like [`new`](Self::new) with another checkpoint store.
+    /// Like [`new`](Self::new) with another checkpoint store (and no lease table).
     pub async fn with_store(
         config: KinesisConfig,
         base: Option<&SdkConfig>,
         store: Arc<dyn CheckpointStore>,
     ) -> Result<Self, KinesisError> {
-        let loader = store.clone();
-        let checkpoint = tokio::task::spawn_blocking(move || loader.load())
+        let checkpoint = store
+            .load()
             .await
-            .map_err(|e| KinesisError::Task {
-                stream: config.stream_name.clone(),
-                message: e.to_string(),
-            })?
             .map_err(|source| KinesisError::Checkpoint {
                 stream: config.stream_name.clone(),
                 source,
             })?;
         let sdk = sdk_config(&config, base).await;
+        let stats = Arc::new(KinesisStats::new(&config.stream_name));
+        Ok(Self::build(config, sdk, store, checkpoint, stats))
+    }
+
+    fn build(
+        config: KinesisConfig,
+        sdk: SdkConfig,
+        store: Arc<dyn CheckpointStore>,
+        checkpoint: StreamCheckpoint,
+        stats: Arc<KinesisStats>,
+    ) -> Self {
         let mut control = aws_sdk_kinesis::config::Builder::from(&sdk);
         if let Some(url) = &config.endpoint_url {
             control = control.endpoint_url(url);
         }
         let data = control.clone().retry_config(RetryConfig::disabled());
-        let stats = Arc::new(KinesisStats::new(&config.stream_name));
-        Ok(Self {
+        Self {
             control: Client::from_conf(control.build()),
             data: Client::from_conf(data.build()),
             config,
             store,
             checkpoint,
             stats,
-        })
+            leases: None,
+        }
     }
 
     /// The source's counters (shared; valid while and after it runs).
@@ -168,11 +211,54 @@ impl KinesisSource {
                 data: self.data,
                 stats: self.stats,
                 pipeline,
+                leases: self.leases,
             },
             shutdown,
         )
         .await
     }
+}
+
+/// The lease worker of a stream: a DynamoDB client (same credentials and region as Kinesis,
+/// its own endpoint) whose calls time out well within one renewal period.
+fn lease_worker(
+    config: &KinesisConfig,
+    lease: &LeaseConfig,
+    sdk: &SdkConfig,
+    migrate: Option<StreamCheckpoint>,
+    stats: &Arc<KinesisStats>,
+) -> Leases {
+    let period = lease.lease_duration / 3;
+    let mut ddb = aws_sdk_dynamodb::config::Builder::from(sdk).timeout_config(
+        TimeoutConfig::builder()
+            .operation_attempt_timeout(period)
+            .operation_timeout(period * 2)
+            .build(),
+    );
+    if let Some(url) = &lease.dynamodb_endpoint_url {
+        ddb = ddb.endpoint_url(url);
+    }
+    let table = DynamoDbTable::new(
+        aws_sdk_dynamodb::Client::from_conf(ddb.build()),
+        &lease.table,
+    );
+    let initial = match config.initial_position {
+        InitialPosition::TrimHorizon => Checkpoint::TrimHorizon,
+        InitialPosition::Latest => Checkpoint::Latest,
+        InitialPosition::AtTimestamp => Checkpoint::AtTimestamp,
+    };
+    Leases::new(
+        Arc::new(table),
+        LeaseSettings {
+            stream: config.stream_name.clone(),
+            worker: lease.worker_id.clone(),
+            duration: lease.lease_duration,
+            initial,
+            skip_closed: config.initial_position == InitialPosition::Latest,
+        },
+        migrate,
+        stats.clone(),
+    )
 }
 
 async fn sdk_config(config: &KinesisConfig, base: Option<&SdkConfig>) -> SdkConfig {

@@ -6,6 +6,10 @@
 //! the coordinator's shared checkpoint (only now — after the flush — so a checkpoint never
 //! runs ahead of delivery). `NextShardIterator` absent means SHARD_END: the reader marks the
 //! shard ended and returns the children the server named.
+//!
+//! With a lease table, the reader checks its [`LeaseGuard`] before delivering each batch: a
+//! lease lost or not renewed within the lease duration stops it without delivering, so a
+//! paused or partitioned worker never keeps feeding a shard another worker now reads.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,6 +28,7 @@ use tracing::{debug, info, warn};
 use super::checkpoint::{Position, SequenceNumber, StreamCheckpoint};
 use super::decode::{PayloadDecoder, feed_lines};
 use super::kpl::{Deaggregated, deaggregate};
+use super::leases::LeaseGuard;
 use super::stats::{BatchCounts, KinesisStats, ShardMetrics};
 use crate::config::KinesisConfig;
 use crate::config::kinesis::InitialPosition;
@@ -64,6 +69,8 @@ pub enum ReaderExit {
     },
     /// Shutdown.
     Stopped,
+    /// The shard's lease was lost or expired: the batch in hand was not delivered.
+    LeaseLost,
 }
 
 /// What a reader needs; one per shard.
@@ -79,6 +86,8 @@ pub struct ShardReader {
     pub(crate) resume: Option<Position>,
     /// Without a checkpoint.
     pub(crate) start: StartAt,
+    /// Lease mode: the shard's lease.
+    pub(crate) lease: Option<Arc<LeaseGuard>>,
 }
 
 /// Delay after a queue-full check that said "wait".
@@ -156,6 +165,12 @@ impl ShardReader {
                 }
             };
             st.backoff = self.config.backoff_min;
+            // The lease may have expired while the call was out (a pause, a partition): a
+            // batch delivered now could duplicate the new owner's.
+            if self.lease.as_ref().is_some_and(|l| !l.valid()) {
+                info!(stream = %self.config.stream_name, shard = %self.shard_id, "lease no longer valid; reader stops without delivering");
+                return ReaderExit::LeaseLost;
+            }
             let aws_sdk_kinesis::operation::get_records::GetRecordsOutput {
                 records,
                 next_shard_iterator,

@@ -1,8 +1,8 @@
 //! Counters of one Kinesis source, updated once per GetRecords batch and mirrored to the
 //! `metrics` facade (names in [`crate::telemetry::names::kinesis`]).
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 use metrics::{Counter, Gauge, counter, gauge};
 
@@ -35,6 +35,10 @@ pub struct KinesisStats {
     paused: AtomicU64,
     checkpoints: AtomicU64,
     active_shards: AtomicU64,
+    leases_held: AtomicU64,
+    leases_taken: AtomicU64,
+    leases_stolen: AtomicU64,
+    leases_lost: AtomicU64,
     events: Mutex<Vec<ShardEvent>>,
     active_gauge: Gauge,
     checkpoint_age_gauge: Gauge,
@@ -71,6 +75,15 @@ pub struct KinesisStatsSnapshot {
     pub checkpoints: u64,
     /// Shards being read now.
     pub active_shards: u64,
+    /// Leases this worker holds now (lease table mode).
+    pub leases_held: u64,
+    /// Unowned or expired leases this worker took.
+    pub leases_taken: u64,
+    /// Leases this worker took from a live worker to balance the fleet.
+    pub leases_stolen: u64,
+    /// Leases this worker lost: a renewal or checkpoint failed its condition, or no renewal
+    /// succeeded for one lease duration.
+    pub leases_lost: u64,
 }
 
 /// What one reader adds after one GetRecords batch.
@@ -105,6 +118,10 @@ impl KinesisStats {
             paused: AtomicU64::new(0),
             checkpoints: AtomicU64::new(0),
             active_shards: AtomicU64::new(0),
+            leases_held: AtomicU64::new(0),
+            leases_taken: AtomicU64::new(0),
+            leases_stolen: AtomicU64::new(0),
+            leases_lost: AtomicU64::new(0),
             events: Mutex::new(Vec::new()),
             active_gauge: gauge!(names::ACTIVE_SHARDS, "stream" => label.clone()),
             checkpoint_age_gauge: gauge!(names::CHECKPOINT_AGE, "stream" => label),
@@ -133,6 +150,10 @@ impl KinesisStats {
             paused: self.paused.load(Relaxed),
             checkpoints: self.checkpoints.load(Relaxed),
             active_shards: self.active_shards.load(Relaxed),
+            leases_held: self.leases_held.load(Relaxed),
+            leases_taken: self.leases_taken.load(Relaxed),
+            leases_stolen: self.leases_stolen.load(Relaxed),
+            leases_lost: self.leases_lost.load(Relaxed),
         }
     }
 
@@ -177,6 +198,56 @@ impl KinesisStats {
 
     pub(crate) fn paused(&self) {
         self.paused.fetch_add(1, Relaxed);
+    }
+}
+
+/// Lease counters of one stream and worker (registered once, when the worker starts).
+#[derive(Debug)]
+pub(crate) struct LeaseMetrics {
+    stats: Arc<KinesisStats>,
+    held: Gauge,
+    taken: Counter,
+    stolen: Counter,
+    lost: Counter,
+}
+
+impl LeaseMetrics {
+    pub(crate) fn new(stats: Arc<KinesisStats>, worker: &str) -> Self {
+        let labels = [
+            ("stream", stats.stream.clone()),
+            ("worker", worker.to_string()),
+        ];
+        Self {
+            held: gauge!(names::LEASES_HELD, &labels),
+            taken: counter!(names::LEASES_TAKEN, &labels),
+            stolen: counter!(names::LEASES_STOLEN, &labels),
+            lost: counter!(names::LEASES_LOST, &labels),
+            stats,
+        }
+    }
+
+    pub(crate) fn stats(&self) -> &KinesisStats {
+        &self.stats
+    }
+
+    pub(crate) fn held(&self, n: usize) {
+        self.stats.leases_held.store(n as u64, Relaxed);
+        self.held.set(n as f64);
+    }
+
+    pub(crate) fn taken(&self, stolen: bool) {
+        if stolen {
+            self.stats.leases_stolen.fetch_add(1, Relaxed);
+            self.stolen.increment(1);
+        } else {
+            self.stats.leases_taken.fetch_add(1, Relaxed);
+            self.taken.increment(1);
+        }
+    }
+
+    pub(crate) fn lost(&self, n: usize) {
+        self.stats.leases_lost.fetch_add(n as u64, Relaxed);
+        self.lost.increment(n as u64);
     }
 }
 

@@ -1,4 +1,5 @@
-//! The pickle connection handler: `u32` big-endian length, then a pickle.
+//! Length-prefixed receivers (pickle, protobuf): a `u32` big-endian length, then one message,
+//! as Twisted's `Int32StringReceiver` reads them.
 //!
 //! A frame larger than the connection's read buffer needs room from the relay-wide frame
 //! budget before it is read (see [`buffer`](super::buffer)); the connection waits for it (its
@@ -14,20 +15,81 @@ use super::buffer::ReadBuffer;
 use super::tcp::{Connection, Read, evicted, read_more};
 use crate::ingest::Source;
 use crate::protocol::pickle::PickleDecoder;
+use crate::protocol::protobuf::ProtobufDecoder;
 use crate::protocol::{DropCounts, DropReason};
 
-/// Serves one pickle connection. A frame that does not decode is dropped and counted and the
-/// connection continues; a length prefix over the limit closes it (framing is lost).
+/// Decodes one frame's payload: each datapoint to `emit`, each malformed entry counted in
+/// `drops`; `Err` rejects the whole frame.
+pub(crate) trait FrameDecoder {
+    /// Decodes `payload` (length prefix removed).
+    fn decode_frame(
+        &mut self,
+        payload: &[u8],
+        drops: &mut DropCounts,
+        emit: impl FnMut(&[u8], f64, f64),
+    ) -> Result<usize, DropReason>;
+
+    /// Scratch bytes kept between frames (accounted with the receive buffers).
+    fn scratch_bytes(&self) -> usize;
+}
+
+impl FrameDecoder for PickleDecoder {
+    fn decode_frame(
+        &mut self,
+        payload: &[u8],
+        drops: &mut DropCounts,
+        emit: impl FnMut(&[u8], f64, f64),
+    ) -> Result<usize, DropReason> {
+        self.decode(payload, drops, emit)
+    }
+
+    fn scratch_bytes(&self) -> usize {
+        PickleDecoder::scratch_bytes(self)
+    }
+}
+
+impl FrameDecoder for ProtobufDecoder {
+    fn decode_frame(
+        &mut self,
+        payload: &[u8],
+        drops: &mut DropCounts,
+        emit: impl FnMut(&[u8], f64, f64),
+    ) -> Result<usize, DropReason> {
+        self.decode(payload, drops, emit)
+    }
+
+    fn scratch_bytes(&self) -> usize {
+        ProtobufDecoder::scratch_bytes(self)
+    }
+}
+
+/// Serves one pickle connection.
 pub async fn serve_pickle(conn: Connection) {
+    let max = conn.ctx.max_pickle_frame;
+    serve_framed(conn, Source::PickleTcp, PickleDecoder::new(), max).await;
+}
+
+/// Serves one protobuf connection.
+pub async fn serve_protobuf(conn: Connection) {
+    let max = conn.ctx.max_protobuf_frame;
+    serve_framed(conn, Source::ProtobufTcp, ProtobufDecoder::new(), max).await;
+}
+
+/// A frame that does not decode is dropped and counted and the connection continues; a
+/// length prefix over `max_frame` closes it (framing is lost).
+async fn serve_framed(
+    conn: Connection,
+    source: Source,
+    mut decoder: impl FrameDecoder,
+    max_frame: usize,
+) {
     let Connection {
         mut stream,
         ctx,
         admitted,
     } = conn;
-    let source = Source::PickleTcp;
     let stats = ctx.pipeline.stats().clone();
     let mut ingestor = ctx.pipeline.ingestor(source);
-    let mut decoder = PickleDecoder::new();
     let mut decoder_bytes = 0;
     let mut rb = ReadBuffer::new(stats.clone());
     let mut entry_drops = DropCounts::default();
@@ -42,12 +104,13 @@ pub async fn serve_pickle(conn: Connection) {
         while rb.len() >= 4 {
             let b = rb.bytes();
             let len = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
-            if len > ctx.max_pickle_frame {
+            if len > max_frame {
                 ingestor.reject(DropReason::FrameTooLong);
                 warn!(
+                    source = source.as_str(),
                     length = len,
-                    limit = ctx.max_pickle_frame,
-                    "pickle frame over the limit; closing the connection"
+                    limit = max_frame,
+                    "frame over the limit; closing the connection"
                 );
                 // Framing is lost: what follows is not a partial frame, so it is not counted
                 // again as unterminated.
@@ -69,7 +132,7 @@ pub async fn serve_pickle(conn: Connection) {
                 break;
             }
             let frame = &rb.bytes()[4..total];
-            let result = decoder.decode(frame, &mut entry_drops, |name, ts, value| {
+            let result = decoder.decode_frame(frame, &mut entry_drops, |name, ts, value| {
                 let _ = ingestor.push(name, ts, value);
             });
             if let Err(reason) = result {

@@ -1,0 +1,245 @@
+//! Streams (TCP, or TLS over TCP): queue → batched writes, re-sent after a reconnect when a
+//! write failed or the peer went away right after it.
+//!
+//! The sender takes the oldest batch, keeps taking while less than `flush_bytes` is queued
+//! (waiting at most `linger` for more), encodes pickle, plaintext or protobuf messages, writes
+//! them in one `write_all` + `flush`, and holds them as `Unconfirmed` until the connection
+//! is seen alive afterwards. While idle it watches the socket for EOF, so a carbon-cache that
+//! went away is noticed before the next write rather than by losing that write.
+
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+
+use super::encode::{Encoded, Encoder};
+use super::{DestinationConfig, DestinationSignals, Served, gather};
+use crate::batch::Batch;
+use crate::queue::{DestinationDropReason, DestinationQueue};
+
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// The two directions of one connection.
+pub struct Halves {
+    reader: Reader,
+    writer: Writer,
+}
+
+impl Halves {
+    /// A plain TCP connection.
+    pub fn tcp(stream: TcpStream) -> Self {
+        let (reader, writer) = stream.into_split();
+        Self {
+            reader: Box::new(reader),
+            writer: Box::new(writer),
+        }
+    }
+
+    /// A TLS connection (the handshake already done).
+    pub fn tls(stream: tokio_rustls::client::TlsStream<TcpStream>) -> Self {
+        let (reader, writer) = tokio::io::split(stream);
+        Self {
+            reader: Box::new(reader),
+            writer: Box::new(writer),
+        }
+    }
+}
+
+/// Encoding state reused across connections.
+pub(crate) struct Sender {
+    encoder: Encoder,
+    flush_bytes: usize,
+    linger: Duration,
+    buf: BytesMut,
+    in_flight: Vec<Batch>,
+}
+
+impl Sender {
+    pub(crate) fn new(config: &DestinationConfig) -> Self {
+        Self {
+            encoder: Encoder::new(config.protocol, config.max_datapoints_per_message),
+            flush_bytes: config.flush_bytes,
+            linger: config.linger,
+            buf: BytesMut::with_capacity(config.flush_bytes * 2),
+            in_flight: Vec::new(),
+        }
+    }
+
+    pub(crate) async fn serve(
+        &mut self,
+        halves: Halves,
+        queue: &DestinationQueue,
+        signals: &DestinationSignals,
+    ) -> Served {
+        let Halves {
+            mut reader,
+            mut writer,
+        } = halves;
+        let mut unconfirmed = Unconfirmed::default();
+        loop {
+            let first = tokio::select! {
+                biased;
+                _ = signals.abort.cancelled() => {
+                    unconfirmed.requeue(queue);
+                    return Served::Aborted;
+                }
+                b = queue.pop() => b,
+                e = watch_eof(&mut reader) => {
+                    unconfirmed.requeue(queue);
+                    return Served::Lost(e);
+                }
+                // Idle with a write outstanding and the peer still there: it was received.
+                _ = tokio::time::sleep(CONFIRM_IDLE), if !unconfirmed.is_empty() => {
+                    unconfirmed.confirm(queue);
+                    continue;
+                }
+            };
+            let Some(first) = first else {
+                if let Err(e) = check_alive(&mut reader) {
+                    unconfirmed.requeue(queue);
+                    return Served::Lost(e);
+                }
+                unconfirmed.confirm(queue);
+                let _ = writer.shutdown().await;
+                return Served::Drained;
+            };
+            gather(
+                queue,
+                first,
+                self.flush_bytes,
+                self.linger,
+                &mut self.in_flight,
+            )
+            .await;
+            // The previous write is confirmed only if the peer has not closed since: a carbon
+            // cache that went away between two writes would otherwise silently swallow the
+            // first write after its close.
+            if let Err(e) = check_alive(&mut reader) {
+                // Each requeue goes to the front: newer batches first, so the older
+                // unconfirmed write ends up ahead of them (FIFO, and the queue's in-flight
+                // bookkeeping expects the most recent batches back first).
+                queue.requeue(std::mem::take(&mut self.in_flight));
+                unconfirmed.requeue(queue);
+                return Served::Lost(e);
+            }
+            unconfirmed.confirm(queue);
+            let encoded = self.encoder.encode(&self.in_flight, &mut self.buf);
+            let write = tokio::select! {
+                biased;
+                _ = signals.abort.cancelled() => None,
+                r = write_and_flush(&mut writer, &self.buf) => Some(r),
+            };
+            self.buf.clear();
+            match write {
+                Some(Ok(())) => {
+                    unconfirmed.hold(std::mem::take(&mut self.in_flight), encoded);
+                }
+                Some(Err(e)) => {
+                    queue.requeue(std::mem::take(&mut self.in_flight));
+                    return Served::Lost(e);
+                }
+                None => {
+                    // Aborted mid-write: the peer may have part of it; counting it as still
+                    // queued (undelivered) is the conservative choice.
+                    queue.requeue(std::mem::take(&mut self.in_flight));
+                    return Served::Aborted;
+                }
+            }
+        }
+    }
+}
+
+/// One write, pushed all the way to the socket (TLS buffers records until flushed).
+async fn write_and_flush(writer: &mut Writer, bytes: &[u8]) -> std::io::Result<()> {
+    writer.write_all(bytes).await?;
+    writer.flush().await
+}
+
+/// How long an idle connection must stay open after a write before that write counts as sent.
+const CONFIRM_IDLE: Duration = Duration::from_millis(50);
+
+/// Batches written to the socket but not yet known to have reached a live peer.
+///
+/// carbon's protocols have no acknowledgement. A write succeeds once the kernel has the bytes;
+/// if the cache closed its end just before, those bytes are lost with no error. So the last
+/// write is held here and counted as sent only when the connection is seen alive afterwards
+/// (before the next write, or after [`CONFIRM_IDLE`] of quiet); if the peer is gone by then, the
+/// batches go back to the queue. Delivery is therefore at-least-once: a cache that processed the
+/// write and then closed gets it again after the reconnect.
+#[derive(Default)]
+struct Unconfirmed {
+    batches: Vec<Batch>,
+    encoded: Encoded,
+}
+
+impl Unconfirmed {
+    fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    fn hold(&mut self, batches: Vec<Batch>, encoded: Encoded) {
+        self.batches = batches;
+        self.encoded = encoded;
+    }
+
+    fn confirm(&mut self, queue: &DestinationQueue) {
+        if !self.batches.is_empty() {
+            self.batches.clear();
+            let e = self.encoded;
+            queue.settle(
+                e.datapoints,
+                e.messages,
+                &[(DestinationDropReason::Unencodable, e.unencodable)],
+            );
+        }
+    }
+
+    fn requeue(&mut self, queue: &DestinationQueue) {
+        if !self.batches.is_empty() {
+            queue.requeue(std::mem::take(&mut self.batches));
+        }
+    }
+}
+
+/// `Ok` while the peer has not closed the connection (checked without waiting). Whatever the
+/// peer sent is read and ignored (carbon-cache sends nothing; TLS may carry session tickets).
+fn check_alive(reader: &mut Reader) -> std::io::Result<()> {
+    let mut scratch = [0u8; 512];
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        let mut buf = ReadBuf::new(&mut scratch);
+        match Pin::new(&mut *reader).poll_read(&mut cx, &mut buf) {
+            Poll::Pending => return Ok(()),
+            Poll::Ready(Ok(())) if buf.filled().is_empty() => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "destination closed the connection",
+                ));
+            }
+            Poll::Ready(Ok(())) => continue,
+            Poll::Ready(Err(e)) => return Err(e),
+        }
+    }
+}
+
+/// Resolves when the peer closes the connection or it errors. carbon-cache never sends data;
+/// anything it does send is read and ignored.
+async fn watch_eof(reader: &mut Reader) -> std::io::Error {
+    let mut scratch = [0u8; 512];
+    loop {
+        match reader.read(&mut scratch).await {
+            Ok(0) => {
+                return std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "destination closed the connection",
+                );
+            }
+            Ok(_) => continue,
+            Err(e) => return e,
+        }
+    }
+}

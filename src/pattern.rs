@@ -1,0 +1,248 @@
+//! Regular expressions written for Python's `re`: relay-rule patterns, whitelist/blacklist
+//! entries and aggregation-rule input patterns all compile here, in one place.
+//!
+//! carbon compiles every one of them with Python's backtracking `re`. anthracite first tries the
+//! linear-time [`regex`] crate, which accepts the common subset with the same meaning; a
+//! pattern it refuses (look-ahead, look-behind, back-references, atomic groups) is compiled
+//! with [`fancy_regex`], a backtracking engine that delegates the plain parts to `regex`. Each
+//! backtracking match is bounded by [`BACKTRACK_LIMIT`] steps, so a catastrophic pattern cannot
+//! stall a connection: a match that hits the limit counts as *no match* and is logged once per
+//! pattern (Python would keep going, for as long as it takes). A pattern neither engine
+//! accepts is an error carrying both engines' messages; callers turn it into a startup error
+//! naming the file and line (or log and skip it, for list files, as carbon does).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Most backtracking steps one match of a look-around or back-reference pattern may take.
+pub const BACKTRACK_LIMIT: usize = 1_000_000;
+
+/// A pattern neither engine accepts.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{linear}")]
+pub struct PatternError {
+    /// The `regex` crate's message (the more detailed one, shown first).
+    pub linear: String,
+    /// The backtracking engine's message.
+    pub backtracking: String,
+}
+
+/// How a pattern is matched.
+#[derive(Clone, Debug)]
+enum Engine {
+    /// Linear time (the `regex` crate), for every pattern it accepts.
+    Linear(regex::bytes::Regex),
+    /// Backtracking, bounded by [`BACKTRACK_LIMIT`], for look-around and back-references.
+    Backtracking {
+        regex: Box<fancy_regex::Regex>,
+        /// Set once the limit was hit, so that is logged once per pattern.
+        warned: Arc<AtomicBool>,
+    },
+}
+
+/// One compiled pattern, searched (unanchored, like Python's `re.search`) in metric names.
+#[derive(Clone, Debug)]
+pub struct Pattern {
+    source: String,
+    engine: Engine,
+    /// Named groups and their indices (for aggregation templates).
+    names: Vec<(String, usize)>,
+}
+
+impl Pattern {
+    /// Compiles `source` as Python's `re.compile(source)` would be used.
+    pub fn new(source: &str) -> Result<Self, PatternError> {
+        Self::build(source, false)
+    }
+
+    /// Compiles `source` ignoring case, like `re.compile(source, re.I)` (relay rules).
+    pub fn case_insensitive(source: &str) -> Result<Self, PatternError> {
+        Self::build(source, true)
+    }
+
+    fn build(source: &str, ignore_case: bool) -> Result<Self, PatternError> {
+        let linear = match regex::bytes::RegexBuilder::new(source)
+            .case_insensitive(ignore_case)
+            .build()
+        {
+            Ok(re) => {
+                let names = re
+                    .capture_names()
+                    .enumerate()
+                    .filter_map(|(i, n)| n.map(|n| (n.to_owned(), i)))
+                    .collect();
+                return Ok(Self {
+                    source: source.to_owned(),
+                    engine: Engine::Linear(re),
+                    names,
+                });
+            }
+            Err(e) => e.to_string(),
+        };
+        let fancy = fancy_regex::RegexBuilder::new(source)
+            .case_insensitive(ignore_case)
+            .backtrack_limit(BACKTRACK_LIMIT)
+            .build()
+            .map_err(|e| PatternError {
+                linear,
+                backtracking: e.to_string(),
+            })?;
+        let names = fancy
+            .capture_names()
+            .enumerate()
+            .filter_map(|(i, n)| n.map(|n| (n.to_owned(), i)))
+            .collect();
+        Ok(Self {
+            source: source.to_owned(),
+            engine: Engine::Backtracking {
+                regex: Box::new(fancy),
+                warned: Arc::new(AtomicBool::new(false)),
+            },
+            names,
+        })
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// True when matched by the linear-time engine (no look-around or back-references).
+    pub fn is_linear(&self) -> bool {
+        matches!(self.engine, Engine::Linear(_))
+    }
+
+    /// True when the pattern matches anywhere in `name`. A name that is not UTF-8 never
+    /// matches a backtracking pattern (every receiver hands over UTF-8 names only).
+    pub fn is_match(&self, name: &[u8]) -> bool {
+        match &self.engine {
+            Engine::Linear(re) => re.is_match(name),
+            Engine::Backtracking { regex, warned } => {
+                let Ok(text) = std::str::from_utf8(name) else {
+                    return false;
+                };
+                self.settle(regex.is_match(text), warned).unwrap_or(false)
+            }
+        }
+    }
+
+    /// The names of the pattern's named groups, in group order.
+    pub fn group_names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// The groups of the first match in `text`, or `None` when it does not match.
+    pub fn captures<'t>(&self, text: &'t str) -> Option<Captures<'_, 't>> {
+        let groups: Vec<Option<&'t str>> = match &self.engine {
+            Engine::Linear(re) => {
+                let caps = re.captures(text.as_bytes())?;
+                caps.iter()
+                    .map(|m| m.and_then(|m| text.get(m.start()..m.end())))
+                    .collect()
+            }
+            Engine::Backtracking { regex, warned } => {
+                let caps = self.settle(regex.captures(text), warned).flatten()?;
+                (0..caps.len())
+                    .map(|i| caps.get(i).and_then(|m| text.get(m.start()..m.end())))
+                    .collect()
+            }
+        };
+        Some(Captures {
+            groups,
+            names: &self.names,
+        })
+    }
+
+    /// The result of a backtracking match; the limit being hit is logged once per pattern.
+    fn settle<T>(&self, result: Result<T, fancy_regex::Error>, warned: &AtomicBool) -> Option<T> {
+        match result {
+            Ok(v) => Some(v),
+            Err(e) => {
+                if !warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(pattern = %self.source, error = %e,
+                        "pattern exceeded its backtracking limit; such names count as not matching");
+                }
+                None
+            }
+        }
+    }
+}
+
+/// The groups of one match.
+#[derive(Debug)]
+pub struct Captures<'p, 't> {
+    groups: Vec<Option<&'t str>>,
+    names: &'p [(String, usize)],
+}
+
+impl<'t> Captures<'_, 't> {
+    /// The text of the named group, `None` when it did not take part in the match.
+    pub fn name(&self, name: &str) -> Option<&'t str> {
+        let (_, index) = self.names.iter().find(|(n, _)| n == name)?;
+        self.groups.get(*index).copied().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_patterns_stay_linear_and_search_unanchored() {
+        let p = Pattern::new(r"^prod\.").expect("compiles");
+        assert!(p.is_linear());
+        assert!(p.is_match(b"prod.cpu"));
+        assert!(!p.is_match(b"dev.prod.cpu"));
+        let p = Pattern::case_insensitive("load").expect("compiles");
+        assert!(p.is_match(b"host.LOAD.avg"));
+    }
+
+    #[test]
+    fn look_around_and_back_references_fall_back_to_backtracking() {
+        let ahead = Pattern::case_insensitive(r"^servers\.(?!db)").expect("look-ahead");
+        assert!(!ahead.is_linear());
+        assert!(ahead.is_match(b"servers.web1.cpu"));
+        assert!(ahead.is_match(b"SERVERS.web1.cpu"));
+        assert!(!ahead.is_match(b"servers.db1.cpu"));
+        assert!(
+            !ahead.is_match(b"Servers.DB1.cpu"),
+            "re.I applies inside the look-ahead"
+        );
+        let behind = Pattern::new(r"(?<=\.)count$").expect("look-behind");
+        assert!(behind.is_match(b"a.count"));
+        assert!(!behind.is_match(b"acount"));
+        let backref = Pattern::new(r"^(\w+)\.\1\.").expect("back-reference");
+        assert!(backref.is_match(b"web.web.cpu"));
+        assert!(!backref.is_match(b"web.db.cpu"));
+        assert!(!backref.is_match(b"web.web\xff.cpu"), "not UTF-8: no match");
+    }
+
+    #[test]
+    fn a_pattern_neither_engine_accepts_reports_both() {
+        let err = Pattern::new("(unclosed").expect_err("invalid");
+        assert!(err.to_string().contains("unclosed"), "{err}");
+        assert!(!err.backtracking.is_empty());
+    }
+
+    #[test]
+    fn catastrophic_backtracking_is_bounded_and_counts_as_no_match() {
+        // (a+)+ with a back-reference forces the backtracking engine; on a long run of `a`
+        // without the final `b` Python would take exponential time.
+        let p = Pattern::new(r"^(a+)+\1b").expect("compiles");
+        let name = "a".repeat(64);
+        assert!(!p.is_match(name.as_bytes()));
+        assert!(p.is_match(b"aab"));
+    }
+
+    #[test]
+    fn named_captures_from_either_engine() {
+        for source in [r"^(?P<env>[^.]+)\.x$", r"^(?P<env>[^.]+)(?=\.x$)\.x$"] {
+            let p = Pattern::new(source).expect("compiles");
+            assert_eq!(p.group_names().collect::<Vec<_>>(), vec!["env"]);
+            let caps = p.captures("prod.x").expect("matches");
+            assert_eq!(caps.name("env"), Some("prod"));
+            assert_eq!(caps.name("other"), None);
+            assert!(p.captures("prod.y").is_none());
+        }
+    }
+}

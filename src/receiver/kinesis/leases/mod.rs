@@ -1,0 +1,157 @@
+//! # Shard leases: many relays, one stream
+//!
+//! With `lease_table` set, the relays reading one stream share its shards through a DynamoDB
+//! table laid out like the Kinesis Client Library 2.x's, so KCL-aware tooling can read it. A
+//! relay is a *worker*; it reads only the shards whose lease it holds, and keeps their
+//! checkpoints in the lease rows instead of a local file. This is KCL 2.x's algorithm
+//! (`LeaseTaker`, `LeaseRenewer`), without KCL 3's leader election and CPU balancing. This
+//! module owns the table and the worker's lease state; the coordinator asks it which shards
+//! to read, and it stops a reader whose lease is gone.
+//!
+//! ## The table
+//!
+//! Hash key `leaseKey` (string), on-demand billing, created on first use. One row per shard
+//! ([`lease::attr`] has the attribute names):
+//!
+//! | attribute | meaning |
+//! |---|---|
+//! | `leaseKey` | the shard id |
+//! | `leaseOwner` | the worker holding the lease; absent when nobody does |
+//! | `leaseCounter` | bumped by every ownership write: take, renew, release, shard end |
+//! | `checkpoint` | last delivered sequence number, or `TRIM_HORIZON`, `LATEST`, `AT_TIMESTAMP`, `SHARD_END` |
+//! | `checkpointSubSequenceNumber` | the user record's index inside a KPL aggregate |
+//! | `ownerSwitchesSinceCheckpoint` | takes from another owner since the last checkpoint |
+//! | `parentShardId` | the shard's parents (a set; KCL's name) |
+//! | `childShardIds` | its children, once resharding closed it |
+//! | `startingHashKey`, `endingHashKey` | its hash key range |
+//!
+//! One table holds one stream. `worker_id` (default `<hostname>-<pid>`) must be unique among
+//! the live workers.
+//!
+//! ## Worker state
+//!
+//! - **Held leases** (`held.rs`): per shard, the counter this worker last wrote, when the
+//!   lease stops being valid (`valid_until` = send time of the last successful renewal or
+//!   take + `lease_duration`), the checkpoint at take time, and a [`LeaseGuard`] shared with
+//!   the shard's reader.
+//! - **Observed rows** (`taker.rs`): the last scan, and for each row the instant (this worker's
+//!   clock) it first saw the row's current counter.
+//!
+//! ## Every write and its condition
+//!
+//! | write | who, when | condition | effect |
+//! |---|---|---|---|
+//! | create row | shard sync | `attribute_not_exists(leaseKey)` | new unowned row, counter 0 |
+//! | take | taker | `leaseCounter` and `leaseOwner` as last seen (owner absent if none) | owner = me, counter + 1, `ownerSwitchesSinceCheckpoint` + 1 from another owner |
+//! | renew | renewer, every `lease_duration / 3` | `leaseCounter = held ∧ leaseOwner = me` | counter + 1 |
+//! | checkpoint | checkpoint commit | same | `checkpoint`, sub-sequence; owner switches 0; counter unchanged |
+//! | shard end | commit when a reader reached SHARD_END | same | `SHARD_END`, owner removed, counter + 1 |
+//! | release | graceful shutdown, after the final checkpoint | same | owner removed, counter + 1 |
+//! | add child | shard sync | `attribute_exists(leaseKey)` | `ADD childShardIds` (metadata only) |
+//! | delete | shard sync, shard past retention | `checkpoint = SHARD_END` | row removed |
+//!
+//! Every write that touches ownership or a checkpoint is fenced on the counter and the owner:
+//! after anyone else's take the counter differs, so a stale owner's renewal or checkpoint
+//! fails ([`Outcome::Conflict`]) and can never overwrite the new owner's checkpoint. A
+//! checkpoint does not move the counter, so peers judge liveness by renewals alone. A
+//! conflict on a counter-moving write is double-checked by reading the row, because the SDK
+//! may have retried a request that had landed.
+//!
+//! ## The algorithm
+//!
+//! - **Expiry** is judged by the observer's own clock: a lease whose counter has not changed
+//!   for `lease_duration` since this worker first saw that counter is expired. No clocks are
+//!   compared between machines.
+//! - **Renewer**, every `lease_duration / 3`: renews every held lease. A renewal that fails
+//!   its condition loses the lease at once; one that errors is retried next cycle, and a
+//!   lease not renewed for `lease_duration` (this worker's clock) is dropped as expired.
+//! - **Taker**, every `lease_duration / 3` and when woken (new rows, a shard ended): scans,
+//!   then with `n` unfinished leases and `w` workers holding one (itself included), target
+//!   ⌈n/w⌉ (1 if w ≥ n). Below target it takes unowned and expired leases, in random order;
+//!   with none available it steals at most one per cycle from the most loaded worker when
+//!   that one holds more than the target, or exactly the target while this worker is short
+//!   by two or more. Fleets settle at ⌈n/w⌉ or ⌊n/w⌋ each.
+//! - **Readers** run only for held leases whose parents' rows all hold `SHARD_END` (or are
+//!   gone with their shard past retention). Before delivering each GetRecords batch a reader
+//!   checks its [`LeaseGuard`]: lost, or not renewed within `lease_duration`, and it stops
+//!   without delivering. Losing a lease cancels the guard, which stops the reader at once,
+//!   even mid-call.
+//!
+//! Safety rests on one inequality: a worker's lease is valid until `send time of its last
+//! successful renewal + lease_duration`; a peer takes it no earlier than `the instant it first
+//! saw that renewal's counter + lease_duration`, and it can only see the counter after the
+//! write, which follows the send. With clocks that run at the same rate, the old owner's
+//! validity has ended before a peer's take.
+//!
+//! ## Checkpoints
+//!
+//! [`LeaseStore`] is the [`CheckpointStore`](super::CheckpointStore) of lease mode: the
+//! coordinator commits exactly as with files (interval, shard end, shutdown), and the store
+//! writes each held shard whose position moved forward since its row's checkpoint, fenced as
+//! above. The at-least-once rule is unchanged: a reader publishes a position only after every
+//! earlier line of its shard was accepted by the destination queues. A new owner resumes at
+//! the row's checkpoint.
+//!
+//! ## Resharding
+//!
+//! Shard sync (`sync.rs`, on the coordinator's `shard_sync_interval` and at every shard end)
+//! creates rows for listed shards that have none: when the table is empty, at the configured
+//! initial position (or a migrated file position); afterwards, children of a reshard at
+//! `TRIM_HORIZON`, their parents in `parentShardId` (from ListShards, since local servers do
+//! not return `ChildShards`), and the children added to the parents' `childShardIds`. The
+//! worker that reads a parent to its end writes `SHARD_END` and releases the lease in one
+//! fenced write; a child is read only after all its parents' rows hold `SHARD_END`, on any
+//! worker, so per-key order survives a split or merge while the fleet runs.
+//!
+//! ## Failure cases
+//!
+//! - **Crash** (kill -9, machine loss): nothing is released; each peer sees the counters stop
+//!   and takes the leases `lease_duration` after it first saw the last renewal, within one
+//!   taker cycle. The new owner re-reads from the row's checkpoint: at most one checkpoint
+//!   interval of records is delivered twice.
+//! - **Graceful shutdown** (SIGTERM): the taker and renewer stop, readers flush, the final
+//!   checkpoint is written (fenced), then every lease is released; peers take them at their
+//!   next taker cycle and resume exactly where this worker stopped: no duplicates.
+//! - **Pause** longer than `lease_duration` (SIGSTOP, a stalled VM): on resume the guard has
+//!   expired by this worker's clock, so the reader discards the batch in hand; the next
+//!   renewal or checkpoint fails its condition and drops the lease. Only a batch already past
+//!   its guard check when the pause began can still be delivered late.
+//! - **Table unreachable**: renewals fail; after `lease_duration` this worker stops reading
+//!   (expired by its own clock), whether or not a peer could take over.
+//! - **Steal** (balancing): the old owner learns at its next renewal or checkpoint, within
+//!   `lease_duration / 3`; records it delivered after its last checkpoint are read again by
+//!   the new owner.
+//!
+//! ## Migration from a checkpoint file
+//!
+//! A relay configured with both `lease_table` and `checkpoint_dir` reads its file at startup;
+//! if it is the worker that fills the empty table, each row starts at the file's position for
+//! that shard (or `SHARD_END`), so the fleet does not re-read the stream.
+//!
+//! ## Testing
+//!
+//! The table sits behind [`LeaseTable`]: [`DynamoDbTable`] in production, [`MemTable`] (the
+//! same conditional semantics in a map) in `model_tests`, which race several workers with
+//! simulated clocks, crashes, pauses and shutdowns against the invariants above. The
+//! integration tests run real relays on DynamoDB Local and kinesalite.
+
+mod dynamo;
+mod held;
+pub mod lease;
+mod memory;
+mod store;
+pub(crate) mod sync;
+mod table;
+mod taker;
+pub(crate) mod worker;
+
+#[cfg(test)]
+mod model_tests;
+
+pub use dynamo::{DynamoDbTable, parse_item, to_item};
+pub use held::{LeaseGuard, Loss, Lost};
+pub use lease::{Checkpoint, Lease};
+pub use memory::MemTable;
+pub use store::LeaseStore;
+pub use table::{Fence, LeaseTable, Outcome, TableError, TableFuture, Update};
+pub use worker::LeaseSettings;

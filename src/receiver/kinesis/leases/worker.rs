@@ -1,0 +1,404 @@
+//! One worker's side of the lease table for one stream: the renewer and taker loops, shard
+//! sync, fenced checkpoints, release at shutdown, and the view the coordinator reads.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, OnceCell, watch};
+use tokio::task::JoinSet;
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::held::{Holder, LeaseGuard, Loss, Lost, fenced};
+use super::lease::Checkpoint;
+use super::sync::{Initial, plan};
+use super::table::{Fence, LeaseTable, Outcome, TableError, Update};
+use super::taker::Observer;
+use crate::receiver::kinesis::checkpoint::StreamCheckpoint;
+use crate::receiver::kinesis::shards::ListedShard;
+use crate::receiver::kinesis::stats::{KinesisStats, LeaseMetrics};
+
+/// How a worker uses the lease table.
+#[derive(Clone, Debug)]
+pub struct LeaseSettings {
+    /// The stream (for logs).
+    pub stream: String,
+    /// This worker's `leaseOwner` value; unique among live workers.
+    pub worker: String,
+    /// A lease not renewed for this long (by the observer's clock) may be taken.
+    pub duration: Duration,
+    /// Where rows created when the table is first filled start.
+    pub initial: Checkpoint,
+    /// With `latest`: rows for shards already closed at first fill start as `SHARD_END`.
+    pub skip_closed: bool,
+}
+
+/// A row as the coordinator needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RowView {
+    pub parents: Vec<String>,
+    pub ended: bool,
+}
+
+/// A held lease as the coordinator needs it.
+#[derive(Clone, Debug)]
+pub(crate) struct HeldView {
+    pub guard: Arc<LeaseGuard>,
+    pub tenure: u64,
+    pub start: Checkpoint,
+}
+
+/// The table as of the last scan, and the leases held now.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LeaseView {
+    pub rows: BTreeMap<String, RowView>,
+    pub held: BTreeMap<String, HeldView>,
+}
+
+/// What one taker cycle did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Took {
+    pub taken: Vec<String>,
+    pub stolen: Vec<String>,
+}
+
+/// The worker's lease state for one stream, shared by the renewer, the taker, the checkpoint
+/// store and the coordinator.
+#[derive(Debug)]
+pub(crate) struct Leases {
+    table: Arc<dyn LeaseTable>,
+    settings: LeaseSettings,
+    migrate: Mutex<Option<StreamCheckpoint>>,
+    ready: OnceCell<()>,
+    holder: tokio::sync::Mutex<Holder>,
+    observer: Mutex<Observer>,
+    rng: Mutex<fastrand::Rng>,
+    view: watch::Sender<Arc<LeaseView>>,
+    wake: Notify,
+    metrics: LeaseMetrics,
+    failing: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section below is a plain read or assignment: a panic elsewhere cannot
+    // leave the value half-updated.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Leases {
+    /// `migrate`: a local checkpoint file's positions, written into the rows when this worker
+    /// is the one that first fills the table.
+    pub fn new(
+        table: Arc<dyn LeaseTable>,
+        settings: LeaseSettings,
+        migrate: Option<StreamCheckpoint>,
+        stats: Arc<KinesisStats>,
+    ) -> Self {
+        Self {
+            holder: tokio::sync::Mutex::new(Holder::new(&settings.worker, settings.duration)),
+            observer: Mutex::new(Observer::new(settings.duration)),
+            rng: Mutex::new(fastrand::Rng::new()),
+            metrics: LeaseMetrics::new(stats, &settings.worker),
+            view: watch::Sender::new(Arc::new(LeaseView::default())),
+            migrate: Mutex::new(migrate),
+            ready: OnceCell::new(),
+            wake: Notify::new(),
+            failing: AtomicBool::new(false),
+            table,
+            settings,
+        }
+    }
+
+    /// This worker's id.
+    pub fn worker(&self) -> &str {
+        &self.settings.worker
+    }
+
+    /// The lease duration.
+    pub fn duration(&self) -> Duration {
+        self.settings.duration
+    }
+
+    /// The view, updated after every taker cycle and every lost or released lease.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<LeaseView>> {
+        self.view.subscribe()
+    }
+
+    /// Asks the taker for a cycle now (new rows, an ended shard).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    fn ok<T>(&self, r: Result<T, TableError>) -> Option<T> {
+        match r {
+            Ok(v) => {
+                if self.failing.swap(false, Relaxed) {
+                    info!(stream = %self.settings.stream, table = %self.table.name(), "lease table reachable again");
+                }
+                Some(v)
+            }
+            Err(e) => {
+                self.metrics.stats().error();
+                if !self.failing.swap(true, Relaxed) {
+                    warn!(stream = %self.settings.stream, error = %e, "lease table call failed; retrying");
+                }
+                None
+            }
+        }
+    }
+
+    async fn ensure_table(&self) -> Result<(), TableError> {
+        self.ready
+            .get_or_try_init(|| self.table.ensure_table())
+            .await
+            .map(|_| ())
+    }
+
+    fn publish(&self, holder: &Holder) {
+        let rows = lock(&self.observer)
+            .rows()
+            .map(|l| {
+                (
+                    l.key.clone(),
+                    RowView {
+                        parents: l.parents.clone(),
+                        ended: l.ended(),
+                    },
+                )
+            })
+            .collect();
+        let held = holder
+            .leases()
+            .iter()
+            .map(|(k, h)| {
+                (
+                    k.clone(),
+                    HeldView {
+                        guard: h.guard.clone(),
+                        tenure: h.tenure,
+                        start: h.start.clone(),
+                    },
+                )
+            })
+            .collect();
+        self.metrics.held(holder.leases().len());
+        self.view.send_replace(Arc::new(LeaseView { rows, held }));
+    }
+
+    fn report_lost(&self, lost: &[Lost]) {
+        if lost.is_empty() {
+            return;
+        }
+        self.metrics.lost(lost.len());
+        for l in lost {
+            let why = match l.why {
+                Loss::Conflict => "another worker took it",
+                Loss::Expired => "not renewed for one lease duration",
+            };
+            warn!(stream = %self.settings.stream, shard = %l.key, worker = %self.settings.worker, why, "shard lease lost; its reader stops");
+        }
+    }
+
+    /// One renewer cycle; `now` is when the renewals are sent.
+    pub async fn renew_at(&self, now: Instant) -> Vec<Lost> {
+        let mut holder = self.holder.lock().await;
+        if holder.leases().is_empty() {
+            return Vec::new();
+        }
+        let (lost, errors) = holder.renew(&self.table, now).await;
+        for e in errors {
+            self.ok::<()>(Err(e));
+        }
+        if !lost.is_empty() {
+            self.report_lost(&lost);
+            self.publish(&holder);
+        }
+        lost
+    }
+
+    /// One taker cycle: scan, judge expiry at `clock()` after the scan, take what the rules
+    /// say (each take fenced by the counter and owner seen).
+    pub async fn take_at(&self, clock: impl Fn() -> Instant) -> Took {
+        let mut took = Took::default();
+        if self.ok(self.ensure_table().await).is_none() {
+            return took;
+        }
+        let Some(rows) = self.ok(self.table.scan().await) else {
+            return took;
+        };
+        let at = clock();
+        let held: BTreeSet<String> = self.holder.lock().await.leases().keys().cloned().collect();
+        let plan = {
+            let mut observer = lock(&self.observer);
+            observer.observe(rows, at);
+            observer.plan(&self.settings.worker, &held, at, &mut lock(&self.rng))
+        };
+        for choice in plan {
+            let lease = &choice.lease;
+            let fence = Fence {
+                counter: lease.counter,
+                owner: lease.owner.clone(),
+            };
+            let take = Update::Take {
+                worker: self.settings.worker.clone(),
+            };
+            let sent = clock();
+            let r = fenced(self.table.as_ref(), &lease.key, &fence, &take).await;
+            match self.ok(r) {
+                Some((Outcome::Written, _)) => {
+                    let answered = clock();
+                    self.holder
+                        .lock()
+                        .await
+                        .insert_taken(lease, sent, answered, choice.steal);
+                    self.metrics.taken(choice.steal);
+                    info!(
+                        stream = %self.settings.stream,
+                        shard = %lease.key,
+                        worker = %self.settings.worker,
+                        from = lease.owner.as_deref().unwrap_or("nobody"),
+                        steal = choice.steal,
+                        checkpoint = %lease.checkpoint,
+                        "shard lease taken"
+                    );
+                    if choice.steal {
+                        took.stolen.push(lease.key.clone());
+                    } else {
+                        took.taken.push(lease.key.clone());
+                    }
+                }
+                // Someone else wrote the row since the scan; the next cycle sees it.
+                Some((Outcome::Conflict, _)) | None => {}
+            }
+        }
+        let holder = self.holder.lock().await;
+        self.publish(&holder);
+        took
+    }
+
+    /// Creates the rows of listed shards that have none, adds children to their parents,
+    /// deletes ended rows of shards past retention. Wakes the taker when rows were created.
+    pub async fn sync_shards(&self, listed: &[ListedShard]) -> Result<(), TableError> {
+        self.ensure_table().await?;
+        let rows = self.table.scan().await?;
+        let first_fill = rows.is_empty();
+        let p = {
+            let migrate = lock(&self.migrate);
+            let initial = Initial {
+                checkpoint: self.settings.initial.clone(),
+                skip_closed: self.settings.skip_closed,
+                migrate: migrate.as_ref(),
+            };
+            plan(listed, &rows, &initial)
+        };
+        let mut created = 0;
+        for lease in &p.create {
+            if self.table.create(lease).await? == Outcome::Written {
+                created += 1;
+            }
+        }
+        for (parent, child) in &p.add_children {
+            // A parent deleted meanwhile needs no children: ignore the conflict.
+            let _ = self.table.add_child(parent, child).await?;
+        }
+        for key in &p.delete {
+            let _ = self.table.delete_ended(key).await?;
+        }
+        if first_fill && p.migrated > 0 {
+            info!(stream = %self.settings.stream, shards = p.migrated, "migrated checkpoint file positions into the lease table");
+        }
+        if first_fill {
+            // Only the first fill may use the file; later rows start at TRIM_HORIZON.
+            lock(&self.migrate).take();
+        }
+        if created > 0 {
+            info!(stream = %self.settings.stream, created, "lease rows created for new shards");
+            self.wake();
+        }
+        Ok(())
+    }
+
+    /// Writes the held shards' positions (and `SHARD_END`, which also releases the lease).
+    pub async fn save(&self, cp: &StreamCheckpoint) -> Result<(), TableError> {
+        let checkpoints = cp
+            .shards
+            .iter()
+            .filter_map(|(k, s)| {
+                let c = if s.ended {
+                    Checkpoint::ShardEnd
+                } else {
+                    Checkpoint::At(s.position.clone()?)
+                };
+                Some((k.clone(), c))
+            })
+            .collect();
+        let mut holder = self.holder.lock().await;
+        let saved = holder.save(&self.table, checkpoints).await;
+        self.report_lost(&saved.lost);
+        for key in &saved.ended {
+            info!(stream = %self.settings.stream, shard = %key, "shard ended; its lease holds SHARD_END and is released");
+        }
+        if !saved.lost.is_empty() || !saved.ended.is_empty() {
+            self.publish(&holder);
+        }
+        drop(holder);
+        if !saved.ended.is_empty() {
+            self.wake();
+        }
+        match saved.errors.into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Releases every held lease (graceful shutdown, after the final checkpoint); `now` is
+    /// when the releases are sent.
+    pub async fn release_all(&self, now: Instant) {
+        let mut holder = self.holder.lock().await;
+        let (released, errors) = holder.release_all(&self.table, now).await;
+        for e in errors {
+            self.ok::<()>(Err(e));
+        }
+        info!(stream = %self.settings.stream, worker = %self.settings.worker, released, "shard leases released");
+        self.publish(&holder);
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Loop {
+    Renewer,
+    Taker,
+}
+
+/// Starts the renewer (every lease duration ÷ 3) and the taker (as often, and when woken);
+/// both stop when `stop` is cancelled.
+pub(crate) fn spawn(leases: &Arc<Leases>, stop: &CancellationToken) -> JoinSet<()> {
+    let mut tasks = JoinSet::new();
+    for which in [Loop::Renewer, Loop::Taker] {
+        tasks.spawn(run_loop(leases.clone(), stop.clone(), which));
+    }
+    tasks
+}
+
+async fn run_loop(leases: Arc<Leases>, stop: CancellationToken, which: Loop) {
+    let mut tick = tokio::time::interval(leases.duration() / 3);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+            _ = leases.wake.notified(), if which == Loop::Taker => {}
+        }
+        match which {
+            Loop::Renewer => {
+                leases.renew_at(Instant::now()).await;
+            }
+            Loop::Taker => {
+                leases.take_at(Instant::now).await;
+            }
+        }
+    }
+}

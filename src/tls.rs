@@ -1,0 +1,287 @@
+//! TLS with rustls: towards destinations (carbon's `DESTINATION_TRANSPORT = ssl`) and, beyond
+//! carbon, on the TCP receivers.
+//!
+//! Certificates and keys are PEM files, read once when the configuration is validated, so a
+//! missing or unreadable file is a startup error naming the key. The crypto provider is
+//! rustls's `ring` provider, always passed explicitly: the AWS SDK behind the `kinesis` feature
+//! compiles rustls's aws-lc-rs provider into the same binary, and with two providers present
+//! rustls has no process default to fall back on.
+//!
+//! - [`ClientTls`]: whom a destination trusts (`ca_file`, else the system's CA store, as
+//!   carbon's `optionsForClientTLS` with no `DESTINATION_SSL_CA` uses the platform trust), the
+//!   name its certificate must carry (`server_name`, else the destination's host, as carbon
+//!   does), and an optional client certificate.
+//! - [`ServerTls`]: a receiver's certificate and key, and optionally the CA client
+//!   certificates must chain to (`client_ca`: mutual TLS).
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use tokio::net::TcpStream;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+/// Why a TLS configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A certificate or key file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// A file holds no PEM certificate, or one that does not parse.
+    #[error("{path}: no PEM certificate found{detail}")]
+    NoCertificate {
+        /// The file.
+        path: PathBuf,
+        /// The parser's complaint, if any.
+        detail: String,
+    },
+    /// A key file holds no PEM private key.
+    #[error("{path}: no PEM private key found ({detail})")]
+    NoKey {
+        /// The file.
+        path: PathBuf,
+        /// The parser's complaint.
+        detail: String,
+    },
+    /// The system CA store is empty or unreadable, and no `ca_file` was given.
+    #[error("no system CA certificates could be loaded ({0}); set ca_file")]
+    NoSystemRoots(String),
+    /// `server_name` is neither a DNS name nor an IP address.
+    #[error("{0:?} is not a valid TLS server name")]
+    ServerName(String),
+    /// rustls refused the certificates or key (e.g. the key does not match).
+    #[error("{0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// The crypto provider every TLS configuration here uses.
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Every certificate in a PEM file (at least one).
+pub fn load_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem = read(path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::NoCertificate {
+            path: path.to_path_buf(),
+            detail: format!(" ({e})"),
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: path.to_path_buf(),
+            detail: String::new(),
+        });
+    }
+    Ok(certs)
+}
+
+fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let pem = read(path)?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| TlsError::NoKey {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    })
+}
+
+fn roots_from(path: &Path) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in load_certificates(path)? {
+        roots.add(cert)?;
+    }
+    Ok(roots)
+}
+
+fn system_roots() -> Result<RootCertStore, TlsError> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(found.certs);
+    if added == 0 {
+        let why = found
+            .errors
+            .first()
+            .map_or_else(|| "none found".to_owned(), ToString::to_string);
+        return Err(TlsError::NoSystemRoots(why));
+    }
+    Ok(roots)
+}
+
+/// How a destination is reached over TLS (`destinations.tls`), as configured.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientTlsSettings {
+    /// PEM CA certificates the destination's certificate must chain to; `None`: the system
+    /// store.
+    pub ca_file: Option<PathBuf>,
+    /// Name the certificate must be valid for; `None`: the destination's host.
+    pub server_name: Option<String>,
+    /// PEM client certificate chain (with `client_key`), for destinations that ask for one.
+    pub client_cert: Option<PathBuf>,
+    /// PEM private key of `client_cert`.
+    pub client_key: Option<PathBuf>,
+}
+
+/// A ready TLS client configuration (files read, roots loaded).
+#[derive(Clone)]
+pub struct ClientTls {
+    settings: ClientTlsSettings,
+    connector: TlsConnector,
+}
+
+impl ClientTls {
+    /// Reads the files `settings` names and builds the rustls configuration.
+    pub fn new(settings: ClientTlsSettings) -> Result<Self, TlsError> {
+        let roots = match &settings.ca_file {
+            Some(path) => roots_from(path)?,
+            None => system_roots()?,
+        };
+        if let Some(name) = &settings.server_name {
+            ServerName::try_from(name.clone()).map_err(|_| TlsError::ServerName(name.clone()))?;
+        }
+        let builder = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots);
+        let config = match (&settings.client_cert, &settings.client_key) {
+            (Some(cert), Some(key)) => {
+                builder.with_client_auth_cert(load_certificates(cert)?, load_key(key)?)?
+            }
+            _ => builder.with_no_client_auth(),
+        };
+        Ok(Self {
+            settings,
+            connector: TlsConnector::from(Arc::new(config)),
+        })
+    }
+
+    /// The settings it was built from.
+    pub fn settings(&self) -> &ClientTlsSettings {
+        &self.settings
+    }
+
+    /// Runs the handshake over `stream`, verifying the peer against `server_name` (or `host`).
+    /// A certificate the peer presents that does not verify fails with an error saying why
+    /// (unknown issuer, expired, not valid for the name…); nothing is sent in plaintext.
+    pub async fn connect(
+        &self,
+        stream: TcpStream,
+        host: &str,
+    ) -> io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+        let name = self.settings.server_name.as_deref().unwrap_or(host);
+        let server_name = ServerName::try_from(name.to_owned()).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{name:?} is not a valid TLS server name"),
+            )
+        })?;
+        self.connector
+            .connect(server_name, stream)
+            .await
+            .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake with {name} failed: {e}")))
+    }
+}
+
+impl PartialEq for ClientTls {
+    fn eq(&self, other: &Self) -> bool {
+        self.settings == other.settings
+    }
+}
+
+impl fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// TLS on the receivers (`listen.tls`), as configured.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerTlsSettings {
+    /// PEM certificate chain the receivers present.
+    pub cert_file: PathBuf,
+    /// PEM private key of `cert_file`.
+    pub key_file: PathBuf,
+    /// PEM CA certificates client certificates must chain to; `None`: no client certificate
+    /// is asked for.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// A ready TLS server configuration.
+#[derive(Clone)]
+pub struct ServerTls {
+    settings: ServerTlsSettings,
+    acceptor: TlsAcceptor,
+}
+
+impl ServerTls {
+    /// Reads the files `settings` names and builds the rustls configuration.
+    pub fn new(settings: ServerTlsSettings) -> Result<Self, TlsError> {
+        let provider = provider();
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?;
+        let builder = match &settings.client_ca {
+            Some(ca) => {
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots_from(ca)?),
+                    provider,
+                )
+                .build()
+                .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+            None => builder.with_no_client_auth(),
+        };
+        let config = builder.with_single_cert(
+            load_certificates(&settings.cert_file)?,
+            load_key(&settings.key_file)?,
+        )?;
+        Ok(Self {
+            settings,
+            acceptor: TlsAcceptor::from(Arc::new(config)),
+        })
+    }
+
+    /// The settings it was built from.
+    pub fn settings(&self) -> &ServerTlsSettings {
+        &self.settings
+    }
+
+    /// Runs the server side of the handshake on an accepted connection.
+    pub async fn accept(
+        &self,
+        stream: TcpStream,
+    ) -> io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
+        self.acceptor.accept(stream).await
+    }
+}
+
+impl PartialEq for ServerTls {
+    fn eq(&self, other: &Self) -> bool {
+        self.settings == other.settings
+    }
+}
+
+impl fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerTls")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}

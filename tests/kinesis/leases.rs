@@ -1,0 +1,845 @@
+//! Many relays, one stream: real `anthracite` processes sharing a kinesalite stream through a
+//! lease table in DynamoDB Local, with SIGKILL, SIGTERM, SIGSTOP, resharding and migration
+//! from a checkpoint file. Timings are never asserted: failover is measured in the lease
+//! table's own state transitions and renewal counts.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::support_kinesis::dynamodb::DynamoDbLocal;
+use crate::support_kinesis::fleet::{self, RelayProcess, RelaySpec, Sample, Sampler};
+use crate::support_kinesis::harness::{LONG, lines};
+use crate::support_kinesis::kinesalite::Kinesalite;
+use crate::support_kinesis::sink::{self, Received};
+use crate::support_kinesis::{proxy, wait_for};
+use anthracite::unstable::kinesis::checkpoint::{FileStore, SequenceNumber};
+use anthracite::unstable::kinesis::leases::{
+    Checkpoint, Fence, Lease, LeaseTable, MemTable, Outcome, Update,
+};
+
+/// One test's world: a stream on its own kinesalite, a table on the shared DynamoDB Local.
+struct World {
+    k: Kinesalite,
+    ddb: &'static DynamoDbLocal,
+    dir: PathBuf,
+    stream: String,
+    table: String,
+}
+
+impl World {
+    async fn new(test: &str, shards: i32) -> World {
+        let ddb = tokio::task::spawn_blocking(DynamoDbLocal::shared)
+            .await
+            .expect("DynamoDB Local");
+        let k = Kinesalite::start().await;
+        let stream = format!("{test}-stream");
+        k.create_stream(&stream, shards).await;
+        World {
+            k,
+            ddb,
+            dir: fleet::scratch(test),
+            stream,
+            table: format!("{test}-leases"),
+        }
+    }
+
+    fn spec<'a>(&'a self, worker: &'a str, sink: SocketAddr, dynamodb: &'a str) -> RelaySpec<'a> {
+        RelaySpec {
+            worker,
+            stream: &self.stream,
+            sink: sink.to_string(),
+            kinesis: &self.k.endpoint,
+            dynamodb,
+            table: &self.table,
+            checkpoint_dir: None,
+        }
+    }
+
+    fn relay(&self, worker: &str, sink: SocketAddr) -> RelayProcess {
+        RelayProcess::start(&self.dir, &self.spec(worker, sink, &self.ddb.endpoint))
+    }
+
+    /// Relays r0, r1, r2 delivering to one sink, and a sampler of the table.
+    async fn trio_on_one_sink(&self) -> (Received, Sampler, Vec<RelayProcess>) {
+        let (sink, received) = sink::start("127.0.0.1:0").await;
+        let sampler = self.sampler();
+        let relays = ["r0", "r1", "r2"]
+            .iter()
+            .map(|id| self.relay(id, sink))
+            .collect();
+        (received, sampler, relays)
+    }
+
+    fn sampler(&self) -> Sampler {
+        Sampler::start(fleet::table(&self.ddb.endpoint, &self.table))
+    }
+}
+
+/// Where each record went: value → (shard, sequence number).
+type Puts = BTreeMap<u32, (String, SequenceNumber)>;
+
+/// Puts one line per record, `lease.k<i%keys> <i> 1700000000`, pausing `pace` between records.
+async fn put(
+    client: aws_sdk_kinesis::Client,
+    stream: String,
+    range: std::ops::Range<u32>,
+    keys: u32,
+    pace: Duration,
+) -> Puts {
+    let mut out = Puts::new();
+    for i in range {
+        let key = format!("k{}", i % keys);
+        let r = client
+            .put_record()
+            .stream_name(&stream)
+            .partition_key(&key)
+            .data(aws_sdk_kinesis::primitives::Blob::new(lines(
+                &format!("lease.{key}"),
+                i,
+                1,
+            )))
+            .send()
+            .await
+            .expect("PutRecord");
+        let seq = SequenceNumber::new(r.sequence_number()).expect("sequence number");
+        out.insert(i, (r.shard_id().to_string(), seq));
+        tokio::time::sleep(pace).await;
+    }
+    out
+}
+
+/// How often each value arrived, over all sinks.
+fn counts(sinks: &[&Received]) -> HashMap<u32, usize> {
+    let mut m = HashMap::new();
+    for s in sinks {
+        for (_, _, v) in s.all() {
+            *m.entry(v as u32).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+fn delivered_all(sinks: &[&Received], puts: &Puts) -> bool {
+    let c = counts(sinks);
+    puts.keys().all(|v| c.contains_key(v))
+}
+
+async fn wait_delivered(what: &str, sinks: &[&Received], puts: &Puts) {
+    wait_for(what, LONG, || {
+        let done = delivered_all(sinks, puts);
+        async move { done }
+    })
+    .await;
+}
+
+fn balanced(sample: &Option<Sample>, want: &[(&str, usize)]) -> bool {
+    let want: BTreeMap<String, usize> = want.iter().map(|(w, n)| (w.to_string(), *n)).collect();
+    sample.as_ref().is_some_and(|s| s.counts() == want)
+}
+
+fn number(cp: &Checkpoint) -> Option<&SequenceNumber> {
+    cp.position().map(|p| &p.sequence)
+}
+
+/// Per shard, the checkpoint never moves backwards across samples.
+fn assert_checkpoints_monotonic(samples: &[Sample]) {
+    let mut high: HashMap<String, (usize, Checkpoint)> = HashMap::new();
+    for s in samples {
+        for r in &s.rows {
+            if let Some((i, h)) = high.get(&r.key) {
+                let back = match (&r.checkpoint, h) {
+                    (Checkpoint::At(a), Checkpoint::At(b)) => a < b,
+                    (Checkpoint::ShardEnd, _) => false,
+                    (_, Checkpoint::ShardEnd) => true,
+                    (Checkpoint::At(_), _) => false,
+                    (_, Checkpoint::At(_)) => true,
+                    _ => false,
+                };
+                assert!(
+                    !back,
+                    "{}: checkpoint went back from {h} (sample {i}) to {} (sample {})",
+                    r.key, r.checkpoint, s.index
+                );
+            }
+            high.insert(r.key.clone(), (s.index, r.checkpoint.clone()));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_relays_on_six_shards_deliver_everything_each_shard_owned_once_balanced_two_each() {
+    let w = World::new("three-relays", 6).await;
+    let (received, sampler, mut relays) = w.trio_on_one_sink().await;
+    // Records flow while the relays start and balance.
+    let puts = put(
+        w.k.client(),
+        w.stream.clone(),
+        0..120,
+        12,
+        Duration::from_millis(10),
+    )
+    .await;
+    wait_for("every record, and two leases each", LONG, || {
+        let done = delivered_all(&[&received], &puts)
+            && balanced(&sampler.last(), &[("r0", 2), ("r1", 2), ("r2", 2)]);
+        async move { done }
+    })
+    .await;
+    for r in &mut relays {
+        r.assert_running("the end of the test");
+    }
+    let samples = sampler.stop().await;
+    let live: BTreeSet<&str> = ["r0", "r1", "r2"].into();
+    let first_full = samples
+        .iter()
+        .position(|s| s.rows.len() == 6 && s.rows.iter().all(|r| r.owner.is_some()))
+        .expect("a sample with every shard owned");
+    assert!(
+        samples.len() - first_full >= 10,
+        "too few samples after ownership settled: {}",
+        samples.len() - first_full
+    );
+    for s in &samples[first_full..] {
+        assert_eq!(s.rows.len(), 6, "sample {}", s.index);
+        for r in &s.rows {
+            let owner = r.owner.as_deref().unwrap_or("nobody");
+            assert!(
+                live.contains(owner),
+                "sample {}: {} owned by {owner}, not exactly one live worker",
+                s.index,
+                r.key
+            );
+        }
+    }
+    let c = counts(&[&received]);
+    for v in puts.keys() {
+        assert!(c.get(v).is_some_and(|n| *n >= 1), "record {v} lost");
+    }
+}
+
+/// Starts three relays (each with its own sink) and waits until they hold two leases each
+/// and have settled, before any record is written.
+async fn balanced_trio(w: &World) -> (Vec<RelayProcess>, Vec<Received>, Sampler) {
+    let mut sinks = Vec::new();
+    let mut relays = Vec::new();
+    for id in ["r0", "r1", "r2"] {
+        let (addr, received) = sink::start("127.0.0.1:0").await;
+        relays.push(w.relay(id, addr));
+        sinks.push(received);
+    }
+    let sampler = w.sampler();
+    // Balanced, and no steal still waiting for its victim's lease to lapse: from here on,
+    // no lease moves unless the test moves it.
+    wait_for("two leases each, settled", LONG, || {
+        let done = balanced(&sampler.last(), &[("r0", 2), ("r1", 2), ("r2", 2)])
+            && sampler.unchanged_for(fleet::SETTLED_SAMPLES);
+        async move { done }
+    })
+    .await;
+    (relays, sinks, sampler)
+}
+
+/// Writes 240 records over a few seconds in the background and returns once a third have
+/// arrived: the producer, and the shards r2 holds at that moment.
+async fn mid_stream(
+    w: &World,
+    sinks: &[Received],
+    sampler: &Sampler,
+) -> (tokio::task::JoinHandle<Puts>, Vec<String>) {
+    let producer = tokio::spawn(put(
+        w.k.client(),
+        w.stream.clone(),
+        0..240,
+        24,
+        Duration::from_millis(15),
+    ));
+    wait_for("a third of the records", LONG, || {
+        let n: usize = sinks.iter().map(|s| s.len()).sum();
+        async move { n >= 80 }
+    })
+    .await;
+    let before = sampler.last().expect("a sample");
+    let r2: Vec<String> = before
+        .rows
+        .iter()
+        .filter(|r| r.owner.as_deref() == Some("r2"))
+        .map(|r| r.key.clone())
+        .collect();
+    assert_eq!(r2.len(), 2, "{:?}", before.counts());
+    (producer, r2)
+}
+
+/// Waits until every record arrived and r0 and r1 hold three leases each.
+async fn survivors_take_over(sampler: &Sampler, sinks: &[&Received], puts: &Puts) {
+    wait_for(
+        "every record, and three leases each for the survivors",
+        LONG,
+        || {
+            let done =
+                delivered_all(sinks, puts) && balanced(&sampler.last(), &[("r0", 3), ("r1", 3)]);
+            async move { done }
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_one_of_three_its_shards_taken_within_a_lease_duration_duplicates_only_after_its_last_checkpoint()
+ {
+    let w = World::new("sigkill", 6).await;
+    let (mut relays, sinks, sampler) = balanced_trio(&w).await;
+    let (producer, killed_shards) = mid_stream(&w, &sinks, &sampler).await;
+    relays[2].signal("KILL");
+    relays[2].exit_status(LONG).await;
+    let dead_from = sampler.all().len();
+    let puts = producer.await.expect("producer");
+    let all: Vec<&Received> = sinks.iter().collect();
+    survivors_take_over(&sampler, &all, &puts).await;
+    let samples = sampler.stop().await;
+
+    for shard in &killed_shards {
+        // After the kill nobody writes the row until a survivor takes it: its checkpoint there
+        // is the killed relay's last.
+        let dead: Vec<&Sample> = samples[dead_from..]
+            .iter()
+            .take_while(|s| s.owner(shard) == Some("r2"))
+            .collect();
+        let last_dead = dead
+            .last()
+            .unwrap_or_else(|| panic!("{shard}: taken before the first sample after the kill"));
+        let final_row = last_dead.row(shard).expect("row");
+        let taken = &samples[last_dead.index + 1];
+        let survivor = taken.owner(shard).expect("an owner").to_string();
+        assert!(
+            survivor == "r0" || survivor == "r1",
+            "{shard} went from r2 to {survivor}"
+        );
+        // Measured in the survivor's own renewals (one per lease_duration / 3): from the first
+        // sample showing r2's last renewal to the takeover, at least a lease duration (3
+        // renewals, less one for sampling) and at most a lease duration plus one taker cycle,
+        // plus the survivor's first sight of that renewal and sampling on both ends (7).
+        let first_seen = samples
+            .iter()
+            .find(|s| s.row(shard).is_some_and(|r| r.counter == final_row.counter))
+            .expect("r2's last counter seen");
+        let steady = samples[first_seen.index]
+            .rows
+            .iter()
+            .find(|r| {
+                r.owner.as_deref() == Some(survivor.as_str())
+                    && samples[first_seen.index..=taken.index]
+                        .iter()
+                        .all(|s| s.owner(&r.key) == Some(survivor.as_str()))
+            })
+            .expect("a lease the survivor held throughout");
+        let renewals = taken.row(&steady.key).expect("row").counter - steady.counter;
+        assert!(
+            (2..=7).contains(&renewals),
+            "{shard}: taken after {renewals} renewals of {survivor}'s {}",
+            steady.key
+        );
+        let taken_row = taken.row(shard).expect("row");
+        assert!(
+            taken_row.counter > final_row.counter,
+            "the take moved the counter"
+        );
+        assert_eq!(taken_row.parents, final_row.parents);
+
+        // Duplicates: only records r2 delivered after its last checkpoint of this shard, each
+        // delivered once more by the survivor.
+        let c = counts(&all);
+        let last_cp = number(&final_row.checkpoint).cloned();
+        let r2_values: BTreeSet<u32> = sinks[2].all().iter().map(|(_, _, v)| *v as u32).collect();
+        let mut duplicated = 0;
+        for (v, (s, seq)) in &puts {
+            let n = c.get(v).copied().unwrap_or(0);
+            if s != shard || n < 2 {
+                continue;
+            }
+            duplicated += 1;
+            assert_eq!(n, 2, "record {v} delivered {n} times");
+            assert!(r2_values.contains(v), "record {v} duplicated but not by r2");
+            assert!(
+                last_cp.as_ref().is_none_or(|cp| seq > cp),
+                "record {v} ({seq}) duplicated though r2 had checkpointed {}",
+                final_row.checkpoint
+            );
+        }
+        eprintln!(
+            "{shard}: r2 → {survivor} after {renewals} renewals, {duplicated} records delivered twice"
+        );
+    }
+    let c = counts(&all);
+    for (v, (s, _)) in &puts {
+        let n = c.get(v).copied().unwrap_or(0);
+        assert!(n >= 1, "record {v} lost");
+        if !killed_shards.contains(s) {
+            assert_eq!(n, 1, "record {v} of a survivor's shard delivered {n} times");
+        }
+    }
+    assert_checkpoints_monotonic(&samples);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_one_of_three_its_shards_move_with_zero_duplicates() {
+    let w = World::new("sigterm", 6).await;
+    let (mut relays, sinks, sampler) = balanced_trio(&w).await;
+    let (producer, moved) = mid_stream(&w, &sinks, &sampler).await;
+    relays[2].signal("TERM");
+    let status = relays[2].exit_status(LONG).await;
+    assert!(status.success(), "r2 exited with {status}");
+    let puts = producer.await.expect("producer");
+    let all: Vec<&Received> = sinks.iter().collect();
+    survivors_take_over(&sampler, &all, &puts).await;
+    let samples = sampler.stop().await;
+    let c = counts(&all);
+    let twice: Vec<u32> = puts
+        .keys()
+        .filter(|v| c.get(v).copied().unwrap_or(0) > 1)
+        .copied()
+        .collect();
+    assert!(twice.is_empty(), "delivered twice: {twice:?}");
+    assert_eq!(c.len(), puts.len(), "every record exactly once");
+    let last = samples.last().expect("samples");
+    for shard in &moved {
+        let owner = last.owner(shard).unwrap_or("nobody");
+        assert!(owner == "r0" || owner == "r1", "{shard} owned by {owner}");
+    }
+    // r2 delivered its share before it left, and the survivors resumed where it stopped.
+    assert!(!sinks[2].all().is_empty());
+    assert_checkpoints_monotonic(&samples);
+}
+
+/// The lease key and whether the call was a take (sets the owner to a new value).
+fn parse_update(e: &proxy::Exchange) -> Option<(String, bool)> {
+    if !e.target.ends_with(".UpdateItem") {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&e.body).ok()?;
+    let key = v["Key"]["leaseKey"]["S"].as_str()?.to_string();
+    let expr = v["UpdateExpression"].as_str().unwrap_or_default();
+    Some((key, expr.contains("#lo = :nw")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigstop_longer_than_the_lease_its_lease_is_taken_it_neither_checkpoints_over_the_new_owner_nor_delivers()
+ {
+    let w = World::new("sigstop", 4).await;
+    let (endpoint, recording) = proxy::start_recording(&w.ddb.endpoint).await;
+    let (sink_a, recv_a) = sink::start("127.0.0.1:0").await;
+    let (sink_b, recv_b) = sink::start("127.0.0.1:0").await;
+    let mut a = RelayProcess::start(&w.dir, &w.spec("ra", sink_a, &endpoint));
+    let mut b = w.relay("rb", sink_b);
+    let sampler = w.sampler();
+    wait_for("two leases each", LONG, || {
+        let done = balanced(&sampler.last(), &[("ra", 2), ("rb", 2)]);
+        async move { done }
+    })
+    .await;
+    let all = [&recv_a, &recv_b];
+    let phase1 = put(w.k.client(), w.stream.clone(), 0..40, 8, Duration::ZERO).await;
+    wait_delivered("phase 1", &all, &phase1).await;
+    let a_shards: Vec<String> = sampler
+        .last()
+        .expect("sample")
+        .rows
+        .iter()
+        .filter(|r| r.owner.as_deref() == Some("ra"))
+        .map(|r| r.key.clone())
+        .collect();
+    a.signal("STOP");
+    wait_for("rb takes ra's leases", LONG, || {
+        let s = sampler.last();
+        let done = a_shards
+            .iter()
+            .all(|k| s.as_ref().is_some_and(|s| s.owner(k) == Some("rb")));
+        async move { done }
+    })
+    .await;
+    // Records written while ra is stopped; rb delivers and checkpoints past them.
+    let phase2 = put(w.k.client(), w.stream.clone(), 40..80, 8, Duration::ZERO).await;
+    let mut tip: HashMap<String, SequenceNumber> = HashMap::new();
+    for (shard, seq) in phase2.values() {
+        let e = tip.entry(shard.clone()).or_insert_with(|| seq.clone());
+        if seq > e {
+            *e = seq.clone();
+        }
+    }
+    wait_for("phase 2 delivered and checkpointed by rb", LONG, || {
+        let s = sampler.last();
+        let done = delivered_all(&all, &phase2)
+            && tip.iter().all(|(shard, seq)| {
+                s.as_ref()
+                    .and_then(|s| s.row(shard))
+                    .and_then(|r| number(&r.checkpoint))
+                    .is_some_and(|cp| cp >= seq)
+            });
+        async move { done }
+    })
+    .await;
+    let mark = recording.lock().expect("recording").len();
+    a.signal("CONT");
+    // ra learns it lost its leases (a renewal or checkpoint fails its condition), then steals
+    // its way back to two.
+    wait_for(
+        "ra's writes on its old shards refused, then balanced again",
+        LONG,
+        || {
+            let rec = recording.lock().expect("recording")[mark..].to_vec();
+            let refused = a_shards.iter().all(|k| {
+                rec.iter()
+                    .any(|e| parse_update(e).is_some_and(|(key, _)| &key == k) && e.status == 400)
+            });
+            let done = refused && balanced(&sampler.last(), &[("ra", 2), ("rb", 2)]);
+            async move { done }
+        },
+    )
+    .await;
+    let phase3 = put(w.k.client(), w.stream.clone(), 80..100, 8, Duration::ZERO).await;
+    wait_delivered("phase 3", &all, &phase3).await;
+    a.assert_running("the end");
+    b.assert_running("the end");
+    let samples = sampler.stop().await;
+
+    // Never checkpointed over the new owner: after the resume, no write of ra's on its old
+    // shards succeeded until ra took the shard again.
+    let rec = recording.lock().expect("recording")[mark..].to_vec();
+    for shard in &a_shards {
+        for e in &rec {
+            let Some((key, take)) = parse_update(e) else {
+                continue;
+            };
+            if &key != shard {
+                continue;
+            }
+            if take && e.status == 200 {
+                break;
+            }
+            assert_ne!(
+                e.status, 200,
+                "ra wrote {shard} after resuming without holding it: {}",
+                e.body
+            );
+            assert!(
+                e.response.contains("ConditionalCheckFailed"),
+                "{shard}: {}",
+                e.response
+            );
+        }
+    }
+    // Nor kept delivering: ra never delivered a record written while it was stopped.
+    let from_a: BTreeSet<u32> = recv_a.all().iter().map(|(_, _, v)| *v as u32).collect();
+    let leaked: Vec<&u32> = phase2.keys().filter(|v| from_a.contains(v)).collect();
+    assert!(
+        leaked.is_empty(),
+        "ra delivered {leaked:?} after its lease was taken"
+    );
+    for puts in [&phase1, &phase2, &phase3] {
+        assert!(delivered_all(&all, puts));
+    }
+    assert_checkpoints_monotonic(&samples);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_and_merge_while_three_relays_run_parents_before_children_nothing_lost() {
+    let w = World::new("reshard", 1).await;
+    let (received, sampler, mut relays) = w.trio_on_one_sink().await;
+    let parent = w.k.shard_ids(&w.stream).await[0].clone();
+    wait_for("the shard leased", LONG, || {
+        let done = sampler.last().is_some_and(|s| s.owner(&parent).is_some());
+        async move { done }
+    })
+    .await;
+    let client = w.k.client();
+    let mut value = 0u32;
+    let mut puts = Puts::new();
+    let mut round = async |puts: &mut Puts| {
+        let next = put(
+            client.clone(),
+            w.stream.clone(),
+            value..value + 32,
+            8,
+            Duration::ZERO,
+        )
+        .await;
+        value += 32;
+        puts.extend(next);
+    };
+    round(&mut puts).await;
+    wait_delivered("round 1", &[&received], &puts).await;
+    w.k.client()
+        .split_shard()
+        .stream_name(&w.stream)
+        .shard_to_split(&parent)
+        .new_starting_hash_key("170141183460469231731687303715884105728")
+        .send()
+        .await
+        .expect("SplitShard");
+    w.k.wait_active(&w.stream).await;
+    round(&mut puts).await;
+    let children: Vec<String> =
+        w.k.shard_ids(&w.stream)
+            .await
+            .into_iter()
+            .filter(|s| *s != parent)
+            .collect();
+    assert_eq!(children.len(), 2);
+    w.k.client()
+        .merge_shards()
+        .stream_name(&w.stream)
+        .shard_to_merge(&children[0])
+        .adjacent_shard_to_merge(&children[1])
+        .send()
+        .await
+        .expect("MergeShards");
+    w.k.wait_active(&w.stream).await;
+    round(&mut puts).await;
+    let merged =
+        w.k.shard_ids(&w.stream)
+            .await
+            .into_iter()
+            .find(|s| *s != parent && !children.contains(s))
+            .expect("merged shard");
+    wait_for("all three rounds, parents ended", LONG, || {
+        let s = sampler.last();
+        let ended = |k: &str| {
+            s.as_ref()
+                .and_then(|s| s.row(k))
+                .is_some_and(|r| r.checkpoint == Checkpoint::ShardEnd)
+        };
+        let done = delivered_all(&[&received], &puts)
+            && ended(&parent)
+            && children.iter().all(|c| ended(c));
+        async move { done }
+    })
+    .await;
+    for r in &mut relays {
+        r.assert_running("the end");
+    }
+    let samples = sampler.stop().await;
+    // Per key, the first delivery of each value comes in order: the parent's records before
+    // the children's, the children's before the merged shard's.
+    let mut seen = BTreeSet::new();
+    let mut per_key: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for (name, _, v) in received.all() {
+        if seen.insert(v as u32) {
+            per_key.entry(name).or_default().push(v);
+        }
+    }
+    assert_eq!(per_key.len(), 8);
+    for (key, vals) in &per_key {
+        assert_eq!(vals.len(), 12, "{key}");
+        for pair in vals.windows(2) {
+            assert!(pair[0] < pair[1], "{key}: {} before {}", pair[0], pair[1]);
+        }
+    }
+    let last = fleet::table(&w.ddb.endpoint, &w.table)
+        .scan()
+        .await
+        .expect("scan");
+    let row = |k: &str| {
+        last.iter()
+            .find(|r| r.key == k)
+            .unwrap_or_else(|| panic!("no row {k}"))
+            .clone()
+    };
+    let mut kids = children.clone();
+    kids.sort();
+    assert_eq!(row(&parent).children, kids);
+    for c in &children {
+        assert_eq!(row(c).parents, std::slice::from_ref(&parent));
+        assert_eq!(row(c).children, std::slice::from_ref(&merged));
+    }
+    assert_eq!(row(&merged).parents, kids);
+    assert!(row(&merged).owner.is_some(), "the merged shard is leased");
+    // Parents ended before any child was read: a child's row leaves TRIM_HORIZON (its first
+    // checkpoint) only in samples where its parents already hold SHARD_END.
+    for s in &samples {
+        for r in &s.rows {
+            if r.checkpoint.position().is_some() {
+                for p in &r.parents {
+                    if let Some(pr) = s.row(p) {
+                        assert_eq!(
+                            pr.checkpoint,
+                            Checkpoint::ShardEnd,
+                            "sample {}: {} read before its parent {p} ended",
+                            s.index,
+                            r.key
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert_checkpoints_monotonic(&samples);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_with_a_checkpoint_file_migrates_its_positions_into_an_empty_lease_table() {
+    let w = World::new("migrate", 2).await;
+    let (sink, received) = sink::start("127.0.0.1:0").await;
+    let cp_dir = w.dir.join("checkpoints");
+    let phase1 = put(w.k.client(), w.stream.clone(), 0..20, 4, Duration::ZERO).await;
+    // One relay, file checkpoints (no lease table), reads phase 1 and stops gracefully.
+    let mut single = RelayProcess::start(
+        &w.dir,
+        &RelaySpec {
+            worker: "single",
+            table: "",
+            checkpoint_dir: Some(&cp_dir),
+            ..w.spec("single", sink, &w.ddb.endpoint)
+        },
+    );
+    wait_delivered("phase 1", &[&received], &phase1).await;
+    single.signal("TERM");
+    assert!(single.exit_status(LONG).await.success());
+    let file = FileStore::new(&cp_dir, &w.stream)
+        .read()
+        .expect("checkpoint file");
+    assert_eq!(file.shards.len(), 2, "{file:?}");
+    let phase2 = put(w.k.client(), w.stream.clone(), 20..40, 4, Duration::ZERO).await;
+    // The fleet's first relay: same checkpoint_dir, empty lease table.
+    let sampler = w.sampler();
+    let mut leased = RelayProcess::start(
+        &w.dir,
+        &RelaySpec {
+            checkpoint_dir: Some(&cp_dir),
+            ..w.spec("fleet-0", sink, &w.ddb.endpoint)
+        },
+    );
+    wait_delivered("phase 2", &[&received], &phase2).await;
+    leased.assert_running("the end");
+    let samples = sampler.stop().await;
+    let c = counts(&[&received]);
+    for v in phase1.keys().chain(phase2.keys()) {
+        assert_eq!(c.get(v), Some(&1), "record {v}: not exactly once");
+    }
+    // Each row started at the file's position, never at TRIM_HORIZON.
+    for (shard, entry) in &file.shards {
+        let at = entry
+            .position
+            .as_ref()
+            .expect("a position")
+            .sequence
+            .clone();
+        let first = samples
+            .iter()
+            .find_map(|s| s.row(shard))
+            .unwrap_or_else(|| panic!("no row for {shard}"));
+        let cp = number(&first.checkpoint).unwrap_or_else(|| {
+            panic!(
+                "{shard} started at {} instead of the file's position",
+                first.checkpoint
+            )
+        });
+        assert!(cp >= &at, "{shard}: row at {cp}, file at {at}");
+    }
+    let log = std::fs::read_to_string(leased.log_path()).unwrap_or_default();
+    assert!(
+        log.contains("migrated checkpoint file positions into the lease table"),
+        "{}",
+        leased.log_tail(20)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamodb_local_agrees_with_the_in_memory_model_and_sixteen_racers_get_one_lease() {
+    let ddb = tokio::task::spawn_blocking(DynamoDbLocal::shared)
+        .await
+        .expect("DynamoDB Local");
+    let real = fleet::table(&ddb.endpoint, "model-agreement");
+    real.ensure_table().await.expect("create table");
+    real.ensure_table().await.expect("existing table");
+    let model = MemTable::new();
+    let seq = |s: &str, sub| {
+        Checkpoint::At(anthracite::unstable::kinesis::checkpoint::Position {
+            sequence: SequenceNumber::new(s).expect("seq"),
+            sub_sequence: sub,
+        })
+    };
+    let fence = |counter, owner: Option<&str>| Fence {
+        counter,
+        owner: owner.map(str::to_string),
+    };
+    let take = |w: &str| Update::Take {
+        worker: w.to_string(),
+    };
+    let mut a = Lease::new("shard-a", Checkpoint::TrimHorizon);
+    a.parents = vec!["p1".into(), "p2".into()];
+    a.hash_range = Some(("0".into(), "42".into()));
+    enum Op {
+        Create(Lease),
+        Update(&'static str, Fence, Update),
+        AddChild(&'static str, &'static str),
+        Delete(&'static str),
+    }
+    let script = vec![
+        Op::Create(a.clone()),
+        Op::Create(a.clone()),
+        Op::Update("shard-a", fence(0, None), take("w1")),
+        Op::Update("shard-a", fence(0, None), take("w2")),
+        Op::Update("shard-a", fence(1, Some("w1")), Update::Renew),
+        Op::Update("shard-a", fence(1, Some("w1")), Update::Renew),
+        Op::Update("shard-a", fence(2, Some("w2")), Update::Renew),
+        Op::Update(
+            "shard-a",
+            fence(2, Some("w1")),
+            Update::Checkpoint(seq(
+                "49590338271490256608559692538361571095921575989136588802",
+                4,
+            )),
+        ),
+        Op::Update(
+            "shard-a",
+            fence(2, Some("w2")),
+            Update::Checkpoint(seq("7", 0)),
+        ),
+        Op::Update("shard-a", fence(2, Some("w1")), take("w2")),
+        Op::Update("shard-a", fence(3, Some("w2")), Update::Release),
+        Op::Update("shard-a", fence(4, None), take("w3")),
+        Op::Update("shard-a", fence(5, Some("w3")), Update::End),
+        Op::Delete("shard-a"),
+        Op::Create(Lease::new("shard-b", Checkpoint::Latest)),
+        Op::AddChild("shard-b", "c1"),
+        Op::AddChild("shard-b", "c1"),
+        Op::AddChild("shard-b", "c0"),
+        Op::AddChild("missing", "c0"),
+        Op::Delete("shard-b"),
+        Op::Create(Lease::new("shard-c", Checkpoint::AtTimestamp)),
+    ];
+    for (i, op) in script.iter().enumerate() {
+        let (r, m) = match op {
+            Op::Create(l) => (real.create(l).await, model.create(l).await),
+            Op::Update(k, f, u) => (real.update(k, f, u).await, model.update(k, f, u).await),
+            Op::AddChild(k, c) => (real.add_child(k, c).await, model.add_child(k, c).await),
+            Op::Delete(k) => (real.delete_ended(k).await, model.delete_ended(k).await),
+        };
+        let r = r.unwrap_or_else(|e| panic!("step {i}: {e}"));
+        assert_eq!(Some(r), m.ok(), "step {i}");
+        let mut rows = real.scan().await.expect("scan");
+        rows.sort_by(|x, y| x.key.cmp(&y.key));
+        assert_eq!(rows, model.rows(), "step {i}");
+    }
+    // Sixteen workers race for one lease with the same fence: exactly one wins.
+    let mut racers = tokio::task::JoinSet::new();
+    for i in 0..16 {
+        let t = real.clone();
+        racers.spawn(async move {
+            t.update("shard-c", &fence(0, None), &take(&format!("racer-{i}")))
+                .await
+                .expect("update")
+        });
+    }
+    let mut wins = 0;
+    while let Some(r) = racers.join_next().await {
+        if r.expect("racer") == Outcome::Written {
+            wins += 1;
+        }
+    }
+    assert_eq!(wins, 1);
+    let row = real.get("shard-c").await.expect("get").expect("row");
+    assert_eq!(row.counter, 1);
+    assert!(row.owner.is_some_and(|o| o.starts_with("racer-")));
+}

@@ -1,0 +1,243 @@
+//! A fleet of real `anthracite` processes sharing one stream through a lease table: their
+//! relay.toml files, signals (SIGKILL, SIGTERM, SIGSTOP, SIGCONT) by PID, and a sampler that
+//! records the lease table's rows over time.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anthracite::unstable::kinesis::leases::{DynamoDbTable, Lease, LeaseTable};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::process::ManagedChild;
+
+/// The lease settings every fleet test uses: short, so failover happens within seconds.
+pub const LEASE_SECS: f64 = 3.0;
+
+/// Samples (100 ms apart, plus the scan) spanning more than a lease duration and a taker
+/// cycle: after a steal, the thief reads only once the victim's lease has lapsed.
+pub const SETTLED_SAMPLES: usize = 45;
+
+/// One relay's settings.
+pub struct RelaySpec<'a> {
+    pub worker: &'a str,
+    pub stream: &'a str,
+    /// The sink it delivers to (`host:port`).
+    pub sink: String,
+    pub kinesis: &'a str,
+    /// DynamoDB endpoint (DynamoDB Local, or a proxy in front of it).
+    pub dynamodb: &'a str,
+    /// Empty: file checkpoints only.
+    pub table: &'a str,
+    /// Empty: none.
+    pub checkpoint_dir: Option<&'a Path>,
+}
+
+impl RelaySpec<'_> {
+    pub fn toml(&self) -> String {
+        let mut k = format!(
+            "[[kinesis]]\nstream = \"{}\"\nendpoint_url = \"{}\"\npoll_idle_ms = 200\npoll_busy_ms = 200\nshard_sync_interval_secs = 1\ncheckpoint_interval_secs = 0.5\nbackoff_min_ms = 20\nbackoff_max_ms = 300\n",
+            self.stream, self.kinesis
+        );
+        if let Some(d) = self.checkpoint_dir {
+            k.push_str(&format!("checkpoint_dir = \"{}\"\n", d.display()));
+        }
+        if !self.table.is_empty() {
+            k.push_str(&format!(
+                "lease_table = \"{}\"\ndynamodb_endpoint_url = \"{}\"\nworker_id = \"{}\"\nlease_duration_secs = {LEASE_SECS}\n",
+                self.table, self.dynamodb, self.worker
+            ));
+        }
+        format!(
+            "[listen]\nline_tcp = \"\"\npickle_tcp = \"\"\n[destinations]\nservers = [\"{}:a\"]\nbackoff_min_ms = 20\nbackoff_max_ms = 200\n[telemetry]\ninterval_secs = 0\n[shutdown]\ngrace_secs = 10\n{k}",
+            self.sink
+        )
+    }
+}
+
+/// A relay process, stopped by PID on drop.
+pub struct RelayProcess {
+    pub worker: String,
+    child: ManagedChild,
+}
+
+impl RelayProcess {
+    /// Writes `<dir>/<worker>.toml` and runs `anthracite run` on it, logging to
+    /// `<dir>/<worker>.log`.
+    pub fn start(dir: &Path, spec: &RelaySpec<'_>) -> RelayProcess {
+        let config = dir.join(format!("{}.toml", spec.worker));
+        std::fs::write(&config, spec.toml()).expect("write relay.toml");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
+        cmd.arg("run")
+            .arg("--config")
+            .arg(&config)
+            .env("RUST_LOG", "info")
+            .env("AWS_ACCESS_KEY_ID", "AKIDTEST")
+            .env("AWS_SECRET_ACCESS_KEY", "secret")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("AWS_CONFIG_FILE", dir.join("no-aws-config"))
+            .env(
+                "AWS_SHARED_CREDENTIALS_FILE",
+                dir.join("no-aws-credentials"),
+            );
+        let log = dir.join(format!("{}.log", spec.worker));
+        RelayProcess {
+            worker: spec.worker.to_string(),
+            child: ManagedChild::spawn(spec.worker, cmd, log),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.pid()
+    }
+
+    /// Sends `signal` (`KILL`, `TERM`, `STOP`, `CONT`) to this process only.
+    pub fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "kill -{signal} {} ({})", self.pid(), self.worker);
+    }
+
+    /// Waits for the process to exit (a deadline for a hung test, never a timing assertion).
+    pub async fn exit_status(&mut self, limit: Duration) -> ExitStatus {
+        let end = tokio::time::Instant::now() + limit;
+        loop {
+            if let Some(s) = self.child.exited() {
+                return s;
+            }
+            assert!(
+                tokio::time::Instant::now() < end,
+                "{} did not exit:\n{}",
+                self.worker,
+                self.child.log_tail(30)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn assert_running(&mut self, what: &str) {
+        self.child.assert_running(what);
+    }
+
+    pub fn log_tail(&self, n: usize) -> String {
+        self.child.log_tail(n)
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.child.log
+    }
+}
+
+/// One scan of the lease table.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    /// In the order taken.
+    pub index: usize,
+    pub rows: Vec<Lease>,
+}
+
+impl Sample {
+    pub fn row(&self, key: &str) -> Option<&Lease> {
+        self.rows.iter().find(|r| r.key == key)
+    }
+
+    pub fn owner(&self, key: &str) -> Option<&str> {
+        self.row(key).and_then(|r| r.owner.as_deref())
+    }
+
+    /// Unfinished leases per owner.
+    pub fn counts(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut m = std::collections::BTreeMap::new();
+        for r in self.rows.iter().filter(|r| !r.ended()) {
+            if let Some(o) = &r.owner {
+                *m.entry(o.clone()).or_insert(0) += 1;
+            }
+        }
+        m
+    }
+}
+
+/// Scans the table every 100 ms until stopped.
+pub struct Sampler {
+    pub samples: Arc<Mutex<Vec<Sample>>>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Sampler {
+    pub fn start(table: DynamoDbTable) -> Sampler {
+        let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
+        let stop = CancellationToken::new();
+        let (s, st) = (samples.clone(), stop.clone());
+        let task = tokio::spawn(async move {
+            while !st.is_cancelled() {
+                if let Ok(rows) = table.scan().await {
+                    let mut v = s.lock().expect("samples");
+                    let index = v.len();
+                    v.push(Sample { index, rows });
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        Sampler {
+            samples,
+            stop,
+            task,
+        }
+    }
+
+    pub fn all(&self) -> Vec<Sample> {
+        self.samples.lock().expect("samples").clone()
+    }
+
+    pub fn last(&self) -> Option<Sample> {
+        self.samples.lock().expect("samples").last().cloned()
+    }
+
+    /// Whether the last `n` samples all show the same owner for every row.
+    pub fn unchanged_for(&self, n: usize) -> bool {
+        let v = self.samples.lock().expect("samples");
+        let Some(tail) = v.len().checked_sub(n).map(|from| &v[from..]) else {
+            return false;
+        };
+        let owners = |s: &Sample| -> Vec<(String, Option<String>)> {
+            s.rows
+                .iter()
+                .map(|r| (r.key.clone(), r.owner.clone()))
+                .collect()
+        };
+        tail.windows(2).all(|w| owners(&w[0]) == owners(&w[1]))
+    }
+
+    pub async fn stop(self) -> Vec<Sample> {
+        self.stop.cancel();
+        let _ = self.task.await;
+        self.samples.lock().expect("samples").clone()
+    }
+}
+
+/// A lease table client for the test itself.
+pub fn table(endpoint: &str, name: &str) -> DynamoDbTable {
+    DynamoDbTable::new(
+        aws_sdk_dynamodb::Client::new(&super::kinesalite::sdk_config(endpoint)),
+        name,
+    )
+}
+
+/// A scratch directory for configs and logs, kept when a test fails (its path is printed).
+pub fn scratch(test: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("kinesis-leases")
+        .join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
