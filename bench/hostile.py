@@ -34,30 +34,26 @@ def status(pid):
     return out
 
 
-def hostile(target, name_bytes, deadline, sent):
+def keep_sending(target, payload, per_payload, deadline, sent):
+    """Sends `payload` over and over until `deadline`, reconnecting when closed."""
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(target, timeout=10) as s:
+                while time.time() < deadline:
+                    s.sendall(payload)
+                    sent[0] += per_payload
+        except OSError:
+            time.sleep(0.05)
+
+
+def hostile_frame(name_bytes):
+    """One pickle frame holding one datapoint whose name is `name_bytes` long."""
     name = "h." + "x" * (name_bytes - 2)
     body = pickle.dumps([(name, (1700000000, 1.0))], protocol=2)
-    frame = struct.pack(">I", len(body)) + body
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(target, timeout=10) as s:
-                while time.time() < deadline:
-                    s.sendall(frame)
-                    sent[0] += 1
-        except OSError:
-            time.sleep(0.05)
+    return struct.pack(">I", len(body)) + body
 
 
-def valid(target, deadline, sent):
-    lines = "".join(f"valid.m{i % 1000} {i} 1700000000\n" for i in range(5000)).encode()
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(target, timeout=10) as s:
-                while time.time() < deadline:
-                    s.sendall(lines)
-                    sent[0] += 5000
-        except OSError:
-            time.sleep(0.05)
+VALID_LINES = "".join(f"valid.m{i % 1000} {i} 1700000000\n" for i in range(5000)).encode()
 
 
 def sink(port):
@@ -100,9 +96,11 @@ def main():
             break
     deadline = time.time() + a.seconds
     frames, datapoints = [0], [0]
-    threads = [threading.Thread(target=hostile, args=(a.pickle, a.name_bytes, deadline, frames))
+    frame = hostile_frame(a.name_bytes)
+    threads = [threading.Thread(target=keep_sending, args=(a.pickle, frame, 1, deadline, frames))
                for _ in range(a.connections)]
-    threads += [threading.Thread(target=valid, args=(a.line, deadline, datapoints)) for _ in range(a.valid)]
+    threads += [threading.Thread(target=keep_sending, args=(a.line, VALID_LINES, 5000, deadline, datapoints))
+                for _ in range(a.valid)]
     for t in threads:
         t.start()
     peak_seen = 0

@@ -393,18 +393,24 @@ fn sigkill_while_spilling_loses_nothing_logged_and_skips_a_corrupt_tail() {
     relay2.stop();
 }
 
+/// A relay spilling to a 32 KiB disk budget (`drop_newest` fallback) with a memory tier of
+/// `memory` datapoints, for one destination on `port`.
+fn small_disk_relay(dir: &Path, port: u16, memory: u64, segment_bytes: u64) -> TestRelay {
+    TestRelay::start(&config_for(
+        &[format!("127.0.0.1:{port}:a")],
+        &format!(
+            "[destinations.queue]\nmax_datapoints = {memory}\nspill_fallback = \"drop_newest\"\n\
+             [destinations.spill]\ndir = {:?}\nsegment_bytes = {segment_bytes}\nmax_bytes = 32768\n",
+            dir.display().to_string()
+        ),
+    ))
+}
+
 #[test]
 fn disk_budget_reached_applies_drop_newest_with_exact_counters() {
     let dir = tempfile::tempdir().expect("tempdir");
     let port = support::free_ports(1)[0];
-    let relay = TestRelay::start(&config_for(
-        &[format!("127.0.0.1:{port}:a")],
-        &format!(
-            "[destinations.queue]\nmax_datapoints = 1000\nspill_fallback = \"drop_newest\"\n\
-             [destinations.spill]\ndir = {:?}\nsegment_bytes = 8192\nmax_bytes = 32768\n",
-            dir.path().display().to_string()
-        ),
-    ));
+    let relay = small_disk_relay(dir.path(), port, 1000, 8192);
     let n = 20_000;
     send(relay.line, &lines(0, n));
     let s = relay.wait_stats("all routed and settled", WAIT, |s| {
@@ -448,14 +454,7 @@ fn spill_disk_full_loses_no_more_than_memory_policy() {
     let dir = tempfile::tempdir().expect("tempdir");
     let port = support::free_ports(1)[0];
     let memory = 10_000;
-    let relay = TestRelay::start(&config_for(
-        &[format!("127.0.0.1:{port}:a")],
-        &format!(
-            "[destinations.queue]\nmax_datapoints = {memory}\nspill_fallback = \"drop_newest\"\n\
-             [destinations.spill]\ndir = {:?}\nsegment_bytes = 16384\nmax_bytes = 32768\n",
-            dir.path().display().to_string()
-        ),
-    ));
+    let relay = small_disk_relay(dir.path(), port, memory, 16384);
     let n = 50_000;
     send(relay.line, &lines(0, n));
     // Settled: everything routed, and nothing left on its way to the log.
