@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::pattern::Pattern;
 use crate::protocol::NameHashBuilder;
+use crate::protocol::tags::MEMO_MAX_BYTES;
 
 /// carbon's `USE_WHITELIST` files.
 #[derive(Clone, Debug, PartialEq)]
@@ -283,6 +284,9 @@ pub(crate) struct NameFilter {
     lists: Arc<Lists>,
     verdicts: HashMap<Box<[u8]>, Verdict, NameHashBuilder>,
     max_entries: usize,
+    /// Bytes of the cached names (emptied past [`MEMO_MAX_BYTES`], then refilled with the
+    /// names in current use).
+    name_bytes: usize,
     /// Names dropped by the blacklist since the counters were last taken.
     pub(crate) blacklisted: u64,
     /// Names dropped for not being on the whitelist since then.
@@ -302,6 +306,7 @@ impl NameFilter {
             shared,
             verdicts: HashMap::with_hasher(NameHashBuilder::random()),
             max_entries: max_entries.max(1),
+            name_bytes: 0,
             blacklisted: 0,
             not_whitelisted: 0,
         }
@@ -314,9 +319,13 @@ impl NameFilter {
             Some(&v) => v,
             None => {
                 let v = self.lists.verdict(name);
-                if self.verdicts.len() >= self.max_entries {
+                if self.verdicts.len() >= self.max_entries
+                    || self.name_bytes + name.len() > MEMO_MAX_BYTES
+                {
                     self.verdicts.clear();
+                    self.name_bytes = 0;
                 }
+                self.name_bytes += name.len();
                 self.verdicts.insert(name.into(), v);
                 v
             }

@@ -62,6 +62,11 @@ pub mod tls {
     pub use crate::tls::*;
 }
 
+/// Receivers: the accept loop, admission, read buffers, UDP.
+pub mod receiver {
+    pub use crate::receiver::*;
+}
+
 /// The destination connection task.
 pub mod destination {
     pub use crate::destination::*;
@@ -71,6 +76,15 @@ pub mod destination {
 #[cfg(feature = "kinesis")]
 pub mod kinesis {
     pub use crate::receiver::kinesis::*;
+}
+
+/// KPL de-aggregation (Cargo feature `kpl`, part of `kinesis`).
+#[cfg(feature = "kpl")]
+pub mod kpl {
+    #[cfg(feature = "kinesis")]
+    pub use crate::receiver::kinesis::kpl::*;
+    #[cfg(not(feature = "kinesis"))]
+    pub use crate::receiver::kpl::*;
 }
 
 /// The capacity-planning harness behind `anthracite bench`.

@@ -15,11 +15,14 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::ini::{self, Ini};
-use super::raw::{RawConfig, RawRule, RawServer};
+
+mod relay_rules;
+use super::raw::{RawConfig, RawServer};
 use super::{Config, ConfigError};
 use crate::destination::OutputProtocol;
 use crate::queue::WhenFull;
 use crate::router::{DestinationSpec, HashType, Method};
+pub use relay_rules::parse_relay_rules;
 
 /// How to read a carbon.conf (carbon-relay's command-line options).
 #[derive(Clone, Debug)]
@@ -188,14 +191,18 @@ struct Settings<'a> {
 }
 
 impl Settings<'_> {
-    fn invalid(&self, key: &str, message: String) -> ConfigError {
-        let key = match self.values.get(key) {
+    /// `[section] KEY` where the key was set, else `KEY` (a carbon default).
+    fn section_key(&self, key: &str) -> String {
+        match self.values.get(key) {
             Some((_, section)) => format!("[{section}] {key}"),
             None => key.to_owned(),
-        };
+        }
+    }
+
+    fn invalid(&self, key: &str, message: String) -> ConfigError {
         ConfigError::Invalid {
             file: self.file.to_owned(),
-            key,
+            key: self.section_key(key),
             message,
         }
     }
@@ -330,12 +337,20 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
     raw.listen.protobuf_tcp =
         s.address("PROTOBUF_RECEIVER_INTERFACE", "PROTOBUF_RECEIVER_PORT", 0)?;
     raw.listen.max_pickle_frame = s.uint("PICKLE_RECEIVER_MAX_LENGTH", 1 << 20)? as usize;
+    raw.listen.max_frame_buffer_bytes = raw
+        .listen
+        .max_frame_buffer_bytes
+        .max(raw.listen.max_pickle_frame.saturating_add(4));
+    // carbon's `inf` (its default) is the largest count anthracite allows.
     raw.listen.max_connections = match s.count_or_inf("MAX_RECEIVER_CONNECTIONS", None)? {
-        None => tokio::sync::Semaphore::MAX_PERMITS,
-        Some(n) => usize::try_from(n).unwrap_or(tokio::sync::Semaphore::MAX_PERMITS),
+        None => MAX_CONNECTIONS,
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
     };
+    // Absent: anthracite's default (carbon has none, so idle clients would hold their slots
+    // forever); `None` written out keeps carbon's "never".
     raw.listen.idle_timeout_secs = match s.str("METRIC_CLIENT_IDLE_TIMEOUT") {
-        None | Some("None") | Some("") => 0.0,
+        None => raw.listen.idle_timeout_secs,
+        Some("None") | Some("") => 0.0,
         Some(_) => s.float("METRIC_CLIENT_IDLE_TIMEOUT", 0.0)?,
     };
 
@@ -417,11 +432,11 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
     };
     raw.destinations.tls = destination_tls(&s, &file, &mut warnings);
     raw.destinations.pool_replicas = s.bool("DESTINATION_POOL_REPLICAS", false)?;
-    match s.count_or_inf("MAX_QUEUE_SIZE", Some(1000))? {
-        Some(0) => return Err(s.invalid("MAX_QUEUE_SIZE", "must be at least 1".into())),
-        Some(n) => raw.destinations.queue.max_datapoints = usize::try_from(n).unwrap_or(usize::MAX),
-        None => raw.destinations.queue.max_datapoints = usize::MAX,
-    }
+    raw.destinations.queue.max_datapoints = match s.count_or_inf("MAX_QUEUE_SIZE", Some(1000))? {
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        // The byte bound (`destinations.queue.max_bytes`) still applies.
+        None => MAX_QUEUE_DATAPOINTS,
+    };
     let low = s.float("QUEUE_LOW_WATERMARK_PCT", 0.8)?;
     if !(0.0..=1.0).contains(&low) {
         return Err(s.invalid("QUEUE_LOW_WATERMARK_PCT", "must be between 0 and 1".into()));
@@ -461,7 +476,13 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
             .clone()
             .unwrap_or_else(|| conf_dir.join(s.str("RELAY_RULES").unwrap_or("relay-rules.conf")));
         let specs_by_text = &specs;
-        raw.rules = relay_rules(&path, specs_by_text, &mut warnings)?;
+        let text = read(&path)?;
+        raw.rules = parse_relay_rules(
+            &text,
+            &path.display().to_string(),
+            specs_by_text,
+            &mut warnings,
+        )?;
     } else if method.is_aggregated() {
         let path = options.aggregation_rules.clone().unwrap_or_else(|| {
             conf_dir.join(
@@ -492,7 +513,7 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
         }
     }
 
-    let config = Config::from_raw(raw, &file)?;
+    let config = Config::from_raw(raw, &file).map_err(|e| s.carbon_key(e))?;
     Ok(CarbonImport { config, warnings })
 }
 
@@ -530,113 +551,48 @@ fn destination_tls(
     }
 }
 
-/// carbon's `loadRelayRules`: sections in file order, each `destinations` kept only where it
-/// is one of DESTINATIONS (carbon's router yields only configured destinations).
-fn relay_rules(
-    path: &Path,
-    configured: &[DestinationSpec],
-    warnings: &mut Vec<String>,
-) -> Result<Vec<RawRule>, ConfigError> {
-    let file = path.display().to_string();
-    let text = read(path)?;
-    let ini = Ini::parse(&text).map_err(|e| ConfigError::Syntax {
-        file: file.clone(),
-        message: e.to_string(),
-    })?;
-    let invalid = |section: &str, key: &str, message: String| ConfigError::Invalid {
-        file: file.clone(),
-        key: format!("[{section}] {key}"),
-        message,
-    };
-    let get = |section: &str, key: &str| -> Result<Option<String>, ConfigError> {
-        ini.get(section, key)
-            .transpose()
-            .map_err(|e| invalid(section, key, e.to_string()))
-    };
-    let mut rules = Vec::new();
-    let mut default: Option<RawRule> = None;
-    for section in ini.sections() {
-        let Some(dests) = get(section, "destinations")? else {
-            return Err(invalid(
-                section,
-                "destinations",
-                "the section does not define a 'destinations' list".into(),
-            ));
+/// carbon's `MAX_RECEIVER_CONNECTIONS = inf`: `listen.max_connections`' largest value.
+const MAX_CONNECTIONS: usize = 1_000_000;
+/// carbon's `MAX_QUEUE_SIZE = inf`: `destinations.queue.max_datapoints`' largest value.
+const MAX_QUEUE_DATAPOINTS: usize = 1_000_000_000;
+
+/// The relay.toml keys this import fills from carbon.conf settings: a validation error on one
+/// of them names the setting that was written.
+const CARBON_KEYS: &[(&str, &str)] = &[
+    ("listen.line_tcp", "LINE_RECEIVER_PORT"),
+    ("listen.pickle_tcp", "PICKLE_RECEIVER_PORT"),
+    ("listen.line_udp", "UDP_RECEIVER_PORT"),
+    ("listen.protobuf_tcp", "PROTOBUF_RECEIVER_PORT"),
+    ("listen.max_pickle_frame", "PICKLE_RECEIVER_MAX_LENGTH"),
+    ("listen.max_connections", "MAX_RECEIVER_CONNECTIONS"),
+    ("listen.idle_timeout_secs", "METRIC_CLIENT_IDLE_TIMEOUT"),
+    ("router.replication_factor", "REPLICATION_FACTOR"),
+    ("destinations.servers", "DESTINATIONS"),
+    ("destinations.queue.max_datapoints", "MAX_QUEUE_SIZE"),
+    (
+        "destinations.max_datapoints_per_message",
+        "MAX_DATAPOINTS_PER_MESSAGE",
+    ),
+    ("telemetry.interval_secs", "CARBON_METRIC_INTERVAL"),
+    ("telemetry.prefix", "CARBON_METRIC_PREFIX"),
+    (
+        "ingest.min_timestamp_resolution",
+        "MIN_TIMESTAMP_RESOLUTION",
+    ),
+];
+
+impl Settings<'_> {
+    /// Renames a relay.toml key in a validation error to the carbon.conf setting it came from.
+    fn carbon_key(&self, e: ConfigError) -> ConfigError {
+        let ConfigError::Invalid { file, key, message } = e else {
+            return e;
         };
-        let mut kept = Vec::new();
-        for d in dests.split(',').filter(|d| !d.trim().is_empty()) {
-            let spec = DestinationSpec::parse(d)
-                .map_err(|e| invalid(section, "destinations", e.to_string()))?;
-            if configured.contains(&spec) {
-                kept.push(spec.to_string());
-            } else {
-                warnings.push(format!(
-                    "{file}: [{section}] destinations: {spec} is not in DESTINATIONS; carbon never sends there and neither does anthracite"
-                ));
-            }
-        }
-        if kept.is_empty() {
-            warnings.push(format!(
-                "{file}: [{section}] destinations: none is in DESTINATIONS, so names this rule matches are relayed nowhere (carbon does the same)"
-            ));
-        }
-        let boolean = |key: &str| -> Result<Option<bool>, ConfigError> {
-            match get(section, key)? {
-                None => Ok(None),
-                Some(v) => ini::parse_bool(&v)
-                    .map(Some)
-                    .ok_or_else(|| invalid(section, key, format!("{v:?} is not a boolean"))),
-            }
+        let key = match CARBON_KEYS.iter().find(|(k, _)| key.starts_with(k)) {
+            Some((_, carbon)) => self.section_key(carbon),
+            None => key,
         };
-        if let Some(pattern) = get(section, "pattern")? {
-            if ini.has_option(section, "default") {
-                return Err(invalid(
-                    section,
-                    "pattern",
-                    "the section has both 'pattern' and 'default'; use one or the other".into(),
-                ));
-            }
-            crate::pattern::Pattern::case_insensitive(&pattern)
-                .map_err(|e| invalid(section, "pattern", e.to_string()))?;
-            rules.push(RawRule {
-                pattern: Some(pattern),
-                default: false,
-                destinations: kept,
-                continue_matching: boolean("continue")?.unwrap_or(false),
-            });
-            continue;
-        }
-        match boolean("default")? {
-            Some(true) => {
-                if default.is_some() {
-                    return Err(invalid(
-                        section,
-                        "default",
-                        "only one default rule can be specified".into(),
-                    ));
-                }
-                default = Some(RawRule {
-                    pattern: None,
-                    default: true,
-                    destinations: kept,
-                    continue_matching: false,
-                });
-            }
-            Some(false) => {}
-            None => warnings.push(format!(
-                "{file}: [{section}] has neither 'pattern' nor 'default'; ignored, as carbon does"
-            )),
-        }
+        ConfigError::Invalid { file, key, message }
     }
-    let Some(default) = default else {
-        return Err(ConfigError::Invalid {
-            file,
-            key: "default".into(),
-            message: "no default rule defined: exactly one section needs 'default = true'".into(),
-        });
-    };
-    rules.push(default);
-    Ok(rules)
 }
 
 #[cfg(test)]

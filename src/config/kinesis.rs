@@ -247,6 +247,9 @@ impl KinesisConfig {
         if raw.poll_idle_ms < raw.poll_busy_ms {
             return Err(err("poll_idle_ms", "must be at least poll_busy_ms"));
         }
+        if raw.poll_idle_ms > 3_600_000 {
+            return Err(err("poll_idle_ms", "must be at most 3600000 (one hour)"));
+        }
         if !(1..=10_000).contains(&raw.max_records) {
             return Err(err("max_records", "must be between 1 and 10000"));
         }
@@ -274,6 +277,9 @@ impl KinesisConfig {
                 "backoff_max_ms",
                 "need 0 < backoff_min_ms <= backoff_max_ms",
             ));
+        }
+        if raw.backoff_max_ms > 3_600_000 {
+            return Err(err("backoff_max_ms", "must be at most 3600000 (one hour)"));
         }
         Ok(KinesisConfig {
             stream_name,

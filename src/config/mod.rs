@@ -77,6 +77,14 @@ pub struct ListenConfig {
     pub max_line_length: usize,
     /// Largest accepted pickle frame, in bytes.
     pub max_pickle_frame: usize,
+    /// Longest accepted metric name, in bytes (every protocol).
+    pub max_name_length: usize,
+    /// Bytes all connections together may hold for frames over their base read buffer.
+    pub max_frame_buffer_bytes: usize,
+    /// Listen backlog of the TCP receivers the relay binds.
+    pub backlog: u32,
+    /// `SO_RCVBUF` asked for the UDP socket (`None`: the system default).
+    pub udp_recv_buffer: Option<usize>,
     /// Largest accepted protobuf frame, in bytes.
     pub max_protobuf_frame: usize,
     /// TLS on every TCP receiver (`None`: plaintext).
@@ -221,6 +229,9 @@ impl Config {
             .unwrap_or_else(|e| format!("# cannot render configuration: {e}\n"))
     }
 }
+
+#[cfg(test)]
+mod range_tests;
 
 #[cfg(test)]
 mod tests {

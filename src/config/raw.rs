@@ -50,15 +50,32 @@ pub struct RawListen {
     /// carbon's protobuf (`Payload`, length-prefixed) over TCP. Default `""` (off, as in
     /// carbon, whose `PROTOBUF_RECEIVER_PORT` is unset by default).
     pub protobuf_tcp: String,
-    /// Most concurrent TCP client connections. Default 10000.
+    /// Most concurrent TCP client connections (1–1000000). Default 10000. At the limit the
+    /// connection idle the longest is closed to admit the new one; with none idle, the new
+    /// one is refused.
     pub max_connections: usize,
-    /// Close connections idle this long; 0 = never (default, as carbon).
+    /// Close connections idle this long, in seconds; 0 = never (carbon's default). Default 600.
     pub idle_timeout_secs: f64,
-    /// Longest plaintext line in bytes. Default 16384 (carbon's limit).
+    /// Longest plaintext line in bytes (64–1048576). Default 16384 (carbon's limit).
     pub max_line_length: usize,
-    /// Largest pickle frame in bytes. Default 1048576 (carbon's `PICKLE_RECEIVER_MAX_LENGTH`).
+    /// Largest pickle frame in bytes (64–1073741824). Default 1048576 (carbon's
+    /// `PICKLE_RECEIVER_MAX_LENGTH`).
     pub max_pickle_frame: usize,
-    /// Largest protobuf frame in bytes. Default 1048576 (carbon's fixed protobuf limit).
+    /// Longest metric name in bytes (16–1048576), in every protocol; longer names are
+    /// dropped and counted (`name_too_long`). Default 4096.
+    pub max_name_length: usize,
+    /// Bytes all client connections together may hold for frames larger than their 64 KiB
+    /// read buffer (at least `max_pickle_frame` + 4, at most 64 GiB). A connection waits for
+    /// room before reading such a frame. Default 268435456 (256 MiB).
+    pub max_frame_buffer_bytes: usize,
+    /// Listen backlog of the TCP receivers (1–65535; the kernel caps it at
+    /// `net.core.somaxconn`). Default 1024.
+    pub backlog: u32,
+    /// Receive buffer (`SO_RCVBUF`) asked for the UDP socket, in bytes; 0 keeps the system
+    /// default (the kernel caps it at `net.core.rmem_max`). Default 4194304.
+    pub udp_recv_buffer: usize,
+    /// Largest protobuf frame in bytes (64–1073741824). Default 1048576 (carbon's fixed
+    /// protobuf limit).
     pub max_protobuf_frame: usize,
     /// TLS on every TCP receiver (line, pickle, protobuf): `{ cert_file, key_file, client_ca }`.
     /// Default: none (plaintext, as carbon).
@@ -108,9 +125,13 @@ impl Default for RawListen {
             pickle_tcp: "0.0.0.0:2004".into(),
             protobuf_tcp: String::new(),
             max_connections: 10_000,
-            idle_timeout_secs: 0.0,
+            idle_timeout_secs: 600.0,
             max_line_length: 16_384,
             max_pickle_frame: 1 << 20,
+            max_name_length: 4096,
+            max_frame_buffer_bytes: 256 << 20,
+            backlog: 1024,
+            udp_recv_buffer: 4 << 20,
             max_protobuf_frame: 1 << 20,
             tls: None,
         }

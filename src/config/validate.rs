@@ -43,37 +43,119 @@ impl Ctx<'_> {
             )
         })
     }
+
+    /// `v` within `min..=max`, or an error naming the key and the range.
+    pub(super) fn int<T>(&self, key: &str, v: T, min: T, max: T) -> Result<T, ConfigError>
+    where
+        T: PartialOrd + std::fmt::Display + Copy,
+    {
+        if v < min || v > max {
+            return Err(self.invalid(key, format!("{v} is out of range: {min} to {max}")));
+        }
+        Ok(v)
+    }
+
+    /// Seconds as a duration: a finite number within `min..=max` (so no conversion can
+    /// panic or overflow); with `zero_off`, 0 means "off" (`None`).
+    pub(super) fn secs(
+        &self,
+        key: &str,
+        v: f64,
+        min: f64,
+        max: f64,
+        zero_off: bool,
+    ) -> Result<Option<Duration>, ConfigError> {
+        if zero_off && v == 0.0 {
+            return Ok(None);
+        }
+        if !(v.is_finite() && v >= min && v <= max) {
+            let off = if zero_off { " (0 = off)" } else { "" };
+            return Err(self.invalid(
+                key,
+                format!("{v} is out of range: {min} to {max} seconds{off}"),
+            ));
+        }
+        Ok(Some(Duration::from_secs_f64(v)))
+    }
 }
+
+/// The longest any configured duration may be: one year. Longer values are surely mistakes,
+/// and every duration stays far from `Instant` overflow.
+pub(super) const MAX_SECS: f64 = 31_536_000.0;
 
 /// `[listen]`.
 pub(super) fn listen(l: &RawListen, ctx: &Ctx) -> Result<ListenConfig, ConfigError> {
-    if l.max_line_length < 64 {
-        return Err(ctx.invalid("listen.max_line_length", "must be at least 64"));
+    ctx.int("listen.max_line_length", l.max_line_length, 64, 1 << 20)?;
+    ctx.int("listen.max_pickle_frame", l.max_pickle_frame, 64, 1 << 30)?;
+    ctx.int(
+        "listen.max_protobuf_frame",
+        l.max_protobuf_frame,
+        64,
+        1 << 30,
+    )?;
+    ctx.int("listen.max_name_length", l.max_name_length, 16, 1 << 20)?;
+    ctx.int(
+        "listen.max_frame_buffer_bytes",
+        l.max_frame_buffer_bytes,
+        l.max_pickle_frame.max(l.max_protobuf_frame) + 4,
+        64 << 30,
+    )?;
+    ctx.int("listen.max_connections", l.max_connections, 1, 1_000_000)?;
+    ctx.int("listen.backlog", l.backlog, 1, 65_535)?;
+    if l.udp_recv_buffer != 0 {
+        ctx.int("listen.udp_recv_buffer", l.udp_recv_buffer, 4096, 1 << 30)?;
     }
-    for (key, frame) in [
-        ("listen.max_pickle_frame", l.max_pickle_frame),
-        ("listen.max_protobuf_frame", l.max_protobuf_frame),
-    ] {
-        if !(64..=(1 << 30)).contains(&frame) {
-            return Err(ctx.invalid(key, "must be between 64 bytes and 1 GiB"));
+    let idle_timeout = ctx.secs(
+        "listen.idle_timeout_secs",
+        l.idle_timeout_secs,
+        0.001,
+        MAX_SECS,
+        true,
+    )?;
+    let line_tcp = ctx.addr("listen.line_tcp", &l.line_tcp)?;
+    let pickle_tcp = ctx.addr("listen.pickle_tcp", &l.pickle_tcp)?;
+    let protobuf_tcp = ctx.addr("listen.protobuf_tcp", &l.protobuf_tcp)?;
+    let tcp = [
+        ("listen.line_tcp", line_tcp),
+        ("listen.pickle_tcp", pickle_tcp),
+        ("listen.protobuf_tcp", protobuf_tcp),
+    ];
+    for (i, (key, b)) in tcp.iter().enumerate() {
+        for (other, a) in &tcp[..i] {
+            if let (Some(a), Some(b)) = (a, b)
+                && overlap(a, b)
+            {
+                return Err(ctx.invalid(
+                    key,
+                    format!("{b} overlaps {other} ({a}): both cannot be bound"),
+                ));
+            }
         }
     }
-    if l.max_connections == 0 {
-        return Err(ctx.invalid("listen.max_connections", "must be at least 1"));
-    }
     Ok(ListenConfig {
-        line_tcp: ctx.addr("listen.line_tcp", &l.line_tcp)?,
+        line_tcp,
         line_udp: ctx.addr("listen.line_udp", &l.line_udp)?,
-        pickle_tcp: ctx.addr("listen.pickle_tcp", &l.pickle_tcp)?,
-        protobuf_tcp: ctx.addr("listen.protobuf_tcp", &l.protobuf_tcp)?,
+        pickle_tcp,
+        protobuf_tcp,
         max_connections: l.max_connections,
-        idle_timeout: (l.idle_timeout_secs > 0.0)
-            .then(|| Duration::from_secs_f64(l.idle_timeout_secs)),
+        idle_timeout,
         max_line_length: l.max_line_length,
         max_pickle_frame: l.max_pickle_frame,
+        max_name_length: l.max_name_length,
+        max_frame_buffer_bytes: l.max_frame_buffer_bytes,
+        backlog: l.backlog,
+        udp_recv_buffer: (l.udp_recv_buffer > 0).then_some(l.udp_recv_buffer),
         max_protobuf_frame: l.max_protobuf_frame,
         tls: server_tls(l.tls.as_ref(), ctx)?,
     })
+}
+
+/// Two TCP listen addresses that cannot both be bound: the same port (not 0, which picks a
+/// free one) on the same address, or on any address where one is the wildcard.
+fn overlap(a: &SocketAddr, b: &SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }
 
 /// `[destinations]` with its `queue` and `spill` tables and per-server overrides.
@@ -90,17 +172,34 @@ pub(super) fn destinations(
     if d.servers.len() > usize::from(u16::MAX) {
         return Err(ctx.invalid("destinations.servers", "too many destinations"));
     }
-    if d.max_datapoints_per_message == 0 {
-        return Err(ctx.invalid(
-            "destinations.max_datapoints_per_message",
-            "must be at least 1",
-        ));
-    }
-    if d.backoff_min_ms == 0 || d.backoff_max_ms < d.backoff_min_ms {
-        return Err(ctx.invalid(
-            "destinations.backoff_max_ms",
-            "need 0 < backoff_min_ms <= backoff_max_ms",
-        ));
+    ctx.int(
+        "destinations.max_datapoints_per_message",
+        d.max_datapoints_per_message,
+        1,
+        1_000_000,
+    )?;
+    ctx.int("destinations.flush_bytes", d.flush_bytes, 1, 64 << 20)?;
+    ctx.int("destinations.linger_ms", d.linger_ms, 0, 60_000)?;
+    ctx.int(
+        "destinations.connect_timeout_ms",
+        d.connect_timeout_ms,
+        1,
+        600_000,
+    )?;
+    ctx.int(
+        "destinations.backoff_min_ms",
+        d.backoff_min_ms,
+        1,
+        3_600_000,
+    )?;
+    ctx.int(
+        "destinations.backoff_max_ms",
+        d.backoff_max_ms,
+        d.backoff_min_ms,
+        3_600_000,
+    )?;
+    if !d.spill.dir.is_empty() {
+        spill_dir_usable(Path::new(&d.spill.dir), ctx)?;
     }
     if d.write_timeout_ms != 0 && !(100..=3_600_000).contains(&d.write_timeout_ms) {
         return Err(ctx.invalid(
@@ -126,6 +225,18 @@ pub(super) fn destinations(
         let key = format!("destinations.servers[{i}]");
         let spec = DestinationSpec::parse(server.address())
             .map_err(|e| ctx.invalid(&key, e.to_string()))?;
+        if spec.port == 0 {
+            return Err(ctx.invalid(&key, format!("{spec}: port 0 is not a destination")));
+        }
+        if spec.instance.as_deref().is_some_and(str::is_empty) {
+            return Err(ctx.invalid(
+                &key,
+                format!(
+                    "{:?}: empty instance after the port; write host:port or host:port:instance",
+                    server.address()
+                ),
+            ));
+        }
         if let Some(prev) = out
             .iter()
             .find(|p| p.spec.host == spec.host && p.spec.instance == spec.instance)
@@ -161,9 +272,9 @@ pub(super) fn destinations(
             max_datagram_bytes: d.max_datagram_bytes,
             max_datapoints_per_message: d.max_datapoints_per_message,
             queue,
-            flush_bytes: d.flush_bytes.max(1),
+            flush_bytes: d.flush_bytes,
             linger: Duration::from_millis(d.linger_ms),
-            connect_timeout: Duration::from_millis(d.connect_timeout_ms.max(1)),
+            connect_timeout: Duration::from_millis(d.connect_timeout_ms),
             backoff_min: Duration::from_millis(d.backoff_min_ms),
             backoff_max: Duration::from_millis(d.backoff_max_ms),
             write_timeout: (d.write_timeout_ms > 0)
@@ -194,9 +305,18 @@ fn queue_limits(
         when_full: o.when_full.or(d.queue.when_full).unwrap_or(default_policy),
         spill_fallback: o.spill_fallback.unwrap_or(d.queue.spill_fallback),
     };
-    if limits.max_datapoints == 0 || limits.max_bytes == 0 {
-        return Err(ctx.invalid(key, "queue bounds must be positive"));
-    }
+    let (points_key, bytes_key) = match (o.max_queue_datapoints, o.max_queue_bytes) {
+        (Some(_), _) | (_, Some(_)) => (
+            format!("{key}.max_queue_datapoints"),
+            format!("{key}.max_queue_bytes"),
+        ),
+        _ => (
+            "destinations.queue.max_datapoints".to_string(),
+            "destinations.queue.max_bytes".to_string(),
+        ),
+    };
+    ctx.int(&points_key, limits.max_datapoints, 1, 1_000_000_000)?;
+    ctx.int(&bytes_key, limits.max_bytes, 1024, 1 << 40)?;
     if limits.spill_fallback == WhenFull::Spill {
         let k = if o.spill_fallback.is_some() {
             format!("{key}.spill_fallback")
@@ -227,26 +347,30 @@ fn spill_settings(
     spec: &DestinationSpec,
     ctx: &Ctx,
 ) -> Result<SpillSettings, ConfigError> {
-    if !(raw.max_age_secs >= 0.0 && raw.max_age_secs.is_finite()) {
-        return Err(ctx.invalid("destinations.spill.max_age_secs", "must be >= 0"));
-    }
+    let max_age = ctx.secs(
+        "destinations.spill.max_age_secs",
+        raw.max_age_secs,
+        1.0,
+        10.0 * MAX_SECS,
+        true,
+    )?;
     let fsync = match raw.fsync {
         raw::RawFsync::Always => FsyncPolicy::Always,
         raw::RawFsync::Never => FsyncPolicy::Never,
         raw::RawFsync::Interval => {
-            if raw.fsync_interval_ms == 0 {
-                return Err(ctx.invalid(
-                    "destinations.spill.fsync_interval_ms",
-                    "must be at least 1 (or use fsync = \"always\")",
-                ));
-            }
+            ctx.int(
+                "destinations.spill.fsync_interval_ms",
+                raw.fsync_interval_ms,
+                1,
+                3_600_000,
+            )?;
             FsyncPolicy::Interval(Duration::from_millis(raw.fsync_interval_ms))
         }
     };
     let log = SpillConfig {
         max_bytes: o.spill_max_bytes.unwrap_or(raw.max_bytes),
         segment_bytes: raw.segment_bytes,
-        max_age: (raw.max_age_secs > 0.0).then(|| Duration::from_secs_f64(raw.max_age_secs)),
+        max_age,
         fsync,
         ..SpillConfig::default()
     };
@@ -256,12 +380,12 @@ fn spill_settings(
             "must be between 4096 bytes and 4 GiB",
         ));
     }
+    let k = if o.spill_max_bytes.is_some() {
+        "spill_max_bytes"
+    } else {
+        "destinations.spill.max_bytes"
+    };
     if log.max_bytes < 2 * log.segment_bytes {
-        let k = if o.spill_max_bytes.is_some() {
-            "spill_max_bytes"
-        } else {
-            "destinations.spill.max_bytes"
-        };
         return Err(ctx.invalid(
             k,
             format!(
@@ -270,7 +394,14 @@ fn spill_settings(
             ),
         ));
     }
+    ctx.int(k, log.max_bytes, 2 * log.segment_bytes, 1 << 50)?;
     let rate = o.replay_rate.unwrap_or(raw.replay_rate);
+    let k = if o.replay_rate.is_some() {
+        "replay_rate"
+    } else {
+        "destinations.spill.replay_rate"
+    };
+    ctx.int(k, rate, 0, 1_000_000_000)?;
     let leaf: String = format!(
         "{}_{}_{}",
         spec.host,
@@ -286,10 +417,62 @@ fn spill_settings(
         }
     })
     .collect();
+    let dir = Path::new(&raw.dir).join(leaf);
+    if dir.exists() && !dir.is_dir() {
+        return Err(ctx.invalid(
+            "destinations.spill.dir",
+            format!(
+                "{} (the spill log of {spec}) is not a directory",
+                dir.display()
+            ),
+        ));
+    }
     Ok(SpillSettings {
-        dir: Path::new(&raw.dir).join(leaf),
+        dir,
         log,
         replay_rate: (rate > 0).then_some(rate),
+    })
+}
+
+/// `destinations.spill.dir` must be usable when the relay starts: a directory that exists
+/// and is writable, or one that can be created (its nearest existing ancestor is a writable
+/// directory). Checked here so `anthracite check` reports it and `run` fails before binding.
+fn spill_dir_usable(dir: &Path, ctx: &Ctx) -> Result<(), ConfigError> {
+    const KEY: &str = "destinations.spill.dir";
+    let mut existing = dir;
+    loop {
+        match std::fs::metadata(existing) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => {
+                return Err(ctx.invalid(KEY, format!("{} is not a directory", existing.display())));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match existing.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => existing = p,
+                    // A relative path whose first component does not exist: the working
+                    // directory is its parent.
+                    _ => {
+                        existing = Path::new(".");
+                        break;
+                    }
+                }
+            }
+            Err(e) => {
+                return Err(ctx.invalid(KEY, format!("{}: {e}", existing.display())));
+            }
+        }
+    }
+    let access = nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK;
+    nix::unistd::access(existing, access).map_err(|e| {
+        let what = if existing == dir {
+            "is not writable"
+        } else {
+            "cannot be created"
+        };
+        ctx.invalid(
+            KEY,
+            format!("{} {what}: {} ({e})", dir.display(), existing.display()),
+        )
     })
 }
 
@@ -301,9 +484,7 @@ pub(super) fn router(
     destinations: &[DestinationConfig],
     ctx: &Ctx,
 ) -> Result<RouterSpec, ConfigError> {
-    if r.replication_factor == 0 {
-        return Err(ctx.invalid("router.replication_factor", "must be at least 1"));
-    }
+    ctx.int("router.replication_factor", r.replication_factor, 1, 100)?;
     let rules = if r.method == Method::Rules {
         rules(raw_rules, destinations, ctx)?
     } else if !raw_rules.is_empty() {
@@ -402,8 +583,20 @@ fn rules(
 
 /// `[telemetry]`.
 pub(super) fn telemetry(t: &RawTelemetry, ctx: &Ctx) -> Result<TelemetryConfig, ConfigError> {
-    if t.interval_secs < 0.0 || !t.interval_secs.is_finite() {
-        return Err(ctx.invalid("telemetry.interval_secs", "must be >= 0"));
+    let interval = ctx.secs(
+        "telemetry.interval_secs",
+        t.interval_secs,
+        0.001,
+        86_400.0,
+        true,
+    )?;
+    if interval.is_some() && (t.prefix.is_empty() || t.instance.is_empty()) {
+        let key = if t.prefix.is_empty() {
+            "telemetry.prefix"
+        } else {
+            "telemetry.instance"
+        };
+        return Err(ctx.invalid(key, "must not be empty"));
     }
     let host = if t.host.is_empty() {
         gethostname::gethostname().to_string_lossy().into_owned()
@@ -411,7 +604,7 @@ pub(super) fn telemetry(t: &RawTelemetry, ctx: &Ctx) -> Result<TelemetryConfig, 
         t.host.clone()
     };
     Ok(TelemetryConfig {
-        interval: (t.interval_secs > 0.0).then(|| Duration::from_secs_f64(t.interval_secs)),
+        interval,
         prefix: t.prefix.clone(),
         host,
         instance: t.instance.clone(),
@@ -420,9 +613,19 @@ pub(super) fn telemetry(t: &RawTelemetry, ctx: &Ctx) -> Result<TelemetryConfig, 
 
 /// `[ingest]`.
 pub(super) fn ingest(g: &RawIngest, ctx: &Ctx) -> Result<IngestConfig, ConfigError> {
-    if !(g.list_reload_secs > 0.0 && g.list_reload_secs.is_finite()) {
-        return Err(ctx.invalid("ingest.list_reload_secs", "must be > 0"));
-    }
+    let reload = ctx.secs(
+        "ingest.list_reload_secs",
+        g.list_reload_secs,
+        0.001,
+        86_400.0,
+        false,
+    )?;
+    ctx.int(
+        "ingest.min_timestamp_resolution",
+        g.min_timestamp_resolution,
+        0,
+        MAX_SECS as u64,
+    )?;
     let path = |p: &str| (!p.is_empty()).then(|| PathBuf::from(p));
     Ok(IngestConfig {
         min_timestamp_resolution: g.min_timestamp_resolution,
@@ -430,7 +633,7 @@ pub(super) fn ingest(g: &RawIngest, ctx: &Ctx) -> Result<IngestConfig, ConfigErr
         lists: g.use_whitelist.then(|| ListsConfig {
             whitelist: path(&g.whitelist),
             blacklist: path(&g.blacklist),
-            reload_interval: Duration::from_secs_f64(g.list_reload_secs),
+            reload_interval: reload.unwrap_or(Duration::from_secs(10)),
         }),
     })
 }
@@ -442,10 +645,8 @@ pub(super) fn admin(a: &raw::RawAdmin, ctx: &Ctx) -> Result<Option<SocketAddr>, 
 
 /// `[shutdown]`.
 pub(super) fn shutdown_grace(s: &raw::RawShutdown, ctx: &Ctx) -> Result<Duration, ConfigError> {
-    if !(s.grace_secs >= 0.0 && s.grace_secs.is_finite()) {
-        return Err(ctx.invalid("shutdown.grace_secs", "must be >= 0"));
-    }
-    Ok(Duration::from_secs_f64(s.grace_secs))
+    let grace = ctx.secs("shutdown.grace_secs", s.grace_secs, 0.0, 3600.0, false)?;
+    Ok(grace.unwrap_or_default())
 }
 
 /// `destinations.tls`: files read and the rustls configuration built now, so a bad file is a

@@ -40,6 +40,9 @@ pub use stats::{IngestSnapshot, IngestStats, SourceSnapshot};
 /// [`Ingestor::push`] answers [`Pushed::FlushNow`].
 pub const FLUSH_HINT_BYTES: usize = 4 << 20;
 
+/// Longest metric name a [`Pipeline`] accepts unless told otherwise (`listen.max_name_length`).
+pub const DEFAULT_MAX_NAME_LENGTH: usize = 4096;
+
 /// A pending batch is handed over (kept aside for the next flush) once its names reach this
 /// size, so no batch comes near [`crate::batch::MAX_NAME_BYTES`].
 const MAX_PENDING_BATCH_NAME_BYTES: usize = 64 << 20;
@@ -76,6 +79,12 @@ impl Pipeline {
         change(&mut next);
         self.routing.install(next);
         self
+    }
+
+    /// Drops (and counts as `name_too_long`) names longer than `bytes`, whatever the source
+    /// (`listen.max_name_length`; default [`DEFAULT_MAX_NAME_LENGTH`]).
+    pub fn with_max_name_length(self, bytes: usize) -> Self {
+        self.with_routing(|r| r.max_name_length = bytes)
     }
 
     /// Pools destinations sharing `host:port` (carbon's `DESTINATION_POOL_REPLICAS`): a
@@ -219,6 +228,7 @@ pub struct Ingestor {
     pending_bytes: usize,
     /// Per destination, the queue position after everything flushed so far.
     marks: Vec<u64>,
+    max_name_length: usize,
     source: Source,
     mode: PushMode,
     accepted: u64,
@@ -244,6 +254,7 @@ impl Ingestor {
             pending_bytes: 0,
             marks: vec![0; n],
             earlier_marks: Vec::new(),
+            max_name_length: routing.max_name_length,
             mode: if source == Source::LineUdp {
                 PushMode::NoWait
             } else {
@@ -320,6 +331,7 @@ impl Ingestor {
             self.filter = Self::filter_for(&routing, self.source);
         }
         self.resolution = Self::resolution_for(&routing, self.source);
+        self.max_name_length = routing.max_name_length;
         if routing.tag_relay_normalized != self.tags.is_some() {
             self.tags = Self::tags_for(&routing);
         }
@@ -374,6 +386,10 @@ impl Ingestor {
         }
         if !self.entered {
             self.enter();
+        }
+        // Before the lists, the caches and the batches: a hostile name costs nothing more.
+        if name.len() > self.max_name_length {
+            return self.reject(DropReason::NameTooLong);
         }
         if let Some(f) = &mut self.filter {
             match f.check(name) {

@@ -44,6 +44,8 @@ pub struct Routing {
     pub min_timestamp_resolution: u64,
     /// Normalise tagged names before routing.
     pub tag_relay_normalized: bool,
+    /// Longer names are dropped as `name_too_long` (`listen.max_name_length`).
+    pub max_name_length: usize,
     /// Ingestors holding pending data routed by this generation.
     busy: AtomicUsize,
 }
@@ -63,6 +65,7 @@ impl Routing {
             route_cache_entries,
             min_timestamp_resolution: 0,
             tag_relay_normalized: false,
+            max_name_length: super::DEFAULT_MAX_NAME_LENGTH,
             busy: AtomicUsize::new(0),
         }
     }
@@ -77,6 +80,7 @@ impl Routing {
             route_cache_entries: self.route_cache_entries,
             min_timestamp_resolution: self.min_timestamp_resolution,
             tag_relay_normalized: self.tag_relay_normalized,
+            max_name_length: self.max_name_length,
             busy: AtomicUsize::new(0),
         }
     }

@@ -21,8 +21,12 @@ struct SourceStats {
     active_metric: Gauge,
     rejected_metric: Counter,
     idle_metric: Counter,
+    evicted_metric: Counter,
+    accept_errors_metric: Counter,
     rejected: AtomicU64,
     idle_closed: AtomicU64,
+    evicted: AtomicU64,
+    accept_errors: AtomicU64,
 }
 
 impl SourceStats {
@@ -40,8 +44,12 @@ impl SourceStats {
             active_metric: gauge!(facade::CONNECTIONS_ACTIVE, "source" => label),
             rejected_metric: counter!(facade::CONNECTIONS_REJECTED, "source" => label),
             idle_metric: counter!(facade::CONNECTIONS_IDLE_CLOSED, "source" => label),
+            evicted_metric: counter!(facade::CONNECTIONS_EVICTED, "source" => label),
+            accept_errors_metric: counter!(facade::ACCEPT_ERRORS, "source" => label),
             rejected: AtomicU64::new(0),
             idle_closed: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+            accept_errors: AtomicU64::new(0),
         }
     }
 }
@@ -55,6 +63,10 @@ pub struct IngestStats {
     whitelist_rejects: AtomicU64,
     blacklist_metric: Counter,
     whitelist_metric: Counter,
+    buffered_bytes: AtomicU64,
+    buffered_metric: Gauge,
+    udp_kernel_drops: AtomicU64,
+    udp_kernel_drops_metric: Counter,
 }
 
 impl Default for IngestStats {
@@ -72,6 +84,31 @@ impl IngestStats {
             whitelist_rejects: AtomicU64::new(0),
             blacklist_metric: counter!(facade::BLACKLIST_MATCHES),
             whitelist_metric: counter!(facade::WHITELIST_REJECTS),
+            buffered_bytes: AtomicU64::new(0),
+            buffered_metric: gauge!(facade::RECEIVE_BUFFER_BYTES),
+            udp_kernel_drops: AtomicU64::new(0),
+            udp_kernel_drops_metric: counter!(facade::UDP_KERNEL_DROPS),
+        }
+    }
+
+    /// Client connections' read buffers (and pickle decoders' kept scratch) grew by `grown`
+    /// bytes and shrank by `shrunk` (called when a buffer changes size, not per read).
+    pub fn buffer_resized(&self, grown: usize, shrunk: usize) {
+        if grown > 0 {
+            self.buffered_bytes.fetch_add(grown as u64, Relaxed);
+            self.buffered_metric.increment(grown as f64);
+        }
+        if shrunk > 0 {
+            self.buffered_bytes.fetch_sub(shrunk as u64, Relaxed);
+            self.buffered_metric.decrement(shrunk as f64);
+        }
+    }
+
+    /// Datagrams the kernel dropped on the UDP socket because its receive buffer was full.
+    pub fn udp_kernel_dropped(&self, datagrams: u64) {
+        if datagrams > 0 {
+            self.udp_kernel_drops.fetch_add(datagrams, Relaxed);
+            self.udp_kernel_drops_metric.increment(datagrams);
         }
     }
 
@@ -135,6 +172,20 @@ impl IngestStats {
         s.idle_metric.increment(1);
     }
 
+    /// The connection idle the longest was closed to admit a new one at the limit.
+    pub fn connection_evicted(&self, source: Source) {
+        let s = self.source(source);
+        s.evicted.fetch_add(1, Relaxed);
+        s.evicted_metric.increment(1);
+    }
+
+    /// `accept` failed (e.g. the process is out of file descriptors).
+    pub fn accept_failed(&self, source: Source) {
+        let s = self.source(source);
+        s.accept_errors.fetch_add(1, Relaxed);
+        s.accept_errors_metric.increment(1);
+    }
+
     /// A consistent-enough copy of every counter (each counter read once).
     pub fn snapshot(&self) -> IngestSnapshot {
         let mut invalid = DropCounts::default();
@@ -142,6 +193,9 @@ impl IngestStats {
         let mut received = 0;
         let mut active_connections = 0;
         let mut rejected_connections = 0;
+        let mut idle_closed_connections = 0;
+        let mut evicted_connections = 0;
+        let mut accept_errors = 0;
         let mut sources = Vec::with_capacity(self.sources.len());
         for (i, s) in self.sources.iter().enumerate() {
             let mut one = SourceSnapshot {
@@ -151,6 +205,8 @@ impl IngestStats {
                 active: s.active.load(Relaxed),
                 rejected: s.rejected.load(Relaxed),
                 idle_closed: s.idle_closed.load(Relaxed),
+                evicted: s.evicted.load(Relaxed),
+                accept_errors: s.accept_errors.load(Relaxed),
             };
             for reason in DropReason::ALL {
                 one.invalid.0[reason.index()] = s.invalid[reason.index()].load(Relaxed);
@@ -160,6 +216,9 @@ impl IngestStats {
             received_by_source.push((one.source, one.received));
             active_connections += one.active;
             rejected_connections += one.rejected;
+            idle_closed_connections += one.idle_closed;
+            evicted_connections += one.evicted;
+            accept_errors += one.accept_errors;
             sources.push(one);
         }
         IngestSnapshot {
@@ -168,9 +227,14 @@ impl IngestStats {
             invalid,
             active_connections,
             rejected_connections,
+            idle_closed_connections,
+            evicted_connections,
+            accept_errors,
             blacklist_matches: self.blacklist_matches.load(Relaxed),
             whitelist_rejects: self.whitelist_rejects.load(Relaxed),
             sources,
+            buffered_bytes: self.buffered_bytes.load(Relaxed),
+            udp_kernel_drops: self.udp_kernel_drops.load(Relaxed),
         }
     }
 }
@@ -191,6 +255,10 @@ pub struct SourceSnapshot {
     pub rejected: u64,
     /// Connections closed by the idle timeout.
     pub idle_closed: u64,
+    /// Idle connections closed to admit a new one at the limit.
+    pub evicted: u64,
+    /// Failed `accept` calls.
+    pub accept_errors: u64,
 }
 
 /// A copy of the ingest side's counters.
@@ -204,12 +272,22 @@ pub struct IngestSnapshot {
     pub invalid: DropCounts,
     /// Open client connections.
     pub active_connections: u64,
-    /// Connections refused at the limit.
+    /// Connections refused at the limit (none of the others idle long enough to close).
     pub rejected_connections: u64,
+    /// Connections closed by the idle timeout.
+    pub idle_closed_connections: u64,
+    /// Idle connections closed to admit a new one at the limit.
+    pub evicted_connections: u64,
+    /// Failed `accept` calls.
+    pub accept_errors: u64,
     /// Datapoints dropped because their name matched the blacklist.
     pub blacklist_matches: u64,
     /// Datapoints dropped because their name was not on a non-empty whitelist.
     pub whitelist_rejects: u64,
     /// Per source, in [`Source::ALL`] order.
     pub sources: Vec<SourceSnapshot>,
+    /// Bytes held by client connections' read buffers and pickle decoders now.
+    pub buffered_bytes: u64,
+    /// Datagrams the kernel dropped on the UDP socket (receive buffer full).
+    pub udp_kernel_drops: u64,
 }

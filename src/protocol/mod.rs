@@ -56,11 +56,13 @@ pub enum DropReason {
     NoDestination,
     /// Protobuf frame could not be parsed; all of it is dropped.
     BadProtobuf,
+    /// Metric name longer than `listen.max_name_length` (any protocol).
+    NameTooLong,
 }
 
 impl DropReason {
     /// Every reason, for registering counters up front.
-    pub const ALL: [DropReason; 14] = [
+    pub const ALL: [DropReason; 15] = [
         DropReason::TooLong,
         DropReason::BadUtf8,
         DropReason::BadFields,
@@ -75,6 +77,7 @@ impl DropReason {
         DropReason::EmptyName,
         DropReason::NoDestination,
         DropReason::BadProtobuf,
+        DropReason::NameTooLong,
     ];
 
     /// Stable snake_case label used in metrics and logs.
@@ -94,6 +97,7 @@ impl DropReason {
             DropReason::EmptyName => "empty_name",
             DropReason::NoDestination => "no_destination",
             DropReason::BadProtobuf => "bad_protobuf",
+            DropReason::NameTooLong => "name_too_long",
         }
     }
 

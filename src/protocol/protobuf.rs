@@ -214,12 +214,20 @@ impl ProtobufDecoder {
             let name = &payload[start..start + e.name_len as usize];
             emit(name, f64::from(e.timestamp), e.value);
         }
-        Ok(self.entries.len())
+        let n = self.entries.len();
+        self.release_oversized();
+        Ok(n)
     }
 
-    /// After a hostile frame, do not keep its scratch for the connection's life.
+    /// Bytes of scratch space the decoder holds between frames.
+    pub fn scratch_bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<Entry>()
+    }
+
+    /// After a large or hostile frame, do not keep its scratch for the connection's life: at
+    /// most [`DECODER_KEEP_BYTES`](super::pickle::DECODER_KEEP_BYTES) stay between frames.
     fn release_oversized(&mut self) {
-        if self.entries.capacity() > 1 << 16 {
+        if self.scratch_bytes() > super::pickle::DECODER_KEEP_BYTES {
             self.entries = Vec::new();
         }
     }

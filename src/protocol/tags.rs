@@ -133,13 +133,20 @@ pub(crate) struct TagNormalizer {
     /// `None`: the name stays as it is (no tags to sort, or carbon would not parse it).
     memo: HashMap<Box<[u8]>, Option<NormalizedName>, NameHashBuilder>,
     max_entries: usize,
+    /// Bytes of names held (keys and normalised forms), cleared past [`MEMO_MAX_BYTES`].
+    bytes: usize,
 }
+
+/// Most bytes of names a connection's memos (tag normalisation, white/blacklist verdicts)
+/// each hold before they are emptied and refill with the names in current use.
+pub const MEMO_MAX_BYTES: usize = 4 << 20;
 
 impl TagNormalizer {
     pub(crate) fn new(max_entries: usize) -> Self {
         Self {
             memo: HashMap::with_hasher(NameHashBuilder::random()),
             max_entries: max_entries.max(1),
+            bytes: 0,
         }
     }
 
@@ -147,14 +154,17 @@ impl TagNormalizer {
     #[inline]
     pub(crate) fn apply<'a>(&'a mut self, name: &'a [u8]) -> &'a [u8] {
         if !self.memo.contains_key(name) {
-            if self.memo.len() >= self.max_entries {
-                self.memo.clear();
-            }
             let normalized = std::str::from_utf8(name)
                 .ok()
                 .and_then(normalize)
                 .filter(|n| n.as_bytes() != name)
                 .map(|n| n.into_bytes().into_boxed_slice());
+            let size = name.len() + normalized.as_ref().map_or(0, |n| n.len());
+            if self.memo.len() >= self.max_entries || self.bytes + size > MEMO_MAX_BYTES {
+                self.memo.clear();
+                self.bytes = 0;
+            }
+            self.bytes += size;
             self.memo.insert(name.into(), normalized);
         }
         match self.memo.get(name) {

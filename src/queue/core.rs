@@ -19,6 +19,7 @@
 //! thread all work on these types.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
@@ -119,6 +120,9 @@ pub(super) struct State {
     pub(super) staged_bytes: usize,
     /// A replay request is outstanding.
     pub(super) replay_requested: bool,
+    /// The spill log refused data and has not accepted any since: memory batches are not
+    /// moved to disk (they would only come back), only new overflow is offered to the log.
+    pub(super) spill_refused: bool,
     /// The position the next accepted datapoint gets.
     pub(super) next_position: u64,
     /// No more pushes are taken.
@@ -191,6 +195,8 @@ pub(super) struct Core {
     pub(super) settled: Notify,
     pub(super) limits: QueueLimits,
     pub(super) stats: Arc<DestinationStats>,
+    /// Bytes of the spill log's segment files, as its thread last saw them.
+    disk_bytes: AtomicU64,
 }
 
 impl Core {
@@ -202,7 +208,18 @@ impl Core {
             settled: Notify::new(),
             limits,
             stats,
+            disk_bytes: AtomicU64::new(0),
         }
+    }
+
+    /// The spill thread's latest figure of the log's bytes on disk.
+    pub(super) fn set_disk_bytes(&self, bytes: u64) {
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Bytes of the spill log's segment files, as its thread last published them.
+    pub(super) fn disk_bytes(&self) -> u64 {
+        self.disk_bytes.load(Ordering::Relaxed)
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
@@ -241,7 +258,9 @@ impl Core {
     ) {
         let mut s = self.lock();
         s.staged_bytes = s.staged_bytes.saturating_sub(bytes);
-        if dropped.is_some() {
+        if dropped.is_none() {
+            s.spill_refused = false;
+        } else {
             s.disk_points = s.disk_points.saturating_sub(points as u64);
             s.disk_run_dropped(position);
         }
@@ -251,6 +270,41 @@ impl Core {
             self.stats.add_dropped(reason, points as u64);
             self.settled.notify_waiters();
         }
+        self.room.notify_waiters();
+        self.ready.notify_one();
+    }
+
+    /// The spill log refused a batch: stop moving memory batches to it until it accepts one.
+    pub(super) fn note_spill_refused(&self) {
+        self.lock().spill_refused = true;
+    }
+
+    /// A batch moved from the memory tier to the spill thread could not be stored: it goes
+    /// back to the memory tier at its place in position order (it fitted there before the
+    /// move, so the memory bound still holds).
+    pub(super) fn return_staged(&self, position: u64, batch: Batch) {
+        let (n, bytes) = (batch.len(), batch.size_bytes());
+        let mut s = self.lock();
+        s.staged_bytes = s.staged_bytes.saturating_sub(bytes);
+        s.disk_points = s.disk_points.saturating_sub(n as u64);
+        s.disk_run_dropped(position);
+        let at = s
+            .batches
+            .iter()
+            .position(|e| e.position > position)
+            .unwrap_or(s.batches.len());
+        s.datapoints += n;
+        s.bytes += bytes;
+        s.batches.insert(
+            at,
+            Entry {
+                batch,
+                from_disk: false,
+                position,
+            },
+        );
+        self.publish(&s);
+        drop(s);
         self.room.notify_waiters();
         self.ready.notify_one();
     }

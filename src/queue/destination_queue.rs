@@ -210,24 +210,27 @@ impl DestinationQueue {
 
     /// The batch goes to the disk tier (it does not fit in memory, or the queue is in disk
     /// mode). Entering disk mode, what waits in memory is older than this batch, so it goes to
-    /// disk first; only records replayed from disk (still in the log, and older than anything)
-    /// stay in memory.
+    /// disk first (only records replayed from disk, still in the log and older than anything,
+    /// stay in memory) — provided the log looks able to take it all. When it does not, or
+    /// while the log is refusing data, the memory tier keeps its batches and takes what fits
+    /// of this one, as a memory-only queue would, and only the overflow is offered to the
+    /// log: a full disk never loses more than no disk. Moved batches the log refuses come
+    /// back to memory (`queue::worker`).
     fn spill(
         &self,
         mut s: std::sync::MutexGuard<'_, State>,
         disk: &DiskTier,
-        batch: Batch,
+        mut batch: Batch,
         mode: PushMode,
         out: &mut PushOutcome,
     ) -> Step {
-        let total = batch.len();
         if s.staged_bytes > 0 && s.staged_bytes + batch.size_bytes() > disk.staging_bytes {
             drop(s);
             if mode != PushMode::NoWait {
                 return Step::Wait(batch);
             }
             self.core
-                .drop_counted(total, DestinationDropReason::QueueFull, out);
+                .drop_counted(batch.len(), DestinationDropReason::QueueFull, out);
             return Step::Done;
         }
         let mut moved_lost = 0;
@@ -237,24 +240,42 @@ impl DestinationQueue {
                 .iter()
                 .position(|e| !e.from_disk)
                 .unwrap_or(s.batches.len());
-            let older: Vec<_> = s.batches.drain(first_new..).collect();
-            for e in older {
-                let (n, bytes) = (e.batch.len(), e.batch.size_bytes());
-                s.datapoints -= n;
-                s.bytes -= bytes;
-                moved_lost += n - disk.stage(&mut s, e.batch, e.position);
+            let waiting: usize = s
+                .batches
+                .iter()
+                .skip(first_new)
+                .map(|e| e.batch.size_bytes())
+                .sum();
+            if !s.spill_refused && disk.can_take(&self.core, &s, waiting + batch.size_bytes()) {
+                let older: Vec<_> = s.batches.drain(first_new..).collect();
+                for e in older {
+                    let (n, bytes) = (e.batch.len(), e.batch.size_bytes());
+                    s.datapoints -= n;
+                    s.bytes -= bytes;
+                    moved_lost += n - disk.stage(&mut s, e.batch, e.position, true);
+                }
+            } else {
+                let fits = memory::fitting_prefix(&self.core.limits, &s, &batch);
+                let rest = batch.split_off(fits);
+                memory::enqueue(&self.core, &mut s, batch, out);
+                batch = rest;
             }
         }
-        let position = s.take_positions(total);
-        let stored = disk.stage(&mut s, batch, position);
-        if stored > 0 {
-            out.mark = position + stored as u64;
+        let total = batch.len();
+        if total > 0 {
+            let position = s.take_positions(total);
+            let stored = disk.stage(&mut s, batch, position, false);
+            if stored > 0 {
+                out.mark = position + stored as u64;
+            }
+            out.accepted += stored;
+            self.core.publish(&s);
+            drop(s);
+            self.core
+                .drop_counted(total - stored, DestinationDropReason::SpillIo, out);
+        } else {
+            drop(s);
         }
-        self.core.publish(&s);
-        drop(s);
-        out.accepted += stored;
-        self.core
-            .drop_counted(total - stored, DestinationDropReason::SpillIo, out);
         if moved_lost > 0 {
             self.core
                 .stats

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use super::core::{Core, Entry, QueueLimits, Run, State};
 use super::policy::DestinationDropReason;
 use super::spill::{SpillConfig, SpillError, SpillLog, SpillOp};
-use super::worker::{self, Cmd};
+use super::worker::{self, Cmd, Staged};
 use crate::batch::{Batch, POINT_OVERHEAD};
 
 /// The disk tier of one destination.
@@ -33,6 +33,8 @@ pub(super) struct DiskTier {
     chunk_bytes: usize,
     /// Most bytes handed over and not yet stored (the hand-over buffer).
     pub(super) staging_bytes: usize,
+    /// The spill log's byte budget (`max_bytes`).
+    budget: u64,
 }
 
 impl DiskTier {
@@ -88,19 +90,42 @@ impl DiskTier {
             chunk_points,
             chunk_bytes,
             staging_bytes: (limits.max_bytes / 8).max(chunk_bytes),
+            budget: spill.log.max_bytes,
         })
     }
 
+    /// True when the log's budget looks big enough for `bytes` more (measured like the memory
+    /// bound) on top of what is already on disk or on its way there. An estimate with a
+    /// margin for record and segment headers: a wrong "yes" costs only a round trip (moved
+    /// batches the log refuses come back to memory).
+    pub(super) fn can_take(&self, core: &Core, s: &State, bytes: usize) -> bool {
+        let bytes = bytes as u64;
+        let needed = bytes + bytes / 16 + 4096 + s.staged_bytes as u64;
+        core.disk_bytes().saturating_add(needed) <= self.budget
+    }
+
     /// Hands `batch`, whose first datapoint has `position`, to the spill thread in chunks
-    /// (under the lock, so the channel order is the queue order). Returns the datapoints
-    /// handed over (fewer only if the thread is gone).
-    pub(super) fn stage(&self, s: &mut State, mut batch: Batch, mut position: u64) -> usize {
+    /// (under the lock, so the channel order is the queue order). `moved`: the batch comes
+    /// from the memory tier (see `queue::worker`). Returns the datapoints handed over (fewer
+    /// only if the thread is gone).
+    pub(super) fn stage(
+        &self,
+        s: &mut State,
+        mut batch: Batch,
+        mut position: u64,
+        moved: bool,
+    ) -> usize {
         let mut stored = 0;
         while !batch.is_empty() {
             let chunk = self.chunk_len(&batch);
             let rest = batch.split_off(chunk);
             let (n, bytes) = (batch.len(), batch.size_bytes());
-            if self.tx.send(Cmd::Append(position, batch)).is_err() {
+            let staged = Staged {
+                position,
+                batch,
+                moved,
+            };
+            if self.tx.send(Cmd::Append(staged)).is_err() {
                 break;
             }
             stored += n;
@@ -188,7 +213,7 @@ impl DiskTier {
                     s.disk_points += e.batch.len() as u64;
                 } else {
                     let n = e.batch.len();
-                    lost += n - self.stage(&mut s, e.batch, e.position);
+                    lost += n - self.stage(&mut s, e.batch, e.position, false);
                 }
             }
             if lost > 0 {

@@ -29,11 +29,24 @@
 //! holds. With [`WhenFull::Spill`] a push that does not fit goes to the destination's spill
 //! thread (`queue::worker`, private), which appends it to the [`SpillLog`](spill::SpillLog).
 //! Entering *disk mode*, the batches waiting in memory go to the spill thread first (they are
-//! older), except records replayed from disk that are still unacknowledged in the log. From
-//! then on every push also goes to the spill thread, behind what is already on disk, until
-//! the disk tier is empty again. So the order per destination is: replayed records and
-//! in-flight batches in memory (oldest), then disk records, then the batches still being
-//! handed over — FIFO across both tiers, and across a restart.
+//! older, and on disk they survive a killed process), except records replayed from disk that
+//! are still unacknowledged in the log. From then on every push also goes to the spill
+//! thread, behind what is already on disk, until the disk tier is empty again. So the order
+//! per destination is: replayed records and in-flight batches in memory (oldest), then disk
+//! records, then the batches still being handed over — FIFO across both tiers, and across a
+//! restart.
+//!
+//! ## When the disk cannot take data
+//!
+//! **A full or failing disk never loses more than a memory-only queue.** The batches waiting
+//! in memory are moved only when the log's budget looks big enough for all of them; a moved
+//! batch the log refuses anyway (disk full, I/O error) goes back to memory, with the records
+//! of the same move the log already took read back ahead of it. While the log refuses, the
+//! memory tier keeps its batches and takes what fits, as a memory-only queue would; only the
+//! overflow is offered to the log, and what it refuses gets `spill_fallback`. In that state
+//! the memory tier can hold batches older than the disk records; they are delivered first,
+//! but a shutdown then writes them behind the disk records, so after that restart they are
+//! replayed after newer data (the one case where order across a restart is not kept).
 //!
 //! ## Replay
 //!

@@ -396,6 +396,48 @@ async fn spill_io_error_applies_fallback_counts_and_recovers() {
     assert!(got.windows(2).all(|w| w[0] < w[1]));
 }
 
+/// Issue 14: entering disk mode moved the memory tier to a log that could not store it, and
+/// the fallback dropped it. Moved batches the log refuses now come back to memory; only the
+/// new data gets the fallback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spill_refusing_moved_batches_returns_them_to_memory() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("dest");
+    let q = spill_queue(&dir, 100, WhenFull::DropNewest, 64 << 20);
+    for i in 0..10 {
+        q.push_wait(seq_batch(i * 10, 10)).await;
+    }
+    // The directory turns into a file: the log cannot create a segment.
+    std::fs::remove_dir_all(&dir).expect("remove spill dir");
+    std::fs::write(&dir, b"not a directory").expect("block the path");
+    // Memory is full: this push enters disk mode and moves the 100 waiting datapoints.
+    q.push_wait(seq_batch(100, 10)).await;
+    let s = settled(&q, 10).await;
+    assert_eq!(
+        s.queued_memory, 100,
+        "the memory tier kept its batches: {s:?}"
+    );
+    assert_eq!(s.dropped(DestinationDropReason::SpillIo), 10, "{s:?}");
+    // While the log refuses, memory batches stay put and overflow gets the fallback.
+    q.push_wait(seq_batch(110, 10)).await;
+    let s = settled(&q, 20).await;
+    assert_eq!((s.queued_memory, s.queued_disk), (100, 0), "{s:?}");
+    assert_eq!(s.routed, s.sent + s.dropped_total() + s.queued, "{s:?}");
+    let got = consume(&q, 100).await;
+    assert_eq!(got, (0..100).collect::<Vec<_>>());
+}
+
+/// Waits until nothing is on its way to the log and `dropped` datapoints were dropped.
+async fn settled(q: &DestinationQueue, dropped: u64) -> DestinationSnapshot {
+    loop {
+        let s = q.stats().snapshot();
+        if s.queued_disk == 0 && s.dropped_total() == dropped {
+            return s;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 /// Polls a future once: `Some` if it is ready now.
 fn now_or_never<F: std::future::Future>(f: F) -> Option<F::Output> {
     let mut f = std::pin::pin!(f);

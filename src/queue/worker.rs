@@ -7,12 +7,24 @@
 //! `Close` (shutdown: store what is left, sync, stop). The thread also wakes every
 //! [`TICK`] to run the log's time-based fsync and ledger writes and to retry held batches.
 //!
-//! When an append is refused (budget exhausted, or an I/O error) the `spill_fallback` applies:
-//! `drop_newest` drops that batch (`spill_full` / `spill_io`); `drop_oldest` discards the
-//! oldest unread records until a segment's worth of space is freed (`drop_oldest`), dropping
-//! the batch only if that frees nothing; `block` holds the batch (and everything after it, to
-//! keep FIFO) and retries after acknowledgements or every tick — the held batches fill the
-//! queue's hand-over buffer, which makes producers wait. Each episode is logged once.
+//! When an append is refused (budget exhausted or disk full: `spill_full`; another I/O error:
+//! `spill_io`) what happens depends on where the batch came from:
+//!
+//! - A batch *moved* from the memory tier when the queue entered disk mode is never dropped
+//!   for lack of disk: it goes back to the memory tier, and so does every later batch of the
+//!   same move. Records of that move already stored are read back first (they are older), so
+//!   the memory tier ends up holding what it held before, in order, and the destination drains
+//!   it as if there were no disk tier. The queue is told the disk refused
+//!   (`State::spill_refused`) and stops moving memory batches until the log accepts again.
+//!   So a full disk never loses more than a memory-only queue would.
+//! - New data gets the `spill_fallback`: `drop_newest` drops that batch; `drop_oldest`
+//!   discards the oldest unread records until a segment's worth of space is freed
+//!   (`drop_oldest`), dropping the batch only if that frees nothing; `block` holds the batch
+//!   (and everything after it, to keep FIFO) and retries after acknowledgements or every tick
+//!   — the held batches fill the queue's hand-over buffer, which makes producers wait.
+//!
+//! Refusals are logged as an [`Episode`]: at most one line per interval, with counts, however
+//! fast the log flaps between refusing and accepting.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -25,21 +37,31 @@ use super::core::Core;
 use super::policy::{DestinationDropReason, WhenFull};
 use super::spill::{AppendOutcome, SpillError, SpillLog};
 use crate::batch::Batch;
+use crate::telemetry::episode::{Episode, Line};
 
 /// How often the thread wakes when idle.
 pub(super) const TICK: Duration = Duration::from_millis(100);
 
 /// A request from the queue.
 pub(super) enum Cmd {
-    /// Store this batch, whose first datapoint has this queue position, behind everything
-    /// else.
-    Append(u64, Batch),
+    /// Store this batch behind everything else.
+    Append(Staged),
     /// The memory tier has room for at most this much: replay it.
     Replay(Want),
     /// The destination took this many replayed records (oldest first).
     Ack(usize),
     /// Store what is held, sync, reply and stop.
     Close(tokio::sync::oneshot::Sender<()>),
+}
+
+/// A batch handed to the spill thread.
+pub(super) struct Staged {
+    /// Queue position of its first datapoint.
+    pub(super) position: u64,
+    pub(super) batch: Batch,
+    /// Moved from the memory tier when the queue entered disk mode: if the log refuses it, it
+    /// goes back to memory instead of getting the fallback.
+    pub(super) moved: bool,
 }
 
 /// Room for replayed records in the memory tier.
@@ -64,7 +86,10 @@ struct Worker {
     want: Option<Want>,
     tokens: f64,
     refilled: Instant,
-    full_episode: bool,
+    /// The log refused data; logged at most once per interval.
+    refusals: Episode,
+    /// A moved batch was refused: the rest of its move goes back to memory too.
+    returning: bool,
     seen_expired: u64,
     seen_abandoned: u64,
 }
@@ -80,7 +105,8 @@ pub(super) fn run(log: SpillLog, core: Arc<Core>, rx: Receiver<Cmd>, config: Wor
         want: None,
         tokens: 0.0,
         refilled: Instant::now(),
-        full_episode: false,
+        refusals: Episode::default(),
+        returning: false,
         seen_expired: stats.expired_datapoints,
         seen_abandoned: stats.abandoned_datapoints,
     };
@@ -88,7 +114,7 @@ pub(super) fn run(log: SpillLog, core: Arc<Core>, rx: Receiver<Cmd>, config: Wor
     w.publish();
     loop {
         match rx.recv_timeout(w.next_wake()) {
-            Ok(Cmd::Append(position, b)) => w.append(position, b),
+            Ok(Cmd::Append(staged)) => w.append(staged),
             Ok(Cmd::Replay(want)) => w.want = Some(want),
             Ok(Cmd::Ack(n)) => {
                 let _ = w.log.ack(n);
@@ -107,6 +133,8 @@ pub(super) fn run(log: SpillLog, core: Arc<Core>, rx: Receiver<Cmd>, config: Wor
         w.retry_held();
         w.serve_replay();
         let _ = w.log.tick();
+        let line = w.refusals.tick(Instant::now());
+        w.log_refusals(line, None);
         w.publish();
     }
 }
@@ -129,7 +157,33 @@ impl Worker {
         }
     }
 
-    fn append(&mut self, position: u64, batch: Batch) {
+    fn append(&mut self, staged: Staged) {
+        let Staged {
+            position,
+            batch,
+            moved,
+        } = staged;
+        if moved {
+            if self.returning || !self.held.is_empty() {
+                self.core.return_staged(position, batch);
+                return;
+            }
+            match self.try_store(position, batch) {
+                Ok(()) => {}
+                Err((batch, reason)) => {
+                    // Older than anything new, and it fitted in memory before the move: it
+                    // goes back there, after what the log already took of the same move.
+                    self.read_back();
+                    self.core.return_staged(position, batch);
+                    self.returning = true;
+                    // Nothing is lost: the refusal concerns no dropped datapoint.
+                    let line = self.refusals.occurred(0, Instant::now());
+                    self.log_refusals(line, Some(reason));
+                }
+            }
+            return;
+        }
+        self.returning = false;
         if !self.held.is_empty() {
             self.held.push_back((position, batch));
             return;
@@ -148,52 +202,114 @@ impl Worker {
         }
     }
 
-    /// Appends `batch`, applying the fallback when the log refuses it. Returns the batch when
-    /// the fallback is `block` and it must be retried later.
-    fn store(&mut self, position: u64, batch: Batch) -> Option<Batch> {
+    /// Appends `batch`; on a refusal returns it with the reason.
+    fn try_store(
+        &mut self,
+        position: u64,
+        batch: Batch,
+    ) -> Result<(), (Batch, DestinationDropReason)> {
         let (n, bytes) = (batch.len(), batch.size_bytes());
+        let reason = match self.log.append(&batch) {
+            Ok(AppendOutcome::Appended) => {
+                let line = self.refusals.cleared(Instant::now());
+                self.log_refusals(line, None);
+                self.core.stats.add_spilled(n as u64, bytes as u64);
+                self.core.staged_done(position, n, bytes, None);
+                return Ok(());
+            }
+            Ok(AppendOutcome::Full) => DestinationDropReason::SpillFull,
+            Err(e) if e.is_disk_full() => DestinationDropReason::SpillFull,
+            // I/O errors are logged per episode by the log itself.
+            Err(SpillError::Io { .. }) => DestinationDropReason::SpillIo,
+            Err(e) => {
+                warn!(destination = self.core.stats.name(), error = %e, "cannot spill batch");
+                DestinationDropReason::SpillIo
+            }
+        };
+        self.core.note_spill_refused();
+        Err((batch, reason))
+    }
+
+    /// Appends new data, applying the fallback when the log refuses it. Returns the batch
+    /// when the fallback is `block` and it must be retried later.
+    fn store(&mut self, position: u64, batch: Batch) -> Option<Batch> {
+        let mut batch = batch;
         loop {
-            let reason = match self.log.append(&batch) {
-                Ok(AppendOutcome::Appended) => {
-                    if self.full_episode {
-                        self.full_episode = false;
-                        info!(
-                            destination = self.core.stats.name(),
-                            "spill log accepting again"
-                        );
-                    }
-                    self.core.stats.add_spilled(n as u64, bytes as u64);
-                    self.core.staged_done(position, n, bytes, None);
-                    return None;
-                }
-                Ok(AppendOutcome::Full) => DestinationDropReason::SpillFull,
-                // I/O errors are logged once per episode by the log itself.
-                Err(SpillError::Io { .. }) => DestinationDropReason::SpillIo,
-                Err(e) => {
-                    warn!(destination = self.core.stats.name(), error = %e, "cannot spill batch");
-                    DestinationDropReason::SpillIo
+            let (n, bytes) = (batch.len(), batch.size_bytes());
+            let reason = match self.try_store(position, batch) {
+                Ok(()) => return None,
+                Err((b, reason)) => {
+                    batch = b;
+                    reason
                 }
             };
-            if reason == DestinationDropReason::SpillFull && !self.full_episode {
-                self.full_episode = true;
-                warn!(
-                    destination = self.core.stats.name(),
-                    fallback = self.config.fallback.as_str(),
-                    "spill budget exhausted; applying the fallback (further occurrences not logged)"
-                );
-            }
             let fallback = self.config.fallback;
-            if fallback == WhenFull::Block {
-                return Some(batch);
-            }
             if fallback == WhenFull::DropOldest
                 && reason == DestinationDropReason::SpillFull
                 && self.evict_oldest()
             {
                 continue;
             }
+            let lost = if fallback == WhenFull::Block { 0 } else { n };
+            let line = self.refusals.occurred(lost as u64, Instant::now());
+            self.log_refusals(line, Some(reason));
+            if fallback == WhenFull::Block {
+                return Some(batch);
+            }
             self.core.staged_done(position, n, bytes, Some(reason));
             return None;
+        }
+    }
+
+    /// A moved batch was refused: reads back every record the log holds unread (all of them
+    /// from the same move, since the queue moves only when its disk tier is empty) into the
+    /// memory tier, ahead of the batches returned after them.
+    fn read_back(&mut self) {
+        let mut out = Vec::new();
+        let (mut points, mut bytes) = (0, 0);
+        while let Ok(Some(b)) = self.log.read_next() {
+            points += b.len();
+            bytes += b.size_bytes();
+            out.push(b);
+        }
+        self.account_losses();
+        if !out.is_empty() {
+            self.core
+                .stats
+                .add_replayed(out.len() as u64, points as u64, bytes as u64);
+            self.core.deliver_replayed(out);
+        }
+    }
+
+    /// Logs a refusal episode's line (`reason`: the latest refusal's).
+    fn log_refusals(&self, line: Option<Line>, reason: Option<DestinationDropReason>) {
+        let destination = self.core.stats.name();
+        let reason = reason.map_or("", DestinationDropReason::as_str);
+        let fallback = self.config.fallback.as_str();
+        match line {
+            Some(Line::Started(_)) => warn!(
+                destination,
+                reason,
+                fallback,
+                "spill log cannot take data: batches waiting in memory stay there, the fallback applies to new data"
+            ),
+            Some(Line::Ongoing(c)) => warn!(
+                destination,
+                reason,
+                fallback,
+                refusals = c.occurrences,
+                dropped_datapoints = c.amount,
+                over = ?c.over,
+                "spill log still refusing data"
+            ),
+            Some(Line::Ended(c)) => info!(
+                destination,
+                refusals = c.occurrences,
+                dropped_datapoints = c.amount,
+                over = ?c.over,
+                "spill log accepting again"
+            ),
+            None => {}
         }
     }
 
@@ -302,6 +418,7 @@ impl Worker {
 
     fn publish(&self) {
         let st = self.log.stats();
+        self.core.set_disk_bytes(st.disk_bytes);
         self.core.stats.set_spill_gauges(
             st.disk_bytes,
             st.oldest_record_age.map_or(0.0, |d| d.as_secs_f64()),

@@ -1,12 +1,14 @@
 //! Receivers: sockets → [`Ingestor`](crate::ingest::Ingestor) batches.
 //!
-//! - [`tcp`]: the accept loop shared by the TCP receivers (connection limit, idle timeout,
-//!   drain on shutdown, the TLS handshake when `listen.tls` is set) and the plaintext
-//!   connection handler;
+//! - [`tcp`]: the accept loop shared by the TCP receivers (admission, idle timeout, accept
+//!   errors, drain on shutdown, the TLS handshake when `listen.tls` is set), the read loop,
+//!   and the plaintext connection handler;
+//! - [`admission`]: the connection limit, and which idle connection makes room at it;
+//! - [`buffer`]: a connection's read buffer and the relay-wide budget for large frames;
 //! - [`framed`]: the pickle and protobuf connection handlers (4-byte big-endian length
 //!   framing);
 //! - [`stream`]: a client connection, plain or TLS;
-//! - [`udp`]: plaintext datagrams;
+//! - [`udp`]: plaintext datagrams, with the kernel's drop counter (`SO_RXQ_OVFL`);
 //! - `kinesis` (Cargo feature `kinesis`, on by default): AWS Kinesis Data Streams shards,
 //!   read by one task per shard into the same pipeline.
 //!
@@ -14,9 +16,15 @@
 //! locks are touched once per read, not per datapoint. On shutdown a connection stops waiting
 //! for new data, parses what the kernel already holds for it, flushes, and closes.
 
+pub mod admission;
+pub mod buffer;
 pub mod framed;
 #[cfg(feature = "kinesis")]
 pub mod kinesis;
+/// KPL de-aggregation without the Kinesis source (Cargo feature `kpl` alone, for fuzzing).
+#[cfg(all(feature = "kpl", not(feature = "kinesis")))]
+#[path = "kinesis/kpl.rs"]
+pub mod kpl;
 pub mod stream;
 pub mod tcp;
 pub mod udp;
@@ -30,6 +38,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::ingest::Pipeline;
 
+pub use admission::Admission;
+pub use buffer::{READ_BUFFER, ReadBuffer};
+
 /// What every receiver task shares.
 #[derive(Clone, Debug)]
 pub struct ReceiverContext {
@@ -42,8 +53,12 @@ pub struct ReceiverContext {
     pub accepting: CancellationToken,
     /// Tracks connection tasks so shutdown can wait for them.
     pub tracker: TaskTracker,
-    /// Permits for concurrent connections.
-    pub connections: Arc<Semaphore>,
+    /// The connection limit over all TCP receivers, and the registry that picks which idle
+    /// connection makes room at it.
+    pub admission: Arc<Admission>,
+    /// Bytes, shared by every connection, for frames larger than [`READ_BUFFER`]
+    /// (`listen.max_frame_buffer_bytes`).
+    pub frame_budget: Arc<Semaphore>,
     /// Close idle connections after this long.
     pub idle_timeout: Option<Duration>,
     /// Longest plaintext line.
@@ -55,6 +70,3 @@ pub struct ReceiverContext {
     /// TLS on every TCP connection (`None`: plaintext).
     pub tls: Option<crate::tls::ServerTls>,
 }
-
-/// Size of a connection's read buffer (grows for large pickle frames).
-pub const READ_BUFFER: usize = 64 << 10;

@@ -1,4 +1,4 @@
-//! TCP accept loop and the plaintext connection handler.
+//! TCP accept loop, the read loop every TCP connection uses, and the plaintext handler.
 //!
 //! With `listen.tls` every accepted connection first completes a TLS handshake (in its own
 //! task, bounded by [`TLS_HANDSHAKE_TIMEOUT`]); a client that does not speak TLS, or presents
@@ -8,20 +8,47 @@ use std::future::Future;
 use std::io;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
-use tracing::{debug, warn};
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
 
+use super::ReceiverContext;
+use super::admission::{Admitted, MIN_IDLE_TO_EVICT};
+use super::buffer::ReadBuffer;
 use super::stream::ClientStream;
-use super::{READ_BUFFER, ReceiverContext};
-use crate::ingest::Ingestor;
-use crate::ingest::Source;
+use crate::ingest::{Ingestor, Source};
 use crate::protocol::line::LineFramer;
+use crate::telemetry::episode::{Episode, Line};
+
+/// One accepted client connection and what its handler needs.
+#[derive(Debug)]
+pub struct Connection {
+    /// The socket (after the TLS handshake when the receivers use TLS).
+    pub stream: ClientStream,
+    /// What every receiver shares.
+    pub ctx: ReceiverContext,
+    /// Its place under the connection limit (`None` for connections taken from the backlog
+    /// at shutdown).
+    pub admitted: Option<Admitted>,
+}
+
+/// First pause after a failed `accept`; it doubles up to [`ACCEPT_BACKOFF_MAX`].
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+/// Longest pause after failed `accept`s.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// How long the accept loop waits for an evicted connection to leave.
+const EVICTION_WAIT: Duration = Duration::from_secs(1);
 
 /// Accepts connections until `ctx.accepting` is cancelled, running `handler` for each on the
 /// task tracker; then takes what is already in the backlog and returns the listener (a
 /// reload that only changes settings serves it again).
+///
+/// At the connection limit the connection idle the longest makes room (see
+/// [`admission`](super::admission)); with none idle the new one is refused. Both are counted
+/// and logged once per episode. A failed `accept` (out of file descriptors) is counted and
+/// retried after a pause that doubles up to a second; out of descriptors, the idlest
+/// connection is closed to give one back.
 pub async fn accept_loop<F, Fut>(
     listener: TcpListener,
     ctx: ReceiverContext,
@@ -29,12 +56,14 @@ pub async fn accept_loop<F, Fut>(
     handler: F,
 ) -> TcpListener
 where
-    F: Fn(ClientStream, ReceiverContext) -> Fut + Send + Sync + 'static,
+    F: Fn(Connection) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let stats = ctx.pipeline.stats().clone();
     let handler = std::sync::Arc::new(handler);
-    let mut accept_errors = 0u64;
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+    let mut accept_errors = Episode::default();
+    let mut refusals = Episode::default();
     loop {
         let accepted = tokio::select! {
             biased;
@@ -45,49 +74,85 @@ where
                 while let Ok(Ok((stream, _))) =
                     tokio::time::timeout(Duration::ZERO, listener.accept()).await
                 {
+                    let admitted = ctx.admission.try_admit();
                     let handler = handler.clone();
-                    let conn_ctx = ctx.clone();
-                    ctx.tracker.spawn(async move {
-                        if let Some(client) = handshake(stream, &conn_ctx, source).await {
-                            handler(client, conn_ctx).await;
+                    let ctx = ctx.clone();
+                    ctx.tracker.clone().spawn(async move {
+                        if let Some(stream) = handshake(stream, &ctx, source).await {
+                            handler(Connection { stream, ctx, admitted }).await;
                         }
                     });
                 }
                 return listener;
             }
         };
-        let (stream, peer) = match accepted {
-            Ok(a) => {
-                accept_errors = 0;
-                a
+        let stream = match accepted {
+            Ok((stream, _)) => {
+                backoff = ACCEPT_BACKOFF_MIN;
+                if let Some(Line::Ended(c)) = accept_errors.cleared(std::time::Instant::now()) {
+                    info!(source = source.as_str(), errors = c.occurrences, over = ?c.over,
+                        "accepting connections again");
+                }
+                stream
             }
             Err(e) => {
-                // EMFILE and friends: back off briefly instead of spinning.
-                accept_errors += 1;
-                if accept_errors == 1 {
-                    warn!(source = source.as_str(), error = %e, "accept failed");
+                stats.accept_failed(source);
+                match accept_errors.occurred(1, std::time::Instant::now()) {
+                    Some(Line::Started(_)) => warn!(source = source.as_str(), error = %e,
+                        "accept failed; backing off"),
+                    Some(Line::Ongoing(c)) => warn!(source = source.as_str(), error = %e,
+                        errors = c.occurrences, over = ?c.over, "accept still failing"),
+                    _ => {}
                 }
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                if e.raw_os_error().is_some_and(is_fd_exhaustion) {
+                    // An idle client gives its descriptor back to the clients queued behind.
+                    ctx.admission.evict_idlest();
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = ctx.accepting.cancelled() => {}
+                }
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
                 continue;
             }
         };
-        let Ok(permit) = ctx.connections.clone().try_acquire_owned() else {
+        let admitted = match ctx.admission.try_admit() {
+            Some(a) => Some(a),
+            None if ctx.admission.evict_idlest() => ctx.admission.admit_within(EVICTION_WAIT).await,
+            None => None,
+        };
+        let Some(admitted) = admitted else {
             stats.connection_rejected(source);
-            debug!(%peer, "connection limit reached; closing new connection");
+            match refusals.occurred(1, std::time::Instant::now()) {
+                Some(Line::Started(_)) => warn!(source = source.as_str(),
+                    idle_needed = ?MIN_IDLE_TO_EVICT,
+                    "connection limit reached and no connection idle: refusing new connections"),
+                Some(Line::Ongoing(c)) => warn!(source = source.as_str(), refused = c.occurrences,
+                    over = ?c.over, "still refusing connections at the limit"),
+                _ => {}
+            }
             drop(stream);
             continue;
         };
+        if let Some(Line::Ended(c)) = refusals.cleared(std::time::Instant::now()) {
+            info!(source = source.as_str(), refused = c.occurrences, over = ?c.over,
+                "admitting connections again");
+        }
         let _ = stream.set_nodelay(true);
         let conn_ctx = ctx.clone();
         let handler = handler.clone();
         let stats = stats.clone();
         ctx.tracker.spawn(async move {
             stats.connection_delta(source, true);
-            if let Some(client) = handshake(stream, &conn_ctx, source).await {
-                handler(client, conn_ctx).await;
+            if let Some(stream) = handshake(stream, &conn_ctx, source).await {
+                handler(Connection {
+                    stream,
+                    ctx: conn_ctx,
+                    admitted: Some(admitted),
+                })
+                .await;
             }
             stats.connection_delta(source, false);
-            drop(permit);
         });
     }
 }
@@ -124,91 +189,190 @@ async fn handshake(
     }
 }
 
+/// `EMFILE` / `ENFILE`: the process or the system is out of file descriptors.
+fn is_fd_exhaustion(errno: i32) -> bool {
+    errno == nix::errno::Errno::EMFILE as i32 || errno == nix::errno::Errno::ENFILE as i32
+}
+
 /// Outcome of one read on a client connection.
+#[derive(Debug)]
 pub(crate) enum Read {
-    /// `n` bytes arrived.
+    /// Bytes arrived.
     Data,
     /// Peer closed, or shutdown drained what was there.
     Eof,
     /// Idle timeout.
     Idle,
+    /// Closed to make room for a new connection at the limit.
+    Evicted,
+    /// The relay is shutting down (internal: `read_more` drains instead of returning it).
+    Shutdown,
     /// Socket error.
     Failed(io::Error),
+}
+
+impl Read {
+    /// Counts and logs why a connection ended (every outcome but `Data`).
+    pub(crate) fn note_end(&self, source: Source, ctx: &ReceiverContext) {
+        let stats = ctx.pipeline.stats();
+        match self {
+            Read::Idle => stats.connection_idle_closed(source),
+            Read::Evicted => stats.connection_evicted(source),
+            Read::Failed(e) => debug!(source = source.as_str(), error = %e, "connection failed"),
+            Read::Data | Read::Eof | Read::Shutdown => {}
+        }
+    }
 }
 
 /// After shutdown, how long a connection waits for more of what the client already sent.
 const SHUTDOWN_DRAIN_WAIT: Duration = Duration::from_millis(100);
 
-/// Reads more bytes into `buf`, honouring the idle timeout and shutdown. After shutdown it
-/// keeps taking what the client already sent (each read waits at most
-/// `SHUTDOWN_DRAIN_WAIT`), then reports `Eof`; the caller's grace period bounds the total.
-pub(crate) async fn read_more(
-    stream: &mut ClientStream,
-    buf: &mut BytesMut,
-    ctx: &ReceiverContext,
-) -> Read {
-    if buf.capacity() - buf.len() < READ_BUFFER / 4 {
-        buf.reserve(READ_BUFFER);
-    }
-    if ctx.shutdown.is_cancelled() {
-        return drain_read(stream, buf).await;
-    }
-    let read = async {
-        match ctx.idle_timeout {
-            Some(t) => tokio::time::timeout(t, stream.read_buf(buf)).await.ok(),
-            None => Some(stream.read_buf(buf).await),
-        }
-    };
-    let outcome = tokio::select! {
-        biased;
-        r = read => Some(r),
-        _ = ctx.shutdown.cancelled() => None,
-    };
-    match outcome {
-        Some(None) => Read::Idle,
-        Some(Some(Ok(0))) => Read::Eof,
-        Some(Some(Ok(_))) => Read::Data,
-        Some(Some(Err(e))) => Read::Failed(e),
-        None => drain_read(stream, buf).await,
+/// Waits for `deadline`, or forever without one.
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
     }
 }
 
-async fn drain_read(stream: &mut ClientStream, buf: &mut BytesMut) -> Read {
-    match tokio::time::timeout(SHUTDOWN_DRAIN_WAIT, stream.read_buf(buf)).await {
-        Ok(Ok(n)) if n > 0 => Read::Data,
+/// Resolves when the connection is evicted (never for one without a slot).
+pub(crate) async fn evicted(admitted: Option<&Admitted>) {
+    match admitted {
+        Some(a) => a.slot().evicted().cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Reads more bytes into `rb`, honouring the idle timeout, eviction and shutdown. A plain
+/// client with nothing to send costs no buffer while the connection waits (a TLS connection
+/// keeps its buffer: the TLS layer may hold decrypted bytes the socket does not show). After
+/// shutdown it keeps taking what the client already sent (each read waits at most
+/// `SHUTDOWN_DRAIN_WAIT`), then reports `Eof`; the caller's grace period bounds the total.
+pub(crate) async fn read_more(
+    stream: &mut ClientStream,
+    rb: &mut ReadBuffer,
+    ctx: &ReceiverContext,
+    admitted: Option<&Admitted>,
+) -> Read {
+    if ctx.shutdown.is_cancelled() {
+        return drain_read(stream, rb).await;
+    }
+    let deadline = ctx.idle_timeout.map(|t| Instant::now() + t);
+    let read = match stream {
+        ClientStream::Plain(s) => read_plain(s, rb, ctx, admitted, deadline).await,
+        ClientStream::Tls(s) => {
+            rb.prepare_read();
+            tokio::select! {
+                biased;
+                r = s.read_buf(rb.bytes()) => match r {
+                    Ok(0) => Read::Eof,
+                    Ok(_) => {
+                        rb.after_read();
+                        Read::Data
+                    }
+                    Err(e) => Read::Failed(e),
+                },
+                _ = ctx.shutdown.cancelled() => Read::Shutdown,
+                _ = evicted(admitted) => Read::Evicted,
+                _ = until(deadline) => Read::Idle,
+            }
+        }
+    };
+    match read {
+        Read::Shutdown => drain_read(stream, rb).await,
+        Read::Data => {
+            if let Some(a) = admitted {
+                a.touch();
+            }
+            Read::Data
+        }
+        other => other,
+    }
+}
+
+/// [`read_more`] on a plain TCP connection: read what is waiting; with nothing waiting,
+/// release an empty buffer and wait for the socket to become readable.
+async fn read_plain(
+    stream: &mut TcpStream,
+    rb: &mut ReadBuffer,
+    ctx: &ReceiverContext,
+    admitted: Option<&Admitted>,
+    deadline: Option<Instant>,
+) -> Read {
+    // With a buffer in hand, data may already be waiting: read before waiting.
+    let mut try_now = rb.allocated() > 0;
+    loop {
+        if try_now {
+            rb.prepare_read();
+            match stream.try_read_buf(rb.bytes()) {
+                Ok(0) => return Read::Eof,
+                Ok(_) => {
+                    rb.after_read();
+                    return Read::Data;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Read::Failed(e),
+            }
+            // Nothing waiting: a silent client holds no buffer.
+            rb.release_if_empty();
+        }
+        tokio::select! {
+            biased;
+            r = stream.readable() => {
+                if let Err(e) = r {
+                    return Read::Failed(e);
+                }
+            }
+            _ = ctx.shutdown.cancelled() => return Read::Shutdown,
+            _ = evicted(admitted) => return Read::Evicted,
+            _ = until(deadline) => return Read::Idle,
+        }
+        try_now = true;
+    }
+}
+
+async fn drain_read(stream: &mut ClientStream, rb: &mut ReadBuffer) -> Read {
+    rb.prepare_read();
+    match tokio::time::timeout(SHUTDOWN_DRAIN_WAIT, stream.read_buf(rb.bytes())).await {
+        Ok(Ok(n)) if n > 0 => {
+            rb.after_read();
+            Read::Data
+        }
         _ => Read::Eof,
     }
 }
 
 /// Serves one plaintext connection.
-pub async fn serve_line(mut stream: ClientStream, ctx: ReceiverContext) {
-    let mut ingestor: Ingestor = ctx.pipeline.ingestor(Source::LineTcp);
+pub async fn serve_line(conn: Connection) {
+    let Connection {
+        mut stream,
+        ctx,
+        admitted,
+    } = conn;
+    let source = Source::LineTcp;
+    let mut ingestor: Ingestor = ctx.pipeline.ingestor(source);
     let mut framer = LineFramer::new(ctx.max_line_length);
-    let mut buf = BytesMut::with_capacity(READ_BUFFER);
+    let mut rb = ReadBuffer::new(ctx.pipeline.stats().clone());
     loop {
-        match read_more(&mut stream, &mut buf, &ctx).await {
+        match read_more(&mut stream, &mut rb, &ctx, admitted.as_ref()).await {
             Read::Data => {
                 // A socket reader flushes after every read, so the flush hint never applies.
-                framer.feed(&mut buf, |line| {
+                framer.feed(rb.bytes(), |line| {
                     let _ = match line {
                         Ok(l) => ingestor.line(l),
                         Err(reason) => ingestor.reject(reason),
                     };
                 });
+                rb.shrink();
                 ingestor.flush().await;
             }
-            Read::Eof => break,
-            Read::Idle => {
-                ctx.pipeline.stats().connection_idle_closed(Source::LineTcp);
-                break;
-            }
-            Read::Failed(e) => {
-                debug!(error = %e, "line connection failed");
+            end => {
+                end.note_end(source, &ctx);
                 break;
             }
         }
     }
-    if let Some(reason) = framer.finish(&mut buf) {
+    if let Some(reason) = framer.finish(rb.bytes()) {
         ingestor.reject(reason);
     }
     ingestor.flush().await;

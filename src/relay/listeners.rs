@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 use super::RelayError;
 use crate::config::{Config, ListenConfig};
 use crate::ingest::{Pipeline, Source};
-use crate::receiver::{ReceiverContext, framed, tcp, udp};
+use crate::receiver::{Admission, ReceiverContext, framed, tcp, udp};
 
 /// A receiver's kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,17 +57,43 @@ pub(super) enum Socket {
 }
 
 impl Socket {
-    /// Binds `kind` on `addr`.
-    pub(super) async fn bind(kind: Kind, addr: SocketAddr) -> Result<Self, RelayError> {
+    /// Binds `kind` on `addr` with `listen`'s backlog (TCP) or receive buffer (UDP).
+    pub(super) async fn bind(
+        kind: Kind,
+        addr: SocketAddr,
+        listen: &ListenConfig,
+    ) -> Result<Self, RelayError> {
         let err = |source| RelayError::Bind {
             what: kind.what(),
             addr,
             source,
         };
         match kind {
-            Kind::Udp => UdpSocket::bind(addr).await.map(Socket::Udp).map_err(err),
-            _ => TcpListener::bind(addr).await.map(Socket::Tcp).map_err(err),
+            Kind::Udp => {
+                let s = UdpSocket::bind(addr).await.map_err(err)?;
+                Socket::Udp(s).prepared(kind, listen)
+            }
+            _ => tcp_listen(addr, listen.backlog)
+                .map(Socket::Tcp)
+                .map_err(err),
         }
+    }
+
+    /// A socket an embedder injected, given the settings the relay applies to the sockets it
+    /// binds itself where they can still apply (a UDP socket's receive buffer and drop
+    /// counter; a listening socket's backlog is the embedder's).
+    pub(super) fn prepared(self, kind: Kind, listen: &ListenConfig) -> Result<Self, RelayError> {
+        if let Socket::Udp(s) = &self {
+            let addr = s
+                .local_addr()
+                .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+            udp::prepare_socket(s, listen.udp_recv_buffer).map_err(|source| RelayError::Bind {
+                what: kind.what(),
+                addr,
+                source,
+            })?;
+        }
+        Ok(self)
     }
 
     fn local_addr(&self) -> Option<SocketAddr> {
@@ -76,6 +102,18 @@ impl Socket {
             Socket::Udp(s) => s.local_addr().ok(),
         }
     }
+}
+
+/// A listening socket on `addr` with `backlog` (SO_REUSEADDR, as tokio's own `bind` does).
+fn tcp_listen(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    // The kernel caps it at net.core.somaxconn; validated to 1..=65535.
+    socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
+    TcpListener::from_std(socket.into())
 }
 
 /// One served socket.
@@ -102,25 +140,37 @@ pub(super) struct Shared {
 pub(super) struct Listeners {
     shared: Shared,
     served: Vec<Served>,
+    /// The connection limit over every TCP receiver, for the relay's life (a reload changes
+    /// its limit; the connections it admitted stay registered).
+    admission: Arc<Admission>,
+    /// The relay-wide budget for large frames, and its size. A reload that changes the size
+    /// gives new connections a new budget; open ones finish on the old one.
+    frame_budget: (Arc<Semaphore>, usize),
 }
 
 impl Listeners {
-    pub(super) fn new(shared: Shared) -> Self {
+    pub(super) fn new(shared: Shared, listen: &ListenConfig) -> Self {
         Self {
             shared,
             served: Vec::new(),
+            admission: Arc::new(Admission::new(listen.max_connections)),
+            frame_budget: (
+                Arc::new(Semaphore::new(listen.max_frame_buffer_bytes)),
+                listen.max_frame_buffer_bytes,
+            ),
         }
     }
 
-    /// A receiver context with `config`'s settings (one connection semaphore for all).
-    fn context(&self, config: &Config, connections: Arc<Semaphore>) -> ReceiverContext {
+    /// A receiver context with `config`'s settings.
+    fn context(&self, config: &Config) -> ReceiverContext {
         let l = &config.listen;
         ReceiverContext {
             pipeline: self.shared.pipeline.clone(),
             shutdown: self.shared.shutdown.clone(),
             accepting: self.shared.shutdown.child_token(),
             tracker: self.shared.tracker.clone(),
-            connections,
+            admission: self.admission.clone(),
+            frame_budget: self.frame_budget.0.clone(),
             idle_timeout: l.idle_timeout,
             max_line_length: l.max_line_length,
             max_pickle_frame: l.max_pickle_frame,
@@ -130,8 +180,8 @@ impl Listeners {
     }
 
     /// Serves `socket` as `kind` with `config`'s settings.
-    fn serve(&mut self, kind: Kind, socket: Socket, config: &Config, connections: &Arc<Semaphore>) {
-        let ctx = self.context(config, connections.clone());
+    fn serve(&mut self, kind: Kind, socket: Socket, config: &Config) {
+        let ctx = self.context(config);
         let accepting = ctx.accepting.clone();
         let local = socket.local_addr();
         let task = match (kind, socket) {
@@ -163,9 +213,8 @@ impl Listeners {
 
     /// Serves every socket in `sockets` with `config`'s settings.
     pub(super) fn serve_all(&mut self, sockets: Vec<(Kind, Socket)>, config: &Config) {
-        let connections = Arc::new(Semaphore::new(config.listen.max_connections));
         for (kind, socket) in sockets {
-            self.serve(kind, socket, config, &connections);
+            self.serve(kind, socket, config);
         }
     }
 
@@ -202,7 +251,11 @@ impl Listeners {
         settings_changed: bool,
         config: &Config,
     ) {
-        let connections = Arc::new(Semaphore::new(config.listen.max_connections));
+        self.admission.set_limit(config.listen.max_connections);
+        let budget = config.listen.max_frame_buffer_bytes;
+        if budget != self.frame_budget.1 {
+            self.frame_budget = (Arc::new(Semaphore::new(budget)), budget);
+        }
         let mut keep = Vec::new();
         for s in std::mem::take(&mut self.served) {
             let rebound = fresh.iter().any(|(k, _)| *k == s.kind);
@@ -214,7 +267,7 @@ impl Listeners {
             let socket = s.task.await;
             if !rebound && let Ok(socket) = socket {
                 // Same address, new settings: the same socket, served again.
-                self.serve(s.kind, socket, config, &connections);
+                self.serve(s.kind, socket, config);
                 if let Some(last) = self.served.last_mut() {
                     last.configured = s.configured;
                 }
@@ -223,7 +276,7 @@ impl Listeners {
         self.served.append(&mut keep);
         for (kind, socket) in fresh {
             if let Some(socket) = socket {
-                self.serve(kind, socket, config, &connections);
+                self.serve(kind, socket, config);
             }
         }
     }

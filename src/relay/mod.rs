@@ -220,6 +220,7 @@ impl RelayBuilder {
         )
         .with_min_timestamp_resolution(self.config.ingest.min_timestamp_resolution)
         .with_tag_normalization(self.config.ingest.tag_relay_normalized)
+        .with_max_name_length(self.config.listen.max_name_length)
         .with_replica_pools(self.config.pool_replicas);
         let lists = self
             .config

@@ -183,7 +183,7 @@ impl Running {
         let mut fresh = Vec::new();
         for (kind, addr) in self.listeners.rebinds(&new.listen) {
             let socket = match addr {
-                Some(a) => Some(Socket::bind(kind, a).await?),
+                Some(a) => Some(Socket::bind(kind, a, &new.listen).await?),
                 None => None,
             };
             changes.push(format!(
@@ -377,6 +377,7 @@ impl Running {
         };
         next.min_timestamp_resolution = new.ingest.min_timestamp_resolution;
         next.tag_relay_normalized = new.ingest.tag_relay_normalized;
+        next.max_name_length = new.listen.max_name_length;
         let replaced = self.pipeline.install(next);
         self.past.push(replaced);
         // Retire what the new configuration no longer names.

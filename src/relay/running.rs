@@ -181,8 +181,10 @@ impl Relay {
         ];
         for (kind, socket) in injected {
             match (socket, kind.configured(&config.listen)) {
-                (Some(s), _) => sockets.push((kind, s)),
-                (None, Some(addr)) => sockets.push((kind, Socket::bind(kind, addr).await?)),
+                (Some(s), _) => sockets.push((kind, s.prepared(kind, &config.listen)?)),
+                (None, Some(addr)) => {
+                    sockets.push((kind, Socket::bind(kind, addr, &config.listen).await?));
+                }
                 (None, None) => {}
             }
         }
@@ -197,11 +199,14 @@ impl Relay {
 
         let stop_receivers = CancellationToken::new();
         let connections = TaskTracker::new();
-        let mut listeners = Listeners::new(listeners::Shared {
-            pipeline: pipeline.clone(),
-            shutdown: stop_receivers.clone(),
-            tracker: connections.clone(),
-        });
+        let mut listeners = Listeners::new(
+            listeners::Shared {
+                pipeline: pipeline.clone(),
+                shutdown: stop_receivers.clone(),
+                tracker: connections.clone(),
+            },
+            &config.listen,
+        );
         listeners.serve_all(sockets, &config);
         #[cfg(feature = "kinesis")]
         for source in &kinesis_sources {
@@ -212,7 +217,7 @@ impl Relay {
 
         let stop_background = CancellationToken::new();
         let mut background = Background {
-            episodes: tokio::spawn(crate::telemetry::episodes::run(
+            episodes: tokio::spawn(crate::telemetry::drop_episodes::run(
                 shared.clone() as Arc<dyn Books>,
                 stop_background.clone(),
             )),

@@ -166,6 +166,8 @@ pub fn relay_component(s: &StatsSnapshot) -> Component {
         figures.push(
             Figure::counter(src.idle_closed).series(facade::CONNECTIONS_IDLE_CLOSED, label()),
         );
+        figures.push(Figure::counter(src.evicted).series(facade::CONNECTIONS_EVICTED, label()));
+        figures.push(Figure::counter(src.accept_errors).series(facade::ACCEPT_ERRORS, label()));
         for reason in DropReason::ALL {
             figures.push(
                 Figure::counter(src.invalid.get(reason))
@@ -189,6 +191,14 @@ pub fn relay_component(s: &StatsSnapshot) -> Component {
         Figure::counter(s.whitelist_rejects)
             .series(facade::WHITELIST_REJECTS, Vec::new())
             .carbon(leaf::WHITELIST_REJECTS),
+    );
+    figures.push(
+        Figure::counter(s.udp_kernel_drops)
+            .series(facade::UDP_KERNEL_DROPS, Vec::new())
+            .carbon(leaf::UDP_KERNEL_DROPS),
+    );
+    figures.push(
+        Figure::gauge(s.buffered_bytes as f64).series(facade::RECEIVE_BUFFER_BYTES, Vec::new()),
     );
     for (result, n) in [
         ("applied", s.reloads.applied),

@@ -8,9 +8,11 @@
 //! facade for whatever recorder the embedding program installed. Each relay owns its own books,
 //! so two relays in one process keep separate counts.
 //!
-//! [`names`] is a leaf every layer may import: it holds only the names.
+//! [`names`] and [`episode`] are leaves every layer may import: the names, and the rate limit of
+//! episode log lines.
 
-pub mod episodes;
+pub mod drop_episodes;
+pub mod episode;
 pub mod figures;
 pub mod names;
 pub mod process;

@@ -68,6 +68,15 @@ pub mod facade {
     pub const CONFIG_RELOADS: &str = "anthracite_config_reloads_total";
     /// Gauge, labels `version`, `features`: always 1; the build's version and Cargo features.
     pub const BUILD_INFO: &str = "anthracite_build_info";
+    /// Counter, label `source`: idle connections closed to admit a new one at the limit.
+    pub const CONNECTIONS_EVICTED: &str = "anthracite_connections_evicted_total";
+    /// Counter, label `source`: failed `accept` calls (out of file descriptors, …).
+    pub const ACCEPT_ERRORS: &str = "anthracite_accept_errors_total";
+    /// Gauge: bytes held by client connections' read buffers and pickle decoders.
+    pub const RECEIVE_BUFFER_BYTES: &str = "anthracite_receive_buffer_bytes";
+    /// Counter: datagrams the kernel dropped on the UDP socket because its receive buffer was
+    /// full (`SO_RXQ_OVFL`).
+    pub const UDP_KERNEL_DROPS: &str = "anthracite_udp_kernel_drops_total";
 }
 
 /// Process series in `/metrics`, with the names Prometheus client libraries use.
@@ -144,6 +153,8 @@ pub mod carbon {
     pub const CHECKPOINT_LAG_SECONDS: &str = "checkpointLagSeconds";
     /// Per Kinesis stream: throttled GetRecords calls in the interval.
     pub const THROTTLES: &str = "throttles";
+    /// anthracite extra: UDP datagrams the kernel dropped in the interval (socket buffer full).
+    pub const UDP_KERNEL_DROPS: &str = "udpKernelDrops";
     /// Kinesis lease table mode, per stream and worker: leases held, sampled at report time.
     pub const LEASES_HELD: &str = "leasesHeld";
     /// Kinesis lease table mode: unowned or expired leases taken in the interval.

@@ -162,6 +162,8 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::DropReason;
+    use crate::queue::DestinationDropReason;
     use crate::telemetry::figures::{Figure, components};
 
     #[test]
@@ -218,6 +220,38 @@ mod tests {
         let get = |n: &str| points.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
         assert_eq!(get(&format!("{d}.spilledDatapoints")), Some(1.0));
         assert_eq!(get("carbon.relays.x-a.metricsReceived"), Some(0.0));
+    }
+
+    /// Issue 14: only `queue_full` reached the carbon self-metrics (`fullQueueDrops`); a spill
+    /// log that could not take data dropped `spill_full` / `spill_io` datapoints that no series
+    /// showed. Every reason of both kinds is a series: `droppedDatapoints.<reason>` per
+    /// destination, `invalidDatapoints.<reason>` for the receivers, and the kernel's UDP drops.
+    #[test]
+    fn every_drop_reason_is_a_carbon_self_metric() {
+        let ingest = crate::ingest::IngestStats::new();
+        let dest = crate::queue::DestinationStats::new("h:1:a");
+        let snapshot = || StatsSnapshot::collect(ingest.snapshot(), [&dest]);
+        let mut report = CarbonReport::new("r".into(), &components(&snapshot()));
+        for (i, r) in DestinationDropReason::ALL.into_iter().enumerate() {
+            dest.add_dropped(r, i as u64 + 1);
+        }
+        let mut drops = crate::protocol::DropCounts::default();
+        for r in DropReason::ALL {
+            drops.add(r);
+        }
+        ingest.record_parsed(Source::LineTcp, 0, &drops);
+        ingest.udp_kernel_dropped(3);
+        let points = report.interval(&components(&snapshot()));
+        let get = |n: &str| points.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
+        for (i, r) in DestinationDropReason::ALL.into_iter().enumerate() {
+            let name = format!("r.destinations.h:1:a.droppedDatapoints.{}", r.as_str());
+            assert_eq!(get(&name), Some(i as f64 + 1.0), "{name}");
+        }
+        for r in DropReason::ALL {
+            let name = format!("r.invalidDatapoints.{}", r.as_str());
+            assert_eq!(get(&name), Some(1.0), "{name}");
+        }
+        assert_eq!(get("r.udpKernelDrops"), Some(3.0));
     }
 
     #[test]

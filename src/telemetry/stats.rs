@@ -19,6 +19,16 @@ pub struct StatsSnapshot {
     pub active_connections: u64,
     /// Connections refused at the limit.
     pub rejected_connections: u64,
+    /// Connections closed by the idle timeout.
+    pub idle_closed_connections: u64,
+    /// Idle connections closed to admit a new one at the limit.
+    pub evicted_connections: u64,
+    /// Failed `accept` calls.
+    pub accept_errors: u64,
+    /// Bytes held by client connections' read buffers and pickle decoders now.
+    pub buffered_bytes: u64,
+    /// Datagrams the kernel dropped on the UDP socket (receive buffer full).
+    pub udp_kernel_drops: u64,
     /// Datapoints dropped because their name matched the blacklist.
     pub blacklist_matches: u64,
     /// Datapoints dropped because their name was not on a non-empty whitelist.
@@ -57,6 +67,11 @@ impl StatsSnapshot {
             invalid: ingest.invalid,
             active_connections: ingest.active_connections,
             rejected_connections: ingest.rejected_connections,
+            idle_closed_connections: ingest.idle_closed_connections,
+            evicted_connections: ingest.evicted_connections,
+            accept_errors: ingest.accept_errors,
+            buffered_bytes: ingest.buffered_bytes,
+            udp_kernel_drops: ingest.udp_kernel_drops,
             blacklist_matches: ingest.blacklist_matches,
             whitelist_rejects: ingest.whitelist_rejects,
             destinations: destinations.into_iter().map(|d| d.snapshot()).collect(),

@@ -225,3 +225,91 @@ fn file_source_example_delivers_every_valid_line() {
         .sum();
     assert_eq!(sent, 1000, "{text}");
 }
+
+/// Issue 14: values that panicked (`1e20` seconds: exit 101), that passed `check` and failed
+/// at `run` without naming the key (a spill dir that is a file, `line_tcp` equal to
+/// `pickle_tcp`, `max_connections = u64::MAX`), or that were accepted silently (NaN, negative,
+/// port 0, an empty instance, `linger_ms = u64::MAX`). `check` and `run` both exit 2 on every
+/// one, naming the key and the file, before binding anything.
+#[test]
+fn check_and_run_exit_2_on_values_that_crashed_or_slipped_through() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").expect("write file");
+    let servers = "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\n";
+    let cases: Vec<(&str, String)> = vec![
+        (
+            "listen.idle_timeout_secs",
+            format!("[listen]\nidle_timeout_secs = 1e20\n{servers}"),
+        ),
+        (
+            "listen.idle_timeout_secs",
+            format!("[listen]\nidle_timeout_secs = nan\n{servers}"),
+        ),
+        (
+            "listen.idle_timeout_secs",
+            format!("[listen]\nidle_timeout_secs = -5\n{servers}"),
+        ),
+        (
+            "shutdown.grace_secs",
+            format!("{servers}[shutdown]\ngrace_secs = 1e20\n"),
+        ),
+        (
+            "destinations.spill.max_age_secs",
+            format!(
+                "{servers}[destinations.spill]\ndir = {:?}\nmax_age_secs = 1e20\n",
+                dir.path().join("spill").display().to_string()
+            ),
+        ),
+        (
+            "listen.max_connections",
+            format!("[listen]\nmax_connections = 18446744073709551615\n{servers}"),
+        ),
+        (
+            "destinations.spill.dir",
+            format!(
+                "{servers}[destinations.spill]\ndir = {:?}\n",
+                file.display().to_string()
+            ),
+        ),
+        (
+            "listen.pickle_tcp",
+            format!(
+                "[listen]\nline_tcp = \"127.0.0.1:2003\"\npickle_tcp = \"127.0.0.1:2003\"\n{servers}"
+            ),
+        ),
+        (
+            "destinations.linger_ms",
+            "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\nlinger_ms = 18446744073709551615\n"
+                .into(),
+        ),
+        (
+            "destinations.servers[0]",
+            "[destinations]\nservers = [\"127.0.0.1:0:a\"]\n".into(),
+        ),
+        (
+            "destinations.servers[0]",
+            "[destinations]\nservers = [\"127.0.0.1:2104:\"]\n".into(),
+        ),
+    ];
+    let path = dir.path().join("bad.toml");
+    for (key, text) in &cases {
+        // Ports that are free: nothing may be bound anyway, but a bind error must not mask
+        // the configuration error.
+        let text = text.replace("0.0.0.0:2003", "127.0.0.1:1");
+        std::fs::write(&path, &text).expect("write config");
+        for command in ["check", "run"] {
+            let out = bin()
+                .args([command, "--config"])
+                .arg(&path)
+                .output()
+                .expect("run anthracite");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{command} on {key}: {err}");
+            assert!(
+                err.contains(key) && err.contains("bad.toml"),
+                "{command} on {key}: {err}"
+            );
+        }
+    }
+}

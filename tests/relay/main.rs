@@ -11,6 +11,7 @@ mod destinations;
 mod embedding;
 mod features;
 mod hash_vectors;
+mod hostile;
 mod hung;
 mod line;
 mod logs;

@@ -393,18 +393,24 @@ fn sigkill_while_spilling_loses_nothing_logged_and_skips_a_corrupt_tail() {
     relay2.stop();
 }
 
+/// A relay spilling to a 32 KiB disk budget (`drop_newest` fallback) with a memory tier of
+/// `memory` datapoints, for one destination on `port`.
+fn small_disk_relay(dir: &Path, port: u16, memory: u64, segment_bytes: u64) -> TestRelay {
+    TestRelay::start(&config_for(
+        &[format!("127.0.0.1:{port}:a")],
+        &format!(
+            "[destinations.queue]\nmax_datapoints = {memory}\nspill_fallback = \"drop_newest\"\n\
+             [destinations.spill]\ndir = {:?}\nsegment_bytes = {segment_bytes}\nmax_bytes = 32768\n",
+            dir.display().to_string()
+        ),
+    ))
+}
+
 #[test]
 fn disk_budget_reached_applies_drop_newest_with_exact_counters() {
     let dir = tempfile::tempdir().expect("tempdir");
     let port = support::free_ports(1)[0];
-    let relay = TestRelay::start(&config_for(
-        &[format!("127.0.0.1:{port}:a")],
-        &format!(
-            "[destinations.queue]\nmax_datapoints = 1000\nspill_fallback = \"drop_newest\"\n\
-             [destinations.spill]\ndir = {:?}\nsegment_bytes = 8192\nmax_bytes = 32768\n",
-            dir.path().display().to_string()
-        ),
-    ));
+    let relay = small_disk_relay(dir.path(), port, 1000, 8192);
     let n = 20_000;
     send(relay.line, &lines(0, n));
     let s = relay.wait_stats("all routed and settled", WAIT, |s| {
@@ -431,6 +437,53 @@ fn disk_budget_reached_applies_drop_newest_with_exact_counters() {
         (kept as u64, full)
     );
     assert_eq!(sink.wait_quiet(Duration::from_millis(300), WAIT), kept);
+    let got: Vec<usize> = sink.received().iter().map(|r| r.value as usize).collect();
+    assert!(
+        got.windows(2).all(|w| w[0] < w[1]),
+        "kept data stays in order"
+    );
+    relay.stop();
+}
+
+/// Issue 14: entering disk mode moved the memory tier's batches to a spill log that could not
+/// take them, and they were dropped: with a small disk the destination got fewer datapoints
+/// than with no disk at all. A memory-only `drop_newest` queue keeps its 10,000 datapoints of
+/// this outage; the spilling queue must keep at least as many, and count every drop.
+#[test]
+fn spill_disk_full_loses_no_more_than_memory_policy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = support::free_ports(1)[0];
+    let memory = 10_000;
+    let relay = small_disk_relay(dir.path(), port, memory, 16384);
+    let n = 50_000;
+    send(relay.line, &lines(0, n));
+    // Settled: everything routed, and nothing left on its way to the log.
+    let s = relay.wait_stats("all routed and settled", WAIT, |s| {
+        let d = &s.destinations[0];
+        d.routed == n as u64
+            && d.queued_disk + d.spill.replayed_datapoints == d.spill.spilled_datapoints
+    });
+    let d = &s.destinations[0];
+    let kept = d.queued;
+    assert!(
+        kept >= memory,
+        "kept {kept} datapoints, a memory-only queue keeps {memory}: {d:?}"
+    );
+    assert_eq!(
+        d.dropped_total(),
+        d.dropped(DestinationDropReason::SpillFull),
+        "{d:?}"
+    );
+    assert_eq!(d.routed, d.sent + d.dropped_total() + d.queued, "{d:?}");
+    let sink = CountingSink::start_on("a", SinkProtocol::Pickle, port);
+    sink.wait_for_count(kept as usize, WAIT);
+    let s = relay.wait_stats("drained", WAIT, |s| s.destinations[0].queued == 0);
+    let d = &s.destinations[0];
+    assert_eq!(d.sent, kept, "{d:?}");
+    assert_eq!(
+        sink.wait_quiet(Duration::from_millis(300), WAIT),
+        kept as usize
+    );
     let got: Vec<usize> = sink.received().iter().map(|r| r.value as usize).collect();
     assert!(
         got.windows(2).all(|w| w[0] < w[1]),

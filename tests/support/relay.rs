@@ -26,6 +26,15 @@ impl TestRelay {
     /// Starts a relay on `toml` (listen addresses in it are ignored: all four receivers get
     /// fresh loopback sockets).
     pub fn start(toml: &str) -> TestRelay {
+        Self::start_inner(toml, None)
+    }
+
+    /// Like [`start`](Self::start), serving plaintext datagrams on `udp` (already bound).
+    pub fn start_with_udp(toml: &str, udp: std::net::UdpSocket) -> TestRelay {
+        Self::start_inner(toml, Some(udp))
+    }
+
+    fn start_inner(toml: &str, udp: Option<std::net::UdpSocket>) -> TestRelay {
         let config = Config::from_toml_str(toml).expect("test relay config is valid");
         let (tx, rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -42,9 +51,15 @@ impl TestRelay {
                 let pickle = tokio::net::TcpListener::bind("127.0.0.1:0")
                     .await
                     .expect("bind");
-                let udp = tokio::net::UdpSocket::bind("127.0.0.1:0")
-                    .await
-                    .expect("bind");
+                let udp = match udp {
+                    Some(s) => {
+                        s.set_nonblocking(true).expect("nonblocking");
+                        tokio::net::UdpSocket::from_std(s).expect("udp socket")
+                    }
+                    None => tokio::net::UdpSocket::bind("127.0.0.1:0")
+                        .await
+                        .expect("bind"),
+                };
                 let protobuf = tokio::net::TcpListener::bind("127.0.0.1:0")
                     .await
                     .expect("bind");

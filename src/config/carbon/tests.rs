@@ -65,7 +65,10 @@ fn instance_section_overrides_relay_and_default_feeds_both() {
     assert_eq!(cfg.listen.pickle_tcp, None, "port 0 disables, as in carbon");
     assert_eq!(cfg.listen.line_udp, "[::]:2003".parse().ok());
     assert_eq!(cfg.destinations[1].spec.host, "::1");
-    assert_eq!(cfg.destinations[0].queue.max_datapoints, usize::MAX);
+    assert_eq!(
+        cfg.destinations[0].queue.max_datapoints, 1_000_000_000,
+        "inf: the largest value allowed"
+    );
     assert_eq!(cfg.telemetry.interval, None);
     assert_eq!(cfg.telemetry.prefix, "dflt");
     assert_eq!(cfg.telemetry.instance, "b");
@@ -269,6 +272,55 @@ fn whitelist_paths_come_from_the_conf_dir() {
             .expect("blacklist")
             .ends_with("blacklist.conf")
     );
+}
+
+/// Issue 14: `METRIC_CLIENT_IDLE_TIMEOUT = inf` panicked converting infinity to a duration
+/// (exit 101 in `check` and `run`); it is a configuration error naming the setting.
+#[test]
+fn idle_timeout_inf_is_a_config_error() {
+    let base = "[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = 127.0.0.1:2004\n";
+    for value in ["inf", "nan", "-5", "1e20"] {
+        let err = import(&format!("{base}METRIC_CLIENT_IDLE_TIMEOUT = {value}\n"))
+            .expect_err(value)
+            .to_string();
+        assert!(
+            err.contains("[relay] METRIC_CLIENT_IDLE_TIMEOUT") && err.contains("carbon.conf"),
+            "{value}: {err}"
+        );
+    }
+    let c = import(&format!("{base}METRIC_CLIENT_IDLE_TIMEOUT = None\n")).expect("None = never");
+    assert_eq!(c.config.listen.idle_timeout, None);
+}
+
+/// Issue 14: `MAX_QUEUE_SIZE = 1e99` was accepted silently; out-of-range values name the
+/// carbon setting, `inf` is the largest queue allowed.
+#[test]
+fn max_queue_size_out_of_range_is_a_config_error() {
+    let base = "[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = 127.0.0.1:2004\n";
+    for (key, value) in [
+        ("MAX_QUEUE_SIZE", "1e99"),
+        ("MAX_QUEUE_SIZE", "0"),
+        ("MAX_RECEIVER_CONNECTIONS", "1e99"),
+        ("MAX_DATAPOINTS_PER_MESSAGE", "0"),
+        ("CARBON_METRIC_INTERVAL", "inf"),
+        ("REPLICATION_FACTOR", "0"),
+        ("DESTINATIONS", "127.0.0.1:0:a"),
+        ("DESTINATIONS", "127.0.0.1:2104:"),
+    ] {
+        let conf = if key == "DESTINATIONS" {
+            format!("[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = {value}\n")
+        } else {
+            format!("{base}{key} = {value}\n")
+        };
+        let err = import(&conf).expect_err(value).to_string();
+        assert!(err.contains(key), "{key} = {value}: {err}");
+    }
+    let c = import(&format!(
+        "{base}MAX_QUEUE_SIZE = inf\nMAX_RECEIVER_CONNECTIONS = inf\n"
+    ))
+    .expect("inf");
+    assert_eq!(c.config.destinations[0].queue.max_datapoints, 1_000_000_000);
+    assert_eq!(c.config.listen.max_connections, 1_000_000);
 }
 
 #[test]

@@ -40,6 +40,15 @@ pub const DEFAULT_MAX_FRAME: usize = 1 << 20;
 /// Most values one frame may create (every push counts, including memo `GET`s and `DUP`s).
 pub const MAX_OBJECTS: usize = 1 << 20;
 
+/// Most scratch bytes a decoder keeps between frames ([`PickleDecoder::decode`]).
+pub const DECODER_KEEP_BYTES: usize = 256 << 10;
+
+/// Upper bound on a frame's scratch space per payload byte. Every value takes at least one
+/// opcode byte and at most 64 bytes of tables (its stack slot, its container slot, its
+/// object, a memo entry); tables grow by doubling. The tests below check the most expensive
+/// shapes (one value per byte, memoised, nested) stay under it (they measure about 50).
+pub const SCRATCH_PER_PAYLOAD_BYTE: usize = 128;
+
 /// Deepest container nesting, and most simultaneously open `MARK`s, one frame may use.
 pub const MAX_DEPTH: u32 = 1000;
 
@@ -142,7 +151,20 @@ impl PickleDecoder {
     /// (including ints too large for a float), count as `BadPickleEntry`; names that are not
     /// valid UTF-8 count as `BadUtf8`. Numbers are emitted raw, before
     /// [`super::normalize`].
+    ///
+    /// Afterwards the decoder keeps at most [`DECODER_KEEP_BYTES`] of scratch space.
     pub fn decode(
+        &mut self,
+        payload: &[u8],
+        drops: &mut DropCounts,
+        emit: impl FnMut(&[u8], f64, f64),
+    ) -> Result<usize, DropReason> {
+        let result = self.decode_frame(payload, drops, emit);
+        self.release_oversized();
+        result
+    }
+
+    fn decode_frame(
         &mut self,
         payload: &[u8],
         drops: &mut DropCounts,
@@ -152,14 +174,7 @@ impl PickleDecoder {
             return Err(BAD);
         }
         self.reset();
-        let result = self.run(payload);
-        let top = match result {
-            Ok(top) => top,
-            Err(e) => {
-                self.release_oversized();
-                return Err(e);
-            }
-        };
+        let top = self.run(payload)?;
         let mut emitted = 0;
         let mut entry = |item: Val| match self.entry(payload, item) {
             Ok((name, timestamp, value)) => {
@@ -202,10 +217,27 @@ impl PickleDecoder {
         self.created = 0;
     }
 
-    /// After a hostile frame, do not keep tens of megabytes of scratch for the connection's life.
+    /// Bytes of scratch space the decoder holds between frames (the capacity of its tables).
+    pub fn scratch_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.stack.capacity() * size_of::<Val>()
+            + self.marks.capacity() * size_of::<usize>()
+            + self.memo.capacity() * size_of::<Option<Val>>()
+            + self.lists.capacity() * size_of::<ListObj>()
+            + self.chunks.capacity() * size_of::<Chunk>()
+            + self.list_items.capacity() * size_of::<Val>()
+            + self.tuples.capacity() * size_of::<TupleObj>()
+            + self.tuple_items.capacity() * size_of::<Val>()
+            + self.others.capacity() * size_of::<u32>()
+            + self.arena.capacity()
+    }
+
+    /// After a large or hostile frame, gives the scratch space back rather than keeping it
+    /// for the connection's life: at most [`DECODER_KEEP_BYTES`] stay between frames. A
+    /// frame's scratch is at most [`SCRATCH_PER_PAYLOAD_BYTE`] times its payload, and exists
+    /// only while it decodes (on one worker thread, without awaiting).
     fn release_oversized(&mut self) {
-        const KEEP: usize = 1 << 16;
-        if self.stack.capacity() > KEEP || self.memo.capacity() > KEEP {
+        if self.scratch_bytes() > DECODER_KEEP_BYTES {
             *self = Self::default();
         }
     }
@@ -452,6 +484,57 @@ mod tests {
         assert_eq!(bigint_to_f64(&v.to_le_bytes()), Some(9007199254740996.0));
         assert!(matches!(long_val(&[0xff], 0), Val::Int(-1)));
         assert!(matches!(long_val(&[], 0), Val::Int(0)));
+    }
+
+    /// The bound the README's memory table states: a frame's scratch space is at most
+    /// `SCRATCH_PER_PAYLOAD_BYTE` times its payload, on the shapes that create the most
+    /// values per byte (and all of it is given back after the frame).
+    #[test]
+    fn frame_scratch_stays_within_its_bound_per_payload_byte() {
+        let n = 60_000;
+        let mut shapes: Vec<(&str, Vec<u8>)> = Vec::new();
+        let mut p = b"\x80\x02](".to_vec();
+        p.extend(std::iter::repeat_n(b'N', n));
+        p.extend_from_slice(b"e.");
+        shapes.push(("one None per byte, appended", p));
+        let mut p = b"\x80\x02](".to_vec();
+        p.extend(std::iter::repeat_n(b']', n));
+        p.extend_from_slice(b"e.");
+        shapes.push(("one empty list per byte", p));
+        let mut p = b"\x80\x02(".to_vec();
+        p.extend(std::iter::repeat_n(b')', n));
+        p.extend_from_slice(b"l.");
+        shapes.push(("one empty tuple per byte", p));
+        let mut p = b"\x80\x02](".to_vec();
+        for i in 0..n / 6 {
+            p.push(b'N');
+            p.push(b'r');
+            p.extend_from_slice(&(i as u32).to_le_bytes());
+        }
+        p.extend_from_slice(b"e.");
+        shapes.push(("memoised values", p));
+        let mut p = b"\x80\x02N\x94](".to_vec();
+        p.extend(std::iter::repeat_n(*b"h\x00", n / 2).flatten());
+        p.extend_from_slice(b"e.");
+        shapes.push(("memo gets", p));
+        let mut p = b"\x80\x02".to_vec();
+        p.extend(std::iter::repeat_n(*b"](", 400).flatten());
+        p.extend(std::iter::repeat_n(b'e', 400));
+        p.push(b'.');
+        shapes.push(("nested", p));
+        for (what, payload) in shapes {
+            let mut d = PickleDecoder::new();
+            let mut drops = DropCounts::default();
+            let _ = d.decode_frame(&payload, &mut drops, |_, _, _| {});
+            let scratch = d.scratch_bytes();
+            assert!(
+                scratch <= SCRATCH_PER_PAYLOAD_BYTE * payload.len(),
+                "{what}: {scratch} bytes of scratch for {} bytes of payload",
+                payload.len()
+            );
+            d.release_oversized();
+            assert!(d.scratch_bytes() <= DECODER_KEEP_BYTES, "{what}");
+        }
     }
 
     #[test]

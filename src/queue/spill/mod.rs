@@ -122,6 +122,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::batch::Batch;
+use crate::telemetry::episode::{Episode, Line};
 use record::{RECORD_HEADER_LEN, decode_batch, encode_record, payload_datapoints};
 use recovery::{Recovered, Segment};
 use segment::{ReadOutcome, SEGMENT_HEADER, SEGMENT_HEADER_LEN, read_record};
@@ -155,7 +156,7 @@ pub struct SpillLog<F: SpillFs = StdFs> {
     last_sync: Instant,
     ledger_dirty: bool,
     last_ledger: Instant,
-    io_episode: bool,
+    io_episode: Episode,
     scratch: Vec<u8>,
     payload: Vec<u8>,
 }
@@ -215,7 +216,7 @@ impl<F: SpillFs> SpillLog<F> {
             last_sync: now,
             ledger_dirty: false,
             last_ledger: now,
-            io_episode: false,
+            io_episode: Episode::default(),
             scratch: Vec::new(),
             payload: Vec::new(),
         };
@@ -271,18 +272,26 @@ impl<F: SpillFs> SpillLog<F> {
 
     fn note_io(&mut self, op: SpillOp, source: io::Error) -> SpillError {
         self.stats.io_errors += 1;
-        if !self.io_episode {
-            self.io_episode = true;
-            tracing::warn!(dir = %self.dir.display(), %op, error = %source,
-                "spill log I/O error (further errors suppressed until recovery)");
+        match self.io_episode.occurred(1, Instant::now()) {
+            Some(Line::Started(_)) => tracing::warn!(dir = %self.dir.display(), %op,
+                error = %source, "spill log I/O error"),
+            Some(Line::Ongoing(c)) => tracing::warn!(dir = %self.dir.display(), %op,
+                error = %source, errors = c.occurrences, over = ?c.over,
+                "spill log I/O errors continue"),
+            _ => {}
         }
         SpillError::Io { op, source }
     }
 
     fn note_ok(&mut self) {
-        if self.io_episode {
-            self.io_episode = false;
-            tracing::info!(dir = %self.dir.display(), "spill log I/O recovered");
+        let line = self.io_episode.cleared(Instant::now());
+        self.log_recovered(line);
+    }
+
+    fn log_recovered(&self, line: Option<Line>) {
+        if let Some(Line::Ended(c)) = line {
+            tracing::info!(dir = %self.dir.display(), errors = c.occurrences, over = ?c.over,
+                "spill log I/O recovered");
         }
     }
 
@@ -634,6 +643,8 @@ impl<F: SpillFs> SpillLog<F> {
     /// Performs whatever is due by time: a data sync under `FsyncPolicy::Interval`, a ledger
     /// write after `ledger_interval`. Call it now and then when the log is otherwise idle.
     pub fn tick(&mut self) -> Result<(), SpillError> {
+        let line = self.io_episode.tick(Instant::now());
+        self.log_recovered(line);
         if let FsyncPolicy::Interval(every) = self.config.fsync
             && self.unsynced
             && self.last_sync.elapsed() >= every

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Writes the committed seed corpora in fuzz/seeds/<target>/ from the repository's test data.
+
+Run from fuzz/: python3 make_seeds.py. Seeds are small on purpose: the fuzzer grows its own
+corpus in fuzz/corpus/ (not committed).
+"""
+import base64
+import json
+import os
+import pickle
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "seeds", target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# line: knob byte (limit, read size), then a stream of lines.
+lines = [
+    b"a.b.c 1.5 1700000000\n",
+    b"servers.web01.cpu  42 -1\r\n",
+    b"x 1e308 1700000000\nbad line\nnan.v nan 1700000000\n",
+    b"tagged;k=v;a=b 1 1700000000\nunterminated 1 2",
+    "\u6e29\u5ea6.\U0001F525 1 1700000000\n".encode(),
+    b"long." + b"x" * 300 + b" 1 1700000000\nshort 1 1\n",
+    b"a 0x10 1700000000\nb 1_000 1700000000\nc \xef\xbc\x91 1\n",
+]
+for i, l in enumerate(lines):
+    write("line", f"seed{i}", bytes([0x35]) + l)
+
+# pickle: frame payloads (no length prefix) in every protocol, and hostile shapes.
+points = [("a.b", (1700000000, 1.5)), ("c.d", (1700000001, 2))]
+for proto in range(0, 6):
+    write("pickle", f"proto{proto}", pickle.dumps(points, protocol=proto))
+write("pickle", "tuple_of_lists", pickle.dumps((["x.y", [1, 2.0]],), protocol=2))
+write("pickle", "bytes_name", pickle.dumps([(b"a.b", (1, 2))], protocol=3))
+write("pickle", "memo_shared", b"\x80\x02]q\x00(X\x03\x00\x00\x00a.bq\x01K\x01G@\x04\x00\x00\x00\x00\x00\x00\x86q\x02\x86q\x03h\x01h\x02\x86q\x04e.")
+write("pickle", "global_opcode", b"\x80\x02cos\nsystem\nq\x00.")
+write("pickle", "deep", b"\x80\x02" + b"]" * 50 + b"e" * 49 + b".")
+
+# kpl: every record of ../shared/compat/kpl-vectors.json.
+with open(os.path.join(REPO, "..", "shared", "compat", "kpl-vectors.json")) as f:
+    vectors = json.load(f)
+for i, v in enumerate(vectors["vectors"] + vectors["negative"]):
+    write("kpl", f"vector{i}", base64.b64decode(v["data_b64"]))
+
+# relay_toml: the annotated example and the harness's configurations.
+for name in ["relay.toml.example", "bench/relays/anthracite.toml", "bench/relays/anthracite-spill.toml"]:
+    with open(os.path.join(REPO, name), "rb") as f:
+        write("relay_toml", os.path.basename(name), f.read())
+write("relay_toml", "servers_table", '[destinations]\nservers = ["127.0.0.1:2104:a", { address = "[::1]:2204:b", when_full = "block", max_queue_datapoints = 5000 }]\n[router]\nmethod = "rules"\n[[rules]]\npattern = "^carbon\\\\."\ndestinations = ["127.0.0.1:2104:a"]\n[[rules]]\ndefault = true\ndestinations = ["[::1]:2204:b"]\n')
+write("relay_toml", "kinesis", '[destinations]\nservers = ["127.0.0.1:2104:a"]\n[[kinesis]]\nstream = "arn:aws:kinesis:eu-west-1:1:stream/m"\ncheckpoint_dir = "/tmp/k"\ninitial_position = "at_timestamp"\ninitial_timestamp = 2026-01-01T00:00:00Z\n')
+
+# carbon_conf: carbon.conf NUL relay-rules.conf NUL aggregation-rules.conf.
+carbon = """[DEFAULT]
+base = /opt/graphite
+[relay]
+LINE_RECEIVER_INTERFACE = 0.0.0.0
+LINE_RECEIVER_PORT = 2013
+PICKLE_RECEIVER_PORT = 2014
+RELAY_METHOD = rules
+DESTINATIONS = 127.0.0.1:2104:a, 127.0.0.1:2204:b
+MAX_QUEUE_SIZE = 10000
+USE_FLOW_CONTROL = True
+METRIC_CLIENT_IDLE_TIMEOUT = None
+CARBON_METRIC_PREFIX = %(base)s
+[relay:b]
+REPLICATION_FACTOR = 2
+  continued
+"""
+rules = """[carbon]
+pattern = ^carbon\\.
+destinations = 127.0.0.1:2104:a
+continue = yes
+
+[default]
+default = true
+destinations = 127.0.0.1:2104:a, 127.0.0.1:2204:b
+"""
+aggregation = "<env>.applications.<app>.all.requests (60) = sum <env>.applications.<app>.*.requests\n"
+write("carbon_conf", "relay", carbon + "\0" + rules + "\0" + aggregation)
+write("carbon_conf", "consistent", "[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = 127.0.0.1:2004\nMAX_RECEIVER_CONNECTIONS = inf\n")
+
+
+# spill_record: mode byte, then a payload (mode 1 wraps it in a record with a valid CRC).
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def payload(names):
+    out = varint(len(names))
+    for i, n in enumerate(names):
+        out += varint(len(n)) + n + struct.pack("<d", 1.7e9 + i) + struct.pack("<d", float(i))
+    return out
+
+
+write("spill_record", "one_record", b"\x01" + payload([b"a.b", b"c.d"]))
+write("spill_record", "two_records", b"\x01" + payload([b"x"]) + b"\xff" + payload([b"y.z" * 10]))
+write("spill_record", "raw_segment", b"\x00" + struct.pack("<IIQ", 10, 0, 0) + b"garbage!!!")

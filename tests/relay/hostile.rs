@@ -1,0 +1,326 @@
+//! Issue 14, probed as an adversary would: names too long for any protocol, large pickle
+//! frames from many connections at once, a flood of idle connections, UDP faster than the
+//! relay reads. Every assertion is a count or a bound the relay enforces and accounts for
+//! (never a timing, never RSS).
+
+use crate::support;
+
+use std::io::Write;
+use std::net::{TcpStream, UdpSocket};
+use std::time::Duration;
+
+use anthracite::Datapoint;
+use anthracite::unstable::protocol::DropReason;
+use anthracite::unstable::protocol::pickle::encode_message;
+use anthracite::unstable::receiver::READ_BUFFER;
+use anthracite::{Pushed, Source};
+use bytes::BytesMut;
+use support::relay::{TestRelay, config_for};
+use support::sink::{CountingSink, SinkProtocol};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn received_from(s: &anthracite::StatsSnapshot, source: Source) -> u64 {
+    s.received_by_source
+        .iter()
+        .find(|(src, _)| *src == source)
+        .map_or(0, |(_, n)| *n)
+}
+
+/// Issue 14: a name of any length was accepted and copied into caches and batches (1 MB
+/// names inside 1 MB pickle frames took gigabytes). Names over `listen.max_name_length` are
+/// dropped and counted as `name_too_long` by every source: plaintext over TCP and UDP,
+/// pickle, an embedding program, and the Kinesis reader's line feeder.
+#[test]
+fn max_name_length_drops_and_counts_in_every_protocol() {
+    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let relay = TestRelay::start(&config_for(
+        &[format!("{}:a", sink.addr())],
+        "[listen]\nmax_name_length = 100\n",
+    ));
+    let long = format!("long.{}", "x".repeat(96));
+    assert_eq!(long.len(), 101);
+    let ts = support::unix_now();
+    let mut sources = 0;
+    support::send_lines(
+        relay.line,
+        &[(long.clone(), ts, 1.0), ("ok.line".into(), ts, 1.0)],
+    );
+    sources += 1;
+    support::send_pickle(
+        relay.pickle,
+        &[(long.clone(), ts, 1.0), ("ok.pickle".into(), ts, 1.0)],
+        10,
+    );
+    sources += 1;
+    let udp = UdpSocket::bind("127.0.0.1:0").expect("bind udp client");
+    udp.send_to(
+        format!("{long} 1 {ts}\nok.udp 1 {ts}\n").as_bytes(),
+        relay.udp,
+    )
+    .expect("send datagram");
+    sources += 1;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let mut ingestor = relay.handle.ingestor();
+        assert_eq!(
+            ingestor.push(long.as_bytes(), ts as f64, 1.0),
+            Pushed::Invalid(DropReason::NameTooLong)
+        );
+        assert!(ingestor.push(b"ok.embedded", ts as f64, 1.0).is_accepted());
+        ingestor.flush().await;
+        #[cfg(feature = "kinesis")]
+        {
+            // What the Kinesis reader does with each record's text.
+            let text = format!("{long} 1 {ts}\nok.kinesis 1 {ts}\n");
+            anthracite::unstable::kinesis::decode::feed_lines(
+                text.as_bytes(),
+                16_384,
+                &mut ingestor,
+            );
+            ingestor.flush().await;
+        }
+    });
+    sources += 1 + usize::from(cfg!(feature = "kinesis"));
+    let s = relay.wait_stats("every long name counted", WAIT, |s| {
+        s.invalid.get(DropReason::NameTooLong) == sources as u64
+    });
+    assert_eq!(s.invalid.total(), sources as u64, "{:?}", s.invalid);
+    assert_eq!(sink.wait_for_count(sources, WAIT), sources);
+    assert_eq!(sink.wait_quiet(Duration::from_millis(200), WAIT), sources);
+    assert!(
+        sink.received().iter().all(|r| r.path.starts_with("ok.")),
+        "no long name was relayed"
+    );
+    relay.stop();
+}
+
+/// One protocol-2 pickle frame (length prefix included) of `n` datapoints whose names are
+/// 25 bytes: 4 + 5 + 50 × n bytes.
+fn frame(first: usize, n: usize) -> Vec<u8> {
+    let names: Vec<String> = (first..first + n)
+        .map(|i| format!("big.frame.{i:015}"))
+        .collect();
+    let mut out = BytesMut::new();
+    encode_message(
+        names.iter().map(|name| Datapoint {
+            name: name.as_bytes(),
+            timestamp: 1.7e9,
+            value: 1.0,
+        }),
+        &mut out,
+    );
+    out.to_vec()
+}
+
+/// Issue 14: every connection could hold a whole `max_pickle_frame` buffer (and its decoder
+/// scratch) at once, and kept both after the frame: hostile clients took gigabytes that were
+/// still held after they left. Frames over the 64 KiB read buffer now come out of one
+/// relay-wide budget (`listen.max_frame_buffer_bytes`): with room for two 1 MB frames, four
+/// connections each midway through one hold at most the budget plus their ordinary buffers;
+/// the other two wait, then deliver; and a client that leaves leaves nothing behind.
+#[test]
+fn large_pickle_frames_stay_within_the_frame_budget_and_are_released() {
+    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let budget = 2_200_000;
+    let relay = TestRelay::start(&config_for(
+        &[format!("{}:a", sink.addr())],
+        &format!("[listen]\nmax_frame_buffer_bytes = {budget}\n"),
+    ));
+    let per_frame = 20_000;
+    let frames: Vec<Vec<u8>> = (0..4).map(|c| frame(c * per_frame, per_frame)).collect();
+    assert!(frames[0].len() > 900_000 && frames[0].len() <= (1 << 20) + 4);
+    // Every client sends the start of its frame and stops there.
+    let mut conns: Vec<TcpStream> = frames
+        .iter()
+        .map(|f| {
+            let mut c = TcpStream::connect(relay.pickle).expect("connect");
+            c.write_all(&f[..1000]).expect("write frame start");
+            c
+        })
+        .collect();
+    let bound = (budget + 4 * READ_BUFFER + 4 * (256 << 10)) as u64;
+    let held = frames[0].len() as u64 * 2;
+    let s = relay.wait_stats("two frames admitted", WAIT, |s| {
+        s.active_connections == 4 && s.buffered_bytes >= held
+    });
+    assert!(s.buffered_bytes <= bound, "{} > {bound}", s.buffered_bytes);
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(10));
+        let b = relay.handle.stats().buffered_bytes;
+        assert!(b <= bound, "receive buffers hold {b} bytes, bound {bound}");
+    }
+    for (c, f) in conns.iter_mut().zip(&frames) {
+        c.write_all(&f[1000..]).expect("write frame rest");
+        c.shutdown(std::net::Shutdown::Write).ok();
+    }
+    assert_eq!(sink.wait_for_count(4 * per_frame, WAIT), 4 * per_frame);
+    drop(conns);
+    let s = relay.wait_stats("clients gone", WAIT, |s| s.active_connections == 0);
+    assert_eq!(s.buffered_bytes, 0, "a client that left holds nothing");
+    assert_eq!(received_from(&s, Source::PickleTcp), 4 * per_frame as u64);
+    assert_eq!(s.invalid.total(), 0, "{:?}", s.invalid);
+    relay.stop();
+}
+
+/// Issue 14: with the connection limit reached by idle sockets, every new client's connect
+/// succeeded and its first write was lost, silently. At the limit the connection idle the
+/// longest is now closed to admit the new one (counted as evicted).
+#[test]
+fn idle_flood_does_not_lock_out_clients() {
+    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let limit = 20;
+    let relay = TestRelay::start(&config_for(
+        &[format!("{}:a", sink.addr())],
+        &format!("[listen]\nmax_connections = {limit}\n"),
+    ));
+    let idle: Vec<TcpStream> = (0..limit)
+        .map(|_| TcpStream::connect(relay.line).expect("connect idle client"))
+        .collect();
+    relay.wait_stats("the flood holds every slot", WAIT, |s| {
+        s.active_connections == limit as u64
+    });
+    // The relay evicts only connections silent for a second (so busy clients are never the
+    // ones closed): let the flood be that old.
+    std::thread::sleep(
+        anthracite::unstable::receiver::admission::MIN_IDLE_TO_EVICT + Duration::from_millis(200),
+    );
+    let ts = support::unix_now();
+    let points: Vec<(String, i64, f64)> = (0..100)
+        .map(|i| (format!("real.client.{i}"), ts, i as f64))
+        .collect();
+    for round in 0..3 {
+        let batch: Vec<_> = points.iter().skip(round * 33).take(33).cloned().collect();
+        support::send_lines(relay.line, &batch);
+    }
+    support::send_lines(relay.line, &points[99..]);
+    assert_eq!(sink.wait_for_count(100, WAIT), 100);
+    let s = relay.handle.stats();
+    assert!(s.evicted_connections >= 1, "{s:?}");
+    assert_eq!(s.rejected_connections, 0, "{s:?}");
+    drop(idle);
+    relay.stop();
+}
+
+/// Issue 14: datagrams the kernel dropped because the relay's socket buffer was full were
+/// invisible. They are read from the socket's drop counter (`SO_RXQ_OVFL`) and reported: every
+/// datagram sent is either received or counted as a kernel drop.
+#[test]
+fn udp_kernel_drops_are_reported() {
+    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+    let addr = socket.local_addr().expect("addr");
+    // Small buffer, drop counter on, and nobody reading yet: most of a burst is dropped.
+    anthracite::unstable::receiver::udp::prepare_socket(&socket, Some(4096))
+        .expect("prepare udp socket");
+    let client = UdpSocket::bind("127.0.0.1:0").expect("bind client");
+    let ts = support::unix_now();
+    let burst = 2000;
+    for i in 0..burst {
+        client
+            .send_to(format!("udp.burst.{i} 1 {ts}\n").as_bytes(), addr)
+            .expect("send datagram");
+    }
+    let relay = TestRelay::start_with_udp(
+        &config_for(
+            &[format!("{}:a", sink.addr())],
+            "[listen]\nudp_recv_buffer = 4096\n",
+        ),
+        socket,
+    );
+    // A drop is reported by the next datagram the kernel queues: keep sending markers until
+    // every datagram sent is accounted for.
+    let mut sent = burst;
+    let deadline = std::time::Instant::now() + WAIT;
+    let s = loop {
+        let s = relay.handle.stats();
+        if s.udp_kernel_drops > 0 && received_from(&s, Source::LineUdp) + s.udp_kernel_drops == sent
+        {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sent {sent}, received {}, kernel drops {}",
+            received_from(&s, Source::LineUdp),
+            s.udp_kernel_drops
+        );
+        client
+            .send_to(format!("udp.marker.{sent} 1 {ts}\n").as_bytes(), addr)
+            .expect("send marker");
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(s.udp_kernel_drops >= burst / 2, "{s:?}");
+    let received = received_from(&s, Source::LineUdp) as usize;
+    assert_eq!(sink.wait_for_count(received, WAIT), received);
+    relay.stop();
+}
+
+/// Issue 14: at the process's file-descriptor limit `accept` failed with one log line and the
+/// clients queued in the backlog hung. Failed accepts now back off and are counted, and out of
+/// descriptors the relay closes its idlest connection to give one back, so a real client
+/// queued behind a flood of idle ones gets through. (The real binary, with a low `ulimit -n`.)
+#[test]
+fn out_of_file_descriptors_does_not_hang_queued_clients() {
+    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = support::free_ports(1)[0];
+    let config = dir.path().join("relay.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[listen]\nline_tcp = \"127.0.0.1:{port}\"\npickle_tcp = \"\"\n\
+             [destinations]\nservers = [\"{}:a\"]\n[telemetry]\ninterval_secs = 0\n",
+            sink.addr()
+        ),
+    )
+    .expect("write config");
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!(
+            "ulimit -n 48 && exec {} run --config {}",
+            env!("CARGO_BIN_EXE_anthracite"),
+            config.display()
+        ))
+        .env("RUST_LOG", "warn");
+    let mut relay = support::process::ManagedChild::spawn(
+        "anthracite (ulimit -n 48)",
+        cmd,
+        dir.path().join("relay.log"),
+    );
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut idle = Vec::new();
+    while idle.is_empty() {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(c) => idle.push(c),
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("relay did not listen: {e}"),
+        }
+    }
+    // More idle clients than the relay has descriptors: the rest wait in the backlog.
+    for _ in 0..80 {
+        idle.push(TcpStream::connect(("127.0.0.1", port)).expect("connect idle client"));
+    }
+    std::thread::sleep(
+        anthracite::unstable::receiver::admission::MIN_IDLE_TO_EVICT + Duration::from_millis(200),
+    );
+    let ts = support::unix_now();
+    let points: Vec<(String, i64, f64)> = (0..50)
+        .map(|i| (format!("fd.client.{i}"), ts, 1.0))
+        .collect();
+    support::send_lines(format!("127.0.0.1:{port}").parse().expect("addr"), &points);
+    assert_eq!(sink.wait_for_count(50, WAIT), 50);
+    relay.assert_running("the queued client's datapoints");
+    assert!(
+        relay.log_tail(50).contains("accept failed"),
+        "the relay ran out of descriptors: {}",
+        relay.log_tail(50)
+    );
+    drop(idle);
+    relay.stop();
+}
