@@ -68,6 +68,7 @@
 mod batch;
 #[cfg(feature = "bench")]
 mod bench;
+mod cache;
 mod config;
 mod destination;
 mod filter;

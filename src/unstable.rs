@@ -7,6 +7,11 @@ pub mod batch {
     pub use crate::batch::*;
 }
 
+/// The byte-bounded name caches shared by every connection (routes, list verdicts, tags).
+pub mod cache {
+    pub use crate::cache::*;
+}
+
 /// Decoders and encoders: plaintext lines, pickle, carbon's tag normalisation.
 pub mod protocol {
     pub use crate::protocol::*;
