@@ -44,7 +44,7 @@ fn pipeline() -> Pipeline {
             Arc::new(DestinationQueue::new(limits, stats))
         })
         .collect();
-    Pipeline::new(router, queues, Arc::new(IngestStats::new()), 1_000_000)
+    Pipeline::new(router, queues, Arc::new(IngestStats::new()), 64 << 20)
 }
 
 fn payload(lines: usize, distinct: usize) -> Vec<u8> {

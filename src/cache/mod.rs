@@ -90,14 +90,19 @@ impl NameCache {
         while shards > 1 && budget_bytes / shards < MIN_SHARD_BYTES {
             shards /= 2;
         }
-        let fixed = size_of::<Self>() + shards * size_of::<Mutex<Shard>>() + ALLOC_OVERHEAD;
+        let mut fixed = size_of::<Self>() + shards * size_of::<Mutex<Shard>>() + ALLOC_OVERHEAD;
         let per_shard = budget_bytes.saturating_sub(fixed) / shards;
         let geometry = Geometry::for_budget(per_shard, TARGET_SEGMENTS, MAX_SEGMENT_BYTES);
+        if geometry.is_disabled() {
+            // Nothing allocated, nothing counted.
+            shards = 0;
+            fixed = 0;
+        }
         let shards: Box<[Mutex<Shard>]> = (0..shards)
             .map(|_| Mutex::new(Shard::new(geometry)))
             .collect();
         Self {
-            shard_mask: shards.len() as u64 - 1,
+            shard_mask: (shards.len() as u64).saturating_sub(1),
             shards,
             seed: fastrand::u64(..),
             budget: budget_bytes,
@@ -117,13 +122,15 @@ impl NameCache {
     /// marks the entry referenced; `None` when the name is not cached.
     #[inline]
     pub fn get_with<R>(&self, hash: u64, name: &[u8], read: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        self.shard(hash).get(hash, name).map(read)
+        self.shard(hash)?.get(hash, name).map(read)
     }
 
     /// Stores `value` for `name`, replacing an earlier value, evicting as the budget requires.
     /// A name and value too large for the cache (or a disabled cache) store nothing.
     pub fn insert(&self, hash: u64, name: &[u8], value: &[u8]) {
-        self.shard(hash).insert(hash, name, value);
+        if let Some(mut shard) = self.shard(hash) {
+            shard.insert(hash, name, value);
+        }
     }
 
     /// The byte budget the cache was given.
@@ -133,7 +140,7 @@ impl NameCache {
 
     /// True when the budget is too small for any entry: every lookup misses.
     pub fn is_disabled(&self) -> bool {
-        self.shards.iter().all(|s| lock(s).is_disabled())
+        self.shards.is_empty()
     }
 
     /// Every byte the cache holds now: entries, index, bookkeeping, allocator overhead. Never
@@ -157,11 +164,12 @@ impl NameCache {
         self.len() == 0
     }
 
+    /// The shard of `hash`, locked (`None` for a disabled cache).
     #[inline]
-    fn shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
-        // The low bits pick the shard; the index uses the high 32 bits.
-        // The shard count is a power of two and the mask one less: always in bounds.
-        lock(&self.shards[(hash & self.shard_mask) as usize])
+    fn shard(&self, hash: u64) -> Option<MutexGuard<'_, Shard>> {
+        // The low bits pick the shard (the count is a power of two); the index uses the high
+        // 32 bits.
+        self.shards.get((hash & self.shard_mask) as usize).map(lock)
     }
 }
 

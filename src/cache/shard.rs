@@ -75,6 +75,11 @@ impl Geometry {
         }
     }
 
+    /// True when the budget is too small for a working shard.
+    pub(super) fn is_disabled(&self) -> bool {
+        self.max_segments == 0
+    }
+
     fn segment_bytes(&self) -> usize {
         1 << self.segment_shift
     }
@@ -124,10 +129,6 @@ impl Shard {
             spare: None,
             allocated: 0,
         }
-    }
-
-    pub(super) fn is_disabled(&self) -> bool {
-        self.geometry.max_segments == 0
     }
 
     pub(super) fn len(&self) -> usize {
@@ -194,14 +195,14 @@ impl Shard {
     /// Stores `value` for `name` (see [`NameCache::insert`](super::NameCache::insert)).
     pub(super) fn insert(&mut self, hash: u64, name: &[u8], value: &[u8]) {
         let size = HEADER + name.len() + value.len();
-        if self.is_disabled() || size > self.geometry.segment_bytes() / 2 {
+        if size > self.geometry.segment_bytes() / 2 {
             return;
         }
         let hi = (hash >> 32) as u32;
-        if let Some(slot) = self.find(hi, name) {
-            if self.replace_or_keep(slot, value) {
-                return;
-            }
+        if let Some(slot) = self.find(hi, name)
+            && self.replace_or_keep(slot, value)
+        {
+            return;
         }
         // Each round either grows something or evicts a segment; two laps of the log clear
         // every referenced flag, so this ends well within the bound.

@@ -2,8 +2,8 @@
 //!
 //! An [`Ingestor`] belongs to one connection (or one Kinesis shard reader, or one embedding
 //! producer). It parses lines, normalises datapoints the way carbon's `metricReceived` does,
-//! routes each name through its own route cache, and appends to one pending batch per
-//! destination. [`Ingestor::flush`] moves the pending batches into the destination queues and
+//! routes each name through the relay's shared route cache, and appends to one pending batch
+//! per destination. [`Ingestor::flush`] moves the pending batches into the destination queues and
 //! publishes the counters — once per read, never per datapoint.
 //!
 //! ## Feedback for the producer
@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::batch::{Batch, POINT_OVERHEAD};
+use crate::cache::NameCache;
 use crate::filter::{NameFilter, SharedLists, Verdict};
 use crate::protocol::tags::TagNormalizer;
 use crate::protocol::{DropCounts, DropReason, line, normalize};
@@ -42,40 +43,47 @@ pub const FLUSH_HINT_BYTES: usize = 4 << 20;
 /// size, so no batch comes near [`crate::batch::MAX_NAME_BYTES`].
 const MAX_PENDING_BATCH_NAME_BYTES: usize = 64 << 20;
 
-/// Shared, immutable parts every [`Ingestor`] needs. Cheap to clone.
+/// Shared parts every [`Ingestor`] needs. Cheap to clone.
+///
+/// The name caches are the relay's, shared by every ingestor: the route cache (bounded by
+/// `router.route_cache_bytes`) and, when those features are on, the list-verdict cache and
+/// the tag-normalisation memo (a quarter of that budget each). Memory for names is thus
+/// bounded by configuration however many connections send however many names.
 #[derive(Clone, Debug)]
 pub struct Pipeline {
-    pub(crate) router: Arc<Router>,
+    pub(crate) routes: Arc<RouteCache>,
     pub(crate) queues: Arc<[Arc<DestinationQueue>]>,
     pub(crate) stats: Arc<IngestStats>,
-    pub(crate) route_cache_entries: usize,
-    pub(crate) lists: Option<Arc<SharedLists>>,
+    pub(crate) route_cache_bytes: usize,
+    pub(crate) lists: Option<(Arc<SharedLists>, Arc<NameCache>)>,
     pub(crate) min_timestamp_resolution: u64,
-    pub(crate) tag_relay_normalized: bool,
+    pub(crate) tag_memo: Option<Arc<NameCache>>,
 }
 
 impl Pipeline {
     /// Assembles a pipeline from its parts; `queues` are indexed like `router.destinations()`.
+    /// Routes are cached in a [`RouteCache`] of `route_cache_bytes` (0: no cache).
     pub fn new(
         router: Arc<Router>,
         queues: Arc<[Arc<DestinationQueue>]>,
         stats: Arc<IngestStats>,
-        route_cache_entries: usize,
+        route_cache_bytes: usize,
     ) -> Self {
         Self {
-            router,
+            routes: Arc::new(RouteCache::new(router, route_cache_bytes)),
             queues,
             stats,
-            route_cache_entries,
+            route_cache_bytes,
             lists: None,
             min_timestamp_resolution: 0,
-            tag_relay_normalized: false,
+            tag_memo: None,
         }
     }
 
     /// Filters received names through carbon's whitelist/blacklist (`USE_WHITELIST`).
     pub fn with_lists(mut self, lists: Arc<SharedLists>) -> Self {
-        self.lists = Some(lists);
+        let verdicts = Arc::new(NameCache::new(self.route_cache_bytes / 4));
+        self.lists = Some((lists, verdicts));
         self
     }
 
@@ -89,7 +97,7 @@ impl Pipeline {
     /// Routes and sends tagged names in carbon's normalised form (`TAG_RELAY_NORMALIZED`):
     /// tags sorted, leading `~` removed, OpenMetrics `name{tag="v"}` rewritten.
     pub fn with_tag_normalization(mut self, on: bool) -> Self {
-        self.tag_relay_normalized = on;
+        self.tag_memo = on.then(|| Arc::new(NameCache::new(self.route_cache_bytes / 4)));
         self
     }
 
@@ -100,7 +108,12 @@ impl Pipeline {
 
     /// The router.
     pub fn router(&self) -> &Arc<Router> {
-        &self.router
+        self.routes.router()
+    }
+
+    /// The route cache every ingestor of this pipeline shares.
+    pub fn route_cache(&self) -> &Arc<RouteCache> {
+        &self.routes
     }
 
     /// The destination queues, indexed like `router().destinations()`.
@@ -178,7 +191,8 @@ impl Flushed {
 #[derive(Debug)]
 pub struct Ingestor {
     pipeline: Pipeline,
-    cache: RouteCache,
+    /// The route of the datapoint being pushed (reused).
+    route: Vec<u16>,
     /// One pending batch per destination.
     pending: Vec<Batch>,
     /// Pending batches set aside because they grew large, with their destination, in order.
@@ -199,7 +213,6 @@ pub struct Ingestor {
 impl Ingestor {
     fn new(pipeline: Pipeline, source: Source) -> Self {
         let n = pipeline.queues.len();
-        let cache = RouteCache::new(pipeline.router.clone(), pipeline.route_cache_entries);
         // carbon applies the lists and the resolution in `MetricReceiver.metricReceived`; its
         // own metrics (`metricGenerated`) bypass both.
         let external = source != Source::Internal;
@@ -207,20 +220,18 @@ impl Ingestor {
             .lists
             .clone()
             .filter(|_| external)
-            .map(|l| NameFilter::new(l, pipeline.route_cache_entries));
+            .map(|(lists, verdicts)| NameFilter::new(lists, verdicts));
         let resolution = if external {
             pipeline.min_timestamp_resolution
         } else {
             0
         };
-        let tags = pipeline
-            .tag_relay_normalized
-            .then(|| TagNormalizer::new(pipeline.route_cache_entries));
+        let tags = pipeline.tag_memo.clone().map(TagNormalizer::new);
         Self {
             filter,
             resolution,
             tags,
-            cache,
+            route: Vec::new(),
             pending: (0..n).map(|_| Batch::new()).collect(),
             set_aside: Vec::new(),
             pending_bytes: 0,
@@ -288,7 +299,8 @@ impl Ingestor {
             self.drops.add(DropReason::TooLong);
             return Pushed::Invalid(DropReason::TooLong);
         }
-        let route = self.cache.route(name);
+        self.pipeline.routes.route_into(name, &mut self.route);
+        let route = &self.route[..];
         if route.is_empty() {
             self.drops.add(DropReason::NoDestination);
             return Pushed::Invalid(DropReason::NoDestination);

@@ -187,7 +187,7 @@ impl RelayBuilder {
         }
         let queues: Arc<[Arc<DestinationQueue>]> = queues.into();
         let stats = Arc::new(IngestStats::new());
-        let mut pipeline = Pipeline::new(router, queues, stats, self.config.route_cache_entries)
+        let mut pipeline = Pipeline::new(router, queues, stats, self.config.route_cache_bytes)
             .with_min_timestamp_resolution(self.config.ingest.min_timestamp_resolution)
             .with_tag_normalization(self.config.ingest.tag_relay_normalized);
         let lists = self
