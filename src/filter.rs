@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime};
 use regex::bytes::RegexSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::NameCache;
+use crate::cache::{Lookup, NameCache};
 
 /// carbon's `USE_WHITELIST` files.
 #[derive(Clone, Debug, PartialEq)]
@@ -296,18 +296,19 @@ impl NameFilter {
     pub(crate) fn check(&mut self, name: &[u8]) -> Verdict {
         let hash = self.verdicts.hash(name);
         let generation = self.generation;
-        let cached = self
+        let found = self
             .verdicts
-            .get_with(hash, name, |v| decode_verdict(v, generation))
-            .flatten();
-        let verdict = match cached {
-            Some(v) => v,
-            None => {
+            .lookup(hash, name, |v| decode_verdict(v, generation));
+        let verdict = match found {
+            Lookup::Hit(Some(v)) => v,
+            // A verdict for other lists is replaced at once: the name is known to repeat.
+            Lookup::Hit(None) | Lookup::Miss { admit: true } => {
                 let v = self.lists.verdict(name);
                 self.verdicts
                     .insert(hash, name, &encode_verdict(v, generation));
                 v
             }
+            Lookup::Miss { admit: false } => self.lists.verdict(name),
         };
         match verdict {
             Verdict::Pass => {}

@@ -4,8 +4,8 @@
 //! Three things are a pure function of a metric name and worth remembering: its route (an MD5
 //! for `carbon_ch`), its white/blacklist verdict (a regex set) and its normalised tagged form
 //! (a parse and a sort). A [`NameCache`] holds one of them for every name the relay has seen
-//! lately, once per relay: a name that arrives on a thousand connections is computed and
-//! stored once. The route cache ([`crate::router::RouteCache`]) is built on it; the filter and
+//! lately, once per relay: a name that arrives on a thousand connections is computed twice
+//! (see *Admission*) and stored once. The route cache ([`crate::router::RouteCache`]) is built on it; the filter and
 //! the tag normaliser use it directly.
 //!
 //! ## Memory: bounded by the budget, counted to the byte
@@ -38,6 +38,16 @@
 //! stream of one-off names; one-off names leave in arrival order. Eviction work is proportional
 //! to the segment walked, never to the whole cache, and never empties the cache at once.
 //!
+//! ## Admission: second sight
+//!
+//! A name is stored only when it is missed a second time while its fingerprint is still in
+//! the shard's admission filter (a direct-mapped array of 32-bit fingerprints, 1/16 of the
+//! budget). A stream of names that never come back (all-distinct workloads, or more distinct
+//! names cycling than the cache can hold) then costs one filter write per datapoint, not an
+//! insertion and a later eviction, and cannot push the names that do repeat out of the cache;
+//! a name that repeats pays its hash one extra time. This is the small-queue filter of S3-FIFO
+//! and the doorkeeper of TinyLFU in their cheapest form.
+//!
 //! A name whose entry would not fit in half a segment is not cached (its value is computed on
 //! every lookup, exactly as if the cache were off): one such name cannot flush the cache.
 //! A budget too small for a shard's minimum (three segments and a small index) disables the
@@ -69,6 +79,19 @@ const MAX_SEGMENT_BYTES: usize = 64 << 10;
 
 /// Segments a shard aims for at least; smaller budgets get smaller segments.
 const TARGET_SEGMENTS: usize = 12;
+
+/// What [`NameCache::lookup`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup<R> {
+    /// Cached: what the reader returned.
+    Hit(R),
+    /// Not cached; `admit` says whether to insert the value once computed (the name was
+    /// missed recently before).
+    Miss {
+        /// Insert the computed value.
+        admit: bool,
+    },
+}
 
 /// A byte-bounded, sharded cache from names to small byte values. Shared (`Arc`) by every
 /// ingestor; see the module documentation for layout and eviction.
@@ -116,6 +139,22 @@ impl NameCache {
     #[inline]
     pub fn hash(&self, name: &[u8]) -> u64 {
         xxh3_64_with_seed(name, self.seed)
+    }
+
+    /// The lookup of the data path: `read` gets the cached value of `name` (whose
+    /// [`hash`](Self::hash) is `hash`), or on a miss the answer says whether to
+    /// [`insert`](Self::insert) the value once computed (see *Admission*).
+    #[inline]
+    pub fn lookup<R>(&self, hash: u64, name: &[u8], read: impl FnOnce(&[u8]) -> R) -> Lookup<R> {
+        let Some(mut shard) = self.shard(hash) else {
+            return Lookup::Miss { admit: false };
+        };
+        match shard.get(hash, name) {
+            Some(value) => Lookup::Hit(read(value)),
+            None => Lookup::Miss {
+                admit: shard.admit(hash),
+            },
+        }
     }
 
     /// Calls `read` with the cached value of `name` (whose [`hash`](Self::hash) is `hash`) and

@@ -31,6 +31,10 @@ const MIN_SEGMENT_BYTES: usize = 512;
 const MIN_SEGMENTS: usize = 3;
 /// First index size, in slots.
 const MIN_SLOTS: usize = 16;
+/// Smallest admission filter, in fingerprints.
+const MIN_SEEN: usize = 64;
+/// The admission filter takes at most this fraction (1/n) of the budget.
+const SEEN_SHARE: usize = 16;
 
 /// A shard's shape, fixed at construction from its budget.
 #[derive(Clone, Copy, Debug)]
@@ -43,6 +47,8 @@ pub(super) struct Geometry {
     max_segments: usize,
     /// Largest index, in slots (a power of two).
     max_slots: usize,
+    /// Fingerprints in the admission filter (a power of two).
+    seen_slots: usize,
 }
 
 impl Geometry {
@@ -59,9 +65,14 @@ impl Geometry {
         while max_slots * 2 * size_of::<u64>() <= budget / 2 {
             max_slots *= 2;
         }
+        let mut seen_slots = MIN_SEEN;
+        while seen_slots * 2 * size_of::<u32>() <= budget / SEEN_SHARE {
+            seen_slots *= 2;
+        }
+        let seen = seen_slots * size_of::<u32>() + ALLOC_OVERHEAD;
         let index = MIN_SLOTS * size_of::<u64>() + ALLOC_OVERHEAD;
-        let mut max_segments =
-            budget.saturating_sub(index + bookkeeping_fixed()) / (segment + per_segment_cost());
+        let mut max_segments = budget.saturating_sub(index + seen + bookkeeping_fixed())
+            / (segment + per_segment_cost());
         // Locations are u32 (plus one for "empty").
         max_segments = max_segments.min((u32::MAX as usize - 1) >> segment.trailing_zeros());
         if max_segments < MIN_SEGMENTS {
@@ -72,6 +83,7 @@ impl Geometry {
             segment_shift: segment.trailing_zeros(),
             max_segments,
             max_slots,
+            seen_slots,
         }
     }
 
@@ -114,6 +126,9 @@ pub(super) struct Shard {
     spare: Option<u32>,
     /// Segments allocated now.
     allocated: usize,
+    /// Admission filter: fingerprints of names missed once and not admitted (allocated on
+    /// the first miss).
+    seen: Vec<u32>,
 }
 
 impl Shard {
@@ -128,6 +143,7 @@ impl Shard {
             free: Vec::with_capacity(n),
             spare: None,
             allocated: 0,
+            seen: Vec::new(),
         }
     }
 
@@ -148,6 +164,7 @@ impl Shard {
             + vec_bytes(self.order.capacity(), size_of::<u32>())
             + vec_bytes(self.free.capacity(), size_of::<u32>())
             + self.slot_bytes(self.slots.capacity())
+            + vec_bytes(self.seen.capacity(), size_of::<u32>())
             + self
                 .segments
                 .iter()
@@ -168,6 +185,8 @@ impl Shard {
     fn bytes_with(&self, segments: usize, slots: usize, extra_slots: usize) -> usize {
         let n = self.geometry.max_segments;
         bookkeeping_fixed()
+            + self.geometry.seen_slots * size_of::<u32>()
+            + ALLOC_OVERHEAD
             + n * (size_of::<Vec<u8>>() + 2 * size_of::<u32>())
             + segments * (self.geometry.segment_bytes() + ALLOC_OVERHEAD)
             + self.slot_bytes(slots)
@@ -190,6 +209,25 @@ impl Shard {
             *flags |= REFERENCED;
         }
         data.get(header.value_range(offset))
+    }
+
+    /// After a miss: true when `hash` missed before and its fingerprint is still in the
+    /// admission filter (the name came back: cache it), else records the fingerprint.
+    #[inline]
+    pub(super) fn admit(&mut self, hash: u64) -> bool {
+        if self.seen.is_empty() {
+            self.seen = vec![0; self.geometry.seen_slots];
+        }
+        let fingerprint = (hash as u32) | 1;
+        let at = (hash >> 40) as usize & (self.seen.len() - 1);
+        match self.seen.get_mut(at) {
+            Some(f) if *f == fingerprint => true,
+            Some(f) => {
+                *f = fingerprint;
+                false
+            }
+            None => false,
+        }
     }
 
     /// Stores `value` for `name` (see [`NameCache::insert`](super::NameCache::insert)).

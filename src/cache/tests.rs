@@ -262,3 +262,33 @@ fn shared_between_threads() {
     });
     cache.check();
 }
+
+#[test]
+fn a_name_is_admitted_on_second_sight() {
+    let cache = NameCache::new(1 << 20);
+    let h = cache.hash(b"a.b");
+    assert_eq!(
+        cache.lookup(h, b"a.b", |_| ()),
+        Lookup::Miss { admit: false }
+    );
+    assert_eq!(
+        cache.lookup(h, b"a.b", |_| ()),
+        Lookup::Miss { admit: true }
+    );
+    cache.insert(h, b"a.b", b"v");
+    assert_eq!(
+        cache.lookup(h, b"a.b", <[u8]>::to_vec),
+        Lookup::Hit(b"v".to_vec())
+    );
+    // Names seen once each are never admitted.
+    let admitted = (0..100_000)
+        .map(|i| format!("once.{i}"))
+        .filter(|n| {
+            let h = cache.hash(n.as_bytes());
+            cache.lookup(h, n.as_bytes(), |_| ()) != Lookup::Miss { admit: false }
+        })
+        .count();
+    assert!(admitted < 100, "{admitted} one-off names admitted");
+    assert_eq!(cache.len(), 1);
+    assert!(NameCache::new(0).lookup(h, b"a.b", |_| ()) == Lookup::Miss { admit: false });
+}

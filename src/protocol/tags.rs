@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use crate::cache::NameCache;
+use crate::cache::{Lookup, NameCache};
 
 /// The normalised form of `name`, or `None` when carbon would keep the name as it is because it
 /// does not parse.
@@ -147,11 +147,11 @@ impl TagNormalizer {
     pub(crate) fn apply<'a>(&'a mut self, name: &'a [u8]) -> &'a [u8] {
         let hash = self.memo.hash(name);
         let out = &mut self.out;
-        let cached = self.memo.get_with(hash, name, |n| {
+        let found = self.memo.lookup(hash, name, |n| {
             out.clear();
             out.extend_from_slice(n);
         });
-        if cached.is_none() {
+        if let Lookup::Miss { admit } = found {
             out.clear();
             // `None` and "unchanged" are both stored as an empty value: a normalised name is
             // never empty.
@@ -160,7 +160,9 @@ impl TagNormalizer {
             {
                 out.extend_from_slice(n.as_bytes());
             }
-            self.memo.insert(hash, name, out);
+            if admit {
+                self.memo.insert(hash, name, out);
+            }
         }
         if self.out.is_empty() { name } else { &self.out }
     }

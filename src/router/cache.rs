@@ -1,8 +1,10 @@
 //! The relay's route cache: one per routing generation, shared by every connection and source.
 //!
 //! Routing is a pure function of the name, so the first lookup of a name anywhere in the
-//! relay pays carbon's hash (MD5 for `carbon_ch`, or the rules' regexes) and every later one,
-//! on any connection, is an xxh3 hash, one shard lock and a byte comparison. The store is a
+//! relay pays carbon's hash (MD5 for `carbon_ch`, or the rules' regexes), the second one pays
+//! it again and stores the route (a name seen once is not stored: see the cache's
+//! *Admission*), and every later one, on any connection, is an xxh3 hash, one shard lock and a
+//! byte comparison. The store is a
 //! [`NameCache`]: bounded in bytes (`router.route_cache_bytes`), sharded, second-chance
 //! eviction; keys are the full name bytes, so an xxh3 collision costs a comparison, never a
 //! misroute.
@@ -14,7 +16,7 @@
 use std::sync::Arc;
 
 use super::Router;
-use crate::cache::NameCache;
+use crate::cache::{Lookup, NameCache};
 
 /// Routes with at most this many destinations are encoded on the stack on a miss.
 const INLINE_ROUTE: usize = 16;
@@ -55,21 +57,23 @@ impl RouteCache {
         }
         let hash = self.names.hash(name);
         out.clear();
-        let hit = self.names.get_with(hash, name, |route| {
+        let found = self.names.lookup(hash, name, |route| {
             out.extend(
                 route
                     .chunks_exact(2)
                     .map(|d| u16::from_le_bytes([d[0], d[1]])),
             );
         });
-        if hit.is_none() {
-            self.route_miss(hash, name, out);
+        if let Lookup::Miss { admit } = found {
+            self.router.route_into(name, out);
+            if admit {
+                self.insert(hash, name, out);
+            }
         }
     }
 
     #[cold]
-    fn route_miss(&self, hash: u64, name: &[u8], out: &mut Vec<u16>) {
-        self.router.route_into(name, out);
+    fn insert(&self, hash: u64, name: &[u8], out: &[u16]) {
         let mut inline = [0u8; 2 * INLINE_ROUTE];
         if let Some(bytes) = inline.get_mut(..2 * out.len()) {
             for (b, d) in bytes.chunks_exact_mut(2).zip(out.iter()) {
@@ -151,6 +155,22 @@ mod tests {
                 assert!(cache.accounted_bytes() <= budget.max(1 << 10));
             }
         }
+    }
+
+    #[test]
+    fn names_seen_once_are_not_stored() {
+        let cache = RouteCache::new(router(), 4 << 20);
+        let mut out = Vec::new();
+        for i in 0..1000 {
+            cache.route_into(format!("once.{i}").as_bytes(), &mut out);
+        }
+        assert!(cache.len() < 10, "{} stored", cache.len());
+        for i in 0..1000 {
+            cache.route_into(format!("once.{i}").as_bytes(), &mut out);
+        }
+        // A few are lost to fingerprint collisions in the admission filter (each is stored
+        // on a later sighting).
+        assert!(cache.len() > 900, "{} stored", cache.len());
     }
 
     #[test]
