@@ -271,6 +271,8 @@ pub(crate) struct NameFilter {
     generation: u64,
     lists: Arc<Lists>,
     verdicts: Arc<NameCache>,
+    /// A cached verdict, read back.
+    scratch: Vec<u8>,
     /// Names dropped by the blacklist since the counters were last taken.
     pub(crate) blacklisted: u64,
     /// Names dropped for not being on the whitelist since then.
@@ -286,6 +288,7 @@ impl NameFilter {
             lists: shared.load(),
             shared,
             verdicts,
+            scratch: Vec::with_capacity(VERDICT_BYTES),
             blacklisted: 0,
             not_whitelisted: 0,
         }
@@ -296,19 +299,20 @@ impl NameFilter {
     pub(crate) fn check(&mut self, name: &[u8]) -> Verdict {
         let hash = self.verdicts.hash(name);
         let generation = self.generation;
-        let found = self
-            .verdicts
-            .lookup(hash, name, |v| decode_verdict(v, generation));
+        let found = match self.verdicts.lookup(hash, name, &mut self.scratch) {
+            Lookup::Hit => Ok(decode_verdict(&self.scratch, generation)),
+            Lookup::Miss { admit } => Err(admit),
+        };
         let verdict = match found {
-            Lookup::Hit(Some(v)) => v,
+            Ok(Some(v)) => v,
             // A verdict for other lists is replaced at once: the name is known to repeat.
-            Lookup::Hit(None) | Lookup::Miss { admit: true } => {
+            Ok(None) | Err(true) => {
                 let v = self.lists.verdict(name);
                 self.verdicts
                     .insert(hash, name, &encode_verdict(v, generation));
                 v
             }
-            Lookup::Miss { admit: false } => self.lists.verdict(name),
+            Err(false) => self.lists.verdict(name),
         };
         match verdict {
             Verdict::Pass => {}
@@ -328,9 +332,12 @@ impl NameFilter {
     }
 }
 
+/// Bytes of a cached verdict.
+const VERDICT_BYTES: usize = 9;
+
 /// A cached verdict: the lists' generation (8 bytes) and the verdict (1 byte).
-fn encode_verdict(v: Verdict, generation: u64) -> [u8; 9] {
-    let mut out = [0u8; 9];
+fn encode_verdict(v: Verdict, generation: u64) -> [u8; VERDICT_BYTES] {
+    let mut out = [0u8; VERDICT_BYTES];
     out[..8].copy_from_slice(&generation.to_le_bytes());
     out[8] = match v {
         Verdict::Pass => 0,

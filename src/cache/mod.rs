@@ -14,29 +14,42 @@
 //! the keys, the values, their headers, the index, the bookkeeping vectors and the
 //! allocator's per-allocation overhead ([`ALLOC_OVERHEAD`]); [`NameCache::accounted_bytes`]
 //! reports the sum, and a unit test holds it against the bytes the allocator actually handed
-//! out. Nothing is allocated per lookup or per insertion: memory grows in whole segments
-//! (below) and index doublings, up to the budget, and then stays flat.
+//! out. Nothing is allocated per lookup or per insertion: a shard allocates its index and
+//! admission filter on its first lookup and its segments one at a time as they fill, up to
+//! the budget, and then stays flat.
 //!
 //! ## Layout: sharded, each shard a segmented log with an open-addressing index
 //!
-//! The cache is split into up to [`MAX_SHARDS`] shards by the name's hash, each behind its own
-//! mutex, so two threads rarely meet on one lock (criterion `route_cache` bench: two threads on
-//! one shared cache run at twice one thread's rate). A shard stores its entries back to back
-//! in fixed-size *segments* (the log): a 12-byte header (hash, key length, value length,
-//! flags), the name's bytes, the value's bytes. Its index is a linear-probing table of `u64`
-//! slots, each holding 32 bits of the hash (to skip most key comparisons) and the entry's
-//! position in the log. A hit is one lock, one or two index cache lines, one entry.
+//! The cache is split into up to [`MAX_SHARDS`] shards by the name's hash. A shard stores its
+//! entries back to back in fixed-size *segments* (the log): a header word (hash, key length,
+//! value length), then the name's and the value's bytes. Its index is a linear-probing table of
+//! `u64` slots, each holding 32 bits of the hash (to skip most key comparisons), the entry's
+//! position in the log and its *referenced* bit. A quarter of a shard's budget is its index,
+//! a sixteenth its admission filter (below), the rest segments.
+//!
+//! ## Reading without a lock
+//!
+//! A lookup takes no lock and writes nothing shared: everything it reads is atomic words read
+//! with plain loads, bracketed by the shard's sequence counter (a seqlock). Only insertions and
+//! evictions take the shard's mutex and bump the counter; a lookup that overlaps one retries,
+//! and after a few tries reports a miss rather than wait. Two threads hitting the same names
+//! therefore do not bounce cache lines between their cores (criterion `route` bench:
+//! `hit/shared_2t` against `hit/shared_1t`), which a mutex per shard did: every lock and
+//! unlock writes the lock's line. Memory a lookup may touch is never freed while the cache
+//! lives (the index is allocated whole on a shard's first lookup, segments once each), so a
+//! lookup racing a writer reads stale words at worst, and the counter tells it so.
 //!
 //! ## Eviction: second chance over whole segments
 //!
-//! A hit sets the entry's *referenced* flag. When a shard needs room (a new segment, or index
-//! slots) and its budget allows no more, it takes its oldest segment and walks it: entries
-//! referenced since they were written are copied into a spare segment with the flag cleared
-//! (they survive, now the newest), the others are dropped from the index. The emptied segment
-//! becomes the next spare. This is CLOCK (FIFO with reinsertion) at segment granularity: a name
-//! that keeps arriving is touched at least once per lap of the log and is never evicted by a
-//! stream of one-off names; one-off names leave in arrival order. Eviction work is proportional
-//! to the segment walked, never to the whole cache, and never empties the cache at once.
+//! A hit sets the entry's *referenced* bit (once per lap, not per hit). When a shard needs
+//! room (its segments are all allocated and full, or its index is three quarters full), it
+//! takes its oldest segment and walks it: entries referenced since they were written are
+//! copied into a spare segment with the bit cleared (they survive, now the newest), the others
+//! are dropped from the index. The emptied segment becomes the next spare. This is CLOCK (FIFO
+//! with reinsertion) at segment granularity: a name that keeps arriving is touched at least
+//! once per lap of the log and is never evicted by a stream of one-off names; one-off names
+//! leave in arrival order. Eviction work is proportional to the segment walked, never to the
+//! whole cache, and never empties the cache at once.
 //!
 //! ## Admission: second sight
 //!
@@ -50,15 +63,14 @@
 //!
 //! A name whose entry would not fit in half a segment is not cached (its value is computed on
 //! every lookup, exactly as if the cache were off): one such name cannot flush the cache.
-//! A budget too small for a shard's minimum (three segments and a small index) disables the
-//! cache.
+//! A budget too small for a shard's minimum (three segments and a small index, a few KiB)
+//! disables the cache.
 
 mod shard;
 #[cfg(test)]
 mod tests;
 
 use std::mem::size_of;
-use std::sync::{Mutex, MutexGuard};
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -71,8 +83,9 @@ pub const MAX_SHARDS: usize = 64;
 /// rounding to 16 bytes).
 pub const ALLOC_OVERHEAD: usize = 16;
 
-/// Smallest shard worth having: below this a cache uses fewer shards.
-const MIN_SHARD_BYTES: usize = 256 << 10;
+/// Smallest shard worth having: below this a cache uses fewer shards (so that a 4 MiB cache
+/// still has 64 KiB segments and caches 16 KiB names).
+const MIN_SHARD_BYTES: usize = 1 << 20;
 
 /// Largest segment (a name up to half of it can be cached: 32 KiB).
 const MAX_SEGMENT_BYTES: usize = 64 << 10;
@@ -80,13 +93,32 @@ const MAX_SEGMENT_BYTES: usize = 64 << 10;
 /// Segments a shard aims for at least; smaller budgets get smaller segments.
 const TARGET_SEGMENTS: usize = 12;
 
+/// Where a lookup copies a cached value. A lookup that races a writer may start over, so it
+/// clears the sink before each attempt.
+pub trait ValueSink {
+    /// Forgets what a previous attempt wrote.
+    fn clear(&mut self);
+    /// Appends the next bytes of the value.
+    fn extend(&mut self, bytes: &[u8]);
+}
+
+impl ValueSink for Vec<u8> {
+    fn clear(&mut self) {
+        Vec::clear(self);
+    }
+
+    fn extend(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
 /// What [`NameCache::lookup`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lookup<R> {
-    /// Cached: what the reader returned.
-    Hit(R),
-    /// Not cached; `admit` says whether to insert the value once computed (the name was
-    /// missed recently before).
+pub enum Lookup {
+    /// Cached: the value is in the sink.
+    Hit,
+    /// Not cached; `admit` says whether to [`insert`](NameCache::insert) the value once
+    /// computed (the name was missed recently before).
     Miss {
         /// Insert the computed value.
         admit: bool,
@@ -94,10 +126,10 @@ pub enum Lookup<R> {
 }
 
 /// A byte-bounded, sharded cache from names to small byte values. Shared (`Arc`) by every
-/// ingestor; see the module documentation for layout and eviction.
+/// ingestor; see the module documentation for layout, reading and eviction.
 #[derive(Debug)]
 pub struct NameCache {
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[Shard]>,
     seed: u64,
     shard_mask: u64,
     budget: usize,
@@ -107,13 +139,13 @@ pub struct NameCache {
 
 impl NameCache {
     /// A cache that holds at most `budget_bytes`; a budget below one shard's minimum (a few
-    /// KiB) disables it: every lookup misses and nothing is stored.
+    /// KiB) disables it: every lookup misses and nothing is stored or allocated.
     pub fn new(budget_bytes: usize) -> Self {
         let mut shards = MAX_SHARDS;
         while shards > 1 && budget_bytes / shards < MIN_SHARD_BYTES {
             shards /= 2;
         }
-        let mut fixed = size_of::<Self>() + shards * size_of::<Mutex<Shard>>() + ALLOC_OVERHEAD;
+        let mut fixed = size_of::<Self>() + shards * size_of::<Shard>() + ALLOC_OVERHEAD;
         let per_shard = budget_bytes.saturating_sub(fixed) / shards;
         let geometry = Geometry::for_budget(per_shard, TARGET_SEGMENTS, MAX_SEGMENT_BYTES);
         if geometry.is_disabled() {
@@ -121,9 +153,7 @@ impl NameCache {
             shards = 0;
             fixed = 0;
         }
-        let shards: Box<[Mutex<Shard>]> = (0..shards)
-            .map(|_| Mutex::new(Shard::new(geometry)))
-            .collect();
+        let shards: Box<[Shard]> = (0..shards).map(|_| Shard::new(geometry)).collect();
         Self {
             shard_mask: (shards.len() as u64).saturating_sub(1),
             shards,
@@ -135,39 +165,28 @@ impl NameCache {
 
     /// The hash every other method takes: xxh3 of the name, seeded per cache so that names
     /// crafted to collide in one relay do not collide in another. Compute it once per lookup
-    /// and pass it to [`get_with`](Self::get_with) and [`insert`](Self::insert).
+    /// and pass it to [`lookup`](Self::lookup) and [`insert`](Self::insert).
     #[inline]
     pub fn hash(&self, name: &[u8]) -> u64 {
         xxh3_64_with_seed(name, self.seed)
     }
 
-    /// The lookup of the data path: `read` gets the cached value of `name` (whose
-    /// [`hash`](Self::hash) is `hash`), or on a miss the answer says whether to
-    /// [`insert`](Self::insert) the value once computed (see *Admission*).
+    /// The lookup of the data path: on a hit the cached value of `name` (whose
+    /// [`hash`](Self::hash) is `hash`) is copied into `value`; on a miss the answer says
+    /// whether to [`insert`](Self::insert) the value once computed (see *Admission*). Takes
+    /// no lock and writes no shared memory on a hit (see *Reading without a lock*).
     #[inline]
-    pub fn lookup<R>(&self, hash: u64, name: &[u8], read: impl FnOnce(&[u8]) -> R) -> Lookup<R> {
-        let Some(mut shard) = self.shard(hash) else {
-            return Lookup::Miss { admit: false };
-        };
-        match shard.get(hash, name) {
-            Some(value) => Lookup::Hit(read(value)),
-            None => Lookup::Miss {
-                admit: shard.admit(hash),
-            },
+    pub fn lookup(&self, hash: u64, name: &[u8], value: &mut impl ValueSink) -> Lookup {
+        match self.shard(hash) {
+            Some(shard) => shard.lookup(hash, name, value),
+            None => Lookup::Miss { admit: false },
         }
-    }
-
-    /// Calls `read` with the cached value of `name` (whose [`hash`](Self::hash) is `hash`) and
-    /// marks the entry referenced; `None` when the name is not cached.
-    #[inline]
-    pub fn get_with<R>(&self, hash: u64, name: &[u8], read: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        self.shard(hash)?.get(hash, name).map(read)
     }
 
     /// Stores `value` for `name`, replacing an earlier value, evicting as the budget requires.
     /// A name and value too large for the cache (or a disabled cache) store nothing.
     pub fn insert(&self, hash: u64, name: &[u8], value: &[u8]) {
-        if let Some(mut shard) = self.shard(hash) {
+        if let Some(shard) = self.shard(hash) {
             shard.insert(hash, name, value);
         }
     }
@@ -182,20 +201,21 @@ impl NameCache {
         self.shards.is_empty()
     }
 
-    /// Every byte the cache holds now: entries, index, bookkeeping, allocator overhead. Never
-    /// more than [`budget`](Self::budget) (locks every shard in turn; for tests and reports).
+    /// Every byte the cache holds now: entries, index, admission filter, bookkeeping,
+    /// allocator overhead. Never more than [`budget`](Self::budget) (takes every shard's writer
+    /// lock in turn; for tests and reports).
     pub fn accounted_bytes(&self) -> usize {
         self.fixed
             + self
                 .shards
                 .iter()
-                .map(|s| lock(s).accounted_bytes())
+                .map(Shard::accounted_bytes)
                 .sum::<usize>()
     }
 
-    /// Names cached now (locks every shard in turn).
+    /// Names cached now (takes every shard's writer lock in turn).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).len()).sum()
+        self.shards.iter().map(Shard::len).sum()
     }
 
     /// True when no name is cached.
@@ -203,21 +223,11 @@ impl NameCache {
         self.len() == 0
     }
 
-    /// The shard of `hash`, locked (`None` for a disabled cache).
+    /// The shard of `hash` (`None` for a disabled cache).
     #[inline]
-    fn shard(&self, hash: u64) -> Option<MutexGuard<'_, Shard>> {
+    fn shard(&self, hash: u64) -> Option<&Shard> {
         // The low bits pick the shard (the count is a power of two); the index uses the high
         // 32 bits.
-        self.shards.get((hash & self.shard_mask) as usize).map(lock)
+        self.shards.get((hash & self.shard_mask) as usize)
     }
-}
-
-/// A shard's lock. A panic while holding it cannot leave a shard unsound (every method keeps
-/// the index and the log consistent between statements that can panic), so poisoning is
-/// ignored.
-#[inline]
-fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
-    shard
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

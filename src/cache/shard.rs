@@ -1,158 +1,211 @@
 //! One shard of a [`NameCache`](super::NameCache): a segmented log of entries and a
-//! linear-probing index over it, within a byte budget (module documentation of `cache`).
+//! linear-probing index over it, read without a lock (module documentation of `cache`).
 //!
-//! Entry layout in a segment, little-endian, unaligned:
+//! ## Words
+//!
+//! Everything readers look at is `AtomicU64` (or `AtomicU32`) words, read with relaxed loads
+//! (plain loads on x86 and ARM) under the shard's sequence counter, so a reader never writes
+//! a shared cache line and a torn read is detected, never acted on. An entry is one header word
+//! then the name's bytes followed by the value's bytes, packed little-endian into words:
 //!
 //! ```text
-//! hash_hi: u32 | key_len: u32 | value_len: u16 | flags: u8 | 0: u8 | key | value
+//! word 0: hash_hi << 32 | key_len << 16 | value_len      words 1..: key bytes, value bytes
 //! ```
 //!
-//! An index slot is `hash_hi << 32 | (location + 1)`, `0` meaning empty; a location is
-//! `segment << segment_shift | offset`. The index holds exactly the live entries: an entry is
-//! dropped from the index when evicted or replaced, and a replaced entry is flagged dead so
-//! that eviction skips it.
+//! An index slot is `hash_hi << 32 | (location + 1) << 1 | referenced`, `0` meaning empty; a
+//! location is `segment << segment_shift | word offset`. The index holds exactly the live
+//! entries; an entry replaced by a newer value for the same name is simply no longer pointed
+//! at, and eviction skips it.
+//!
+//! ## Readers and the writer
+//!
+//! Writers (insertions, evictions) take the shard's mutex and bracket their changes with the
+//! sequence counter (odd while writing). A reader loads the counter, probes and copies the
+//! value out, then checks that the counter has not moved; if it has, it retries a few times
+//! and then reports a miss (the caller computes the value; nothing waits). Memory readers may
+//! look at is never freed while the shard lives: the index is allocated whole on first use and
+//! segments once each, so a racing reader can read stale words but never freed ones.
 
 use std::collections::VecDeque;
 use std::mem::size_of;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use super::ALLOC_OVERHEAD;
+use super::{ALLOC_OVERHEAD, Lookup, ValueSink};
 
-/// Entry header bytes.
-const HEADER: usize = 12;
-/// Flag: looked up since written or last given a second chance.
-const REFERENCED: u8 = 1;
-/// Flag: replaced by a newer entry for the same name; its bytes wait for eviction.
-const DEAD: u8 = 2;
-/// Byte of the header holding the flags.
-const FLAGS_AT: usize = 10;
-/// Smallest segment.
-const MIN_SEGMENT_BYTES: usize = 512;
+/// Bytes per word.
+const WORD: usize = size_of::<u64>();
+/// Smallest segment, in words (512 bytes).
+const MIN_SEGMENT_WORDS: usize = 64;
 /// A shard needs an open segment, an older one to evict and a spare to copy survivors into.
 const MIN_SEGMENTS: usize = 3;
-/// First index size, in slots.
+/// Smallest index, in slots.
 const MIN_SLOTS: usize = 16;
+/// The index takes at most this fraction (1/n) of a shard's budget (rounded down to a power of
+/// two: between a sixth and a third, a quarter for power-of-two budgets).
+const INDEX_SHARE: usize = 3;
 /// Smallest admission filter, in fingerprints.
 const MIN_SEEN: usize = 64;
-/// The admission filter takes at most this fraction (1/n) of the budget.
-const SEEN_SHARE: usize = 16;
+/// The admission filter takes at most this fraction (1/n) of a shard's budget (rounded down to
+/// a power of two: a sixteenth for power-of-two budgets).
+const SEEN_SHARE: usize = 12;
+/// Reads retried this often while a writer changes the shard before a lookup reports a miss.
+const READ_ATTEMPTS: usize = 4;
+/// Slot bit: looked up since written or last given a second chance.
+const REFERENCED: u64 = 1;
+/// Most entries, as a fraction of the slots (linear probing stays short below 3/4).
+const MAX_LOAD_NUM: usize = 3;
+const MAX_LOAD_DEN: usize = 4;
 
 /// A shard's shape, fixed at construction from its budget.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Geometry {
-    /// Budget of the shard, bytes.
-    budget: usize,
-    /// `log2` of the segment size.
+    /// `log2` of the segment size in words.
     segment_shift: u32,
-    /// Most segments (the spare included); 0 disables the shard.
-    max_segments: usize,
-    /// Largest index, in slots (a power of two).
-    max_slots: usize,
-    /// Fingerprints in the admission filter (a power of two).
-    seen_slots: usize,
+    /// Segments (the spare included); 0 disables the shard.
+    segments: usize,
+    /// Index slots (a power of two).
+    slots: usize,
+    /// Admission-filter fingerprints (a power of two).
+    seen: usize,
 }
 
 impl Geometry {
-    /// Segments of at most `max_segment` bytes, about `target` of them. The index and the
-    /// segments share the budget: the index doubles while the entries fill three quarters of
-    /// it (up to half the budget), giving back the oldest segments when it needs their bytes.
-    /// Small names thus get a larger index and fewer segments, long names the reverse.
+    /// About a quarter of `budget` for the index, a sixteenth for the admission filter, the
+    /// rest in segments of at most `max_segment` bytes, at least `target` of them if possible.
     pub(super) fn for_budget(budget: usize, target: usize, max_segment: usize) -> Self {
-        let mut segment = max_segment.max(MIN_SEGMENT_BYTES).next_power_of_two();
-        while segment > MIN_SEGMENT_BYTES && segment * target > budget {
-            segment /= 2;
+        let disabled = Self {
+            segment_shift: 0,
+            segments: 0,
+            slots: 0,
+            seen: 0,
+        };
+        let slots = pow2_at_most(budget / INDEX_SHARE / WORD);
+        let seen = pow2_at_most(budget / SEEN_SHARE / size_of::<u32>());
+        if slots < MIN_SLOTS || seen < MIN_SEEN {
+            return disabled;
         }
-        let mut max_slots = MIN_SLOTS;
-        while max_slots * 2 * size_of::<u64>() <= budget / 2 {
-            max_slots *= 2;
+        let mut segment_words = pow2_at_most(max_segment / WORD).max(MIN_SEGMENT_WORDS);
+        while segment_words > MIN_SEGMENT_WORDS && segment_words * WORD * target > budget {
+            segment_words /= 2;
         }
-        let mut seen_slots = MIN_SEEN;
-        while seen_slots * 2 * size_of::<u32>() <= budget / SEEN_SHARE {
-            seen_slots *= 2;
-        }
-        let seen = seen_slots * size_of::<u32>() + ALLOC_OVERHEAD;
-        let index = MIN_SLOTS * size_of::<u64>() + ALLOC_OVERHEAD;
-        let mut max_segments = budget.saturating_sub(index + seen + bookkeeping_fixed())
-            / (segment + per_segment_cost());
-        // Locations are u32 (plus one for "empty").
-        max_segments = max_segments.min((u32::MAX as usize - 1) >> segment.trailing_zeros());
-        if max_segments < MIN_SEGMENTS {
-            max_segments = 0;
+        let fixed = slots * WORD + seen * size_of::<u32>() + 2 * ALLOC_OVERHEAD + bookkeeping(0);
+        let mut segments = budget.saturating_sub(fixed) / (segment_words * WORD + per_segment());
+        // Locations are 31 bits (plus one for "empty").
+        segments = segments.min(((1usize << 31) - 2) / segment_words);
+        if segments < MIN_SEGMENTS {
+            return disabled;
         }
         Self {
-            budget,
-            segment_shift: segment.trailing_zeros(),
-            max_segments,
-            max_slots,
-            seen_slots,
+            segment_shift: segment_words.trailing_zeros(),
+            segments,
+            slots,
+            seen,
         }
     }
 
     /// True when the budget is too small for a working shard.
     pub(super) fn is_disabled(&self) -> bool {
-        self.max_segments == 0
+        self.segments == 0
     }
 
-    fn segment_bytes(&self) -> usize {
+    fn segment_words(&self) -> usize {
         1 << self.segment_shift
     }
 }
 
-/// Bookkeeping allocations that do not depend on the segment count (their overheads).
-fn bookkeeping_fixed() -> usize {
-    3 * ALLOC_OVERHEAD
+fn pow2_at_most(n: usize) -> usize {
+    if n == 0 { 0 } else { 1 << n.ilog2() }
 }
 
-/// Bookkeeping per possible segment: its `Vec` header, its place in the order and free lists,
-/// and the allocator's overhead on the segment itself.
-fn per_segment_cost() -> usize {
-    size_of::<Vec<u8>>() + 2 * size_of::<u32>() + ALLOC_OVERHEAD
+/// Bookkeeping bytes of a shard with room for `segments` (its four vectors and their
+/// allocations; with 0, only the allocation overheads).
+fn bookkeeping(segments: usize) -> usize {
+    4 * ALLOC_OVERHEAD + segments * (per_segment() - ALLOC_OVERHEAD)
 }
 
-/// See the module documentation.
+/// Bookkeeping per segment: its slot in the segment table, its fill level, its places in the
+/// order and free lists, and the allocator's overhead on the segment itself.
+fn per_segment() -> usize {
+    size_of::<OnceLock<Box<[AtomicU64]>>>() + 3 * size_of::<u32>() + ALLOC_OVERHEAD
+}
+
+/// The index and the admission filter, allocated whole on a shard's first lookup.
 #[derive(Debug)]
-pub(super) struct Shard {
-    geometry: Geometry,
-    /// Linear-probing index; empty or a power of two long.
-    slots: Vec<u64>,
+struct Index {
+    slots: Box<[AtomicU64]>,
+    seen: Box<[AtomicU32]>,
+}
+
+/// What only the writer (holding the mutex) touches.
+#[derive(Debug)]
+struct Writer {
     /// Live entries (= occupied slots).
     entries: usize,
-    /// Segments by id; an unallocated one has capacity 0.
-    segments: Vec<Vec<u8>>,
+    /// Words used in each segment.
+    fill: Vec<u32>,
     /// Segments holding entries, oldest first; the back one is open for appends.
     order: VecDeque<u32>,
     /// Allocated, empty segments.
     free: Vec<u32>,
     /// An allocated, empty segment kept for eviction to copy survivors into.
     spare: Option<u32>,
-    /// Segments allocated now.
+    /// Segments allocated so far.
     allocated: usize,
-    /// Admission filter: fingerprints of names missed once and not admitted (allocated on
-    /// the first miss).
-    seen: Vec<u32>,
+}
+
+/// See the module documentation. Aligned so that one shard's counter and mutex never share a
+/// cache line with another's.
+#[derive(Debug)]
+#[repr(align(128))]
+pub(super) struct Shard {
+    /// Sequence counter: odd while a writer changes the shard.
+    seq: AtomicU64,
+    index: OnceLock<Index>,
+    segments: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    geometry: Geometry,
+    writer: Mutex<Writer>,
 }
 
 impl Shard {
     pub(super) fn new(geometry: Geometry) -> Self {
-        let n = geometry.max_segments;
+        let n = geometry.segments;
         Self {
+            seq: AtomicU64::new(0),
+            index: OnceLock::new(),
+            segments: (0..n).map(|_| OnceLock::new()).collect(),
             geometry,
-            slots: Vec::new(),
-            entries: 0,
-            segments: Vec::with_capacity(n),
-            order: VecDeque::with_capacity(n),
-            free: Vec::with_capacity(n),
-            spare: None,
-            allocated: 0,
-            seen: Vec::new(),
+            writer: Mutex::new(Writer {
+                entries: 0,
+                fill: vec![0; n],
+                order: VecDeque::with_capacity(n),
+                free: Vec::with_capacity(n),
+                spare: None,
+                allocated: 0,
+            }),
         }
     }
 
+    fn writer(&self) -> MutexGuard<'_, Writer> {
+        // The writer keeps the structure consistent between statements that can panic (none
+        // of its statements index out of bounds), so a poisoned lock is still sound.
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn index(&self) -> &Index {
+        self.index.get_or_init(|| Index {
+            slots: zeroed(self.geometry.slots),
+            seen: (0..self.geometry.seen).map(|_| AtomicU32::new(0)).collect(),
+        })
+    }
+
     pub(super) fn len(&self) -> usize {
-        self.entries
+        self.writer().entries
     }
 
     /// Every byte this shard has allocated, with the allocator's overhead per allocation.
     pub(super) fn accounted_bytes(&self) -> usize {
+        let w = self.writer();
         fn vec_bytes(capacity: usize, item: usize) -> usize {
             if capacity == 0 {
                 0
@@ -160,454 +213,528 @@ impl Shard {
                 capacity * item + ALLOC_OVERHEAD
             }
         }
-        vec_bytes(self.segments.capacity(), size_of::<Vec<u8>>())
-            + vec_bytes(self.order.capacity(), size_of::<u32>())
-            + vec_bytes(self.free.capacity(), size_of::<u32>())
-            + self.slot_bytes(self.slots.capacity())
-            + vec_bytes(self.seen.capacity(), size_of::<u32>())
-            + self
-                .segments
-                .iter()
-                .map(|s| vec_bytes(s.capacity(), 1))
-                .sum::<usize>()
+        let index = self.index.get().map_or(0, |i| {
+            vec_bytes(i.slots.len(), WORD) + vec_bytes(i.seen.len(), size_of::<u32>())
+        });
+        let segments = self
+            .segments
+            .iter()
+            .filter_map(OnceLock::get)
+            .map(|s| vec_bytes(s.len(), WORD))
+            .sum::<usize>();
+        vec_bytes(self.segments.len(), size_of::<OnceLock<Box<[AtomicU64]>>>())
+            + vec_bytes(w.fill.capacity(), size_of::<u32>())
+            + vec_bytes(w.order.capacity(), size_of::<u32>())
+            + vec_bytes(w.free.capacity(), size_of::<u32>())
+            + index
+            + segments
     }
 
-    fn slot_bytes(&self, slots: usize) -> usize {
-        if slots == 0 {
-            0
-        } else {
-            slots * size_of::<u64>() + ALLOC_OVERHEAD
-        }
+    /// The most this shard will account for.
+    #[cfg(test)]
+    pub(super) fn budget_bytes(&self) -> usize {
+        let g = &self.geometry;
+        bookkeeping(g.segments)
+            + g.slots * WORD
+            + g.seen * size_of::<u32>()
+            + 2 * ALLOC_OVERHEAD
+            + g.segments * (g.segment_words() * WORD + ALLOC_OVERHEAD)
     }
 
-    /// Bytes the shard would hold with `segments` allocated and an index of `slots` (plus
-    /// `extra_slots` held at the same time, while the index grows).
-    fn bytes_with(&self, segments: usize, slots: usize, extra_slots: usize) -> usize {
-        let n = self.geometry.max_segments;
-        bookkeeping_fixed()
-            + self.geometry.seen_slots * size_of::<u32>()
-            + ALLOC_OVERHEAD
-            + n * (size_of::<Vec<u8>>() + 2 * size_of::<u32>())
-            + segments * (self.geometry.segment_bytes() + ALLOC_OVERHEAD)
-            + self.slot_bytes(slots)
-            + self.slot_bytes(extra_slots)
-    }
-
-    /// The value cached for `name`, marking its entry referenced.
+    /// The value cached for `name` into `sink`, marking the entry referenced; on a miss,
+    /// whether to admit the name (see [`NameCache::lookup`](super::NameCache::lookup)).
     #[inline]
-    pub(super) fn get(&mut self, hash: u64, name: &[u8]) -> Option<&[u8]> {
+    pub(super) fn lookup(&self, hash: u64, name: &[u8], sink: &mut impl ValueSink) -> Lookup {
+        let index = self.index();
         let hi = (hash >> 32) as u32;
-        let slot = self.find(hi, name)?;
-        let loc = location(*self.slots.get(slot)?);
-        let (segment, offset) = self.split(loc);
-        let data = self.segments.get_mut(segment)?;
+        for _ in 0..READ_ATTEMPTS {
+            let seq = self.seq.load(Ordering::Acquire);
+            if seq & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let found = self.read(index, hi, name, sink);
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) != seq {
+                continue;
+            }
+            return match found {
+                Some((at, slot)) => {
+                    // Written once per lap of the log, not per hit; the exchange leaves a slot
+                    // a writer has changed since alone.
+                    if slot & REFERENCED == 0
+                        && let Some(s) = index.slots.get(at)
+                    {
+                        let _ = s.compare_exchange(
+                            slot,
+                            slot | REFERENCED,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        );
+                    }
+                    Lookup::Hit
+                }
+                None => Lookup::Miss {
+                    admit: admit(index, hash),
+                },
+            };
+        }
+        Lookup::Miss { admit: false }
+    }
+
+    /// Probes for `name`; on a match copies the value into `sink` and returns the slot's
+    /// position and value. May see a writer's half-done work: the caller validates.
+    #[inline]
+    fn read(
+        &self,
+        index: &Index,
+        hi: u32,
+        name: &[u8],
+        sink: &mut impl ValueSink,
+    ) -> Option<(usize, u64)> {
+        let at = self.find(index, hi, name)?;
+        let slot = index.slots.get(at)?.load(Ordering::Relaxed);
+        let (data, offset) = self.entry(location(slot))?;
         let header = Header::read(data, offset)?;
-        // Written only when it changes: a hot entry's line is not dirtied on every hit.
-        if let Some(flags) = data.get_mut(offset + FLAGS_AT)
-            && *flags & REFERENCED == 0
-        {
-            *flags |= REFERENCED;
-        }
-        data.get(header.value_range(offset))
+        sink.clear();
+        read_bytes(data, offset + 1, header.key_len, header.value_len, sink);
+        Some((at, slot))
     }
 
-    /// After a miss: true when `hash` missed before and its fingerprint is still in the
-    /// admission filter (the name came back: cache it), else records the fingerprint.
+    /// Slot position of `name`, if indexed.
     #[inline]
-    pub(super) fn admit(&mut self, hash: u64) -> bool {
-        if self.seen.is_empty() {
-            self.seen = vec![0; self.geometry.seen_slots];
-        }
-        let fingerprint = (hash as u32) | 1;
-        let at = (hash >> 40) as usize & (self.seen.len() - 1);
-        match self.seen.get_mut(at) {
-            Some(f) if *f == fingerprint => true,
-            Some(f) => {
-                *f = fingerprint;
-                false
-            }
-            None => false,
-        }
-    }
-
-    /// Stores `value` for `name` (see [`NameCache::insert`](super::NameCache::insert)).
-    pub(super) fn insert(&mut self, hash: u64, name: &[u8], value: &[u8]) {
-        let size = HEADER + name.len() + value.len();
-        if size > self.geometry.segment_bytes() / 2 {
-            return;
-        }
-        let hi = (hash >> 32) as u32;
-        if let Some(slot) = self.find(hi, name)
-            && self.replace_or_keep(slot, value)
-        {
-            return;
-        }
-        // Each round either grows something or evicts a segment; two laps of the log clear
-        // every referenced flag, so this ends well within the bound.
-        for _ in 0..4 * self.geometry.max_segments + 8 {
-            if !self.index_has_room() {
-                self.make_index_room();
-                continue;
-            }
-            if !self.open_has_room(size) {
-                self.open_segment();
-                continue;
-            }
-            self.append(hi, name, value);
-            return;
-        }
-    }
-
-    /// For a name already cached: true when its value is `value` (marked referenced);
-    /// otherwise the old entry is flagged dead and dropped from the index.
-    fn replace_or_keep(&mut self, slot: usize, value: &[u8]) -> bool {
-        let Some(&s) = self.slots.get(slot) else {
-            return false;
-        };
-        let (segment, offset) = self.split(location(s));
-        let Some(data) = self.segments.get_mut(segment) else {
-            return false;
-        };
-        let same = Header::read(data, offset)
-            .and_then(|h| data.get(h.value_range(offset)))
-            .is_some_and(|v| v == value);
-        if let Some(flags) = data.get_mut(offset + FLAGS_AT) {
-            *flags |= if same { REFERENCED } else { DEAD };
-        }
-        if !same {
-            self.remove_slot(slot);
-        }
-        same
-    }
-
-    /// Slot of `name`, if cached.
-    #[inline]
-    fn find(&self, hi: u32, name: &[u8]) -> Option<usize> {
-        if self.slots.is_empty() {
-            return None;
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = hi as usize & mask;
-        loop {
-            let s = *self.slots.get(i)?;
+    fn find(&self, index: &Index, hi: u32, name: &[u8]) -> Option<usize> {
+        let slots = &index.slots;
+        let mask = slots.len().checked_sub(1)?;
+        let mut at = hi as usize & mask;
+        // Bounded: a racing writer could leave no empty slot in view.
+        for _ in 0..slots.len() {
+            let s = slots.get(at)?.load(Ordering::Relaxed);
             if s == 0 {
                 return None;
             }
-            if (s >> 32) as u32 == hi && self.key_at(location(s)) == Some(name) {
-                return Some(i);
+            if (s >> 32) as u32 == hi && self.key_matches(location(s), name) {
+                return Some(at);
             }
-            i = (i + 1) & mask;
+            at = (at + 1) & mask;
         }
+        None
     }
 
-    /// Slot pointing at location `loc` (an entry whose hash is `hi`).
-    fn find_location(&self, hi: u32, loc: u32) -> Option<usize> {
-        if self.slots.is_empty() {
-            return None;
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = hi as usize & mask;
-        loop {
-            let s = *self.slots.get(i)?;
+    /// Slot position pointing at `loc` (an entry whose hash is `hi`).
+    fn find_location(&self, index: &Index, hi: u32, loc: u32) -> Option<usize> {
+        let slots = &index.slots;
+        let mask = slots.len().checked_sub(1)?;
+        let mut at = hi as usize & mask;
+        for _ in 0..slots.len() {
+            let s = slots.get(at)?.load(Ordering::Relaxed);
             if s == 0 {
                 return None;
             }
             if location(s) == loc {
-                return Some(i);
+                return Some(at);
             }
-            i = (i + 1) & mask;
+            at = (at + 1) & mask;
         }
+        None
     }
 
     #[inline]
-    fn key_at(&self, loc: u32) -> Option<&[u8]> {
-        let (segment, offset) = self.split(loc);
-        let data = self.segments.get(segment)?;
-        let header = Header::read(data, offset)?;
-        data.get(header.key_range(offset))
+    fn key_matches(&self, loc: u32, name: &[u8]) -> bool {
+        let Some((data, offset)) = self.entry(loc) else {
+            return false;
+        };
+        let Some(header) = Header::read(data, offset) else {
+            return false;
+        };
+        if header.key_len != name.len() {
+            return false;
+        }
+        name.chunks(WORD).enumerate().all(|(i, chunk)| {
+            let word = data
+                .get(offset + 1 + i)
+                .map_or(0, |w| w.load(Ordering::Relaxed));
+            let mask = if chunk.len() == WORD {
+                u64::MAX
+            } else {
+                (1u64 << (8 * chunk.len())) - 1
+            };
+            word & mask == pack(chunk)
+        })
     }
 
+    /// The segment holding `loc` and the word offset in it.
     #[inline]
-    fn split(&self, loc: u32) -> (usize, usize) {
+    fn entry(&self, loc: u32) -> Option<(&[AtomicU64], usize)> {
         let shift = self.geometry.segment_shift;
-        ((loc >> shift) as usize, (loc & ((1 << shift) - 1)) as usize)
+        let segment = self.segments.get((loc >> shift) as usize)?.get()?;
+        Some((segment, (loc & ((1 << shift) - 1)) as usize))
     }
 
-    /// Load factor at most 3/4 after one more entry.
-    fn index_has_room(&self) -> bool {
-        (self.entries + 1) * 4 <= self.slots.len() * 3
+    /// Stores `value` for `name` (see [`NameCache::insert`](super::NameCache::insert)).
+    pub(super) fn insert(&self, hash: u64, name: &[u8], value: &[u8]) {
+        let words = entry_words(name.len(), value.len());
+        if words > self.geometry.segment_words() / 2
+            || name.len() > usize::from(u16::MAX)
+            || value.len() > usize::from(u16::MAX)
+        {
+            return;
+        }
+        let index = self.index();
+        let mut w = self.writer();
+        let seq = self.seq.load(Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.insert_locked(&mut w, index, (hash >> 32) as u32, name, value, words);
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
 
-    /// Grows the index if it may (releasing old segments if the growth needs their bytes),
-    /// else evicts the oldest segment.
-    fn make_index_room(&mut self) {
-        let slots = self.slots.len();
-        let grown = (slots * 2).max(MIN_SLOTS);
-        if grown <= self.geometry.max_slots {
-            // Old and new tables exist together while the entries move.
-            while self.bytes_with(self.allocated, grown, slots) > self.geometry.budget {
-                if !self.release_oldest() {
-                    break;
+    fn insert_locked(
+        &self,
+        w: &mut Writer,
+        index: &Index,
+        hi: u32,
+        name: &[u8],
+        value: &[u8],
+        words: usize,
+    ) {
+        if let Some(at) = self.find(index, hi, name) {
+            let mut old = Vec::new();
+            let same = self.read(index, hi, name, &mut old).is_some() && old == value;
+            if same {
+                if let Some(s) = index.slots.get(at) {
+                    s.fetch_or(REFERENCED, Ordering::Relaxed);
                 }
-            }
-            if self.bytes_with(self.allocated, grown, slots) <= self.geometry.budget {
-                self.grow_index(grown);
                 return;
             }
+            remove_slot(w, index, at);
         }
-        if !self.evict_oldest() {
-            self.clear();
-        }
-    }
-
-    fn grow_index(&mut self, slots: usize) {
-        let old = std::mem::replace(&mut self.slots, vec![0; slots]);
-        let mask = slots - 1;
-        for s in old.into_iter().filter(|&s| s != 0) {
-            let mut i = (s >> 32) as usize & mask;
-            while self.slots.get(i).is_some_and(|&t| t != 0) {
-                i = (i + 1) & mask;
+        // Each round frees index room or opens a segment (evicting the oldest at the
+        // budget); two laps of the log clear every referenced bit, so this ends well within
+        // the bound.
+        for _ in 0..4 * self.geometry.segments + 8 {
+            if (w.entries + 1) * MAX_LOAD_DEN > index.slots.len() * MAX_LOAD_NUM {
+                if !self.evict_oldest(w, index) {
+                    self.clear(w, index);
+                }
+                continue;
             }
-            if let Some(t) = self.slots.get_mut(i) {
-                *t = s;
+            let open = w.order.back().copied();
+            let room = open
+                .and_then(|id| w.fill.get(id as usize))
+                .map_or(0, |&f| self.geometry.segment_words() - f as usize);
+            if room < words {
+                self.open_segment(w, index);
+                continue;
             }
+            if let Some(id) = open {
+                self.append(w, index, id, hi, name, value);
+            }
+            return;
         }
-    }
-
-    fn open_has_room(&self, size: usize) -> bool {
-        self.order
-            .back()
-            .and_then(|&id| self.segments.get(id as usize))
-            .is_some_and(|s| s.capacity() - s.len() >= size)
     }
 
     /// Opens a new segment for appends: an empty one, a newly allocated one, or (at the
-    /// budget) the spare after its oldest segment's survivors have moved into it.
-    fn open_segment(&mut self) {
-        if let Some(id) = self.free.pop() {
-            self.order.push_back(id);
-        } else if let Some(id) = self.allocate(true) {
-            self.order.push_back(id);
-        } else if !self.evict_oldest() {
-            self.clear();
+    /// budget) the spare after the oldest segment's survivors have moved into it.
+    fn open_segment(&self, w: &mut Writer, index: &Index) {
+        if let Some(id) = w.free.pop() {
+            w.order.push_back(id);
+        } else if let Some(id) = self.allocate(w, true) {
+            w.order.push_back(id);
+        } else if !self.evict_oldest(w, index) {
+            self.clear(w, index);
         }
     }
 
     /// Allocates a segment if the budget allows; `keep_spare` leaves room for one more (the
     /// spare eviction copies survivors into).
-    fn allocate(&mut self, keep_spare: bool) -> Option<u32> {
-        let want = self.allocated + 1 + usize::from(keep_spare);
-        if want > self.geometry.max_segments
-            || self.bytes_with(want, self.slots.len(), 0) > self.geometry.budget
-        {
+    fn allocate(&self, w: &mut Writer, keep_spare: bool) -> Option<u32> {
+        let want = w.allocated + 1 + usize::from(keep_spare);
+        if want > self.geometry.segments {
             return None;
         }
-        let segment = Vec::with_capacity(self.geometry.segment_bytes());
-        let id = match self.segments.iter().position(|s| s.capacity() == 0) {
-            Some(id) => {
-                self.segments[id] = segment;
-                id
-            }
-            None => {
-                self.segments.push(segment);
-                self.segments.len() - 1
-            }
-        };
-        self.allocated += 1;
+        let id = w.allocated;
+        let segment = self.segments.get(id)?;
+        segment.get_or_init(|| zeroed(self.geometry.segment_words()));
+        w.allocated += 1;
         Some(id as u32)
     }
 
-    /// Second chance for the oldest segment: referenced entries move to the spare segment
-    /// (which becomes the open one), the rest leave the index; the emptied segment is the
-    /// next spare. False when there is nothing older than the open segment to evict.
-    fn evict_oldest(&mut self) -> bool {
-        if self.order.len() < 2 {
+    /// Second chance for the oldest segment: referenced entries move to the spare (which
+    /// becomes the open segment), the rest leave the index; the emptied segment is the next
+    /// spare. False when there is nothing older than the open segment.
+    fn evict_oldest(&self, w: &mut Writer, index: &Index) -> bool {
+        if w.order.len() < 2 {
             return false;
         }
-        let target = match self.spare.take().or_else(|| self.free.pop()) {
+        let target = match w.spare.take().or_else(|| w.free.pop()) {
             Some(id) => Some(id),
-            None => self.allocate(false),
+            None => self.allocate(w, false),
         };
-        let Some(victim) = self.order.pop_front() else {
+        let Some(victim) = w.order.pop_front() else {
             return false;
         };
-        let mut data = std::mem::take(&mut self.segments[victim as usize]);
-        let mut moved = match target {
-            Some(t) => std::mem::take(&mut self.segments[t as usize]),
-            None => Vec::new(),
-        };
-        let base = target.map(|t| t << self.geometry.segment_shift);
-        let victim_base = victim << self.geometry.segment_shift;
-        let mut offset = 0;
-        while let Some(header) = Header::read(&data, offset) {
-            let end = offset + header.size();
-            if header.flags & DEAD == 0
-                && let Some(slot) = self.find_location(header.hash_hi, victim_base | offset as u32)
-            {
-                let survive = header.flags & REFERENCED != 0
-                    && moved.capacity() - moved.len() >= header.size();
-                match (survive, base, data.get(offset..end)) {
-                    (true, Some(base), Some(bytes)) => {
-                        let new_loc = base | moved.len() as u32;
-                        let flags_at = moved.len() + FLAGS_AT;
-                        moved.extend_from_slice(bytes);
-                        if let Some(f) = moved.get_mut(flags_at) {
-                            *f &= !REFERENCED;
+        let shift = self.geometry.segment_shift;
+        let victim_fill = w.fill.get(victim as usize).map_or(0, |&f| f as usize);
+        let victim_data = self.segments.get(victim as usize).and_then(OnceLock::get);
+        let target_data = target
+            .and_then(|t| self.segments.get(t as usize))
+            .and_then(OnceLock::get);
+        let mut moved = 0usize;
+        let mut offset = 0usize;
+        while offset < victim_fill {
+            let Some(header) = victim_data.and_then(|d| Header::read(d, offset)) else {
+                break;
+            };
+            let size = entry_words(header.key_len, header.value_len);
+            let loc = (victim << shift) | offset as u32;
+            if let Some(at) = self.find_location(index, header.hash_hi, loc) {
+                let slot = index.slots.get(at).map_or(0, |s| s.load(Ordering::Relaxed));
+                let survive =
+                    slot & REFERENCED != 0 && moved + size <= self.geometry.segment_words();
+                match (survive, target, target_data, victim_data) {
+                    (true, Some(t), Some(to), Some(from)) => {
+                        for i in 0..size {
+                            let word = from
+                                .get(offset + i)
+                                .map_or(0, |x| x.load(Ordering::Relaxed));
+                            if let Some(x) = to.get(moved + i) {
+                                x.store(word, Ordering::Relaxed);
+                            }
                         }
-                        if let Some(s) = self.slots.get_mut(slot) {
-                            *s = (u64::from(header.hash_hi) << 32) | u64::from(new_loc + 1);
+                        let new_loc = (t << shift) | moved as u32;
+                        if let Some(s) = index.slots.get(at) {
+                            s.store(make_slot(header.hash_hi, new_loc), Ordering::Relaxed);
                         }
+                        moved += size;
                     }
-                    _ => self.remove_slot(slot),
+                    _ => remove_slot(w, index, at),
                 }
             }
-            offset = end;
+            offset += size;
         }
-        data.clear();
-        self.segments[victim as usize] = data;
-        if self.spare.is_none() {
-            self.spare = Some(victim);
+        if let Some(f) = w.fill.get_mut(victim as usize) {
+            *f = 0;
+        }
+        if w.spare.is_none() {
+            w.spare = Some(victim);
         } else {
-            self.free.push(victim);
+            w.free.push(victim);
         }
         if let Some(t) = target {
-            self.segments[t as usize] = moved;
-            self.order.push_back(t);
-        }
-        true
-    }
-
-    /// Drops the oldest segment's entries and gives its memory back (to make room for the
-    /// index). False when only the open segment is left.
-    fn release_oldest(&mut self) -> bool {
-        if let Some(id) = self.free.pop().or_else(|| self.spare.take()) {
-            self.segments[id as usize] = Vec::new();
-            self.allocated -= 1;
-            return true;
-        }
-        if self.order.len() < 2 {
-            return false;
-        }
-        let Some(victim) = self.order.pop_front() else {
-            return false;
-        };
-        let data = std::mem::take(&mut self.segments[victim as usize]);
-        self.drop_entries(victim, &data);
-        self.allocated -= 1;
-        true
-    }
-
-    /// Removes the live entries of segment `id` (holding `data`) from the index.
-    fn drop_entries(&mut self, id: u32, data: &[u8]) {
-        let base = id << self.geometry.segment_shift;
-        let mut offset = 0;
-        while let Some(header) = Header::read(data, offset) {
-            if header.flags & DEAD == 0
-                && let Some(slot) = self.find_location(header.hash_hi, base | offset as u32)
-            {
-                self.remove_slot(slot);
+            if let Some(f) = w.fill.get_mut(t as usize) {
+                *f = moved as u32;
             }
-            offset += header.size();
+            w.order.push_back(t);
         }
+        true
     }
 
     /// Forgets everything (keeps the memory): the last resort when a shard is too small to
     /// evict one segment at a time.
-    fn clear(&mut self) {
-        self.slots.fill(0);
-        self.entries = 0;
-        while let Some(id) = self.order.pop_front() {
-            if let Some(s) = self.segments.get_mut(id as usize) {
-                s.clear();
+    fn clear(&self, w: &mut Writer, index: &Index) {
+        for s in index.slots.iter() {
+            s.store(0, Ordering::Relaxed);
+        }
+        w.entries = 0;
+        while let Some(id) = w.order.pop_front() {
+            if let Some(f) = w.fill.get_mut(id as usize) {
+                *f = 0;
             }
-            self.free.push(id);
+            w.free.push(id);
         }
     }
 
-    fn append(&mut self, hi: u32, name: &[u8], value: &[u8]) {
-        let Some(&id) = self.order.back() else {
+    fn append(&self, w: &mut Writer, index: &Index, id: u32, hi: u32, name: &[u8], value: &[u8]) {
+        let Some(data) = self.segments.get(id as usize).and_then(OnceLock::get) else {
             return;
         };
-        let shift = self.geometry.segment_shift;
-        let Some(data) = self.segments.get_mut(id as usize) else {
+        let Some(fill) = w.fill.get_mut(id as usize) else {
             return;
         };
-        let loc = (id << shift) | data.len() as u32;
-        data.extend_from_slice(&hi.to_le_bytes());
-        data.extend_from_slice(&(name.len() as u32).to_le_bytes());
-        data.extend_from_slice(&(value.len() as u16).to_le_bytes());
-        data.extend_from_slice(&[0, 0]);
-        data.extend_from_slice(name);
-        data.extend_from_slice(value);
-        let mask = self.slots.len() - 1;
-        let mut i = hi as usize & mask;
-        while self.slots.get(i).is_some_and(|&s| s != 0) {
-            i = (i + 1) & mask;
+        let offset = *fill as usize;
+        let words = entry_words(name.len(), value.len());
+        let header = (u64::from(hi) << 32) | ((name.len() as u64) << 16) | value.len() as u64;
+        let body = name.iter().chain(value.iter()).copied();
+        let all = std::iter::once(header).chain(pack_words(body));
+        for (i, word) in all.enumerate().take(words) {
+            if let Some(x) = data.get(offset + i) {
+                x.store(word, Ordering::Relaxed);
+            }
         }
-        if let Some(s) = self.slots.get_mut(i) {
-            *s = (u64::from(hi) << 32) | u64::from(loc + 1);
-            self.entries += 1;
+        *fill += words as u32;
+        let loc = (id << self.geometry.segment_shift) | offset as u32;
+        let mask = index.slots.len() - 1;
+        let mut at = hi as usize & mask;
+        while index
+            .slots
+            .get(at)
+            .is_some_and(|s| s.load(Ordering::Relaxed) != 0)
+        {
+            at = (at + 1) & mask;
+        }
+        if let Some(s) = index.slots.get(at) {
+            s.store(make_slot(hi, loc), Ordering::Relaxed);
+            w.entries += 1;
         }
     }
 
-    /// Empties slot `i`, shifting later members of its probe run back (no tombstones).
-    fn remove_slot(&mut self, mut i: usize) {
-        let mask = self.slots.len() - 1;
-        self.entries -= 1;
-        let mut j = i;
-        loop {
-            j = (j + 1) & mask;
-            let s = self.slots.get(j).copied().unwrap_or(0);
-            if s == 0 {
-                break;
-            }
-            let home = (s >> 32) as usize & mask;
-            // `s` may fill the hole at `i` unless its home lies cyclically in (i, j].
-            let stays = if i <= j {
-                i < home && home <= j
-            } else {
-                i < home || home <= j
-            };
-            if !stays {
-                self.slots[i] = s;
-                i = j;
-            }
-        }
-        if let Some(s) = self.slots.get_mut(i) {
-            *s = 0;
-        }
-    }
-
-    /// Checks the invariants (tests): the index holds exactly the live entries, each once,
-    /// reachable from its home slot; the accounted bytes are within the budget.
+    /// Names indexed and the values they read (tests: the invariants hold and the accounting
+    /// is within the shard's budget).
     #[cfg(test)]
     pub(super) fn check(&self) {
+        let w = self.writer();
+        let Some(index) = self.index.get() else {
+            assert_eq!(w.entries, 0);
+            return;
+        };
         let mut live = 0;
-        for &id in &self.order {
-            let data = &self.segments[id as usize];
-            let base = id << self.geometry.segment_shift;
+        for &id in &w.order {
+            let data = self.segments[id as usize].get().expect("allocated");
+            let fill = w.fill[id as usize] as usize;
             let mut offset = 0;
-            while let Some(h) = Header::read(data, offset) {
-                if h.flags & DEAD == 0 {
+            while offset < fill {
+                let h = Header::read(data, offset).expect("header");
+                let loc = (id << self.geometry.segment_shift) | offset as u32;
+                if self.find_location(index, h.hash_hi, loc).is_some() {
                     live += 1;
-                    let key = &data[h.key_range(offset)];
-                    let slot = self.find(h.hash_hi, key).expect("live entry reachable");
-                    assert_eq!(location(self.slots[slot]), base | offset as u32);
+                    let mut key = Vec::new();
+                    read_bytes(data, offset + 1, 0, h.key_len, &mut key);
+                    let at = self.find(index, h.hash_hi, &key).expect("reachable by key");
+                    assert_eq!(location(index.slots[at].load(Ordering::Relaxed)), loc);
                 }
-                offset += h.size();
+                offset += entry_words(h.key_len, h.value_len);
             }
-            assert_eq!(offset, data.len(), "segment {id} walks to its end");
+            assert_eq!(offset, fill, "segment {id} walks to its end");
         }
-        assert_eq!(live, self.entries);
-        assert_eq!(self.slots.iter().filter(|&&s| s != 0).count(), self.entries);
-        assert!(self.accounted_bytes() <= self.geometry.budget);
+        assert_eq!(live, w.entries);
+        let occupied = index
+            .slots
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) != 0)
+            .count();
+        assert_eq!(occupied, w.entries);
+        drop(w);
+        assert!(self.accounted_bytes() <= self.budget_bytes());
     }
+}
+
+/// After a miss: true when `hash`'s fingerprint is in the admission filter (the name came
+/// back), else records it. A hint, outside the sequence counter: a lost update only delays an
+/// admission.
+#[inline]
+fn admit(index: &Index, hash: u64) -> bool {
+    let fingerprint = (hash as u32) | 1;
+    let mask = index.seen.len().saturating_sub(1);
+    let Some(entry) = index.seen.get((hash >> 40) as usize & mask) else {
+        return false;
+    };
+    if entry.load(Ordering::Relaxed) == fingerprint {
+        true
+    } else {
+        entry.store(fingerprint, Ordering::Relaxed);
+        false
+    }
+}
+
+/// Empties slot `at`, shifting later members of its probe run back (no tombstones).
+fn remove_slot(w: &mut Writer, index: &Index, mut at: usize) {
+    let slots = &index.slots;
+    let mask = slots.len() - 1;
+    w.entries = w.entries.saturating_sub(1);
+    let mut next = at;
+    loop {
+        next = (next + 1) & mask;
+        let s = slots.get(next).map_or(0, |s| s.load(Ordering::Relaxed));
+        if s == 0 {
+            break;
+        }
+        let home = (s >> 32) as usize & mask;
+        // `s` may fill the hole at `at` unless its home lies cyclically in (at, next].
+        let stays = if at <= next {
+            at < home && home <= next
+        } else {
+            at < home || home <= next
+        };
+        if !stays {
+            if let Some(hole) = slots.get(at) {
+                hole.store(s, Ordering::Relaxed);
+            }
+            at = next;
+        }
+    }
+    if let Some(hole) = slots.get(at) {
+        hole.store(0, Ordering::Relaxed);
+    }
+}
+
+fn zeroed(words: usize) -> Box<[AtomicU64]> {
+    (0..words).map(|_| AtomicU64::new(0)).collect()
+}
+
+#[inline]
+fn make_slot(hi: u32, loc: u32) -> u64 {
+    (u64::from(hi) << 32) | (u64::from(loc + 1) << 1)
 }
 
 /// Location part of a slot.
 #[inline]
 fn location(slot: u64) -> u32 {
-    (slot as u32).wrapping_sub(1)
+    ((slot as u32) >> 1).wrapping_sub(1)
+}
+
+/// Words of an entry: the header and the packed key and value.
+#[inline]
+fn entry_words(key_len: usize, value_len: usize) -> usize {
+    1 + (key_len + value_len).div_ceil(WORD)
+}
+
+/// Up to eight bytes as a little-endian word.
+#[inline]
+fn pack(bytes: &[u8]) -> u64 {
+    let mut b = [0u8; WORD];
+    if let Some(dst) = b.get_mut(..bytes.len()) {
+        dst.copy_from_slice(bytes);
+    }
+    u64::from_le_bytes(b)
+}
+
+/// Copies `len` bytes starting `skip` bytes into the packed area at word `start` to `sink`.
+#[inline]
+fn read_bytes(
+    data: &[AtomicU64],
+    start: usize,
+    skip: usize,
+    len: usize,
+    sink: &mut impl ValueSink,
+) {
+    let mut at = skip;
+    let end = skip + len;
+    while at < end {
+        let Some(word) = data.get(start + at / WORD) else {
+            return;
+        };
+        let bytes = word.load(Ordering::Relaxed).to_le_bytes();
+        let from = at % WORD;
+        let to = WORD.min(from + end - at);
+        if let Some(b) = bytes.get(from..to) {
+            sink.extend(b);
+        }
+        at += to - from;
+    }
+}
+
+/// Packs a byte stream into little-endian words (the last one zero-padded).
+fn pack_words(bytes: impl Iterator<Item = u8>) -> impl Iterator<Item = u64> {
+    let mut bytes = bytes.peekable();
+    std::iter::from_fn(move || {
+        bytes.peek()?;
+        let mut b = [0u8; WORD];
+        for (slot, x) in b.iter_mut().zip(bytes.by_ref()) {
+            *slot = x;
+        }
+        Some(u64::from_le_bytes(b))
+    })
 }
 
 /// A decoded entry header.
@@ -616,36 +743,18 @@ struct Header {
     hash_hi: u32,
     key_len: usize,
     value_len: usize,
-    flags: u8,
 }
 
 impl Header {
+    /// The header at `offset`, if the entry it describes lies within the segment.
     #[inline]
-    fn read(data: &[u8], offset: usize) -> Option<Self> {
-        let h: &[u8; HEADER] = data.get(offset..offset + HEADER)?.try_into().ok()?;
+    fn read(data: &[AtomicU64], offset: usize) -> Option<Self> {
+        let w = data.get(offset)?.load(Ordering::Relaxed);
         let header = Self {
-            hash_hi: u32::from_le_bytes([h[0], h[1], h[2], h[3]]),
-            key_len: u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize,
-            value_len: usize::from(u16::from_le_bytes([h[8], h[9]])),
-            flags: h[FLAGS_AT],
+            hash_hi: (w >> 32) as u32,
+            key_len: ((w >> 16) & 0xffff) as usize,
+            value_len: (w & 0xffff) as usize,
         };
-        (offset + header.size() <= data.len()).then_some(header)
-    }
-
-    #[inline]
-    fn size(&self) -> usize {
-        HEADER + self.key_len + self.value_len
-    }
-
-    #[inline]
-    fn key_range(&self, offset: usize) -> std::ops::Range<usize> {
-        let start = offset + HEADER;
-        start..start + self.key_len
-    }
-
-    #[inline]
-    fn value_range(&self, offset: usize) -> std::ops::Range<usize> {
-        let start = offset + HEADER + self.key_len;
-        start..start + self.value_len
+        (offset + entry_words(header.key_len, header.value_len) <= data.len()).then_some(header)
     }
 }

@@ -147,11 +147,7 @@ impl TagNormalizer {
     pub(crate) fn apply<'a>(&'a mut self, name: &'a [u8]) -> &'a [u8] {
         let hash = self.memo.hash(name);
         let out = &mut self.out;
-        let found = self.memo.lookup(hash, name, |n| {
-            out.clear();
-            out.extend_from_slice(n);
-        });
-        if let Lookup::Miss { admit } = found {
+        if let Lookup::Miss { admit } = self.memo.lookup(hash, name, out) {
             out.clear();
             // `None` and "unchanged" are both stored as an empty value: a normalised name is
             // never empty.

@@ -16,10 +16,34 @@
 use std::sync::Arc;
 
 use super::Router;
-use crate::cache::{Lookup, NameCache};
+use crate::cache::{Lookup, NameCache, ValueSink};
 
 /// Routes with at most this many destinations are encoded on the stack on a miss.
 const INLINE_ROUTE: usize = 16;
+
+/// Decodes a cached route (little-endian `u16` indices) straight into the caller's vector.
+struct RouteSink<'a> {
+    out: &'a mut Vec<u16>,
+    /// The low byte of an index split across two `extend` calls.
+    low: Option<u8>,
+}
+
+impl ValueSink for RouteSink<'_> {
+    fn clear(&mut self) {
+        self.out.clear();
+        self.low = None;
+    }
+
+    #[inline]
+    fn extend(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            match self.low.take() {
+                Some(low) => self.out.push(u16::from_le_bytes([low, b])),
+                None => self.low = Some(b),
+            }
+        }
+    }
+}
 
 /// The shared cache in front of a [`Router`]: repeated names skip the hash.
 #[derive(Debug)]
@@ -56,14 +80,8 @@ impl RouteCache {
             return;
         }
         let hash = self.names.hash(name);
-        out.clear();
-        let found = self.names.lookup(hash, name, |route| {
-            out.extend(
-                route
-                    .chunks_exact(2)
-                    .map(|d| u16::from_le_bytes([d[0], d[1]])),
-            );
-        });
+        let mut sink = RouteSink { out, low: None };
+        let found = self.names.lookup(hash, name, &mut sink);
         if let Lookup::Miss { admit } = found {
             self.router.route_into(name, out);
             if admit {
