@@ -27,7 +27,59 @@ pub fn is_py_space(c: char) -> bool {
 /// optional sign, then `inf`/`infinity`/`nan` in any case, or decimal digits with an optional
 /// `.` and exponent, `_` allowed between digits. Correctly rounded. Non-ASCII digits, which
 /// Python also accepts, are rejected.
+#[inline]
 pub fn parse_py_float(s: &[u8]) -> Option<f64> {
+    match parse_plain_decimal(s) {
+        Some(v) => Some(v),
+        None => parse_py_float_general(s),
+    }
+}
+
+/// Powers of ten that are exact doubles.
+const EXACT_POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// The fast path for what metrics look like (`1700000000`, `-12.25`, `0.001`): sign, at most
+/// 19 digits with one optional `.`, no exponent or `_`, whose digits form an integer m up to
+/// 2^53 with k ≤ 22 of them after the point. Then m and 10^k are exact doubles and m / 10^k is
+/// one correctly rounded division (Clinger's fast path), the same result as the general
+/// parser. Anything else returns `None` for the general parser to decide.
+#[inline]
+fn parse_plain_decimal(s: &[u8]) -> Option<f64> {
+    let (neg, body) = match s.split_first()? {
+        (b'-', rest) => (true, rest),
+        (b'+', rest) => (false, rest),
+        _ => (false, s),
+    };
+    let mut mantissa: u64 = 0;
+    let mut digits = 0usize;
+    let mut frac_digits = 0usize;
+    let mut dot = false;
+    for &b in body {
+        if b.is_ascii_digit() {
+            if digits == 19 {
+                return None;
+            }
+            mantissa = mantissa * 10 + u64::from(b - b'0');
+            digits += 1;
+            frac_digits += usize::from(dot);
+        } else if b == b'.' && !dot {
+            dot = true;
+        } else {
+            return None;
+        }
+    }
+    if digits == 0 || mantissa > 1 << 53 {
+        return None;
+    }
+    let v = mantissa as f64 / *EXACT_POW10.get(frac_digits)?;
+    Some(if neg { -v } else { v })
+}
+
+/// The whole grammar, through the standard library's correctly rounded parser.
+fn parse_py_float_general(s: &[u8]) -> Option<f64> {
     let (neg, body) = match s.first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),
@@ -375,5 +427,66 @@ mod tests {
         }
         let long = format!("1_{}", "0".repeat(300));
         assert_eq!(parse_py_float(long.as_bytes()), Some(1e300));
+    }
+
+    /// The fast path gives bit-for-bit what the general parser gives, on plain decimals around
+    /// its limits (19 digits, 2^53, 22 decimals) and on random ones.
+    #[test]
+    fn plain_decimal_fast_path_agrees_with_the_general_parser() {
+        let mut cases: Vec<String> = [
+            "0",
+            "-0",
+            "+0",
+            "0.0",
+            "-0.0",
+            "1.",
+            ".5",
+            "-.5",
+            "9007199254740992",
+            "9007199254740993",
+            "900719925474099.3",
+            "1234567890123456789",
+            "12345678901234567890",
+            "0.0000000000000000000001",
+            "0.00000000000000000000001",
+            "1700000000",
+            "123.25",
+            "0.1",
+            "0.3",
+            "2.675",
+            "1.0000000000000002",
+            "4503599627370497.5",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut rng = fastrand::Rng::with_seed(11);
+        for _ in 0..200_000 {
+            let digits = rng.u32(0..=19);
+            let int = rng.u64(..10u64.pow(digits));
+            let text = match rng.u8(..3) {
+                0 => int.to_string(),
+                _ => {
+                    let width = rng.usize(1..=22);
+                    let s = format!("{int:0width$}");
+                    let point = rng.usize(0..=s.len());
+                    format!("{}.{}", &s[..point], &s[point..])
+                }
+            };
+            cases.push(if rng.bool() { format!("-{text}") } else { text });
+        }
+        for s in &cases {
+            let general = parse_py_float_general(s.as_bytes());
+            assert_eq!(
+                parse_py_float(s.as_bytes()).map(f64::to_bits),
+                general.map(f64::to_bits),
+                "{s}"
+            );
+            if let Some(fast) = parse_plain_decimal(s.as_bytes()) {
+                assert_eq!(Some(fast.to_bits()), general.map(f64::to_bits), "{s}");
+            }
+        }
+        assert!(parse_plain_decimal(b"123.25").is_some());
+        assert!(parse_plain_decimal(b"1e5").is_none());
     }
 }
