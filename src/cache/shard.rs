@@ -23,12 +23,18 @@
 //! sequence counter (odd while writing). A reader loads the counter, probes and copies the
 //! value out, then checks that the counter has not moved; if it has, it retries a few times
 //! and then reports a miss (the caller computes the value; nothing waits). Memory readers may
-//! look at is never freed while the shard lives: the index is allocated whole on first use and
-//! segments once each, so a racing reader can read stale words but never freed ones.
+//! look at is never freed while the shard lives, so a racing reader can read stale words but
+//! never freed ones: segments are allocated once each, and the index grows by doubling into a
+//! new table published with a generation number, the smaller tables staying allocated (they
+//! sum to less than the current one; the budget reserves room for all of them).
+//!
+//! The index is sized to the names it holds (load between 3/8 and 3/4), not to the budget: a
+//! hundred thousand names take 2 MiB of slots, which stay in the CPU's caches far better than
+//! a sparse table sized for the whole budget would.
 
 use std::collections::VecDeque;
 use std::mem::size_of;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use super::{ALLOC_OVERHEAD, Lookup, ValueSink};
@@ -39,10 +45,12 @@ const WORD: usize = size_of::<u64>();
 const MIN_SEGMENT_WORDS: usize = 64;
 /// A shard needs an open segment, an older one to evict and a spare to copy survivors into.
 const MIN_SEGMENTS: usize = 3;
-/// Smallest index, in slots.
+/// First index table, in slots (at most).
+const FIRST_SLOTS: usize = 256;
+/// Smallest largest index table, in slots.
 const MIN_SLOTS: usize = 16;
-/// The index takes at most this fraction (1/n) of a shard's budget (rounded down to a power of
-/// two: between a sixth and a third, a quarter for power-of-two budgets).
+/// The index tables (all generations) take at most this fraction (1/n) of a shard's budget:
+/// the largest table at most half of it, rounded down to a power of two.
 const INDEX_SHARE: usize = 3;
 /// Smallest admission filter, in fingerprints.
 const MIN_SEEN: usize = 64;
@@ -64,8 +72,10 @@ pub(super) struct Geometry {
     segment_shift: u32,
     /// Segments (the spare included); 0 disables the shard.
     segments: usize,
-    /// Index slots (a power of two).
-    slots: usize,
+    /// Slots of the first index table (a power of two; each generation doubles it).
+    first_slots: usize,
+    /// Index generations: the largest table has `first_slots << (tables - 1)` slots.
+    tables: usize,
     /// Admission-filter fingerprints (a power of two).
     seen: usize,
 }
@@ -77,19 +87,25 @@ impl Geometry {
         let disabled = Self {
             segment_shift: 0,
             segments: 0,
-            slots: 0,
+            first_slots: 0,
+            tables: 0,
             seen: 0,
         };
-        let slots = pow2_at_most(budget / INDEX_SHARE / WORD);
+        // All generations together: just under twice the largest.
+        let max_slots = pow2_at_most(budget / INDEX_SHARE / WORD / 2);
         let seen = pow2_at_most(budget / SEEN_SHARE / size_of::<u32>());
-        if slots < MIN_SLOTS || seen < MIN_SEEN {
+        if max_slots < MIN_SLOTS || seen < MIN_SEEN {
             return disabled;
         }
+        let first_slots = max_slots.min(FIRST_SLOTS);
+        let tables = (max_slots / first_slots).ilog2() as usize + 1;
         let mut segment_words = pow2_at_most(max_segment / WORD).max(MIN_SEGMENT_WORDS);
         while segment_words > MIN_SEGMENT_WORDS && segment_words * WORD * target > budget {
             segment_words /= 2;
         }
-        let fixed = slots * WORD + seen * size_of::<u32>() + 2 * ALLOC_OVERHEAD + bookkeeping(0);
+        let index =
+            index_bytes(first_slots, tables) + tables * size_of::<OnceLock<Box<[AtomicU64]>>>();
+        let fixed = index + seen * size_of::<u32>() + 2 * ALLOC_OVERHEAD + bookkeeping(0);
         let mut segments = budget.saturating_sub(fixed) / (segment_words * WORD + per_segment());
         // Locations are 31 bits (plus one for "empty").
         segments = segments.min(((1usize << 31) - 2) / segment_words);
@@ -99,7 +115,8 @@ impl Geometry {
         Self {
             segment_shift: segment_words.trailing_zeros(),
             segments,
-            slots,
+            first_slots,
+            tables,
             seen,
         }
     }
@@ -112,6 +129,13 @@ impl Geometry {
     fn segment_words(&self) -> usize {
         1 << self.segment_shift
     }
+}
+
+/// Bytes of index tables `0..tables` with the allocator's overhead.
+fn index_bytes(first_slots: usize, tables: usize) -> usize {
+    (0..tables)
+        .map(|g| (first_slots << g) * WORD + ALLOC_OVERHEAD)
+        .sum()
 }
 
 fn pow2_at_most(n: usize) -> usize {
@@ -128,13 +152,6 @@ fn bookkeeping(segments: usize) -> usize {
 /// order and free lists, and the allocator's overhead on the segment itself.
 fn per_segment() -> usize {
     size_of::<OnceLock<Box<[AtomicU64]>>>() + 3 * size_of::<u32>() + ALLOC_OVERHEAD
-}
-
-/// The index and the admission filter, allocated whole on a shard's first lookup.
-#[derive(Debug)]
-struct Index {
-    slots: Box<[AtomicU64]>,
-    seen: Box<[AtomicU32]>,
 }
 
 /// What only the writer (holding the mutex) touches.
@@ -161,7 +178,12 @@ struct Writer {
 pub(super) struct Shard {
     /// Sequence counter: odd while a writer changes the shard.
     seq: AtomicU64,
-    index: OnceLock<Index>,
+    /// The current index table (its position in `tables`).
+    generation: AtomicUsize,
+    /// Index tables by generation, each twice the previous; allocated as the index grows.
+    tables: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    /// Admission filter, allocated on the shard's first miss.
+    seen: OnceLock<Box<[AtomicU32]>>,
     segments: Box<[OnceLock<Box<[AtomicU64]>>]>,
     geometry: Geometry,
     writer: Mutex<Writer>,
@@ -172,7 +194,9 @@ impl Shard {
         let n = geometry.segments;
         Self {
             seq: AtomicU64::new(0),
-            index: OnceLock::new(),
+            generation: AtomicUsize::new(0),
+            tables: (0..geometry.tables).map(|_| OnceLock::new()).collect(),
+            seen: OnceLock::new(),
             segments: (0..n).map(|_| OnceLock::new()).collect(),
             geometry,
             writer: Mutex::new(Writer {
@@ -192,11 +216,19 @@ impl Shard {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn index(&self) -> &Index {
-        self.index.get_or_init(|| Index {
-            slots: zeroed(self.geometry.slots),
-            seen: (0..self.geometry.seen).map(|_| AtomicU32::new(0)).collect(),
-        })
+    /// The current index table (empty before the first insertion).
+    #[inline]
+    fn slots(&self) -> &[AtomicU64] {
+        let generation = self.generation.load(Ordering::Acquire);
+        self.tables
+            .get(generation)
+            .and_then(OnceLock::get)
+            .map_or(&[], |t| t)
+    }
+
+    fn seen(&self) -> &[AtomicU32] {
+        self.seen
+            .get_or_init(|| (0..self.geometry.seen).map(|_| AtomicU32::new(0)).collect())
     }
 
     pub(super) fn len(&self) -> usize {
@@ -213,9 +245,17 @@ impl Shard {
                 capacity * item + ALLOC_OVERHEAD
             }
         }
-        let index = self.index.get().map_or(0, |i| {
-            vec_bytes(i.slots.len(), WORD) + vec_bytes(i.seen.len(), size_of::<u32>())
-        });
+        let index = self
+            .tables
+            .iter()
+            .filter_map(OnceLock::get)
+            .map(|t| vec_bytes(t.len(), WORD))
+            .sum::<usize>()
+            + vec_bytes(self.tables.len(), size_of::<OnceLock<Box<[AtomicU64]>>>())
+            + self
+                .seen
+                .get()
+                .map_or(0, |s| vec_bytes(s.len(), size_of::<u32>()));
         let segments = self
             .segments
             .iter()
@@ -235,9 +275,11 @@ impl Shard {
     pub(super) fn budget_bytes(&self) -> usize {
         let g = &self.geometry;
         bookkeeping(g.segments)
-            + g.slots * WORD
+            + index_bytes(g.first_slots, g.tables)
+            + g.tables * size_of::<OnceLock<Box<[AtomicU64]>>>()
+            + ALLOC_OVERHEAD
             + g.seen * size_of::<u32>()
-            + 2 * ALLOC_OVERHEAD
+            + ALLOC_OVERHEAD
             + g.segments * (g.segment_words() * WORD + ALLOC_OVERHEAD)
     }
 
@@ -245,7 +287,6 @@ impl Shard {
     /// whether to admit the name (see [`NameCache::lookup`](super::NameCache::lookup)).
     #[inline]
     pub(super) fn lookup(&self, hash: u64, name: &[u8], sink: &mut impl ValueSink) -> Lookup {
-        let index = self.index();
         let hi = (hash >> 32) as u32;
         for _ in 0..READ_ATTEMPTS {
             let seq = self.seq.load(Ordering::Acquire);
@@ -253,7 +294,8 @@ impl Shard {
                 std::hint::spin_loop();
                 continue;
             }
-            let found = self.read(index, hi, name, sink);
+            let slots = self.slots();
+            let found = self.read(slots, hi, name, sink);
             fence(Ordering::Acquire);
             if self.seq.load(Ordering::Relaxed) != seq {
                 continue;
@@ -263,7 +305,7 @@ impl Shard {
                     // Written once per lap of the log, not per hit; the exchange leaves a slot
                     // a writer has changed since alone.
                     if slot & REFERENCED == 0
-                        && let Some(s) = index.slots.get(at)
+                        && let Some(s) = slots.get(at)
                     {
                         let _ = s.compare_exchange(
                             slot,
@@ -275,7 +317,7 @@ impl Shard {
                     Lookup::Hit
                 }
                 None => Lookup::Miss {
-                    admit: admit(index, hash),
+                    admit: admit(self.seen(), hash),
                 },
             };
         }
@@ -287,13 +329,13 @@ impl Shard {
     #[inline]
     fn read(
         &self,
-        index: &Index,
+        slots: &[AtomicU64],
         hi: u32,
         name: &[u8],
         sink: &mut impl ValueSink,
     ) -> Option<(usize, u64)> {
-        let at = self.find(index, hi, name)?;
-        let slot = index.slots.get(at)?.load(Ordering::Relaxed);
+        let at = self.find(slots, hi, name)?;
+        let slot = slots.get(at)?.load(Ordering::Relaxed);
         let (data, offset) = self.entry(location(slot))?;
         let header = Header::read(data, offset)?;
         sink.clear();
@@ -303,8 +345,7 @@ impl Shard {
 
     /// Slot position of `name`, if indexed.
     #[inline]
-    fn find(&self, index: &Index, hi: u32, name: &[u8]) -> Option<usize> {
-        let slots = &index.slots;
+    fn find(&self, slots: &[AtomicU64], hi: u32, name: &[u8]) -> Option<usize> {
         let mask = slots.len().checked_sub(1)?;
         let mut at = hi as usize & mask;
         // Bounded: a racing writer could leave no empty slot in view.
@@ -322,8 +363,7 @@ impl Shard {
     }
 
     /// Slot position pointing at `loc` (an entry whose hash is `hi`).
-    fn find_location(&self, index: &Index, hi: u32, loc: u32) -> Option<usize> {
-        let slots = &index.slots;
+    fn find_location(&self, slots: &[AtomicU64], hi: u32, loc: u32) -> Option<usize> {
         let mask = slots.len().checked_sub(1)?;
         let mut at = hi as usize & mask;
         for _ in 0..slots.len() {
@@ -380,42 +420,34 @@ impl Shard {
         {
             return;
         }
-        let index = self.index();
         let mut w = self.writer();
         let seq = self.seq.load(Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
-        self.insert_locked(&mut w, index, (hash >> 32) as u32, name, value, words);
+        self.insert_locked(&mut w, (hash >> 32) as u32, name, value, words);
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
 
-    fn insert_locked(
-        &self,
-        w: &mut Writer,
-        index: &Index,
-        hi: u32,
-        name: &[u8],
-        value: &[u8],
-        words: usize,
-    ) {
-        if let Some(at) = self.find(index, hi, name) {
+    fn insert_locked(&self, w: &mut Writer, hi: u32, name: &[u8], value: &[u8], words: usize) {
+        let slots = self.slots();
+        if let Some(at) = self.find(slots, hi, name) {
             let mut old = Vec::new();
-            let same = self.read(index, hi, name, &mut old).is_some() && old == value;
+            let same = self.read(slots, hi, name, &mut old).is_some() && old == value;
             if same {
-                if let Some(s) = index.slots.get(at) {
+                if let Some(s) = slots.get(at) {
                     s.fetch_or(REFERENCED, Ordering::Relaxed);
                 }
                 return;
             }
-            remove_slot(w, index, at);
+            remove_slot(w, slots, at);
         }
         // Each round frees index room or opens a segment (evicting the oldest at the
         // budget); two laps of the log clear every referenced bit, so this ends well within
         // the bound.
         for _ in 0..4 * self.geometry.segments + 8 {
-            if (w.entries + 1) * MAX_LOAD_DEN > index.slots.len() * MAX_LOAD_NUM {
-                if !self.evict_oldest(w, index) {
-                    self.clear(w, index);
+            if (w.entries + 1) * MAX_LOAD_DEN > self.slots().len() * MAX_LOAD_NUM {
+                if !self.grow_index() && !self.evict_oldest(w) {
+                    self.clear(w);
                 }
                 continue;
             }
@@ -424,11 +456,11 @@ impl Shard {
                 .and_then(|id| w.fill.get(id as usize))
                 .map_or(0, |&f| self.geometry.segment_words() - f as usize);
             if room < words {
-                self.open_segment(w, index);
+                self.open_segment(w);
                 continue;
             }
             if let Some(id) = open {
-                self.append(w, index, id, hi, name, value);
+                self.append(w, id, hi, name, value);
             }
             return;
         }
@@ -436,14 +468,48 @@ impl Shard {
 
     /// Opens a new segment for appends: an empty one, a newly allocated one, or (at the
     /// budget) the spare after the oldest segment's survivors have moved into it.
-    fn open_segment(&self, w: &mut Writer, index: &Index) {
+    fn open_segment(&self, w: &mut Writer) {
         if let Some(id) = w.free.pop() {
             w.order.push_back(id);
         } else if let Some(id) = self.allocate(w, true) {
             w.order.push_back(id);
-        } else if !self.evict_oldest(w, index) {
-            self.clear(w, index);
+        } else if !self.evict_oldest(w) {
+            self.clear(w);
         }
+    }
+
+    /// Moves the index into the next, twice as large table; false at the largest. Runs inside
+    /// the writer's sequence bracket: readers of the old table retry on the new one.
+    fn grow_index(&self) -> bool {
+        let generation = self.generation.load(Ordering::Relaxed);
+        let (next, old) = match self.tables.get(generation).and_then(OnceLock::get) {
+            Some(old) => (generation + 1, &old[..]),
+            // The first insertion allocates the first table.
+            None => (generation, &[][..]),
+        };
+        let Some(table) = self.tables.get(next) else {
+            return false;
+        };
+        let slots = table.get_or_init(|| zeroed(self.geometry.first_slots << next));
+        let mask = slots.len().saturating_sub(1);
+        for s in old
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .filter(|&s| s != 0)
+        {
+            let mut at = (s >> 32) as usize & mask;
+            while slots
+                .get(at)
+                .is_some_and(|t| t.load(Ordering::Relaxed) != 0)
+            {
+                at = (at + 1) & mask;
+            }
+            if let Some(t) = slots.get(at) {
+                t.store(s, Ordering::Relaxed);
+            }
+        }
+        self.generation.store(next, Ordering::Release);
+        true
     }
 
     /// Allocates a segment if the budget allows; `keep_spare` leaves room for one more (the
@@ -463,10 +529,11 @@ impl Shard {
     /// Second chance for the oldest segment: referenced entries move to the spare (which
     /// becomes the open segment), the rest leave the index; the emptied segment is the next
     /// spare. False when there is nothing older than the open segment.
-    fn evict_oldest(&self, w: &mut Writer, index: &Index) -> bool {
+    fn evict_oldest(&self, w: &mut Writer) -> bool {
         if w.order.len() < 2 {
             return false;
         }
+        let slots = self.slots();
         let target = match w.spare.take().or_else(|| w.free.pop()) {
             Some(id) => Some(id),
             None => self.allocate(w, false),
@@ -488,8 +555,8 @@ impl Shard {
             };
             let size = entry_words(header.key_len, header.value_len);
             let loc = (victim << shift) | offset as u32;
-            if let Some(at) = self.find_location(index, header.hash_hi, loc) {
-                let slot = index.slots.get(at).map_or(0, |s| s.load(Ordering::Relaxed));
+            if let Some(at) = self.find_location(slots, header.hash_hi, loc) {
+                let slot = slots.get(at).map_or(0, |s| s.load(Ordering::Relaxed));
                 let survive =
                     slot & REFERENCED != 0 && moved + size <= self.geometry.segment_words();
                 match (survive, target, target_data, victim_data) {
@@ -503,12 +570,12 @@ impl Shard {
                             }
                         }
                         let new_loc = (t << shift) | moved as u32;
-                        if let Some(s) = index.slots.get(at) {
+                        if let Some(s) = slots.get(at) {
                             s.store(make_slot(header.hash_hi, new_loc), Ordering::Relaxed);
                         }
                         moved += size;
                     }
-                    _ => remove_slot(w, index, at),
+                    _ => remove_slot(w, slots, at),
                 }
             }
             offset += size;
@@ -532,8 +599,8 @@ impl Shard {
 
     /// Forgets everything (keeps the memory): the last resort when a shard is too small to
     /// evict one segment at a time.
-    fn clear(&self, w: &mut Writer, index: &Index) {
-        for s in index.slots.iter() {
+    fn clear(&self, w: &mut Writer) {
+        for s in self.slots() {
             s.store(0, Ordering::Relaxed);
         }
         w.entries = 0;
@@ -545,7 +612,7 @@ impl Shard {
         }
     }
 
-    fn append(&self, w: &mut Writer, index: &Index, id: u32, hi: u32, name: &[u8], value: &[u8]) {
+    fn append(&self, w: &mut Writer, id: u32, hi: u32, name: &[u8], value: &[u8]) {
         let Some(data) = self.segments.get(id as usize).and_then(OnceLock::get) else {
             return;
         };
@@ -564,16 +631,16 @@ impl Shard {
         }
         *fill += words as u32;
         let loc = (id << self.geometry.segment_shift) | offset as u32;
-        let mask = index.slots.len() - 1;
+        let slots = self.slots();
+        let mask = slots.len().saturating_sub(1);
         let mut at = hi as usize & mask;
-        while index
-            .slots
+        while slots
             .get(at)
             .is_some_and(|s| s.load(Ordering::Relaxed) != 0)
         {
             at = (at + 1) & mask;
         }
-        if let Some(s) = index.slots.get(at) {
+        if let Some(s) = slots.get(at) {
             s.store(make_slot(hi, loc), Ordering::Relaxed);
             w.entries += 1;
         }
@@ -584,10 +651,7 @@ impl Shard {
     #[cfg(test)]
     pub(super) fn check(&self) {
         let w = self.writer();
-        let Some(index) = self.index.get() else {
-            assert_eq!(w.entries, 0);
-            return;
-        };
+        let slots = self.slots();
         let mut live = 0;
         for &id in &w.order {
             let data = self.segments[id as usize].get().expect("allocated");
@@ -596,20 +660,19 @@ impl Shard {
             while offset < fill {
                 let h = Header::read(data, offset).expect("header");
                 let loc = (id << self.geometry.segment_shift) | offset as u32;
-                if self.find_location(index, h.hash_hi, loc).is_some() {
+                if self.find_location(slots, h.hash_hi, loc).is_some() {
                     live += 1;
                     let mut key = Vec::new();
                     read_bytes(data, offset + 1, 0, h.key_len, &mut key);
-                    let at = self.find(index, h.hash_hi, &key).expect("reachable by key");
-                    assert_eq!(location(index.slots[at].load(Ordering::Relaxed)), loc);
+                    let at = self.find(slots, h.hash_hi, &key).expect("reachable by key");
+                    assert_eq!(location(slots[at].load(Ordering::Relaxed)), loc);
                 }
                 offset += entry_words(h.key_len, h.value_len);
             }
             assert_eq!(offset, fill, "segment {id} walks to its end");
         }
         assert_eq!(live, w.entries);
-        let occupied = index
-            .slots
+        let occupied = slots
             .iter()
             .filter(|s| s.load(Ordering::Relaxed) != 0)
             .count();
@@ -623,10 +686,10 @@ impl Shard {
 /// back), else records it. A hint, outside the sequence counter: a lost update only delays an
 /// admission.
 #[inline]
-fn admit(index: &Index, hash: u64) -> bool {
+fn admit(seen: &[AtomicU32], hash: u64) -> bool {
     let fingerprint = (hash as u32) | 1;
-    let mask = index.seen.len().saturating_sub(1);
-    let Some(entry) = index.seen.get((hash >> 40) as usize & mask) else {
+    let mask = seen.len().saturating_sub(1);
+    let Some(entry) = seen.get((hash >> 40) as usize & mask) else {
         return false;
     };
     if entry.load(Ordering::Relaxed) == fingerprint {
@@ -638,9 +701,8 @@ fn admit(index: &Index, hash: u64) -> bool {
 }
 
 /// Empties slot `at`, shifting later members of its probe run back (no tombstones).
-fn remove_slot(w: &mut Writer, index: &Index, mut at: usize) {
-    let slots = &index.slots;
-    let mask = slots.len() - 1;
+fn remove_slot(w: &mut Writer, slots: &[AtomicU64], mut at: usize) {
+    let mask = slots.len().saturating_sub(1);
     w.entries = w.entries.saturating_sub(1);
     let mut next = at;
     loop {
