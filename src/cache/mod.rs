@@ -53,13 +53,14 @@
 //!
 //! ## Admission: second sight
 //!
-//! A name is stored only when it is missed a second time while its fingerprint is still in
-//! the shard's admission filter (a direct-mapped array of 32-bit fingerprints, 1/16 of the
-//! budget). A stream of names that never come back (all-distinct workloads, or more distinct
-//! names cycling than the cache can hold) then costs one filter write per datapoint, not an
-//! insertion and a later eviction, and cannot push the names that do repeat out of the cache;
-//! a name that repeats pays its hash one extra time. This is the small-queue filter of S3-FIFO
-//! and the doorkeeper of TinyLFU in their cheapest form.
+//! A name is stored only when it is missed a second time while the shard's admission filter
+//! still remembers the first miss (a Bloom filter, two bits per name, about 1/16 of the
+//! budget, emptied after it has taken a name per sixteen bits). A stream of names that never
+//! come back (all-distinct workloads, or more distinct names cycling than the cache can hold)
+//! then costs two bit tests per datapoint, not an insertion and a later eviction, and cannot
+//! push the names that do repeat out of the cache; a name that repeats pays its hash one extra
+//! time. This is the small-queue filter of S3-FIFO and TinyLFU's doorkeeper in their cheapest
+//! form.
 //!
 //! A name whose entry would not fit in half a segment is not cached (its value is computed on
 //! every lookup, exactly as if the cache were off): one such name cannot flush the cache.

@@ -34,7 +34,7 @@
 
 use std::collections::VecDeque;
 use std::mem::size_of;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use super::{ALLOC_OVERHEAD, Lookup, ValueSink};
@@ -52,8 +52,8 @@ const MIN_SLOTS: usize = 16;
 /// The index tables (all generations) take at most this fraction (1/n) of a shard's budget:
 /// the largest table at most half of it, rounded down to a power of two.
 const INDEX_SHARE: usize = 3;
-/// Smallest admission filter, in fingerprints.
-const MIN_SEEN: usize = 64;
+/// Smallest admission filter, in 64-bit words.
+const MIN_SEEN: usize = 32;
 /// The admission filter takes at most this fraction (1/n) of a shard's budget (rounded down to
 /// a power of two: a sixteenth for power-of-two budgets).
 const SEEN_SHARE: usize = 12;
@@ -76,7 +76,7 @@ pub(super) struct Geometry {
     first_slots: usize,
     /// Index generations: the largest table has `first_slots << (tables - 1)` slots.
     tables: usize,
-    /// Admission-filter fingerprints (a power of two).
+    /// Admission-filter words (a power of two).
     seen: usize,
 }
 
@@ -93,7 +93,7 @@ impl Geometry {
         };
         // All generations together: just under twice the largest.
         let max_slots = pow2_at_most(budget / INDEX_SHARE / WORD / 2);
-        let seen = pow2_at_most(budget / SEEN_SHARE / size_of::<u32>());
+        let seen = pow2_at_most(budget / SEEN_SHARE / WORD);
         if max_slots < MIN_SLOTS || seen < MIN_SEEN {
             return disabled;
         }
@@ -105,7 +105,7 @@ impl Geometry {
         }
         let index =
             index_bytes(first_slots, tables) + tables * size_of::<OnceLock<Box<[AtomicU64]>>>();
-        let fixed = index + seen * size_of::<u32>() + 2 * ALLOC_OVERHEAD + bookkeeping(0);
+        let fixed = index + filter_bytes(seen) + ALLOC_OVERHEAD + bookkeeping(0);
         let mut segments = budget.saturating_sub(fixed) / (segment_words * WORD + per_segment());
         // Locations are 31 bits (plus one for "empty").
         segments = segments.min(((1usize << 31) - 2) / segment_words);
@@ -182,8 +182,9 @@ pub(super) struct Shard {
     generation: AtomicUsize,
     /// Index tables by generation, each twice the previous; allocated as the index grows.
     tables: Box<[OnceLock<Box<[AtomicU64]>>]>,
-    /// Admission filter, allocated on the shard's first miss.
-    seen: OnceLock<Box<[AtomicU32]>>,
+    /// Admission filter, allocated on the shard's first miss (boxed: its counter is written
+    /// on misses and must not share a cache line with `seq`).
+    seen: OnceLock<Box<Seen>>,
     segments: Box<[OnceLock<Box<[AtomicU64]>>]>,
     geometry: Geometry,
     writer: Mutex<Writer>,
@@ -226,9 +227,13 @@ impl Shard {
             .map_or(&[], |t| t)
     }
 
-    fn seen(&self) -> &[AtomicU32] {
-        self.seen
-            .get_or_init(|| (0..self.geometry.seen).map(|_| AtomicU32::new(0)).collect())
+    fn seen(&self) -> &Seen {
+        self.seen.get_or_init(|| {
+            Box::new(Seen {
+                added: AtomicUsize::new(0),
+                bits: zeroed(self.geometry.seen),
+            })
+        })
     }
 
     pub(super) fn len(&self) -> usize {
@@ -252,10 +257,7 @@ impl Shard {
             .map(|t| vec_bytes(t.len(), WORD))
             .sum::<usize>()
             + vec_bytes(self.tables.len(), size_of::<OnceLock<Box<[AtomicU64]>>>())
-            + self
-                .seen
-                .get()
-                .map_or(0, |s| vec_bytes(s.len(), size_of::<u32>()));
+            + self.seen.get().map_or(0, |s| filter_bytes(s.bits.len()));
         let segments = self
             .segments
             .iter()
@@ -278,8 +280,7 @@ impl Shard {
             + index_bytes(g.first_slots, g.tables)
             + g.tables * size_of::<OnceLock<Box<[AtomicU64]>>>()
             + ALLOC_OVERHEAD
-            + g.seen * size_of::<u32>()
-            + ALLOC_OVERHEAD
+            + filter_bytes(g.seen)
             + g.segments * (g.segment_words() * WORD + ALLOC_OVERHEAD)
     }
 
@@ -317,7 +318,7 @@ impl Shard {
                     Lookup::Hit
                 }
                 None => Lookup::Miss {
-                    admit: admit(self.seen(), hash),
+                    admit: self.seen().admit(hash),
                 },
             };
         }
@@ -682,22 +683,51 @@ impl Shard {
     }
 }
 
-/// After a miss: true when `hash`'s fingerprint is in the admission filter (the name came
-/// back), else records it. A hint, outside the sequence counter: a lost update only delays an
-/// admission.
-#[inline]
-fn admit(seen: &[AtomicU32], hash: u64) -> bool {
-    let fingerprint = (hash as u32) | 1;
-    let mask = seen.len().saturating_sub(1);
-    let Some(entry) = seen.get((hash >> 40) as usize & mask) else {
-        return false;
-    };
-    if entry.load(Ordering::Relaxed) == fingerprint {
-        true
-    } else {
-        entry.store(fingerprint, Ordering::Relaxed);
+/// The admission filter: a Bloom filter of the names missed lately (two bits per name),
+/// emptied once it has taken a sixteenth of its bits in names (it then answers "seen" wrongly
+/// for about one name in seventy: such a name is cached at first sight, which costs nothing
+/// but its room). A name seen twice between two emptyings is admitted; no pair of names can
+/// keep each other out, as they could in a table of one fingerprint per position.
+///
+/// A hint outside the sequence counter: racing updates can lose a bit (a later admission) or
+/// an emptying can come early, nothing worse.
+#[derive(Debug)]
+struct Seen {
+    /// Names added since the last emptying.
+    added: AtomicUsize,
+    bits: Box<[AtomicU64]>,
+}
+
+impl Seen {
+    /// After a miss: true when `hash` was missed since the filter was last emptied, else
+    /// records it.
+    #[inline]
+    fn admit(&self, hash: u64) -> bool {
+        let bits = self.bits.len() * 64;
+        let a = (hash >> 40) as usize & (bits - 1);
+        let b = (hash >> 12) as usize & (bits - 1);
+        let (Some(wa), Some(wb)) = (self.bits.get(a / 64), self.bits.get(b / 64)) else {
+            return false;
+        };
+        let (ma, mb) = (1u64 << (a % 64), 1u64 << (b % 64));
+        if wa.load(Ordering::Relaxed) & ma != 0 && wb.load(Ordering::Relaxed) & mb != 0 {
+            return true;
+        }
+        wa.fetch_or(ma, Ordering::Relaxed);
+        wb.fetch_or(mb, Ordering::Relaxed);
+        if self.added.fetch_add(1, Ordering::Relaxed) >= bits / 16 {
+            self.added.store(0, Ordering::Relaxed);
+            for w in self.bits.iter() {
+                w.store(0, Ordering::Relaxed);
+            }
+        }
         false
     }
+}
+
+/// Bytes of an admission filter of `words` words: its box and its bits, with overheads.
+fn filter_bytes(words: usize) -> usize {
+    size_of::<Seen>() + ALLOC_OVERHEAD + words * WORD + ALLOC_OVERHEAD
 }
 
 /// Empties slot `at`, shifting later members of its probe run back (no tombstones).

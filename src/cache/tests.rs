@@ -315,7 +315,7 @@ fn a_name_is_admitted_on_second_sight() {
     cache.insert(h, b"a.b", b"v");
     assert_eq!(cache.lookup(h, b"a.b", &mut v), Lookup::Hit);
     assert_eq!(v, b"v");
-    // Names seen once each are never admitted.
+    // Names seen once each are rarely admitted.
     let admitted = (0..100_000)
         .map(|i| format!("once.{i}"))
         .filter(|n| {
@@ -323,10 +323,30 @@ fn a_name_is_admitted_on_second_sight() {
             cache.lookup(h, n.as_bytes(), &mut v) != Lookup::Miss { admit: false }
         })
         .count();
-    assert!(admitted < 100, "{admitted} one-off names admitted");
+    // The Bloom filter admits about one in seventy at its fullest, 0.5 % on average.
+    assert!(admitted < 1_000, "{admitted} one-off names admitted");
     assert_eq!(cache.len(), 1);
     assert_eq!(
         NameCache::new(0).lookup(h, b"a.b", &mut v),
         Lookup::Miss { admit: false }
     );
+}
+
+/// Every name of a working set is admitted at its second sight: no two names can keep each
+/// other out of the cache (a table of one fingerprint per position let about one name in ten
+/// of a 100k set miss forever, each miss paying the route's MD5).
+#[test]
+fn every_repeating_name_is_admitted() {
+    let cache = NameCache::new(16 << 20);
+    let names: Vec<String> = (0..100_000).map(|i| format!("set.host-{i}.cpu")).collect();
+    let mut v = Vec::new();
+    for _ in 0..2 {
+        for n in &names {
+            let h = cache.hash(n.as_bytes());
+            if let Lookup::Miss { admit: true } = cache.lookup(h, n.as_bytes(), &mut v) {
+                cache.insert(h, n.as_bytes(), b"r");
+            }
+        }
+    }
+    assert_eq!(cache.len(), names.len());
 }
