@@ -118,16 +118,16 @@ fn printable_ascii(line: &[u8]) -> bool {
         .fold(true, |ok, &b| ok & (b.wrapping_sub(0x20) < 0x60))
 }
 
-/// [`split_ascii`] for lines whose only whitespace is `' '`: the separators are found with
-/// memchr.
+/// [`split_ascii`] for lines whose only whitespace is `' '`.
 #[inline]
 fn split_spaces<'a>(line: &'a [u8], fields: &mut [&'a [u8]; 3]) -> usize {
     let mut count = 0;
     let mut start = 0;
-    for end in memchr::memchr_iter(b' ', line).chain(std::iter::once(line.len())) {
+    while start <= line.len() {
+        let end = next_space(line, start);
         if end > start {
             match fields.get_mut(count) {
-                Some(slot) => *slot = &line[start..end],
+                Some(slot) => *slot = line.get(start..end).unwrap_or_default(),
                 None => return 4,
             }
             count += 1;
@@ -135,6 +135,35 @@ fn split_spaces<'a>(line: &'a [u8], fields: &mut [&'a [u8]; 3]) -> usize {
         start = end + 1;
     }
     count
+}
+
+/// Position of the first `' '` at or after `from` (`line.len()` if none), eight bytes at a
+/// time: a field is a few dozen bytes, too short for memchr's vector setup to pay.
+#[inline]
+fn next_space(line: &[u8], from: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut i = from;
+    while let Some(chunk) = line.get(i..i + 8) {
+        let Ok(bytes) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        // Zero bytes of `x` are spaces; the lowest flagged byte is exact (borrows only
+        // propagate upwards from a real zero byte).
+        let x = u64::from_le_bytes(bytes) ^ (ONES * u64::from(b' '));
+        let zeros = x.wrapping_sub(ONES) & !x & HIGHS;
+        if zeros != 0 {
+            return i + (zeros.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&b) = line.get(i) {
+        if b == b' ' {
+            return i;
+        }
+        i += 1;
+    }
+    line.len()
 }
 
 /// Fills up to three fields; returns how many fields the line has (4 means "more than 3").
@@ -329,7 +358,7 @@ mod tests {
         let mut rng = fastrand::Rng::with_seed(3);
         let alphabet = b"  ab.1_;=~-";
         for _ in 0..20_000 {
-            let line: Vec<u8> = (0..rng.usize(0..24))
+            let line: Vec<u8> = (0..rng.usize(0..40))
                 .map(|_| alphabet[rng.usize(..alphabet.len())])
                 .collect();
             assert!(printable_ascii(&line));

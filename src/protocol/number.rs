@@ -55,27 +55,72 @@ fn parse_plain_decimal(s: &[u8]) -> Option<f64> {
     };
     let mut mantissa: u64 = 0;
     let mut digits = 0usize;
-    let mut frac_digits = 0usize;
-    let mut dot = false;
-    for &b in body {
-        if b.is_ascii_digit() {
-            if digits == 19 {
-                return None;
-            }
-            mantissa = mantissa * 10 + u64::from(b - b'0');
-            digits += 1;
-            frac_digits += usize::from(dot);
-        } else if b == b'.' && !dot {
-            dot = true;
-        } else {
-            return None;
+    let int_end = take_digits(body, 0, &mut mantissa, &mut digits)?;
+    let (end, frac_digits) = match body.get(int_end) {
+        Some(b'.') => {
+            let before = digits;
+            let end = take_digits(body, int_end + 1, &mut mantissa, &mut digits)?;
+            (end, digits - before)
         }
-    }
-    if digits == 0 || mantissa > 1 << 53 {
+        _ => (int_end, 0),
+    };
+    if end != body.len() || digits == 0 || mantissa > 1 << 53 {
         return None;
     }
     let v = mantissa as f64 / *EXACT_POW10.get(frac_digits)?;
     Some(if neg { -v } else { v })
+}
+
+/// Accumulates the decimal digits of `s` from `at` into `mantissa` (eight at a time while it
+/// can); returns where they end, or `None` past 19 digits (the mantissa could overflow).
+#[inline]
+fn take_digits(s: &[u8], mut at: usize, mantissa: &mut u64, digits: &mut usize) -> Option<usize> {
+    while let Some(chunk) = s.get(at..at + 8) {
+        let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?);
+        if !eight_digits(word) {
+            break;
+        }
+        *digits += 8;
+        if *digits > 19 {
+            return None;
+        }
+        *mantissa = *mantissa * 100_000_000 + parse_eight_digits(word);
+        at += 8;
+    }
+    while let Some(&b) = s.get(at) {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        *digits += 1;
+        if *digits > 19 {
+            return None;
+        }
+        *mantissa = *mantissa * 10 + u64::from(b - b'0');
+        at += 1;
+    }
+    Some(at)
+}
+
+/// True when the eight little-endian bytes of `v` are all ASCII digits.
+#[inline]
+fn eight_digits(v: u64) -> bool {
+    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    (v & HIGH) | ((v.wrapping_add(0x0606_0606_0606_0606) & HIGH) >> 4) == 0x3333_3333_3333_3333
+}
+
+/// The value of eight ASCII digits (little-endian bytes, most significant digit first in the
+/// text), with three multiplications.
+#[inline]
+fn parse_eight_digits(v: u64) -> u64 {
+    const MASK: u64 = 0x0000_00FF_0000_00FF;
+    const MUL1: u64 = 0x000F_4240_0000_0064; // 100 + (1_000_000 << 32)
+    const MUL2: u64 = 0x0000_2710_0000_0001; // 1 + (10_000 << 32)
+    let v = v.wrapping_sub(0x3030_3030_3030_3030);
+    let v = v.wrapping_mul(10).wrapping_add(v >> 8);
+    (v & MASK)
+        .wrapping_mul(MUL1)
+        .wrapping_add(((v >> 16) & MASK).wrapping_mul(MUL2))
+        >> 32
 }
 
 /// The whole grammar, through the standard library's correctly rounded parser.

@@ -350,15 +350,19 @@ pub fn encode_message<'a>(points: impl Iterator<Item = Datapoint<'a>>, out: &mut
     out.put_slice(b"\x80\x02](");
     let mut count = 0usize;
     for dp in points {
-        out.reserve(dp.name.len() + 25);
-        out.put_u8(b'X');
-        out.put_u32_le(dp.name.len() as u32);
-        out.put_slice(dp.name);
-        out.put_u8(b'G');
-        out.put_f64(dp.timestamp);
-        out.put_u8(b'G');
-        out.put_f64(dp.value);
-        out.put_slice(b"\x86\x86");
+        // BINUNICODE name, BINFLOAT timestamp, BINFLOAT value, TUPLE2, TUPLE2: three copies
+        // per datapoint (head, name, tail), not one call per opcode.
+        let mut head = [b'X', 0, 0, 0, 0];
+        head[1..].copy_from_slice(&(dp.name.len() as u32).to_le_bytes());
+        let mut tail = [
+            b'G', 0, 0, 0, 0, 0, 0, 0, 0, b'G', 0, 0, 0, 0, 0, 0, 0, 0, 0x86, 0x86,
+        ];
+        tail[1..9].copy_from_slice(&dp.timestamp.to_be_bytes());
+        tail[10..18].copy_from_slice(&dp.value.to_be_bytes());
+        out.reserve(head.len() + dp.name.len() + tail.len());
+        out.extend_from_slice(&head);
+        out.extend_from_slice(dp.name);
+        out.extend_from_slice(&tail);
         count += 1;
     }
     if count == 0 {
