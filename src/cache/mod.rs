@@ -184,6 +184,26 @@ impl NameCache {
         }
     }
 
+    /// Touches the index slots, then the entries, that lookups of these hashes will read, so
+    /// that the cache misses of a batch of lookups overlap instead of following one another
+    /// (each touch is an independent load; nothing is written). Racy by design: what it reads
+    /// is only a hint to the CPU's caches.
+    pub fn prefetch(&self, hashes: &[u64]) {
+        let mut sum = 0u64;
+        for &h in hashes {
+            if let Some(s) = self.shard(h) {
+                sum ^= s.touch_slot(h);
+            }
+        }
+        for &h in hashes {
+            if let Some(s) = self.shard(h) {
+                sum ^= s.touch_entry(h);
+            }
+        }
+        // Keeps the loads.
+        std::hint::black_box(sum);
+    }
+
     /// Stores `value` for `name`, replacing an earlier value, evicting as the budget requires.
     /// A name and value too large for the cache (or a disabled cache) store nothing.
     pub fn insert(&self, hash: u64, name: &[u8], value: &[u8]) {

@@ -325,6 +325,41 @@ impl Shard {
         Lookup::Miss { admit: false }
     }
 
+    /// Loads the home slot of `hash` (see [`NameCache::prefetch`](super::NameCache::prefetch)).
+    #[inline]
+    pub(super) fn touch_slot(&self, hash: u64) -> u64 {
+        let slots = self.slots();
+        let mask = slots.len().saturating_sub(1);
+        slots
+            .get((hash >> 32) as usize & mask)
+            .map_or(0, |s| s.load(Ordering::Relaxed))
+    }
+
+    /// Loads the header of the entry the first slot tagged like `hash` points at.
+    #[inline]
+    pub(super) fn touch_entry(&self, hash: u64) -> u64 {
+        let slots = self.slots();
+        let mask = slots.len().saturating_sub(1);
+        let hi = (hash >> 32) as u32;
+        let mut at = hi as usize & mask;
+        for _ in 0..4 {
+            let Some(s) = slots.get(at).map(|s| s.load(Ordering::Relaxed)) else {
+                return 0;
+            };
+            if s == 0 {
+                return 0;
+            }
+            if (s >> 32) as u32 == hi {
+                return self
+                    .entry(location(s))
+                    .and_then(|(data, offset)| data.get(offset))
+                    .map_or(0, |w| w.load(Ordering::Relaxed));
+            }
+            at = (at + 1) & mask;
+        }
+        0
+    }
+
     /// Probes for `name`; on a match copies the value into `sink` and returns the slot's
     /// position and value. May see a writer's half-done work: the caller validates.
     #[inline]

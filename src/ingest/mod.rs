@@ -16,6 +16,7 @@
 //! it to the queues without waiting (a full queue then drops it, counted), so nothing vanishes
 //! uncounted.
 
+mod pending;
 mod receipt;
 mod source;
 mod stats;
@@ -23,13 +24,15 @@ mod stats;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::batch::{Batch, POINT_OVERHEAD};
+use crate::batch::Batch;
 use crate::cache::NameCache;
 use crate::filter::{NameFilter, SharedLists, Verdict};
 use crate::protocol::tags::TagNormalizer;
 use crate::protocol::{DropCounts, DropReason, line, normalize};
 use crate::queue::{DestinationQueue, PushMode, PushOutcome};
 use crate::router::{RouteCache, Router};
+
+use pending::{MAX_PENDING_BATCH_NAME_BYTES, Pending};
 
 pub use receipt::{Delivery, Receipt};
 pub use source::Source;
@@ -39,9 +42,8 @@ pub use stats::{IngestSnapshot, IngestStats};
 /// [`Ingestor::push`] answers [`Pushed::FlushNow`].
 pub const FLUSH_HINT_BYTES: usize = 4 << 20;
 
-/// A pending batch is handed over (kept aside for the next flush) once its names reach this
-/// size, so no batch comes near [`crate::batch::MAX_NAME_BYTES`].
-const MAX_PENDING_BATCH_NAME_BYTES: usize = 64 << 20;
+/// Lines whose routes [`Ingestor::lines`] looks up together.
+const LINE_BATCH: usize = 32;
 
 /// Shared parts every [`Ingestor`] needs. Cheap to clone.
 ///
@@ -193,11 +195,9 @@ pub struct Ingestor {
     pipeline: Pipeline,
     /// The route of the datapoint being pushed (reused).
     route: Vec<u16>,
-    /// One pending batch per destination.
-    pending: Vec<Batch>,
-    /// Pending batches set aside because they grew large, with their destination, in order.
-    set_aside: Vec<(usize, Batch)>,
-    pending_bytes: usize,
+    pending: Pending,
+    /// Batches on their way to the queues during a flush (reused).
+    handing: Vec<(usize, Batch)>,
     /// Per destination, the queue position after everything flushed so far.
     marks: Vec<u64>,
     source: Source,
@@ -232,9 +232,8 @@ impl Ingestor {
             resolution,
             tags,
             route: Vec::new(),
-            pending: (0..n).map(|_| Batch::new()).collect(),
-            set_aside: Vec::new(),
-            pending_bytes: 0,
+            pending: Pending::new(n),
+            handing: Vec::new(),
             marks: vec![0; n],
             mode: if source == Source::LineUdp {
                 PushMode::NoWait
@@ -266,67 +265,127 @@ impl Ingestor {
         }
     }
 
+    /// Parses and routes a run of framed lines exactly as [`line`](Self::line) would one by
+    /// one (same counters, same order), but looks up their routes together: the memory of one
+    /// batch's route-cache lookups is fetched in parallel, not one cache miss after another.
+    /// For socket readers, which flush after every read (the per-line [`Pushed`] is not
+    /// reported).
+    pub fn lines(&mut self, lines: &[Result<&[u8], DropReason>]) {
+        if self.tags.is_some() {
+            // The normalised name lives in the normaliser, one at a time.
+            for l in lines {
+                let _ = match *l {
+                    Ok(text) => self.line(text),
+                    Err(reason) => self.reject(reason),
+                };
+            }
+            return;
+        }
+        for chunk in lines.chunks(LINE_BATCH) {
+            let mut points: [(&[u8], f64, f64); LINE_BATCH] = [(&[], 0.0, 0.0); LINE_BATCH];
+            let mut hashes = [0u64; LINE_BATCH];
+            let mut n = 0;
+            for l in chunk {
+                let parsed = l.and_then(line::parse_line);
+                let checked = match parsed {
+                    Ok((name, timestamp, value)) => self
+                        .check(name, timestamp, value)
+                        .map(|(timestamp, value)| (name, timestamp, value)),
+                    Err(reason) => Err(self.reject(reason)),
+                };
+                if let (Ok(point), Some(slot)) = (checked, points.get_mut(n)) {
+                    *slot = point;
+                    n += 1;
+                }
+            }
+            let routes = &self.pipeline.routes;
+            for (h, p) in hashes.iter_mut().zip(&points[..n]) {
+                *h = routes.hash(p.0);
+            }
+            routes.prefetch(&hashes[..n]);
+            for (&(name, timestamp, value), &hash) in points[..n].iter().zip(&hashes) {
+                let _ = self.route(name, hash, timestamp, value);
+            }
+        }
+    }
+
     /// Routes one datapoint after carbon's normalisation (NaN dropped, `-1` = now) into the
     /// pending batches, or counts why not.
     #[inline]
     pub fn push(&mut self, name: &[u8], timestamp: f64, value: f64) -> Pushed {
+        let (timestamp, value) = match self.check(name, timestamp, value) {
+            Ok(tv) => tv,
+            Err(pushed) => return pushed,
+        };
+        // carbon's RelayProcessor normalises after the receiver's checks (lists,
+        // timestamps), then routes and sends the normalised name.
+        let Some(tags) = self.tags.as_mut() else {
+            let hash = self.pipeline.routes.hash(name);
+            return self.route(name, hash, timestamp, value);
+        };
+        let name = tags.apply(name);
+        if name.len() > MAX_PENDING_BATCH_NAME_BYTES {
+            self.drops.add(DropReason::TooLong);
+            return Pushed::Invalid(DropReason::TooLong);
+        }
+        // The normalised name borrows the normaliser: the same steps as `route`, on fields.
+        let routes = &self.pipeline.routes;
+        routes.route_hashed(name, routes.hash(name), &mut self.route);
+        if self.route.is_empty() {
+            self.drops.add(DropReason::NoDestination);
+            return Pushed::Invalid(DropReason::NoDestination);
+        }
+        self.accepted += 1;
+        Self::hint(self.pending.append(&self.route, name, timestamp, value))
+    }
+
+    /// carbon's checks before routing (`MetricReceiver.metricReceived`): a name, the lists,
+    /// timestamp and value normalisation, the timestamp resolution.
+    #[inline]
+    fn check(&mut self, name: &[u8], timestamp: f64, value: f64) -> Result<(f64, f64), Pushed> {
         if name.is_empty() {
-            return self.reject(DropReason::EmptyName);
+            return Err(self.reject(DropReason::EmptyName));
         }
         if let Some(f) = &mut self.filter {
             match f.check(name) {
                 Verdict::Pass => {}
-                Verdict::Blacklisted => return Pushed::Blacklisted,
-                Verdict::NotWhitelisted => return Pushed::NotWhitelisted,
+                Verdict::Blacklisted => return Err(Pushed::Blacklisted),
+                Verdict::NotWhitelisted => return Err(Pushed::NotWhitelisted),
             }
         }
         let (mut timestamp, value) = match normalize(timestamp, value, self.now) {
             Ok(tv) => tv,
-            Err(reason) => return self.reject(reason),
+            Err(reason) => return Err(self.reject(reason)),
         };
         if self.resolution > 0 {
             // carbon: int(timestamp) // res * res (truncate, then floor-divide).
             let res = self.resolution as i64;
             timestamp = ((timestamp.trunc() as i64).div_euclid(res) * res) as f64;
         }
-        // carbon's RelayProcessor normalises after the receiver's checks (lists,
-        // timestamps), then routes and sends the normalised name.
-        let name = match self.tags.as_mut() {
-            Some(t) => t.apply(name),
-            None => name,
-        };
+        Ok((timestamp, value))
+    }
+
+    /// Routes a checked datapoint whose route-cache hash is `hash` into the pending batches.
+    #[inline]
+    fn route(&mut self, name: &[u8], hash: u64, timestamp: f64, value: f64) -> Pushed {
         if name.len() > MAX_PENDING_BATCH_NAME_BYTES {
             self.drops.add(DropReason::TooLong);
             return Pushed::Invalid(DropReason::TooLong);
         }
-        self.pipeline.routes.route_into(name, &mut self.route);
-        let route = &self.route[..];
-        if route.is_empty() {
+        self.pipeline
+            .routes
+            .route_hashed(name, hash, &mut self.route);
+        if self.route.is_empty() {
             self.drops.add(DropReason::NoDestination);
             return Pushed::Invalid(DropReason::NoDestination);
         }
         self.accepted += 1;
-        for (i, &dest) in route.iter().enumerate() {
-            // carbon sends to the *set* of destinations the router yields: a duplicate
-            // (RF=2 on a one-node ring, overlapping `continue` rules) gets one copy.
-            if route[..i].contains(&dest) {
-                continue;
-            }
-            let dest = usize::from(dest);
-            // Route indices come from the router built on the same destination list.
-            let Some(b) = self.pending.get_mut(dest) else {
-                continue;
-            };
-            if b.name_bytes() + name.len() > MAX_PENDING_BATCH_NAME_BYTES {
-                self.set_aside.push((dest, b.take()));
-            }
-            // Cannot fail: the batch holds at most MAX_PENDING_BATCH_NAME_BYTES of names
-            // before this one, far below the batch's own bound.
-            if b.push(name, timestamp, value).is_ok() {
-                self.pending_bytes += name.len() + POINT_OVERHEAD;
-            }
-        }
-        if self.pending_bytes > FLUSH_HINT_BYTES {
+        Self::hint(self.pending.append(&self.route, name, timestamp, value))
+    }
+
+    #[inline]
+    fn hint(pending_bytes: usize) -> Pushed {
+        if pending_bytes > FLUSH_HINT_BYTES {
             Pushed::FlushNow
         } else {
             Pushed::Accepted
@@ -360,17 +419,12 @@ impl Ingestor {
     /// that do not fit are dropped and counted (`queue_full`).
     pub async fn flush(&mut self) -> Flushed {
         let mut out = Flushed::default();
-        for (dest, batch) in std::mem::take(&mut self.set_aside) {
+        let mut batches = std::mem::take(&mut self.handing);
+        self.pending.take_into(&mut batches);
+        for (dest, batch) in batches.drain(..) {
             self.hand_over(dest, batch, &mut out).await;
         }
-        for dest in 0..self.pending.len() {
-            let batch = match self.pending.get_mut(dest) {
-                Some(p) if !p.is_empty() => p.take(),
-                _ => continue,
-            };
-            self.hand_over(dest, batch, &mut out).await;
-        }
-        self.pending_bytes = 0;
+        self.handing = batches;
         self.publish_counters();
         self.now = unix_now();
         out
@@ -430,12 +484,8 @@ impl Drop for Ingestor {
     // Pending data is handed to the queues without waiting, so it is queued or counted as
     // dropped (`queue_full`), never lost uncounted.
     fn drop(&mut self) {
-        let set_aside = std::mem::take(&mut self.set_aside);
-        let pending = std::mem::take(&mut self.pending);
-        let batches = set_aside
-            .into_iter()
-            .chain(pending.into_iter().enumerate())
-            .filter(|(_, b)| !b.is_empty());
+        let mut batches = std::mem::take(&mut self.handing);
+        self.pending.take_into(&mut batches);
         for (dest, batch) in batches {
             if let Some(q) = self.pipeline.queues.get(dest) {
                 let o = q.push(batch);
@@ -459,3 +509,6 @@ pub fn unix_now() -> f64 {
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
 }
+
+#[cfg(test)]
+mod tests;

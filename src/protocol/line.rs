@@ -14,6 +14,9 @@ use super::number::{
 };
 use crate::batch::Datapoint;
 
+/// Most lines [`LineFramer::feed_batched`] hands over at once.
+pub const LINE_RUN: usize = 64;
+
 /// carbon's `LineOnlyReceiver.MAX_LENGTH` default.
 pub const DEFAULT_MAX_LINE: usize = 16384;
 
@@ -44,27 +47,51 @@ impl LineFramer {
     /// tail stays in `buf` unless it is already over-long, in which case it is dropped at once so
     /// the buffer never grows past `max_len` while a huge line streams through.
     pub fn feed(&mut self, buf: &mut BytesMut, mut on_line: impl FnMut(Result<&[u8], DropReason>)) {
+        self.feed_batched(buf, |lines| lines.iter().for_each(|&l| on_line(l)));
+    }
+
+    /// [`feed`](Self::feed), handing the lines over in runs of up to [`LINE_RUN`], in order.
+    pub fn feed_batched(
+        &mut self,
+        buf: &mut BytesMut,
+        mut on_lines: impl FnMut(&[Result<&[u8], DropReason>]),
+    ) {
+        let mut run: [Result<&[u8], DropReason>; LINE_RUN] = [Ok(&[]); LINE_RUN];
+        let mut n = 0;
         let mut pos = 0;
         let mut search_from = self.scanned.min(buf.len());
         while let Some(i) = memchr(b'\n', &buf[search_from..]) {
             let end = search_from + i;
-            if self.discarding {
+            let line = if self.discarding {
                 self.discarding = false;
+                None
             } else if end - pos > self.max_len {
-                on_line(Err(DropReason::TooLong));
+                Some(Err(DropReason::TooLong))
             } else {
-                on_line(Ok(&buf[pos..end]));
+                Some(Ok(&buf[pos..end]))
+            };
+            if let (Some(line), Some(slot)) = (line, run.get_mut(n)) {
+                *slot = line;
+                n += 1;
+                if n == LINE_RUN {
+                    on_lines(&run);
+                    n = 0;
+                }
             }
             pos = end + 1;
             search_from = pos;
         }
         let tail = buf.len() - pos;
-        if self.discarding {
-            buf.clear();
-            self.scanned = 0;
-        } else if tail > self.max_len {
-            on_line(Err(DropReason::TooLong));
-            self.discarding = true;
+        let tail_too_long = !self.discarding && tail > self.max_len;
+        if tail_too_long && let Some(slot) = run.get_mut(n) {
+            *slot = Err(DropReason::TooLong);
+            n += 1;
+        }
+        if n > 0 {
+            on_lines(&run[..n]);
+        }
+        if self.discarding || tail_too_long {
+            self.discarding = tail_too_long || self.discarding;
             buf.clear();
             self.scanned = 0;
         } else {

@@ -141,12 +141,7 @@ pub async fn serve_line(mut stream: TcpStream, ctx: ReceiverContext) {
         match read_more(&mut stream, &mut buf, &ctx).await {
             Read::Data => {
                 // A socket reader flushes after every read, so the flush hint never applies.
-                framer.feed(&mut buf, |line| {
-                    let _ = match line {
-                        Ok(l) => ingestor.line(l),
-                        Err(reason) => ingestor.reject(reason),
-                    };
-                });
+                framer.feed_batched(&mut buf, |lines| ingestor.lines(lines));
                 ingestor.flush().await;
             }
             Read::Eof => break,

@@ -75,11 +75,36 @@ impl RouteCache {
     /// yield order.
     #[inline]
     pub fn route_into(&self, name: &[u8], out: &mut Vec<u16>) {
+        self.route_hashed(name, self.hash(name), out);
+    }
+
+    /// The hash [`route_hashed`](Self::route_hashed) and [`prefetch`](Self::prefetch) take.
+    #[inline]
+    pub fn hash(&self, name: &[u8]) -> u64 {
+        if self.enabled {
+            self.names.hash(name)
+        } else {
+            0
+        }
+    }
+
+    /// Brings the cache's memory for these names (by their [`hash`](Self::hash)) into the CPU
+    /// cache ahead of their lookups, all at once, so that a batch of lookups waits for memory
+    /// about once rather than once or twice per name.
+    #[inline]
+    pub fn prefetch(&self, hashes: &[u64]) {
+        if self.enabled {
+            self.names.prefetch(hashes);
+        }
+    }
+
+    /// [`route_into`](Self::route_into) with the name's [`hash`](Self::hash) already computed.
+    #[inline]
+    pub fn route_hashed(&self, name: &[u8], hash: u64, out: &mut Vec<u16>) {
         if !self.enabled {
             self.router.route_into(name, out);
             return;
         }
-        let hash = self.names.hash(name);
         let mut sink = RouteSink { out, low: None };
         let found = self.names.lookup(hash, name, &mut sink);
         if let Lookup::Miss { admit } = found {
