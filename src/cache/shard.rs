@@ -426,17 +426,22 @@ impl Shard {
         if header.key_len != name.len() {
             return false;
         }
-        name.chunks(WORD).enumerate().all(|(i, chunk)| {
-            let word = data
-                .get(offset + 1 + i)
-                .map_or(0, |w| w.load(Ordering::Relaxed));
-            let mask = if chunk.len() == WORD {
-                u64::MAX
-            } else {
-                (1u64 << (8 * chunk.len())) - 1
-            };
-            word & mask == pack(chunk)
-        })
+        // Header::read checked that the entry lies within the segment.
+        let Some(words) = data.get(offset + 1..offset + 1 + name.len().div_ceil(WORD)) else {
+            return false;
+        };
+        let mut chunks = name.chunks_exact(WORD);
+        let mut differ = 0u64;
+        for (chunk, word) in chunks.by_ref().zip(words) {
+            differ |= word.load(Ordering::Relaxed) ^ pack(chunk);
+        }
+        let tail = chunks.remainder();
+        if let Some(word) = words.last().filter(|_| !tail.is_empty()) {
+            // The rest of the last word holds the value's first bytes.
+            let mask = (1u64 << (8 * tail.len())) - 1;
+            differ |= (word.load(Ordering::Relaxed) & mask) ^ pack(tail);
+        }
+        differ == 0
     }
 
     /// The segment holding `loc` and the word offset in it.
@@ -750,7 +755,12 @@ impl Seen {
         }
         wa.fetch_or(ma, Ordering::Relaxed);
         wb.fetch_or(mb, Ordering::Relaxed);
-        if self.added.fetch_add(1, Ordering::Relaxed) >= bits / 16 {
+        // Counted one name in sixteen (by hash), so that threads missing at once do not all
+        // write one counter.
+        if hash >> 60 != 0 {
+            return false;
+        }
+        if self.added.fetch_add(1, Ordering::Relaxed) >= bits / 256 {
             self.added.store(0, Ordering::Relaxed);
             for w in self.bits.iter() {
                 w.store(0, Ordering::Relaxed);

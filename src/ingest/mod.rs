@@ -42,8 +42,11 @@ pub use stats::{IngestSnapshot, IngestStats};
 /// [`Ingestor::push`] answers [`Pushed::FlushNow`].
 pub const FLUSH_HINT_BYTES: usize = 4 << 20;
 
-/// Lines whose routes [`Ingestor::lines`] looks up together.
+/// Datapoints whose routes [`Ingestor::push_run`] looks up together.
 const LINE_BATCH: usize = 32;
+
+/// A parsed datapoint: `(name, timestamp, value)`.
+type Point<'a> = (&'a [u8], f64, f64);
 
 /// Shared parts every [`Ingestor`] needs. Cheap to clone.
 ///
@@ -266,44 +269,61 @@ impl Ingestor {
     }
 
     /// Parses and routes a run of framed lines exactly as [`line`](Self::line) would one by
-    /// one (same counters, same order), but looks up their routes together: the memory of one
-    /// batch's route-cache lookups is fetched in parallel, not one cache miss after another.
-    /// For socket readers, which flush after every read (the per-line [`Pushed`] is not
-    /// reported).
+    /// one (same counters, same order); their route lookups are batched as in
+    /// [`push_run`](Self::push_run). For socket readers, which flush after every read (the
+    /// per-line [`Pushed`] is not reported).
     pub fn lines(&mut self, lines: &[Result<&[u8], DropReason>]) {
+        for chunk in lines.chunks(LINE_BATCH) {
+            let mut points: [Point<'_>; LINE_BATCH] = [(&[], 0.0, 0.0); LINE_BATCH];
+            let mut n = 0;
+            for l in chunk {
+                match l.and_then(line::parse_line) {
+                    Ok(point) => {
+                        if let Some(slot) = points.get_mut(n) {
+                            *slot = point;
+                            n += 1;
+                        }
+                    }
+                    Err(reason) => {
+                        self.reject(reason);
+                    }
+                }
+            }
+            self.push_run(&points[..n]);
+        }
+    }
+
+    /// Routes a run of datapoints `(name, timestamp, value)` exactly as [`push`](Self::push)
+    /// would one by one (same counters, same order), but looks up their routes together: the
+    /// memory of a run's route-cache lookups is fetched in parallel, not one cache miss after
+    /// another. For socket readers, which flush after every read (the per-datapoint
+    /// [`Pushed`] is not reported).
+    pub fn push_run(&mut self, points: &[(&[u8], f64, f64)]) {
         if self.tags.is_some() {
             // The normalised name lives in the normaliser, one at a time.
-            for l in lines {
-                let _ = match *l {
-                    Ok(text) => self.line(text),
-                    Err(reason) => self.reject(reason),
-                };
+            for &(name, timestamp, value) in points {
+                let _ = self.push(name, timestamp, value);
             }
             return;
         }
-        for chunk in lines.chunks(LINE_BATCH) {
-            let mut points: [(&[u8], f64, f64); LINE_BATCH] = [(&[], 0.0, 0.0); LINE_BATCH];
+        for chunk in points.chunks(LINE_BATCH) {
+            let mut checked: [Point<'_>; LINE_BATCH] = [(&[], 0.0, 0.0); LINE_BATCH];
             let mut hashes = [0u64; LINE_BATCH];
             let mut n = 0;
-            for l in chunk {
-                let parsed = l.and_then(line::parse_line);
-                let checked = match parsed {
-                    Ok((name, timestamp, value)) => self
-                        .check(name, timestamp, value)
-                        .map(|(timestamp, value)| (name, timestamp, value)),
-                    Err(reason) => Err(self.reject(reason)),
-                };
-                if let (Ok(point), Some(slot)) = (checked, points.get_mut(n)) {
-                    *slot = point;
+            for &(name, timestamp, value) in chunk {
+                if let (Ok((timestamp, value)), Some(slot)) =
+                    (self.check(name, timestamp, value), checked.get_mut(n))
+                {
+                    *slot = (name, timestamp, value);
                     n += 1;
                 }
             }
             let routes = &self.pipeline.routes;
-            for (h, p) in hashes.iter_mut().zip(&points[..n]) {
+            for (h, p) in hashes.iter_mut().zip(&checked[..n]) {
                 *h = routes.hash(p.0);
             }
             routes.prefetch(&hashes[..n]);
-            for (&(name, timestamp, value), &hash) in points[..n].iter().zip(&hashes) {
+            for (&(name, timestamp, value), &hash) in checked[..n].iter().zip(&hashes) {
                 let _ = self.route(name, hash, timestamp, value);
             }
         }

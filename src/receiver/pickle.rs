@@ -51,9 +51,8 @@ pub async fn serve_pickle(mut stream: TcpStream, ctx: ReceiverContext) {
                 break;
             }
             let frame = &buf[4..4 + len];
-            let result = decoder.decode(frame, &mut entry_drops, |name, ts, value| {
-                let _ = ingestor.push(name, ts, value);
-            });
+            let result =
+                decoder.decode_batched(frame, &mut entry_drops, |run| ingestor.push_run(run));
             if let Err(reason) = result {
                 ingestor.reject(reason);
             }

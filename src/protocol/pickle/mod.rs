@@ -127,6 +127,9 @@ pub struct PickleDecoder {
     created: usize,
 }
 
+/// Most entries [`PickleDecoder::decode_batched`] hands over at once.
+pub const ENTRY_RUN: usize = 64;
+
 impl PickleDecoder {
     /// A new decoder.
     pub fn new() -> Self {
@@ -148,6 +151,19 @@ impl PickleDecoder {
         drops: &mut DropCounts,
         mut emit: impl FnMut(&[u8], f64, f64),
     ) -> Result<usize, DropReason> {
+        self.decode_batched(payload, drops, |run| {
+            run.iter().for_each(|&(n, t, v)| emit(n, t, v));
+        })
+    }
+
+    /// [`decode`](Self::decode), handing the entries over in runs of up to [`ENTRY_RUN`]
+    /// `(name, timestamp, value)`, in order.
+    pub fn decode_batched(
+        &mut self,
+        payload: &[u8],
+        drops: &mut DropCounts,
+        mut on_run: impl FnMut(&[(&[u8], f64, f64)]),
+    ) -> Result<usize, DropReason> {
         if payload.len() > (u32::MAX / 2) as usize {
             return Err(BAD);
         }
@@ -161,9 +177,18 @@ impl PickleDecoder {
             }
         };
         let mut emitted = 0;
+        let mut run: [(&[u8], f64, f64); ENTRY_RUN] = [(&[], 0.0, 0.0); ENTRY_RUN];
+        let mut n = 0;
         let mut entry = |item: Val| match self.entry(payload, item) {
-            Ok((name, timestamp, value)) => {
-                emit(name, timestamp, value);
+            Ok(point) => {
+                if let Some(slot) = run.get_mut(n) {
+                    *slot = point;
+                    n += 1;
+                }
+                if n == ENTRY_RUN {
+                    on_run(&run);
+                    n = 0;
+                }
                 emitted += 1;
             }
             Err(reason) => drops.add(reason),
@@ -183,6 +208,9 @@ impl PickleDecoder {
                 items.iter().for_each(|&item| entry(item));
             }
             _ => return Err(BAD),
+        }
+        if n > 0 {
+            on_run(&run[..n]);
         }
         Ok(emitted)
     }
