@@ -47,6 +47,14 @@ pub mod config {
     }
 }
 
+/// A running relay's shared parts, for tests and tools that look inside one.
+pub mod relay {
+    /// The route cache every connection and source of the relay shares.
+    pub fn route_cache(handle: &crate::RelayHandle) -> &std::sync::Arc<crate::router::RouteCache> {
+        handle.pipeline().route_cache()
+    }
+}
+
 /// Self-metric names, the reporter, the snapshot.
 pub mod telemetry {
     pub use crate::telemetry::*;

@@ -184,6 +184,13 @@ impl NameCache {
         }
     }
 
+    /// Whether `name` is cached (its value into `value`), without the side effects of
+    /// [`lookup`](Self::lookup): nothing is marked referenced or recorded for admission.
+    pub fn peek(&self, hash: u64, name: &[u8], value: &mut impl ValueSink) -> bool {
+        self.shard(hash)
+            .is_some_and(|shard| shard.peek(hash, name, value))
+    }
+
     /// Touches the index slots, then the entries, that lookups of these hashes will read, so
     /// that the cache misses of a batch of lookups overlap instead of following one another
     /// (each touch is an independent load; nothing is written). Racy by design: what it reads

@@ -288,6 +288,44 @@ impl Shard {
     /// whether to admit the name (see [`NameCache::lookup`](super::NameCache::lookup)).
     #[inline]
     pub(super) fn lookup(&self, hash: u64, name: &[u8], sink: &mut impl ValueSink) -> Lookup {
+        match self.read_validated(hash, name, sink) {
+            Some(Some((slots, at, slot))) => {
+                // Written once per lap of the log, not per hit; the exchange leaves a slot
+                // a writer has changed since alone.
+                if slot & REFERENCED == 0
+                    && let Some(s) = slots.get(at)
+                {
+                    let _ = s.compare_exchange(
+                        slot,
+                        slot | REFERENCED,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                }
+                Lookup::Hit
+            }
+            Some(None) => Lookup::Miss {
+                admit: self.seen().admit(hash),
+            },
+            None => Lookup::Miss { admit: false },
+        }
+    }
+
+    /// Whether `name` is cached, its value into `sink`; no side effect (no referenced bit, no
+    /// admission).
+    pub(super) fn peek(&self, hash: u64, name: &[u8], sink: &mut impl ValueSink) -> bool {
+        matches!(self.read_validated(hash, name, sink), Some(Some(_)))
+    }
+
+    /// A lookup validated by the sequence counter: `Some(found)` with the table, slot
+    /// position and slot value of a hit, `None` when writers kept the shard busy.
+    #[inline]
+    fn read_validated(
+        &self,
+        hash: u64,
+        name: &[u8],
+        sink: &mut impl ValueSink,
+    ) -> Option<Option<(&[AtomicU64], usize, u64)>> {
         let hi = (hash >> 32) as u32;
         for _ in 0..READ_ATTEMPTS {
             let seq = self.seq.load(Ordering::Acquire);
@@ -298,31 +336,11 @@ impl Shard {
             let slots = self.slots();
             let found = self.read(slots, hi, name, sink);
             fence(Ordering::Acquire);
-            if self.seq.load(Ordering::Relaxed) != seq {
-                continue;
+            if self.seq.load(Ordering::Relaxed) == seq {
+                return Some(found.map(|(at, slot)| (slots, at, slot)));
             }
-            return match found {
-                Some((at, slot)) => {
-                    // Written once per lap of the log, not per hit; the exchange leaves a slot
-                    // a writer has changed since alone.
-                    if slot & REFERENCED == 0
-                        && let Some(s) = slots.get(at)
-                    {
-                        let _ = s.compare_exchange(
-                            slot,
-                            slot | REFERENCED,
-                            Ordering::Relaxed,
-                            Ordering::Relaxed,
-                        );
-                    }
-                    Lookup::Hit
-                }
-                None => Lookup::Miss {
-                    admit: self.seen().admit(hash),
-                },
-            };
         }
-        Lookup::Miss { admit: false }
+        None
     }
 
     /// Loads the home slot of `hash` (see [`NameCache::prefetch`](super::NameCache::prefetch)).

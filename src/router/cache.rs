@@ -129,6 +129,16 @@ impl RouteCache {
         }
     }
 
+    /// Whether `name`'s route is cached, without marking it used or counting a sighting.
+    pub fn is_cached(&self, name: &[u8]) -> bool {
+        let mut out = Vec::new();
+        let mut sink = RouteSink {
+            out: &mut out,
+            low: None,
+        };
+        self.enabled && self.names.peek(self.hash(name), name, &mut sink)
+    }
+
     /// The byte budget.
     pub fn budget(&self) -> usize {
         self.names.budget()
@@ -208,12 +218,17 @@ mod tests {
             cache.route_into(format!("once.{i}").as_bytes(), &mut out);
         }
         assert!(cache.len() < 10, "{} stored", cache.len());
+        assert!(!cache.is_cached(b"once.1"));
         for i in 0..1000 {
             cache.route_into(format!("once.{i}").as_bytes(), &mut out);
         }
         // A few are lost to fingerprint collisions in the admission filter (each is stored
         // on a later sighting).
         assert!(cache.len() > 900, "{} stored", cache.len());
+        let cached = (0..1000)
+            .filter(|i| cache.is_cached(format!("once.{i}").as_bytes()))
+            .count();
+        assert_eq!(cached, cache.len(), "peeking stores nothing");
     }
 
     #[test]

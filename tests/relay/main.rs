@@ -11,6 +11,7 @@ mod embedding;
 mod features;
 mod hash_vectors;
 mod line;
+mod memory;
 mod pickle;
 mod pickle_malicious;
 mod spill;
