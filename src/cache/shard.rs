@@ -353,7 +353,8 @@ impl Shard {
             .map_or(0, |s| s.load(Ordering::Relaxed))
     }
 
-    /// Loads the header of the entry the first slot tagged like `hash` points at.
+    /// Loads the header of the entry the first slot tagged like `hash` points at; for a name
+    /// not in the index, the admission-filter word its miss will read.
     #[inline]
     pub(super) fn touch_entry(&self, hash: u64) -> u64 {
         let slots = self.slots();
@@ -362,10 +363,10 @@ impl Shard {
         let mut at = hi as usize & mask;
         for _ in 0..4 {
             let Some(s) = slots.get(at).map(|s| s.load(Ordering::Relaxed)) else {
-                return 0;
+                return self.seen.get().map_or(0, |seen| seen.touch(hash));
             };
             if s == 0 {
-                return 0;
+                return self.seen.get().map_or(0, |seen| seen.touch(hash));
             }
             if (s >> 32) as u32 == hi {
                 return self
@@ -757,13 +758,34 @@ struct Seen {
 }
 
 impl Seen {
+    /// Loads the words `admit(hash)` reads.
+    #[inline]
+    fn touch(&self, hash: u64) -> u64 {
+        let (a, b) = self.positions(hash);
+        let word = |bit: usize| {
+            self.bits
+                .get(bit / 64)
+                .map_or(0, |w| w.load(Ordering::Relaxed))
+        };
+        word(a) ^ word(b)
+    }
+
+    /// The two bits of `hash`.
+    #[inline]
+    fn positions(&self, hash: u64) -> (usize, usize) {
+        let bits = self.bits.len() * 64;
+        (
+            (hash >> 40) as usize & (bits - 1),
+            (hash >> 12) as usize & (bits - 1),
+        )
+    }
+
     /// After a miss: true when `hash` was missed since the filter was last emptied, else
     /// records it.
     #[inline]
     fn admit(&self, hash: u64) -> bool {
         let bits = self.bits.len() * 64;
-        let a = (hash >> 40) as usize & (bits - 1);
-        let b = (hash >> 12) as usize & (bits - 1);
+        let (a, b) = self.positions(hash);
         let (Some(wa), Some(wb)) = (self.bits.get(a / 64), self.bits.get(b / 64)) else {
             return false;
         };
