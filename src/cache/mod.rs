@@ -191,24 +191,22 @@ impl NameCache {
             .is_some_and(|shard| shard.peek(hash, name, value))
     }
 
-    /// Touches the index slots, then the entries, that lookups of these hashes will read, so
-    /// that the cache misses of a batch of lookups overlap instead of following one another
-    /// (each touch is an independent load; nothing is written). Racy by design: what it reads
-    /// is only a hint to the CPU's caches.
-    pub fn prefetch(&self, hashes: &[u64]) {
-        let mut sum = 0u64;
-        for &h in hashes {
+    /// Starts loading the index slots, then the entries, that lookups of these names (by
+    /// [`hash`](Self::hash) and length) will read, so that the cache misses of a batch of
+    /// lookups overlap instead of following one another. Prefetch instructions only (x86-64;
+    /// elsewhere it does nothing): nothing is written, and nothing waits for memory but the
+    /// second pass's reads of the slots the first pass asked for.
+    pub fn prefetch(&self, names: &[(u64, usize)]) {
+        for &(h, _) in names {
             if let Some(s) = self.shard(h) {
-                sum ^= s.touch_slot(h);
+                s.prefetch_slot(h);
             }
         }
-        for &h in hashes {
+        for &(h, len) in names {
             if let Some(s) = self.shard(h) {
-                sum ^= s.touch_entry(h);
+                s.prefetch_entry(h, len);
             }
         }
-        // Keeps the loads.
-        std::hint::black_box(sum);
     }
 
     /// Stores `value` for `name`, replacing an earlier value, evicting as the budget requires.

@@ -343,40 +343,47 @@ impl Shard {
         None
     }
 
-    /// Loads the home slot of `hash` (see [`NameCache::prefetch`](super::NameCache::prefetch)).
+    /// Starts loading the home slot of `hash` (see
+    /// [`NameCache::prefetch`](super::NameCache::prefetch)).
     #[inline]
-    pub(super) fn touch_slot(&self, hash: u64) -> u64 {
+    pub(super) fn prefetch_slot(&self, hash: u64) {
         let slots = self.slots();
         let mask = slots.len().saturating_sub(1);
-        slots
-            .get((hash >> 32) as usize & mask)
-            .map_or(0, |s| s.load(Ordering::Relaxed))
+        if let Some(slot) = slots.get((hash >> 32) as usize & mask) {
+            prefetch(slot);
+        }
     }
 
-    /// Loads the header of the entry the first slot tagged like `hash` points at; for a name
-    /// not in the index, the admission-filter word its miss will read.
+    /// Starts loading the first and last key words of the entry the first slot tagged like
+    /// `hash` points at (an entry may straddle two cache lines); for a name not in the index,
+    /// the admission-filter words its miss will read. Reads the slots (which
+    /// [`prefetch_slot`](Self::prefetch_slot) should have brought in).
     #[inline]
-    pub(super) fn touch_entry(&self, hash: u64) -> u64 {
+    pub(super) fn prefetch_entry(&self, hash: u64, key_len: usize) {
         let slots = self.slots();
         let mask = slots.len().saturating_sub(1);
         let hi = (hash >> 32) as u32;
         let mut at = hi as usize & mask;
         for _ in 0..4 {
-            let Some(s) = slots.get(at).map(|s| s.load(Ordering::Relaxed)) else {
-                return self.seen.get().map_or(0, |seen| seen.touch(hash));
-            };
+            let s = slots.get(at).map_or(0, |s| s.load(Ordering::Relaxed));
             if s == 0 {
-                return self.seen.get().map_or(0, |seen| seen.touch(hash));
+                if let Some(seen) = self.seen.get() {
+                    seen.prefetch(hash);
+                }
+                return;
             }
             if (s >> 32) as u32 == hi {
-                return self
-                    .entry(location(s))
-                    .and_then(|(data, offset)| data.get(offset))
-                    .map_or(0, |w| w.load(Ordering::Relaxed));
+                if let Some((data, offset)) = self.entry(location(s)) {
+                    for at in [offset, offset + key_len.div_ceil(WORD)] {
+                        if let Some(word) = data.get(at) {
+                            prefetch(word);
+                        }
+                    }
+                }
+                return;
             }
             at = (at + 1) & mask;
         }
-        0
     }
 
     /// Probes for `name`; on a match copies the value into `sink` and returns the slot's
@@ -452,7 +459,8 @@ impl Shard {
         let mut chunks = name.chunks_exact(WORD);
         let mut differ = 0u64;
         for (chunk, word) in chunks.by_ref().zip(words) {
-            differ |= word.load(Ordering::Relaxed) ^ pack(chunk);
+            let bytes = <[u8; WORD]>::try_from(chunk).unwrap_or_default();
+            differ |= word.load(Ordering::Relaxed) ^ u64::from_le_bytes(bytes);
         }
         let tail = chunks.remainder();
         if let Some(word) = words.last().filter(|_| !tail.is_empty()) {
@@ -758,16 +766,15 @@ struct Seen {
 }
 
 impl Seen {
-    /// Loads the words `admit(hash)` reads.
+    /// Starts loading the words `admit(hash)` reads.
     #[inline]
-    fn touch(&self, hash: u64) -> u64 {
+    fn prefetch(&self, hash: u64) {
         let (a, b) = self.positions(hash);
-        let word = |bit: usize| {
-            self.bits
-                .get(bit / 64)
-                .map_or(0, |w| w.load(Ordering::Relaxed))
-        };
-        word(a) ^ word(b)
+        for bit in [a, b] {
+            if let Some(word) = self.bits.get(bit / 64) {
+                prefetch(word);
+            }
+        }
     }
 
     /// The two bits of `hash`.
@@ -843,6 +850,21 @@ fn remove_slot(w: &mut Writer, slots: &[AtomicU64], mut at: usize) {
     if let Some(hole) = slots.get(at) {
         hole.store(0, Ordering::Relaxed);
     }
+}
+
+/// Asks the CPU to start loading the cache line holding `value` into its caches, without
+/// waiting for it (a load would hold up everything behind it until the data arrives).
+#[inline(always)]
+fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 is only a hint to the cache hierarchy: it cannot fault, reads nothing
+    // into the program and writes nothing, and the address comes from a live reference.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
 }
 
 fn zeroed(words: usize) -> Box<[AtomicU64]> {

@@ -308,7 +308,7 @@ impl Ingestor {
         }
         for chunk in points.chunks(LINE_BATCH) {
             let mut checked: [Point<'_>; LINE_BATCH] = [(&[], 0.0, 0.0); LINE_BATCH];
-            let mut hashes = [0u64; LINE_BATCH];
+            let mut hashes = [(0u64, 0usize); LINE_BATCH];
             let mut n = 0;
             for &(name, timestamp, value) in chunk {
                 if let (Ok((timestamp, value)), Some(slot)) =
@@ -320,10 +320,10 @@ impl Ingestor {
             }
             let routes = &self.pipeline.routes;
             for (h, p) in hashes.iter_mut().zip(&checked[..n]) {
-                *h = routes.hash(p.0);
+                *h = (routes.hash(p.0), p.0.len());
             }
             routes.prefetch(&hashes[..n]);
-            for (&(name, timestamp, value), &hash) in checked[..n].iter().zip(&hashes) {
+            for (&(name, timestamp, value), &(hash, _)) in checked[..n].iter().zip(&hashes) {
                 let _ = self.route(name, hash, timestamp, value);
             }
         }
