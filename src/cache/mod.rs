@@ -191,21 +191,26 @@ impl NameCache {
             .is_some_and(|shard| shard.peek(hash, name, value))
     }
 
-    /// Starts loading the index slots, then the entries, that lookups of these names (by
-    /// [`hash`](Self::hash) and length) will read, so that the cache misses of a batch of
-    /// lookups overlap instead of following one another. Prefetch instructions only (x86-64;
-    /// elsewhere it does nothing): nothing is written, and nothing waits for memory but the
-    /// second pass's reads of the slots the first pass asked for.
-    pub fn prefetch(&self, names: &[(u64, usize)]) {
-        for &(h, _) in names {
-            if let Some(s) = self.shard(h) {
-                s.prefetch_slot(h);
-            }
+    /// Starts loading the index slot that a lookup of `hash` will read, without waiting for
+    /// it (a prefetch instruction on x86-64, nothing elsewhere; nothing is written). Issued a
+    /// few lookups ahead, then [`prefetch_entry`](Self::prefetch_entry), it lets the cache
+    /// misses of consecutive lookups overlap instead of following one another.
+    #[inline]
+    pub fn prefetch_slot(&self, hash: u64) {
+        if let Some(s) = self.shard(hash) {
+            s.prefetch_slot(hash);
         }
-        for &(h, len) in names {
-            if let Some(s) = self.shard(h) {
-                s.prefetch_entry(h, len);
-            }
+    }
+
+    /// Starts loading the entry (first and last key words) that a lookup of `hash`, a name of
+    /// `len` bytes, will compare, or for a name not indexed the admission-filter words its
+    /// miss will read. Reads the index slot, which
+    /// [`prefetch_slot`](Self::prefetch_slot) should have brought in. Racy by design: what it
+    /// reads only steers the CPU's caches.
+    #[inline]
+    pub fn prefetch_entry(&self, hash: u64, len: usize) {
+        if let Some(s) = self.shard(hash) {
+            s.prefetch_entry(hash, len);
         }
     }
 

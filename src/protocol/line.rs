@@ -15,7 +15,7 @@ use super::number::{
 use crate::batch::Datapoint;
 
 /// Most lines [`LineFramer::feed_batched`] hands over at once.
-pub const LINE_RUN: usize = 64;
+pub const LINE_RUN: usize = 128;
 
 /// carbon's `LineOnlyReceiver.MAX_LENGTH` default.
 pub const DEFAULT_MAX_LINE: usize = 16384;

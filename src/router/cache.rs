@@ -88,13 +88,21 @@ impl RouteCache {
         }
     }
 
-    /// Brings the cache's memory for these names (by [`hash`](Self::hash) and length) into
-    /// the CPU cache ahead of their lookups, all at once, so that a batch of lookups waits for
-    /// memory about once rather than two or three times per name.
+    /// Starts loading the index slot a lookup of the name with this [`hash`](Self::hash) will
+    /// read; a few lookups later, [`prefetch_entry`](Self::prefetch_entry) and then the lookup
+    /// itself find it in the CPU's cache (see [`NameCache::prefetch_slot`]).
     #[inline]
-    pub fn prefetch(&self, names: &[(u64, usize)]) {
+    pub fn prefetch_slot(&self, hash: u64) {
         if self.enabled {
-            self.names.prefetch(names);
+            self.names.prefetch_slot(hash);
+        }
+    }
+
+    /// Starts loading the entry a lookup of the name (`hash`, `len` bytes) will read.
+    #[inline]
+    pub fn prefetch_entry(&self, hash: u64, len: usize) {
+        if self.enabled {
+            self.names.prefetch_entry(hash, len);
         }
     }
 

@@ -128,7 +128,7 @@ pub struct PickleDecoder {
 }
 
 /// Most entries [`PickleDecoder::decode_batched`] hands over at once.
-pub const ENTRY_RUN: usize = 64;
+pub const ENTRY_RUN: usize = 128;
 
 impl PickleDecoder {
     /// A new decoder.
