@@ -396,28 +396,39 @@ impl Shard {
         name: &[u8],
         sink: &mut impl ValueSink,
     ) -> Option<(usize, u64)> {
-        let at = self.find(slots, hi, name)?;
-        let slot = slots.get(at)?.load(Ordering::Relaxed);
-        let (data, offset) = self.entry(location(slot))?;
-        let header = Header::read(data, offset)?;
+        let found = self.find(slots, hi, name)?;
         sink.clear();
-        read_bytes(data, offset + 1, header.key_len, header.value_len, sink);
-        Some((at, slot))
+        read_bytes(
+            found.data,
+            found.offset + 1,
+            found.header.key_len,
+            found.header.value_len,
+            sink,
+        );
+        Some((found.at, found.slot))
     }
 
-    /// Slot position of `name`, if indexed.
+    /// Where `name` is indexed, if it is.
     #[inline]
-    fn find(&self, slots: &[AtomicU64], hi: u32, name: &[u8]) -> Option<usize> {
+    fn find(&self, slots: &[AtomicU64], hi: u32, name: &[u8]) -> Option<Found<'_>> {
         let mask = slots.len().checked_sub(1)?;
         let mut at = hi as usize & mask;
         // Bounded: a racing writer could leave no empty slot in view.
         for _ in 0..slots.len() {
-            let s = slots.get(at)?.load(Ordering::Relaxed);
-            if s == 0 {
+            let slot = slots.get(at)?.load(Ordering::Relaxed);
+            if slot == 0 {
                 return None;
             }
-            if (s >> 32) as u32 == hi && self.key_matches(location(s), name) {
-                return Some(at);
+            if (slot >> 32) as u32 == hi
+                && let Some((data, offset, header)) = self.key_matches(location(slot), name)
+            {
+                return Some(Found {
+                    at,
+                    slot,
+                    data,
+                    offset,
+                    header,
+                });
             }
             at = (at + 1) & mask;
         }
@@ -442,20 +453,14 @@ impl Shard {
     }
 
     #[inline]
-    fn key_matches(&self, loc: u32, name: &[u8]) -> bool {
-        let Some((data, offset)) = self.entry(loc) else {
-            return false;
-        };
-        let Some(header) = Header::read(data, offset) else {
-            return false;
-        };
+    fn key_matches(&self, loc: u32, name: &[u8]) -> Option<(&[AtomicU64], usize, Header)> {
+        let (data, offset) = self.entry(loc)?;
+        let header = Header::read(data, offset)?;
         if header.key_len != name.len() {
-            return false;
+            return None;
         }
         // Header::read checked that the entry lies within the segment.
-        let Some(words) = data.get(offset + 1..offset + 1 + name.len().div_ceil(WORD)) else {
-            return false;
-        };
+        let words = data.get(offset + 1..offset + 1 + name.len().div_ceil(WORD))?;
         let mut chunks = name.chunks_exact(WORD);
         let mut differ = 0u64;
         for (chunk, word) in chunks.by_ref().zip(words) {
@@ -468,7 +473,7 @@ impl Shard {
             let mask = (1u64 << (8 * tail.len())) - 1;
             differ |= (word.load(Ordering::Relaxed) & mask) ^ pack(tail);
         }
-        differ == 0
+        (differ == 0).then_some((data, offset, header))
     }
 
     /// The segment holding `loc` and the word offset in it.
@@ -498,7 +503,7 @@ impl Shard {
 
     fn insert_locked(&self, w: &mut Writer, hi: u32, name: &[u8], value: &[u8], words: usize) {
         let slots = self.slots();
-        if let Some(at) = self.find(slots, hi, name) {
+        if let Some(Found { at, .. }) = self.find(slots, hi, name) {
             let mut old = Vec::new();
             let same = self.read(slots, hi, name, &mut old).is_some() && old == value;
             if same {
@@ -732,7 +737,10 @@ impl Shard {
                     live += 1;
                     let mut key = Vec::new();
                     read_bytes(data, offset + 1, 0, h.key_len, &mut key);
-                    let at = self.find(slots, h.hash_hi, &key).expect("reachable by key");
+                    let at = self
+                        .find(slots, h.hash_hi, &key)
+                        .expect("reachable by key")
+                        .at;
                     assert_eq!(location(slots[at].load(Ordering::Relaxed)), loc);
                 }
                 offset += entry_words(h.key_len, h.value_len);
@@ -934,6 +942,15 @@ fn pack_words(bytes: impl Iterator<Item = u8>) -> impl Iterator<Item = u64> {
         }
         Some(u64::from_le_bytes(b))
     })
+}
+
+/// An indexed entry: its slot (position and value), segment, offset and header.
+struct Found<'a> {
+    at: usize,
+    slot: u64,
+    data: &'a [AtomicU64],
+    offset: usize,
+    header: Header,
 }
 
 /// A decoded entry header.
