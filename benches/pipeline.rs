@@ -44,7 +44,7 @@ fn pipeline() -> Pipeline {
             Arc::new(DestinationQueue::new(limits, stats))
         })
         .collect();
-    Pipeline::new(router, queues, Arc::new(IngestStats::new()), 1_000_000)
+    Pipeline::new(router, queues, Arc::new(IngestStats::new()), 64 << 20)
 }
 
 fn payload(lines: usize, distinct: usize) -> Vec<u8> {
@@ -79,12 +79,8 @@ fn bench_pipeline(c: &mut Criterion) {
     group.bench_function("lines_to_pickle_carbon_ch_2dest", |b| {
         b.iter(|| {
             let mut buf = BytesMut::from(&data[..]);
-            framer.feed(&mut buf, |line| {
-                let _ = match line {
-                    Ok(l) => ingestor.line(l),
-                    Err(r) => ingestor.reject(r),
-                };
-            });
+            // As the TCP receiver does: runs of lines, their route lookups batched.
+            framer.feed_batched(&mut buf, |lines| ingestor.lines(lines));
             rt.block_on(ingestor.flush());
             drain(&p, &mut out);
         })

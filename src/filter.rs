@@ -9,10 +9,9 @@
 //!
 //! [`ListWatcher::run`] polls the files' modification times every interval (carbon: 10 s) and
 //! publishes a new [`Lists`] through [`SharedLists`]; ingestors look at the generation counter
-//! once per flush and cache each name's verdict until it changes, so the hot path never takes
-//! the lock.
+//! once per flush, so the hot path never takes the lists' lock, and cache each name's verdict
+//! (for that generation) in a byte-bounded [`NameCache`] the relay's ingestors share.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -21,9 +20,8 @@ use std::time::{Duration, SystemTime};
 use regex::bytes::RegexSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::cache::{Lookup, NameCache};
 use crate::pattern::Pattern;
-use crate::protocol::NameHashBuilder;
-use crate::protocol::tags::MEMO_MAX_BYTES;
 
 /// carbon's `USE_WHITELIST` files.
 #[derive(Clone, Debug, PartialEq)]
@@ -275,18 +273,17 @@ impl ListWatcher {
     }
 }
 
-/// The ingestor's view of the white/blacklists: refreshed once per flush, verdicts cached per
-/// name until the lists change.
+/// The ingestor's view of the white/blacklists: refreshed once per flush. Verdicts are cached
+/// per name in a byte-bounded cache shared by every ingestor of the relay, each tagged with the
+/// lists' generation so that a reload makes the old verdicts misses without a sweep.
 #[derive(Debug)]
 pub(crate) struct NameFilter {
     shared: Arc<SharedLists>,
     generation: u64,
     lists: Arc<Lists>,
-    verdicts: HashMap<Box<[u8]>, Verdict, NameHashBuilder>,
-    max_entries: usize,
-    /// Bytes of the cached names (emptied past [`MEMO_MAX_BYTES`], then refilled with the
-    /// names in current use).
-    name_bytes: usize,
+    verdicts: Arc<NameCache>,
+    /// A cached verdict, read back.
+    scratch: Vec<u8>,
     /// Names dropped by the blacklist since the counters were last taken.
     pub(crate) blacklisted: u64,
     /// Names dropped for not being on the whitelist since then.
@@ -294,19 +291,15 @@ pub(crate) struct NameFilter {
 }
 
 impl NameFilter {
-    /// True when this filter reads `shared`.
-    pub(crate) fn follows(&self, shared: &Arc<SharedLists>) -> bool {
-        Arc::ptr_eq(&self.shared, shared)
-    }
-
-    pub(crate) fn new(shared: Arc<SharedLists>, max_entries: usize) -> Self {
+    /// A filter reading `shared`, caching verdicts in `verdicts` (shared by the relay's
+    /// filters).
+    pub(crate) fn new(shared: Arc<SharedLists>, verdicts: Arc<NameCache>) -> Self {
         Self {
             generation: shared.generation(),
             lists: shared.load(),
             shared,
-            verdicts: HashMap::with_hasher(NameHashBuilder::random()),
-            max_entries: max_entries.max(1),
-            name_bytes: 0,
+            verdicts,
+            scratch: Vec::with_capacity(VERDICT_BYTES),
             blacklisted: 0,
             not_whitelisted: 0,
         }
@@ -315,20 +308,22 @@ impl NameFilter {
     /// The verdict for `name` (cached per name until the lists change); counts the drops.
     #[inline]
     pub(crate) fn check(&mut self, name: &[u8]) -> Verdict {
-        let verdict = match self.verdicts.get(name) {
-            Some(&v) => v,
-            None => {
+        let hash = self.verdicts.hash(name);
+        let generation = self.generation;
+        let found = match self.verdicts.lookup(hash, name, &mut self.scratch) {
+            Lookup::Hit => Ok(decode_verdict(&self.scratch, generation)),
+            Lookup::Miss { admit } => Err(admit),
+        };
+        let verdict = match found {
+            Ok(Some(v)) => v,
+            // A verdict for other lists is replaced at once: the name is known to repeat.
+            Ok(None) | Err(true) => {
                 let v = self.lists.verdict(name);
-                if self.verdicts.len() >= self.max_entries
-                    || self.name_bytes + name.len() > MEMO_MAX_BYTES
-                {
-                    self.verdicts.clear();
-                    self.name_bytes = 0;
-                }
-                self.name_bytes += name.len();
-                self.verdicts.insert(name.into(), v);
+                self.verdicts
+                    .insert(hash, name, &encode_verdict(v, generation));
                 v
             }
+            Err(false) => self.lists.verdict(name),
         };
         match verdict {
             Verdict::Pass => {}
@@ -344,8 +339,36 @@ impl NameFilter {
         if generation != self.generation {
             self.generation = generation;
             self.lists = self.shared.load();
-            self.verdicts.clear();
         }
+    }
+}
+
+/// Bytes of a cached verdict.
+const VERDICT_BYTES: usize = 9;
+
+/// A cached verdict: the lists' generation (8 bytes) and the verdict (1 byte).
+fn encode_verdict(v: Verdict, generation: u64) -> [u8; VERDICT_BYTES] {
+    let mut out = [0u8; VERDICT_BYTES];
+    out[..8].copy_from_slice(&generation.to_le_bytes());
+    out[8] = match v {
+        Verdict::Pass => 0,
+        Verdict::Blacklisted => 1,
+        Verdict::NotWhitelisted => 2,
+    };
+    out
+}
+
+/// The verdict cached for `generation`, `None` when it was made for other lists.
+fn decode_verdict(bytes: &[u8], generation: u64) -> Option<Verdict> {
+    let (g, v) = bytes.split_first_chunk::<8>()?;
+    if u64::from_le_bytes(*g) != generation {
+        return None;
+    }
+    match v {
+        [0] => Some(Verdict::Pass),
+        [1] => Some(Verdict::Blacklisted),
+        [2] => Some(Verdict::NotWhitelisted),
+        _ => None,
     }
 }
 

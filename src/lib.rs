@@ -76,6 +76,7 @@ mod admin;
 mod batch;
 #[cfg(feature = "bench")]
 mod bench;
+mod cache;
 mod config;
 mod destination;
 mod filter;

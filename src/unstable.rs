@@ -12,6 +12,11 @@ pub mod batch {
     pub use crate::batch::*;
 }
 
+/// The byte-bounded name caches shared by every connection (routes, list verdicts, tags).
+pub mod cache {
+    pub use crate::cache::*;
+}
+
 /// Decoders and encoders: plaintext lines, pickle, carbon's tag normalisation.
 pub mod protocol {
     pub use crate::protocol::*;
@@ -44,6 +49,15 @@ pub mod config {
     /// The routing part of a validated configuration.
     pub fn router_spec(config: &crate::Config) -> &crate::router::RouterSpec {
         &config.router
+    }
+}
+
+/// A running relay's shared parts, for tests and tools that look inside one.
+pub mod relay {
+    /// The route cache every connection and source of the relay shares (the current
+    /// routing generation's).
+    pub fn route_cache(handle: &crate::RelayHandle) -> std::sync::Arc<crate::router::RouteCache> {
+        handle.pipeline().route_cache()
     }
 }
 

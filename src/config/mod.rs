@@ -112,8 +112,8 @@ pub struct Config {
     pub(crate) listen: ListenConfig,
     /// Routing, ready for [`crate::router::Router::new`].
     pub(crate) router: RouterSpec,
-    /// Names cached per connection by the route cache (0: no cache).
-    pub(crate) route_cache_entries: usize,
+    /// Bytes of the relay's shared route cache (0: no cache).
+    pub(crate) route_cache_bytes: usize,
     /// Destinations, in `servers` order (the ring insertion order).
     pub(crate) destinations: Vec<DestinationConfig>,
     /// Instances sharing `host:port` share the load instead of each getting a copy (carbon's
@@ -196,6 +196,7 @@ impl Config {
         let listen = validate::listen(&raw.listen, &ctx)?;
         let destinations = validate::destinations(&raw.destinations, &ctx)?;
         let router = validate::router(&raw.router, &raw.rules, &destinations, &ctx)?;
+        let route_cache_bytes = validate::route_cache_bytes(&raw.router, &ctx)?;
         let telemetry = validate::telemetry(&raw.telemetry, &ctx)?;
         let ingest = validate::ingest(&raw.ingest, &ctx)?;
         let shutdown_grace = validate::shutdown_grace(&raw.shutdown, &ctx)?;
@@ -203,7 +204,7 @@ impl Config {
         let kinesis = kinesis::validate_all(&raw.kinesis.0, listen.max_line_length)
             .map_err(|(key, message)| ctx.invalid(&key, message))?;
         Ok(Config {
-            route_cache_entries: raw.router.route_cache_entries,
+            route_cache_bytes,
             listen,
             router,
             destinations,

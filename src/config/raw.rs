@@ -138,6 +138,9 @@ impl Default for RawListen {
     }
 }
 
+/// Default `router.route_cache_bytes`: 64 MiB, about a million typical names.
+pub const DEFAULT_ROUTE_CACHE_BYTES: usize = 64 << 20;
+
 /// `[router]`: how destinations are chosen.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -150,8 +153,10 @@ pub struct RawRouter {
     pub replication_factor: usize,
     /// At most one copy per host. Default true (carbon's default).
     pub diverse_replicas: bool,
-    /// Distinct names each connection remembers the route of. Default 1000000; 0 disables.
-    pub route_cache_entries: usize,
+    /// Bytes of the relay's route cache, shared by every connection (every byte it holds is
+    /// counted: names, routes, index). Default 64 MiB; 0 disables; otherwise at least
+    /// 64 KiB. The list-verdict cache and the tag memo, when on, take a quarter of this each.
+    pub route_cache_bytes: usize,
     /// Methods `aggregated-consistent-hashing` / `fast-aggregated-hashing` only: carbon's
     /// `aggregation-rules.conf` lines, `output_template (frequency) = method input_pattern`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -165,7 +170,7 @@ impl Default for RawRouter {
             hash_type: HashType::CarbonCh,
             replication_factor: 1,
             diverse_replicas: true,
-            route_cache_entries: 1_000_000,
+            route_cache_bytes: DEFAULT_ROUTE_CACHE_BYTES,
             aggregation_rules: Vec::new(),
         }
     }

@@ -476,6 +476,23 @@ fn spill_dir_usable(dir: &Path, ctx: &Ctx) -> Result<(), ConfigError> {
     })
 }
 
+/// Smallest non-zero `router.route_cache_bytes`.
+const MIN_ROUTE_CACHE_BYTES: usize = 64 << 10;
+/// Largest `router.route_cache_bytes`.
+const MAX_ROUTE_CACHE_BYTES: usize = 1 << 40;
+
+/// `router.route_cache_bytes`: 0 (off), or 64 KiB to 1 TiB.
+pub(super) fn route_cache_bytes(r: &RawRouter, ctx: &Ctx) -> Result<usize, ConfigError> {
+    let bytes = r.route_cache_bytes;
+    if bytes != 0 && !(MIN_ROUTE_CACHE_BYTES..=MAX_ROUTE_CACHE_BYTES).contains(&bytes) {
+        return Err(ctx.invalid(
+            "router.route_cache_bytes",
+            "must be 0 (no cache) or between 65536 (64 KiB) and 1099511627776 (1 TiB)",
+        ));
+    }
+    Ok(bytes)
+}
+
 /// `[router]` and `[[rules]]`: the spec the router is built from, rules and aggregation rules
 /// compiled.
 pub(super) fn router(

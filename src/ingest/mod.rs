@@ -2,9 +2,9 @@
 //!
 //! An [`Ingestor`] belongs to one connection (or one Kinesis shard reader, or one embedding
 //! producer). It parses lines, normalises datapoints the way carbon's `metricReceived` does,
-//! routes each name through its own route cache, and appends to one pending batch per
-//! destination. [`Ingestor::flush`] moves the pending batches into the destination queues and
-//! publishes the counters — once per read, never per datapoint.
+//! routes each name through the relay's shared route cache, and appends to one pending batch
+//! per destination. [`Ingestor::flush`] moves the pending batches into the destination queues
+//! and publishes the counters — once per read, never per datapoint.
 //!
 //! ## Feedback for the producer
 //!
@@ -16,6 +16,7 @@
 //! it to the queues without waiting (a full queue then drops it, counted), so nothing vanishes
 //! uncounted.
 
+mod pending;
 mod receipt;
 pub mod routing;
 mod source;
@@ -24,12 +25,14 @@ mod stats;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::batch::{Batch, POINT_OVERHEAD};
+use crate::batch::Batch;
 use crate::filter::{NameFilter, SharedLists, Verdict};
 use crate::protocol::tags::TagNormalizer;
 use crate::protocol::{DropCounts, DropReason, line, normalize};
 use crate::queue::{DestinationQueue, PushMode, PushOutcome};
 use crate::router::{ReplicaPools, RouteCache, Router};
+
+use pending::{MAX_PENDING_BATCH_NAME_BYTES, Pending};
 
 pub use receipt::{Delivery, Receipt};
 pub use routing::{Routing, RoutingCell};
@@ -43,12 +46,23 @@ pub const FLUSH_HINT_BYTES: usize = 4 << 20;
 /// Longest metric name a [`Pipeline`] accepts unless told otherwise (`listen.max_name_length`).
 pub const DEFAULT_MAX_NAME_LENGTH: usize = 4096;
 
-/// A pending batch is handed over (kept aside for the next flush) once its names reach this
-/// size, so no batch comes near [`crate::batch::MAX_NAME_BYTES`].
-const MAX_PENDING_BATCH_NAME_BYTES: usize = 64 << 20;
+/// Datapoints [`Ingestor::push_run`] pipelines together (the most a receiver hands over).
+const RUN: usize = 128;
+/// How far ahead of the datapoint being routed its route-cache index slot is prefetched…
+const SLOTS_AHEAD: usize = 16;
+/// …and its entry (which needs the slot).
+const ENTRIES_AHEAD: usize = 8;
+
+/// A parsed datapoint: `(name, timestamp, value)`.
+type Point<'a> = (&'a [u8], f64, f64);
 
 /// What every [`Ingestor`] shares: the current [routing generation](routing) and the ingest
 /// counters. Cheap to clone; a configuration reload installs a new generation in it.
+///
+/// The name caches belong to the generation and are shared by every ingestor: the route cache
+/// (bounded by `router.route_cache_bytes`) and, when those features are on, the list-verdict
+/// cache and the tag-normalisation memo (a quarter of that budget each). Memory for names is
+/// thus bounded by configuration however many connections send however many names.
 #[derive(Clone, Debug)]
 pub struct Pipeline {
     pub(crate) routing: Arc<RoutingCell>,
@@ -57,17 +71,18 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// Assembles a pipeline from its parts; `queues` are indexed like `router.destinations()`.
+    /// Routes are cached in a [`RouteCache`] of `route_cache_bytes` (0: no cache).
     pub fn new(
         router: Arc<Router>,
         queues: Arc<[Arc<DestinationQueue>]>,
         stats: Arc<IngestStats>,
-        route_cache_entries: usize,
+        route_cache_bytes: usize,
     ) -> Self {
         Self {
             routing: Arc::new(RoutingCell::new(Routing::new(
                 router,
                 queues,
-                route_cache_entries,
+                route_cache_bytes,
             ))),
             stats,
         }
@@ -129,6 +144,11 @@ impl Pipeline {
     /// The current generation's router.
     pub fn router(&self) -> Arc<Router> {
         self.routing.load().router.clone()
+    }
+
+    /// The route cache every ingestor of the current generation shares.
+    pub fn route_cache(&self) -> Arc<RouteCache> {
+        self.routing.load().routes.clone()
     }
 
     /// The current generation's destination queues, indexed like `router().destinations()`.
@@ -220,12 +240,11 @@ pub struct Ingestor {
     entered: bool,
     /// Receipt marks of queues no longer in `routing` (left behind by a generation change).
     earlier_marks: Vec<(Arc<DestinationQueue>, u64)>,
-    cache: RouteCache,
-    /// One pending batch per destination.
-    pending: Vec<Batch>,
-    /// Pending batches set aside because they grew large, with their destination, in order.
-    set_aside: Vec<(usize, Batch)>,
-    pending_bytes: usize,
+    /// The route of the datapoint being pushed (reused).
+    route: Vec<u16>,
+    pending: Pending,
+    /// Batches on their way to the queues during a flush (reused).
+    handing: Vec<(usize, Batch)>,
     /// Per destination, the queue position after everything flushed so far.
     marks: Vec<u64>,
     max_name_length: usize,
@@ -248,10 +267,9 @@ impl Ingestor {
             filter: Self::filter_for(&routing, source),
             resolution: Self::resolution_for(&routing, source),
             tags: Self::tags_for(&routing),
-            cache: RouteCache::new(routing.router.clone(), routing.route_cache_entries),
-            pending: (0..n).map(|_| Batch::new()).collect(),
-            set_aside: Vec::new(),
-            pending_bytes: 0,
+            route: Vec::new(),
+            pending: Pending::new(n),
+            handing: Vec::new(),
             marks: vec![0; n],
             earlier_marks: Vec::new(),
             max_name_length: routing.max_name_length,
@@ -278,7 +296,7 @@ impl Ingestor {
             .lists
             .clone()
             .filter(|_| source != Source::Internal)
-            .map(|l| NameFilter::new(l, routing.route_cache_entries))
+            .map(|l| NameFilter::new(l, routing.verdicts.clone()))
     }
 
     fn resolution_for(routing: &Routing, source: Source) -> u64 {
@@ -292,11 +310,11 @@ impl Ingestor {
     fn tags_for(routing: &Routing) -> Option<TagNormalizer> {
         routing
             .tag_relay_normalized
-            .then(|| TagNormalizer::new(routing.route_cache_entries))
+            .then(|| TagNormalizer::new(routing.tag_memo.clone()))
     }
 
-    /// Moves to `routing` (nothing is pending): per-destination state follows it; the route
-    /// cache, the list verdicts and the tag cache are kept when what they cache is unchanged.
+    /// Moves to `routing` (nothing is pending): per-destination state follows it; the name
+    /// caches are the generation's (a reload keeps them when what they cache is unchanged).
     fn adopt(&mut self, routing: Arc<Routing>, version: u64) {
         let n = routing.queues.len();
         // Receipt marks follow their queue: kept where the queue is still there, set aside
@@ -317,25 +335,12 @@ impl Ingestor {
             }
         }
         self.marks = marks;
-        if !Arc::ptr_eq(&routing.router, self.cache.router())
-            || routing.route_cache_entries != self.routing.route_cache_entries
-        {
-            self.cache = RouteCache::new(routing.router.clone(), routing.route_cache_entries);
-        }
-        let same_lists = match (&routing.lists, &self.filter) {
-            (Some(l), Some(f)) => f.follows(l),
-            (None, None) => true,
-            _ => self.source == Source::Internal,
-        };
-        if !same_lists {
-            self.filter = Self::filter_for(&routing, self.source);
-        }
+        // The filter's counters were published by the flush before: nothing is lost.
+        self.filter = Self::filter_for(&routing, self.source);
         self.resolution = Self::resolution_for(&routing, self.source);
         self.max_name_length = routing.max_name_length;
-        if routing.tag_relay_normalized != self.tags.is_some() {
-            self.tags = Self::tags_for(&routing);
-        }
-        self.pending = (0..n).map(|_| Batch::new()).collect();
+        self.tags = Self::tags_for(&routing);
+        self.pending = Pending::new(n);
         self.routing = routing;
         self.version = version;
     }
@@ -377,77 +382,181 @@ impl Ingestor {
         }
     }
 
+    /// Parses and routes a run of framed lines exactly as [`line`](Self::line) would one by
+    /// one (same counters, same order); their route lookups are batched as in
+    /// [`push_run`](Self::push_run). For socket readers, which flush after every read (the
+    /// per-line [`Pushed`] is not reported).
+    pub fn lines(&mut self, lines: &[Result<&[u8], DropReason>]) {
+        for chunk in lines.chunks(RUN) {
+            let mut points: [Point<'_>; RUN] = [(&[], 0.0, 0.0); RUN];
+            let mut n = 0;
+            for l in chunk {
+                match l.and_then(line::parse_line) {
+                    Ok(point) => {
+                        if let Some(slot) = points.get_mut(n) {
+                            *slot = point;
+                            n += 1;
+                        }
+                    }
+                    Err(reason) => {
+                        self.reject(reason);
+                    }
+                }
+            }
+            self.push_run(&points[..n]);
+        }
+    }
+
+    /// Routes a run of datapoints `(name, timestamp, value)` exactly as [`push`](Self::push)
+    /// would one by one (same counters, same order), but software-pipelines the route-cache
+    /// lookups: while one datapoint is routed, the cache memory of the ones a few places
+    /// ahead is already on its way, so the run waits for memory about once rather than two or
+    /// three times per datapoint. For socket readers, which flush after every read (the
+    /// per-datapoint [`Pushed`] is not reported).
+    pub fn push_run(&mut self, points: &[(&[u8], f64, f64)]) {
+        if self.tags.is_some() {
+            // The normalised name lives in the normaliser, one at a time.
+            for &(name, timestamp, value) in points {
+                let _ = self.push(name, timestamp, value);
+            }
+            return;
+        }
+        for chunk in points.chunks(RUN) {
+            let mut checked: [Point<'_>; RUN] = [(&[], 0.0, 0.0); RUN];
+            let mut hashes = [0u64; RUN];
+            let mut n = 0;
+            for &(name, timestamp, value) in chunk {
+                if let (Ok((timestamp, value)), Some(slot)) =
+                    (self.check(name, timestamp, value), checked.get_mut(n))
+                {
+                    *slot = (name, timestamp, value);
+                    n += 1;
+                }
+            }
+            // One reference count per run (after `check`, which may have moved the ingestor
+            // to a new generation), so that routing (which needs `&mut self`) can prefetch
+            // through it.
+            let routes = Arc::clone(&self.routing.routes);
+            for (h, p) in hashes.iter_mut().zip(&checked[..n]) {
+                *h = routes.hash(p.0);
+            }
+            let (checked, hashes) = (&checked[..n], &hashes[..n]);
+            // Index slots SLOTS_AHEAD datapoints ahead, entries (which need their slot)
+            // ENTRIES_AHEAD ahead.
+            for &h in hashes.iter().take(SLOTS_AHEAD) {
+                routes.prefetch_slot(h);
+            }
+            for (p, &h) in checked.iter().zip(hashes).take(ENTRIES_AHEAD) {
+                routes.prefetch_entry(h, p.0.len());
+            }
+            for (i, (&(name, timestamp, value), &hash)) in checked.iter().zip(hashes).enumerate() {
+                if let Some(&h) = hashes.get(i + SLOTS_AHEAD) {
+                    routes.prefetch_slot(h);
+                }
+                if let (Some(p), Some(&h)) = (
+                    checked.get(i + ENTRIES_AHEAD),
+                    hashes.get(i + ENTRIES_AHEAD),
+                ) {
+                    routes.prefetch_entry(h, p.0.len());
+                }
+                let _ = self.route(name, hash, timestamp, value);
+            }
+        }
+    }
+
     /// Routes one datapoint after carbon's normalisation (NaN dropped, `-1` = now) into the
     /// pending batches, or counts why not.
     #[inline]
     pub fn push(&mut self, name: &[u8], timestamp: f64, value: f64) -> Pushed {
+        let (timestamp, value) = match self.check(name, timestamp, value) {
+            Ok(tv) => tv,
+            Err(pushed) => return pushed,
+        };
+        // carbon's RelayProcessor normalises after the receiver's checks (lists,
+        // timestamps), then routes and sends the normalised name.
+        let Some(tags) = self.tags.as_mut() else {
+            let hash = self.routing.routes.hash(name);
+            return self.route(name, hash, timestamp, value);
+        };
+        let name = tags.apply(name);
+        if name.len() > MAX_PENDING_BATCH_NAME_BYTES {
+            self.drops.add(DropReason::TooLong);
+            return Pushed::Invalid(DropReason::TooLong);
+        }
+        // The normalised name borrows the normaliser: the same steps as `route`, on fields.
+        let routes = &self.routing.routes;
+        routes.route_hashed(name, routes.hash(name), &mut self.route);
+        if self.route.is_empty() {
+            self.drops.add(DropReason::NoDestination);
+            return Pushed::Invalid(DropReason::NoDestination);
+        }
+        self.accepted += 1;
+        let pools = self.routing.pools.as_deref();
+        Self::hint(
+            self.pending
+                .append(&self.route, pools, name, timestamp, value),
+        )
+    }
+
+    /// carbon's checks before routing (`MetricReceiver.metricReceived`): a name, the lists,
+    /// timestamp and value normalisation, the timestamp resolution. Enters the current
+    /// routing generation first when nothing is pending.
+    #[inline]
+    fn check(&mut self, name: &[u8], timestamp: f64, value: f64) -> Result<(f64, f64), Pushed> {
         if name.is_empty() {
-            return self.reject(DropReason::EmptyName);
+            return Err(self.reject(DropReason::EmptyName));
         }
         if !self.entered {
             self.enter();
         }
         // Before the lists, the caches and the batches: a hostile name costs nothing more.
         if name.len() > self.max_name_length {
-            return self.reject(DropReason::NameTooLong);
+            return Err(self.reject(DropReason::NameTooLong));
         }
         if let Some(f) = &mut self.filter {
             match f.check(name) {
                 Verdict::Pass => {}
-                Verdict::Blacklisted => return Pushed::Blacklisted,
-                Verdict::NotWhitelisted => return Pushed::NotWhitelisted,
+                Verdict::Blacklisted => return Err(Pushed::Blacklisted),
+                Verdict::NotWhitelisted => return Err(Pushed::NotWhitelisted),
             }
         }
         let (mut timestamp, value) = match normalize(timestamp, value, self.now) {
             Ok(tv) => tv,
-            Err(reason) => return self.reject(reason),
+            Err(reason) => return Err(self.reject(reason)),
         };
         if self.resolution > 0 {
             // carbon: int(timestamp) // res * res (truncate, then floor-divide).
             let res = self.resolution as i64;
             timestamp = ((timestamp.trunc() as i64).div_euclid(res) * res) as f64;
         }
-        // carbon's RelayProcessor normalises after the receiver's checks (lists,
-        // timestamps), then routes and sends the normalised name.
-        let name = match self.tags.as_mut() {
-            Some(t) => t.apply(name),
-            None => name,
-        };
+        Ok((timestamp, value))
+    }
+
+    /// Routes a checked datapoint whose route-cache hash is `hash` into the pending batches.
+    #[inline]
+    fn route(&mut self, name: &[u8], hash: u64, timestamp: f64, value: f64) -> Pushed {
         if name.len() > MAX_PENDING_BATCH_NAME_BYTES {
             self.drops.add(DropReason::TooLong);
             return Pushed::Invalid(DropReason::TooLong);
         }
-        let route = self.cache.route(name);
-        if route.is_empty() {
+        self.routing
+            .routes
+            .route_hashed(name, hash, &mut self.route);
+        if self.route.is_empty() {
             self.drops.add(DropReason::NoDestination);
             return Pushed::Invalid(DropReason::NoDestination);
         }
         self.accepted += 1;
         let pools = self.routing.pools.as_deref();
-        let pool_of = |d: u16| pools.map_or(d, |p| p.representative(d));
-        for (i, &dest) in route.iter().enumerate() {
-            // carbon sends to the *set* of destinations the router yields: a duplicate
-            // (RF=2 on a one-node ring, overlapping `continue` rules) gets one copy, and with
-            // pooled replicas so do two members of one pool.
-            let dest = pool_of(dest);
-            if route[..i].iter().any(|&d| pool_of(d) == dest) {
-                continue;
-            }
-            let dest = usize::from(dest);
-            // Route indices come from the router built on the same destination list.
-            let Some(b) = self.pending.get_mut(dest) else {
-                continue;
-            };
-            if b.name_bytes() + name.len() > MAX_PENDING_BATCH_NAME_BYTES {
-                self.set_aside.push((dest, b.take()));
-            }
-            // Cannot fail: the batch holds at most MAX_PENDING_BATCH_NAME_BYTES of names
-            // before this one, far below the batch's own bound.
-            if b.push(name, timestamp, value).is_ok() {
-                self.pending_bytes += name.len() + POINT_OVERHEAD;
-            }
-        }
-        if self.pending_bytes > FLUSH_HINT_BYTES {
+        Self::hint(
+            self.pending
+                .append(&self.route, pools, name, timestamp, value),
+        )
+    }
+
+    #[inline]
+    fn hint(pending_bytes: usize) -> Pushed {
+        if pending_bytes > FLUSH_HINT_BYTES {
             Pushed::FlushNow
         } else {
             Pushed::Accepted
@@ -481,17 +590,12 @@ impl Ingestor {
     /// that do not fit are dropped and counted (`queue_full`).
     pub async fn flush(&mut self) -> Flushed {
         let mut out = Flushed::default();
-        for (dest, batch) in std::mem::take(&mut self.set_aside) {
+        let mut batches = std::mem::take(&mut self.handing);
+        self.pending.take_into(&mut batches);
+        for (dest, batch) in batches.drain(..) {
             self.hand_over(dest, batch, &mut out).await;
         }
-        for dest in 0..self.pending.len() {
-            let batch = match self.pending.get_mut(dest) {
-                Some(p) if !p.is_empty() => p.take(),
-                _ => continue,
-            };
-            self.hand_over(dest, batch, &mut out).await;
-        }
-        self.pending_bytes = 0;
+        self.handing = batches;
         self.leave();
         self.publish_counters();
         self.now = unix_now();
@@ -561,12 +665,8 @@ impl Drop for Ingestor {
     // Pending data is handed to the queues without waiting, so it is queued or counted as
     // dropped (`queue_full`), never lost uncounted.
     fn drop(&mut self) {
-        let set_aside = std::mem::take(&mut self.set_aside);
-        let pending = std::mem::take(&mut self.pending);
-        let batches = set_aside
-            .into_iter()
-            .chain(pending.into_iter().enumerate())
-            .filter(|(_, b)| !b.is_empty());
+        let mut batches = std::mem::take(&mut self.handing);
+        self.pending.take_into(&mut batches);
         for (dest, batch) in batches {
             if let Some(q) = self.routing.queues.get(dest) {
                 let o = q.push(batch);
@@ -602,3 +702,6 @@ pub fn unix_now() -> f64 {
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
 }
+
+#[cfg(test)]
+mod tests;

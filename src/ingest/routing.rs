@@ -23,23 +23,32 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, RwLock};
 
+use crate::cache::NameCache;
 use crate::filter::SharedLists;
 use crate::queue::DestinationQueue;
-use crate::router::{ReplicaPools, Router};
+use crate::router::{ReplicaPools, RouteCache, Router};
 
 /// One routing generation.
 #[derive(Debug)]
 pub struct Routing {
     /// The router; its destination indices index `queues`.
     pub router: Arc<Router>,
+    /// The routes of `router`, cached for every ingestor (`router.route_cache_bytes`).
+    pub routes: Arc<RouteCache>,
     /// The destination queues, indexed like `router.destinations()`.
     pub queues: Arc<[Arc<DestinationQueue>]>,
     /// carbon's white/blacklists (`None`: no filtering).
     pub lists: Option<Arc<SharedLists>>,
+    /// The lists' verdicts, cached for every ingestor (a quarter of the route cache's budget;
+    /// allocated on first use).
+    pub verdicts: Arc<NameCache>,
+    /// carbon's tag normalisation, memoised for every ingestor (a quarter of the route
+    /// cache's budget; allocated on first use).
+    pub tag_memo: Arc<NameCache>,
     /// Pools of destinations sharing `host:port` (`DESTINATION_POOL_REPLICAS`).
     pub pools: Option<Arc<ReplicaPools>>,
-    /// Names each ingestor's caches remember.
-    pub route_cache_entries: usize,
+    /// The route cache's budget in bytes.
+    pub route_cache_bytes: usize,
     /// Timestamps are rounded down to a multiple of this many seconds (0: off).
     pub min_timestamp_resolution: u64,
     /// Normalise tagged names before routing.
@@ -51,18 +60,22 @@ pub struct Routing {
 }
 
 impl Routing {
-    /// A generation of `router` over `queues`, with no lists, pools or name settings.
+    /// A generation of `router` over `queues`, with no lists, pools or name settings, and
+    /// new name caches within `route_cache_bytes`.
     pub fn new(
         router: Arc<Router>,
         queues: Arc<[Arc<DestinationQueue>]>,
-        route_cache_entries: usize,
+        route_cache_bytes: usize,
     ) -> Self {
         Self {
+            routes: Arc::new(RouteCache::new(router.clone(), route_cache_bytes)),
             router,
             queues,
             lists: None,
+            verdicts: Arc::new(NameCache::new(route_cache_bytes / 4)),
+            tag_memo: Arc::new(NameCache::new(route_cache_bytes / 4)),
             pools: None,
-            route_cache_entries,
+            route_cache_bytes,
             min_timestamp_resolution: 0,
             tag_relay_normalized: false,
             max_name_length: super::DEFAULT_MAX_NAME_LENGTH,
@@ -74,10 +87,13 @@ impl Routing {
     pub fn copy(&self) -> Self {
         Self {
             router: self.router.clone(),
+            routes: self.routes.clone(),
             queues: self.queues.clone(),
             lists: self.lists.clone(),
+            verdicts: self.verdicts.clone(),
+            tag_memo: self.tag_memo.clone(),
             pools: self.pools.clone(),
-            route_cache_entries: self.route_cache_entries,
+            route_cache_bytes: self.route_cache_bytes,
             min_timestamp_resolution: self.min_timestamp_resolution,
             tag_relay_normalized: self.tag_relay_normalized,
             max_name_length: self.max_name_length,

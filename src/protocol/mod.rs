@@ -15,13 +15,10 @@
 //! `reason` label of the drop counter.
 
 pub mod line;
-mod name_hash;
 pub mod number;
 pub mod pickle;
 pub mod protobuf;
 pub mod tags;
-
-pub(crate) use name_hash::NameHashBuilder;
 
 /// Why one datapoint (or one frame) was not accepted. Doubles as a metric label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

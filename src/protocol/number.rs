@@ -27,7 +27,104 @@ pub fn is_py_space(c: char) -> bool {
 /// optional sign, then `inf`/`infinity`/`nan` in any case, or decimal digits with an optional
 /// `.` and exponent, `_` allowed between digits. Correctly rounded. Non-ASCII digits, which
 /// Python also accepts, are rejected.
+#[inline]
 pub fn parse_py_float(s: &[u8]) -> Option<f64> {
+    match parse_plain_decimal(s) {
+        Some(v) => Some(v),
+        None => parse_py_float_general(s),
+    }
+}
+
+/// Powers of ten that are exact doubles.
+const EXACT_POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// The fast path for what metrics look like (`1700000000`, `-12.25`, `0.001`): sign, at most
+/// 19 digits with one optional `.`, no exponent or `_`, whose digits form an integer m up to
+/// 2^53 with k ≤ 22 of them after the point. Then m and 10^k are exact doubles and m / 10^k is
+/// one correctly rounded division (Clinger's fast path), the same result as the general
+/// parser. Anything else returns `None` for the general parser to decide.
+#[inline]
+fn parse_plain_decimal(s: &[u8]) -> Option<f64> {
+    let (neg, body) = match s.split_first()? {
+        (b'-', rest) => (true, rest),
+        (b'+', rest) => (false, rest),
+        _ => (false, s),
+    };
+    let mut mantissa: u64 = 0;
+    let mut digits = 0usize;
+    let int_end = take_digits(body, 0, &mut mantissa, &mut digits)?;
+    let (end, frac_digits) = match body.get(int_end) {
+        Some(b'.') => {
+            let before = digits;
+            let end = take_digits(body, int_end + 1, &mut mantissa, &mut digits)?;
+            (end, digits - before)
+        }
+        _ => (int_end, 0),
+    };
+    if end != body.len() || digits == 0 || mantissa > 1 << 53 {
+        return None;
+    }
+    let v = mantissa as f64 / *EXACT_POW10.get(frac_digits)?;
+    Some(if neg { -v } else { v })
+}
+
+/// Accumulates the decimal digits of `s` from `at` into `mantissa` (eight at a time while it
+/// can); returns where they end, or `None` past 19 digits (the mantissa could overflow).
+#[inline]
+fn take_digits(s: &[u8], mut at: usize, mantissa: &mut u64, digits: &mut usize) -> Option<usize> {
+    while let Some(chunk) = s.get(at..at + 8) {
+        let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?);
+        if !eight_digits(word) {
+            break;
+        }
+        *digits += 8;
+        if *digits > 19 {
+            return None;
+        }
+        *mantissa = *mantissa * 100_000_000 + parse_eight_digits(word);
+        at += 8;
+    }
+    while let Some(&b) = s.get(at) {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        *digits += 1;
+        if *digits > 19 {
+            return None;
+        }
+        *mantissa = *mantissa * 10 + u64::from(b - b'0');
+        at += 1;
+    }
+    Some(at)
+}
+
+/// True when the eight little-endian bytes of `v` are all ASCII digits.
+#[inline]
+fn eight_digits(v: u64) -> bool {
+    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    (v & HIGH) | ((v.wrapping_add(0x0606_0606_0606_0606) & HIGH) >> 4) == 0x3333_3333_3333_3333
+}
+
+/// The value of eight ASCII digits (little-endian bytes, most significant digit first in the
+/// text), with three multiplications.
+#[inline]
+fn parse_eight_digits(v: u64) -> u64 {
+    const MASK: u64 = 0x0000_00FF_0000_00FF;
+    const MUL1: u64 = 0x000F_4240_0000_0064; // 100 + (1_000_000 << 32)
+    const MUL2: u64 = 0x0000_2710_0000_0001; // 1 + (10_000 << 32)
+    let v = v.wrapping_sub(0x3030_3030_3030_3030);
+    let v = v.wrapping_mul(10).wrapping_add(v >> 8);
+    (v & MASK)
+        .wrapping_mul(MUL1)
+        .wrapping_add(((v >> 16) & MASK).wrapping_mul(MUL2))
+        >> 32
+}
+
+/// The whole grammar, through the standard library's correctly rounded parser.
+fn parse_py_float_general(s: &[u8]) -> Option<f64> {
     let (neg, body) = match s.first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),
@@ -375,5 +472,66 @@ mod tests {
         }
         let long = format!("1_{}", "0".repeat(300));
         assert_eq!(parse_py_float(long.as_bytes()), Some(1e300));
+    }
+
+    /// The fast path gives bit-for-bit what the general parser gives, on plain decimals around
+    /// its limits (19 digits, 2^53, 22 decimals) and on random ones.
+    #[test]
+    fn plain_decimal_fast_path_agrees_with_the_general_parser() {
+        let mut cases: Vec<String> = [
+            "0",
+            "-0",
+            "+0",
+            "0.0",
+            "-0.0",
+            "1.",
+            ".5",
+            "-.5",
+            "9007199254740992",
+            "9007199254740993",
+            "900719925474099.3",
+            "1234567890123456789",
+            "12345678901234567890",
+            "0.0000000000000000000001",
+            "0.00000000000000000000001",
+            "1700000000",
+            "123.25",
+            "0.1",
+            "0.3",
+            "2.675",
+            "1.0000000000000002",
+            "4503599627370497.5",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut rng = fastrand::Rng::with_seed(11);
+        for _ in 0..200_000 {
+            let digits = rng.u32(0..=19);
+            let int = rng.u64(..10u64.pow(digits));
+            let text = match rng.u8(..3) {
+                0 => int.to_string(),
+                _ => {
+                    let width = rng.usize(1..=22);
+                    let s = format!("{int:0width$}");
+                    let point = rng.usize(0..=s.len());
+                    format!("{}.{}", &s[..point], &s[point..])
+                }
+            };
+            cases.push(if rng.bool() { format!("-{text}") } else { text });
+        }
+        for s in &cases {
+            let general = parse_py_float_general(s.as_bytes());
+            assert_eq!(
+                parse_py_float(s.as_bytes()).map(f64::to_bits),
+                general.map(f64::to_bits),
+                "{s}"
+            );
+            if let Some(fast) = parse_plain_decimal(s.as_bytes()) {
+                assert_eq!(Some(fast.to_bits()), general.map(f64::to_bits), "{s}");
+            }
+        }
+        assert!(parse_plain_decimal(b"123.25").is_some());
+        assert!(parse_plain_decimal(b"1e5").is_none());
     }
 }

@@ -12,9 +12,9 @@
 //! name left empty) carbon routes the name unchanged, and so does [`normalize`] (it returns
 //! `None`).
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
-use super::NameHashBuilder;
+use crate::cache::{Lookup, NameCache};
 
 /// The normalised form of `name`, or `None` when carbon would keep the name as it is because it
 /// does not parse.
@@ -123,54 +123,44 @@ fn parse_openmetrics(name: &str) -> Option<Parsed<'_>> {
     Some((metric, tags))
 }
 
-/// A name in carbon's normalised tagged form.
-type NormalizedName = Box<[u8]>;
-
-/// Per-ingestor memo of carbon's tag normalisation: names repeat, so each distinct name is
-/// parsed once (bounded; cleared when full, like the route cache).
+/// Per-ingestor view of carbon's tag normalisation: names repeat, so each distinct name is
+/// parsed once per relay, its normalised form kept in a byte-bounded [`NameCache`] shared by
+/// every ingestor (an empty value: the name stays as it is).
 #[derive(Debug)]
 pub(crate) struct TagNormalizer {
-    /// `None`: the name stays as it is (no tags to sort, or carbon would not parse it).
-    memo: HashMap<Box<[u8]>, Option<NormalizedName>, NameHashBuilder>,
-    max_entries: usize,
-    /// Bytes of names held (keys and normalised forms), cleared past [`MEMO_MAX_BYTES`].
-    bytes: usize,
+    memo: Arc<NameCache>,
+    /// The normalised form of the last name, when it differs from the name.
+    out: Vec<u8>,
 }
 
-/// Most bytes of names a connection's memos (tag normalisation, white/blacklist verdicts)
-/// each hold before they are emptied and refill with the names in current use.
-pub const MEMO_MAX_BYTES: usize = 4 << 20;
-
 impl TagNormalizer {
-    pub(crate) fn new(max_entries: usize) -> Self {
+    /// A normaliser memoising in `memo` (shared by the relay's normalisers).
+    pub(crate) fn new(memo: Arc<NameCache>) -> Self {
         Self {
-            memo: HashMap::with_hasher(NameHashBuilder::random()),
-            max_entries: max_entries.max(1),
-            bytes: 0,
+            memo,
+            out: Vec::new(),
         }
     }
 
     /// `name` in carbon's normalised form (memoised), or `name` itself.
     #[inline]
     pub(crate) fn apply<'a>(&'a mut self, name: &'a [u8]) -> &'a [u8] {
-        if !self.memo.contains_key(name) {
-            let normalized = std::str::from_utf8(name)
-                .ok()
-                .and_then(normalize)
-                .filter(|n| n.as_bytes() != name)
-                .map(|n| n.into_bytes().into_boxed_slice());
-            let size = name.len() + normalized.as_ref().map_or(0, |n| n.len());
-            if self.memo.len() >= self.max_entries || self.bytes + size > MEMO_MAX_BYTES {
-                self.memo.clear();
-                self.bytes = 0;
+        let hash = self.memo.hash(name);
+        let out = &mut self.out;
+        if let Lookup::Miss { admit } = self.memo.lookup(hash, name, out) {
+            out.clear();
+            // `None` and "unchanged" are both stored as an empty value: a normalised name is
+            // never empty.
+            if let Some(n) = std::str::from_utf8(name).ok().and_then(normalize)
+                && n.as_bytes() != name
+            {
+                out.extend_from_slice(n.as_bytes());
             }
-            self.bytes += size;
-            self.memo.insert(name.into(), normalized);
+            if admit {
+                self.memo.insert(hash, name, out);
+            }
         }
-        match self.memo.get(name) {
-            Some(Some(n)) => n,
-            _ => name,
-        }
+        if self.out.is_empty() { name } else { &self.out }
     }
 }
 

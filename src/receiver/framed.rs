@@ -18,15 +18,18 @@ use crate::protocol::pickle::PickleDecoder;
 use crate::protocol::protobuf::ProtobufDecoder;
 use crate::protocol::{DropCounts, DropReason};
 
-/// Decodes one frame's payload: each datapoint to `emit`, each malformed entry counted in
-/// `drops`; `Err` rejects the whole frame.
+/// A run of decoded datapoints `(name, timestamp, value)`.
+type Run<'a> = [(&'a [u8], f64, f64)];
+
+/// Decodes one frame's payload: the datapoints to `on_run` in runs, in order, each malformed
+/// entry counted in `drops`; `Err` rejects the whole frame.
 pub(crate) trait FrameDecoder {
     /// Decodes `payload` (length prefix removed).
     fn decode_frame(
         &mut self,
         payload: &[u8],
         drops: &mut DropCounts,
-        emit: impl FnMut(&[u8], f64, f64),
+        on_run: impl FnMut(&Run<'_>),
     ) -> Result<usize, DropReason>;
 
     /// Scratch bytes kept between frames (accounted with the receive buffers).
@@ -38,9 +41,9 @@ impl FrameDecoder for PickleDecoder {
         &mut self,
         payload: &[u8],
         drops: &mut DropCounts,
-        emit: impl FnMut(&[u8], f64, f64),
+        on_run: impl FnMut(&Run<'_>),
     ) -> Result<usize, DropReason> {
-        self.decode(payload, drops, emit)
+        self.decode_batched(payload, drops, on_run)
     }
 
     fn scratch_bytes(&self) -> usize {
@@ -53,9 +56,12 @@ impl FrameDecoder for ProtobufDecoder {
         &mut self,
         payload: &[u8],
         drops: &mut DropCounts,
-        emit: impl FnMut(&[u8], f64, f64),
+        mut on_run: impl FnMut(&Run<'_>),
     ) -> Result<usize, DropReason> {
-        self.decode(payload, drops, emit)
+        // The decoder's names borrow the payload one datapoint at a time: runs of one.
+        self.decode(payload, drops, |name, ts, value| {
+            on_run(&[(name, ts, value)])
+        })
     }
 
     fn scratch_bytes(&self) -> usize {
@@ -132,8 +138,8 @@ async fn serve_framed(
                 break;
             }
             let frame = &rb.bytes()[4..total];
-            let result = decoder.decode_frame(frame, &mut entry_drops, |name, ts, value| {
-                let _ = ingestor.push(name, ts, value);
+            let result = decoder.decode_frame(frame, &mut entry_drops, |run| {
+                ingestor.push_run(run);
             });
             if let Err(reason) = result {
                 ingestor.reject(reason);

@@ -357,12 +357,7 @@ pub async fn serve_line(conn: Connection) {
         match read_more(&mut stream, &mut rb, &ctx, admitted.as_ref()).await {
             Read::Data => {
                 // A socket reader flushes after every read, so the flush hint never applies.
-                framer.feed(rb.bytes(), |line| {
-                    let _ = match line {
-                        Ok(l) => ingestor.line(l),
-                        Err(reason) => ingestor.reject(reason),
-                    };
-                });
+                framer.feed_batched(rb.bytes(), |lines| ingestor.lines(lines));
                 rb.shrink();
                 ingestor.flush().await;
             }

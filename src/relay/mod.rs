@@ -216,7 +216,7 @@ impl RelayBuilder {
             router,
             queues.clone().into(),
             stats,
-            self.config.route_cache_entries,
+            self.config.route_cache_bytes,
         )
         .with_min_timestamp_resolution(self.config.ingest.min_timestamp_resolution)
         .with_tag_normalization(self.config.ingest.tag_relay_normalized)

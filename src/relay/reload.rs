@@ -368,7 +368,16 @@ impl Running {
         let lists = new.ingest.lists.as_ref().map(ListWatcher::new);
         let queues: Arc<[Arc<DestinationQueue>]> =
             self.active.iter().map(|l| l.queue.clone()).collect();
-        let mut next = Routing::new(router, queues, new.route_cache_entries);
+        let current = self.pipeline.routing();
+        let mut next = Routing::new(router, queues, new.route_cache_bytes);
+        // Caches of what did not change are kept (their names stay hot); the lists are read
+        // anew, so their verdicts are too.
+        if next.route_cache_bytes == current.route_cache_bytes {
+            if Arc::ptr_eq(&next.router, &current.router) {
+                next.routes = current.routes.clone();
+            }
+            next.tag_memo = current.tag_memo.clone();
+        }
         next.lists = lists.as_ref().map(ListWatcher::shared);
         next.pools = if new.pool_replicas {
             ReplicaPools::new(next.router.destinations()).map(Arc::new)

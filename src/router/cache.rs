@@ -1,48 +1,67 @@
-//! The per-connection route cache: repeated metric names skip the hash entirely.
+//! The relay's route cache: one per routing generation, shared by every connection and source.
 //!
-//! A connection sends the same few thousand names over and over; routing is a pure function of
-//! the name, so the first lookup of a name pays carbon's hash (MD5 for `carbon_ch`) and every
-//! later one is an xxh3 hash and a byte comparison. The map keys are the full name bytes, so an
-//! xxh3 collision can only cost a comparison, never a misroute. Routes live in one arena
-//! vector, so an entry is a key allocation plus two integers.
+//! Routing is a pure function of the name, so the first lookup of a name anywhere in the
+//! relay pays carbon's hash (MD5 for `carbon_ch`, or the rules' regexes), the second one pays
+//! it again and stores the route (a name seen once is not stored: see the cache's
+//! *Admission*), and every later one, on any connection, is an xxh3 hash, one shard lock and a
+//! byte comparison. The store is a
+//! [`NameCache`]: bounded in bytes (`router.route_cache_bytes`), sharded, second-chance
+//! eviction; keys are the full name bytes, so an xxh3 collision costs a comparison, never a
+//! misroute.
 //!
-//! Bounded by entry count; when full the cache is emptied (keeping its allocations) and refills
-//! with the names in current use: O(1) and no per-entry bookkeeping on the hit path. The hit
-//! path allocates nothing, takes no lock and touches no atomic.
+//! A [`RouteCache`] is built from one [`Router`] and a budget and answers for that router
+//! only: when the routing changes, build a new cache with the new router and drop the old
+//! one (it holds nothing else).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Router;
-use crate::protocol::NameHashBuilder;
+use crate::cache::{Lookup, NameCache, ValueSink};
 
-/// Where a cached route lives in the arena.
-#[derive(Clone, Copy, Debug)]
-struct Slot {
-    start: u32,
-    len: u32,
+/// Routes with at most this many destinations are encoded on the stack on a miss.
+const INLINE_ROUTE: usize = 16;
+
+/// Decodes a cached route (little-endian `u16` indices) straight into the caller's vector.
+struct RouteSink<'a> {
+    out: &'a mut Vec<u16>,
+    /// The low byte of an index split across two `extend` calls.
+    low: Option<u8>,
 }
 
-/// A per-connection cache in front of a [`Router`]: repeated names skip the hash.
+impl ValueSink for RouteSink<'_> {
+    fn clear(&mut self) {
+        self.out.clear();
+        self.low = None;
+    }
+
+    #[inline]
+    fn extend(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            match self.low.take() {
+                Some(low) => self.out.push(u16::from_le_bytes([low, b])),
+                None => self.low = Some(b),
+            }
+        }
+    }
+}
+
+/// The shared cache in front of a [`Router`]: repeated names skip the hash.
 #[derive(Debug)]
 pub struct RouteCache {
     router: Arc<Router>,
-    capacity: usize,
-    map: HashMap<Box<[u8]>, Slot, NameHashBuilder>,
-    arena: Vec<u16>,
-    scratch: Vec<u16>,
+    names: NameCache,
+    enabled: bool,
 }
 
 impl RouteCache {
-    /// A cache holding at most `capacity` names; `0` disables caching (every lookup routes).
-    pub fn new(router: Arc<Router>, capacity: usize) -> Self {
-        let hasher = NameHashBuilder::random();
+    /// A cache holding at most `budget_bytes` (every byte counted: names, routes, index); a
+    /// budget too small for one entry (a few KiB, or 0) disables it: every lookup routes.
+    pub fn new(router: Arc<Router>, budget_bytes: usize) -> Self {
+        let names = NameCache::new(budget_bytes);
         Self {
             router,
-            capacity,
-            map: HashMap::with_hasher(hasher),
-            arena: Vec::new(),
-            scratch: Vec::new(),
+            enabled: !names.is_disabled(),
+            names,
         }
     }
 
@@ -51,52 +70,101 @@ impl RouteCache {
         &self.router
     }
 
-    /// Names currently cached.
+    /// Destination indices for `name` into `out` (replacing its contents), from the cache when
+    /// the name was routed before; the same answer as [`Router::route_into`], in carbon's
+    /// yield order.
+    #[inline]
+    pub fn route_into(&self, name: &[u8], out: &mut Vec<u16>) {
+        self.route_hashed(name, self.hash(name), out);
+    }
+
+    /// The hash [`route_hashed`](Self::route_hashed) and [`prefetch`](Self::prefetch) take.
+    #[inline]
+    pub fn hash(&self, name: &[u8]) -> u64 {
+        if self.enabled {
+            self.names.hash(name)
+        } else {
+            0
+        }
+    }
+
+    /// Starts loading the index slot a lookup of the name with this [`hash`](Self::hash) will
+    /// read; a few lookups later, [`prefetch_entry`](Self::prefetch_entry) and then the lookup
+    /// itself find it in the CPU's cache (see [`NameCache::prefetch_slot`]).
+    #[inline]
+    pub fn prefetch_slot(&self, hash: u64) {
+        if self.enabled {
+            self.names.prefetch_slot(hash);
+        }
+    }
+
+    /// Starts loading the entry a lookup of the name (`hash`, `len` bytes) will read.
+    #[inline]
+    pub fn prefetch_entry(&self, hash: u64, len: usize) {
+        if self.enabled {
+            self.names.prefetch_entry(hash, len);
+        }
+    }
+
+    /// [`route_into`](Self::route_into) with the name's [`hash`](Self::hash) already computed.
+    #[inline]
+    pub fn route_hashed(&self, name: &[u8], hash: u64, out: &mut Vec<u16>) {
+        if !self.enabled {
+            self.router.route_into(name, out);
+            return;
+        }
+        let mut sink = RouteSink { out, low: None };
+        let found = self.names.lookup(hash, name, &mut sink);
+        if let Lookup::Miss { admit } = found {
+            self.router.route_into(name, out);
+            if admit {
+                self.insert(hash, name, out);
+            }
+        }
+    }
+
+    #[cold]
+    fn insert(&self, hash: u64, name: &[u8], out: &[u16]) {
+        let mut inline = [0u8; 2 * INLINE_ROUTE];
+        if let Some(bytes) = inline.get_mut(..2 * out.len()) {
+            for (b, d) in bytes.chunks_exact_mut(2).zip(out.iter()) {
+                b.copy_from_slice(&d.to_le_bytes());
+            }
+            self.names.insert(hash, name, bytes);
+        } else {
+            let bytes: Vec<u8> = out.iter().flat_map(|d| d.to_le_bytes()).collect();
+            self.names.insert(hash, name, &bytes);
+        }
+    }
+
+    /// Whether `name`'s route is cached, without marking it used or counting a sighting.
+    pub fn is_cached(&self, name: &[u8]) -> bool {
+        let mut out = Vec::new();
+        let mut sink = RouteSink {
+            out: &mut out,
+            low: None,
+        };
+        self.enabled && self.names.peek(self.hash(name), name, &mut sink)
+    }
+
+    /// The byte budget.
+    pub fn budget(&self) -> usize {
+        self.names.budget()
+    }
+
+    /// Every byte the cache holds now; never more than [`budget`](Self::budget).
+    pub fn accounted_bytes(&self) -> usize {
+        self.names.accounted_bytes()
+    }
+
+    /// Names cached now.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.names.len()
     }
 
     /// True when no name is cached.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-
-    /// Forgets every cached name (keeps the allocations).
-    pub fn clear(&mut self) {
-        self.map.clear();
-        self.arena.clear();
-    }
-
-    /// Destination indices for `name`, from the cache when seen before; same answer as
-    /// [`Router::route_into`], in carbon's yield order.
-    #[inline]
-    pub fn route(&mut self, name: &[u8]) -> &[u16] {
-        if let Some(&slot) = self.map.get(name) {
-            let start = slot.start as usize;
-            return self
-                .arena
-                .get(start..start + slot.len as usize)
-                .unwrap_or(&[]);
-        }
-        self.route_miss(name)
-    }
-
-    #[cold]
-    fn route_miss(&mut self, name: &[u8]) -> &[u16] {
-        self.router.route_into(name, &mut self.scratch);
-        if self.capacity == 0 {
-            return &self.scratch;
-        }
-        if self.map.len() >= self.capacity || self.arena.len() > u32::MAX as usize / 2 {
-            self.clear();
-        }
-        let slot = Slot {
-            start: self.arena.len() as u32,
-            len: self.scratch.len() as u32,
-        };
-        self.arena.extend_from_slice(&self.scratch);
-        self.map.insert(name.into(), slot);
-        &self.scratch
+        self.names.is_empty()
     }
 }
 
@@ -133,42 +201,50 @@ mod tests {
     #[test]
     fn cached_answers_equal_uncached() {
         let r = router();
-        for capacity in [0, 1, 3, 1000] {
-            let mut cache = RouteCache::new(r.clone(), capacity);
+        for budget in [0, 4 << 10, 16 << 10, 1 << 20] {
+            let cache = RouteCache::new(r.clone(), budget);
+            let mut out = Vec::new();
             for round in 0..3 {
-                for i in 0..50 {
+                for i in 0..500 {
                     let name = format!("host-{i:04}.cpu.{round}.user");
                     let want = uncached(&r, name.as_bytes());
-                    assert_eq!(
-                        cache.route(name.as_bytes()),
-                        &want[..],
-                        "{name} cap {capacity}"
-                    );
-                    assert_eq!(
-                        cache.route(name.as_bytes()),
-                        &want[..],
-                        "{name} cap {capacity}"
-                    );
+                    for _ in 0..2 {
+                        cache.route_into(name.as_bytes(), &mut out);
+                        assert_eq!(out, want, "{name} budget {budget}");
+                    }
                 }
-                assert!(cache.len() <= capacity);
+                assert!(cache.accounted_bytes() <= budget.max(1 << 10));
             }
         }
     }
 
     #[test]
-    fn capacity_zero_caches_nothing() {
-        let mut cache = RouteCache::new(router(), 0);
-        cache.route(b"a.b");
-        assert!(cache.is_empty());
+    fn names_seen_once_are_not_stored() {
+        let cache = RouteCache::new(router(), 4 << 20);
+        let mut out = Vec::new();
+        for i in 0..1000 {
+            cache.route_into(format!("once.{i}").as_bytes(), &mut out);
+        }
+        assert!(cache.len() < 10, "{} stored", cache.len());
+        assert!(!cache.is_cached(b"once.1"));
+        for i in 0..1000 {
+            cache.route_into(format!("once.{i}").as_bytes(), &mut out);
+        }
+        // A few are lost to fingerprint collisions in the admission filter (each is stored
+        // on a later sighting).
+        assert!(cache.len() > 900, "{} stored", cache.len());
+        let cached = (0..1000)
+            .filter(|i| cache.is_cached(format!("once.{i}").as_bytes()))
+            .count();
+        assert_eq!(cached, cache.len(), "peeking stores nothing");
     }
 
     #[test]
-    fn full_cache_clears_and_refills() {
-        let mut cache = RouteCache::new(router(), 2);
-        cache.route(b"a");
-        cache.route(b"b");
-        assert_eq!(cache.len(), 2);
-        cache.route(b"c");
-        assert_eq!(cache.len(), 1);
+    fn zero_budget_caches_nothing() {
+        let cache = RouteCache::new(router(), 0);
+        let mut out = Vec::new();
+        cache.route_into(b"a.b", &mut out);
+        assert_eq!(out.len(), 2);
+        assert!(cache.is_empty());
     }
 }

@@ -159,9 +159,11 @@ fn carbon_hash_vectors() {
                 .as_array()
                 .unwrap_or_else(|| panic!("{id}: {key}"));
             assert_eq!(want_all.len(), metrics.len(), "{id}: {key} length");
-            // A small cache forces clears mid-run; a big one holds everything.
-            let mut small = RouteCache::new(router.clone(), 97);
-            let mut big = RouteCache::new(router.clone(), 10_000);
+            // A 16 KiB cache (the metrics are ~140 KiB of names) evicts all the way through;
+            // a big one holds everything.
+            let small = RouteCache::new(router.clone(), 16 << 10);
+            let big = RouteCache::new(router.clone(), 16 << 20);
+            let mut cached = Vec::new();
             for (i, metric) in metrics.iter().enumerate() {
                 let want = indices(&want_all[i]);
                 router.route_into(metric.as_bytes(), &mut out);
@@ -171,9 +173,9 @@ fn carbon_hash_vectors() {
                     ));
                 }
                 for pass in 0..2 {
-                    for (label, cache) in [("small", &mut small), ("big", &mut big)] {
-                        let cached = cache.route(metric.as_bytes());
-                        if cached != out.as_slice() {
+                    for (label, cache) in [("small", &small), ("big", &big)] {
+                        cache.route_into(metric.as_bytes(), &mut cached);
+                        if cached != out {
                             failures.push(format!(
                                 "{id}: {key} {label} cache pass {pass} for metric {metric:?}: \
                                  got {cached:?}, uncached {out:?}"
@@ -183,6 +185,17 @@ fn carbon_hash_vectors() {
                 }
                 checked += 1;
             }
+            assert!(
+                small.len() < metrics.len() / 4 && small.accounted_bytes() <= small.budget(),
+                "{id}: {key}: the small cache should have evicted ({} names, {} bytes)",
+                small.len(),
+                small.accounted_bytes()
+            );
+            assert_eq!(
+                big.len(),
+                metrics.len(),
+                "{id}: {key}: the big cache holds all"
+            );
         }
         for (i, metric) in metrics.iter().enumerate() {
             let want = pos[i].as_i64().expect("pos");

@@ -15,6 +15,7 @@ mod hostile;
 mod hung;
 mod line;
 mod logs;
+mod memory;
 mod pickle;
 mod pickle_malicious;
 mod reload;

@@ -136,6 +136,9 @@ pub struct PickleDecoder {
     created: usize,
 }
 
+/// Most entries [`PickleDecoder::decode_batched`] hands over at once.
+pub const ENTRY_RUN: usize = 128;
+
 impl PickleDecoder {
     /// A new decoder.
     pub fn new() -> Self {
@@ -170,15 +173,37 @@ impl PickleDecoder {
         drops: &mut DropCounts,
         mut emit: impl FnMut(&[u8], f64, f64),
     ) -> Result<usize, DropReason> {
+        self.decode_batched(payload, drops, |run| {
+            run.iter().for_each(|&(n, t, v)| emit(n, t, v));
+        })
+    }
+
+    /// [`decode`](Self::decode), handing the entries over in runs of up to [`ENTRY_RUN`]
+    /// `(name, timestamp, value)`, in order.
+    pub fn decode_batched(
+        &mut self,
+        payload: &[u8],
+        drops: &mut DropCounts,
+        mut on_run: impl FnMut(&[(&[u8], f64, f64)]),
+    ) -> Result<usize, DropReason> {
         if payload.len() > (u32::MAX / 2) as usize {
             return Err(BAD);
         }
         self.reset();
         let top = self.run(payload)?;
         let mut emitted = 0;
+        let mut run: [(&[u8], f64, f64); ENTRY_RUN] = [(&[], 0.0, 0.0); ENTRY_RUN];
+        let mut n = 0;
         let mut entry = |item: Val| match self.entry(payload, item) {
-            Ok((name, timestamp, value)) => {
-                emit(name, timestamp, value);
+            Ok(point) => {
+                if let Some(slot) = run.get_mut(n) {
+                    *slot = point;
+                    n += 1;
+                }
+                if n == ENTRY_RUN {
+                    on_run(&run);
+                    n = 0;
+                }
                 emitted += 1;
             }
             Err(reason) => drops.add(reason),
@@ -198,6 +223,9 @@ impl PickleDecoder {
                 items.iter().for_each(|&item| entry(item));
             }
             _ => return Err(BAD),
+        }
+        if n > 0 {
+            on_run(&run[..n]);
         }
         Ok(emitted)
     }
@@ -382,15 +410,19 @@ pub fn encode_message<'a>(points: impl Iterator<Item = Datapoint<'a>>, out: &mut
     out.put_slice(b"\x80\x02](");
     let mut count = 0usize;
     for dp in points {
-        out.reserve(dp.name.len() + 25);
-        out.put_u8(b'X');
-        out.put_u32_le(dp.name.len() as u32);
-        out.put_slice(dp.name);
-        out.put_u8(b'G');
-        out.put_f64(dp.timestamp);
-        out.put_u8(b'G');
-        out.put_f64(dp.value);
-        out.put_slice(b"\x86\x86");
+        // BINUNICODE name, BINFLOAT timestamp, BINFLOAT value, TUPLE2, TUPLE2: three copies
+        // per datapoint (head, name, tail), not one call per opcode.
+        let mut head = [b'X', 0, 0, 0, 0];
+        head[1..].copy_from_slice(&(dp.name.len() as u32).to_le_bytes());
+        let mut tail = [
+            b'G', 0, 0, 0, 0, 0, 0, 0, 0, b'G', 0, 0, 0, 0, 0, 0, 0, 0, 0x86, 0x86,
+        ];
+        tail[1..9].copy_from_slice(&dp.timestamp.to_be_bytes());
+        tail[10..18].copy_from_slice(&dp.value.to_be_bytes());
+        out.reserve(head.len() + dp.name.len() + tail.len());
+        out.extend_from_slice(&head);
+        out.extend_from_slice(dp.name);
+        out.extend_from_slice(&tail);
         count += 1;
     }
     if count == 0 {

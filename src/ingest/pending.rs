@@ -1,0 +1,79 @@
+//! An ingestor's pending data: one batch per destination, filled between flushes.
+
+use crate::batch::{Batch, POINT_OVERHEAD};
+use crate::router::ReplicaPools;
+
+/// A pending batch is handed over (kept aside for the next flush) once its names reach this
+/// size, so no batch comes near [`crate::batch::MAX_NAME_BYTES`].
+pub(super) const MAX_PENDING_BATCH_NAME_BYTES: usize = 64 << 20;
+
+/// One pending batch per destination, and those set aside because they grew large.
+#[derive(Debug)]
+pub(super) struct Pending {
+    batches: Vec<Batch>,
+    /// Batches set aside, with their destination, in order.
+    set_aside: Vec<(usize, Batch)>,
+    /// Names plus per-datapoint overhead, over all destinations.
+    bytes: usize,
+}
+
+impl Pending {
+    pub(super) fn new(destinations: usize) -> Self {
+        Self {
+            batches: (0..destinations).map(|_| Batch::new()).collect(),
+            set_aside: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Appends one datapoint for every distinct destination of `route` (carbon sends to the
+    /// *set* of destinations the router yields: a duplicate, from RF=2 on a one-node ring or
+    /// overlapping `continue` rules, gets one copy, and with pooled replicas so do two
+    /// members of one pool, under the pool's representative). Returns the pending bytes after
+    /// it.
+    #[inline]
+    pub(super) fn append(
+        &mut self,
+        route: &[u16],
+        pools: Option<&ReplicaPools>,
+        name: &[u8],
+        timestamp: f64,
+        value: f64,
+    ) -> usize {
+        let pool_of = |d: u16| pools.map_or(d, |p| p.representative(d));
+        for (i, &dest) in route.iter().enumerate() {
+            let dest = pool_of(dest);
+            if route[..i].iter().any(|&d| pool_of(d) == dest) {
+                continue;
+            }
+            let dest = usize::from(dest);
+            // Route indices come from the router built on the same destination list.
+            let Some(b) = self.batches.get_mut(dest) else {
+                continue;
+            };
+            if b.name_bytes() + name.len() > MAX_PENDING_BATCH_NAME_BYTES {
+                self.set_aside.push((dest, b.take()));
+            }
+            // Cannot fail: the batch holds at most MAX_PENDING_BATCH_NAME_BYTES of names
+            // before this one, far below the batch's own bound.
+            if b.push(name, timestamp, value).is_ok() {
+                self.bytes += name.len() + POINT_OVERHEAD;
+            }
+        }
+        self.bytes
+    }
+
+    /// Moves everything pending, with its destination, oldest first, into `out` (a vector
+    /// the caller reuses); leaves the batches empty.
+    pub(super) fn take_into(&mut self, out: &mut Vec<(usize, Batch)>) {
+        out.append(&mut self.set_aside);
+        out.extend(
+            self.batches
+                .iter_mut()
+                .enumerate()
+                .filter(|(_, b)| !b.is_empty())
+                .map(|(dest, b)| (dest, b.take())),
+        );
+        self.bytes = 0;
+    }
+}

@@ -1,0 +1,97 @@
+use std::sync::Arc;
+
+use bytes::BytesMut;
+
+use super::*;
+use crate::protocol::line::LineFramer;
+use crate::queue::{DestinationStats, QueueLimits};
+use crate::router::{DestinationSpec, HashType, Method, RouterSpec};
+
+fn pipeline(route_cache_bytes: usize) -> Pipeline {
+    let destinations: Vec<DestinationSpec> = ["127.0.0.1:2104:a", "127.0.0.1:2204:b"]
+        .iter()
+        .map(|d| DestinationSpec::parse(d).expect("destination"))
+        .collect();
+    let router = Router::new(RouterSpec {
+        method: Method::ConsistentHashing,
+        hash_type: HashType::CarbonCh,
+        replication_factor: 2,
+        diverse_replicas: false,
+        destinations: destinations.clone(),
+        rules: Vec::new(),
+        aggregation_rules: Vec::new(),
+    })
+    .expect("router");
+    let queues: Arc<[Arc<DestinationQueue>]> = destinations
+        .iter()
+        .map(|d| {
+            let stats = Arc::new(DestinationStats::new(d.to_string()));
+            Arc::new(DestinationQueue::new(QueueLimits::default(), stats))
+        })
+        .collect();
+    Pipeline::new(
+        Arc::new(router),
+        queues,
+        Arc::new(IngestStats::new()),
+        route_cache_bytes,
+    )
+}
+
+/// Everything the queues hold, per destination, as (name, timestamp, value).
+fn drain(p: &Pipeline) -> Vec<Vec<(Vec<u8>, f64, f64)>> {
+    p.queues()
+        .iter()
+        .map(|q| {
+            let mut out = Vec::new();
+            while let Some(b) = q.try_pop() {
+                out.extend(b.iter().map(|d| (d.name.to_vec(), d.timestamp, d.value)));
+            }
+            out
+        })
+        .collect()
+}
+
+/// The batched path (`lines`, what TCP connections use) routes, orders and counts exactly as
+/// the line-at-a-time path, bad lines and repeated names included, with the cache on or off.
+#[test]
+fn batched_lines_match_line_at_a_time() {
+    let mut text = Vec::new();
+    for i in 0..500 {
+        text.extend_from_slice(format!("m.{} {i}.5 1700000000\n", i % 37).as_bytes());
+        match i % 50 {
+            7 => text.extend_from_slice(b"bad line\n"),
+            8 => text.extend_from_slice(b"m.x nan 1700000000\n"),
+            9 => text.extend_from_slice(b" 1 2\n"),
+            10 => text.extend_from_slice(format!("{} 1 2\n", "y".repeat(200)).as_bytes()),
+            _ => {}
+        }
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    for cache in [0, 1 << 20] {
+        let (batched, single) = (pipeline(cache), pipeline(cache));
+        let mut framer = LineFramer::new(100);
+        let mut ingestor = batched.ingestor(Source::LineTcp);
+        let mut buf = BytesMut::from(&text[..]);
+        framer.feed_batched(&mut buf, |lines| ingestor.lines(lines));
+        rt.block_on(ingestor.flush());
+        let mut framer = LineFramer::new(100);
+        let mut one = single.ingestor(Source::LineTcp);
+        let mut buf = BytesMut::from(&text[..]);
+        framer.feed(&mut buf, |line| {
+            let _ = match line {
+                Ok(l) => one.line(l),
+                Err(r) => one.reject(r),
+            };
+        });
+        rt.block_on(one.flush());
+        let got = drain(&batched);
+        assert_eq!(got, drain(&single), "cache {cache}");
+        assert_eq!(got.iter().map(Vec::len).sum::<usize>(), 2 * 500);
+        let counters = batched.stats().snapshot();
+        assert_eq!(counters, single.stats().snapshot());
+        assert_eq!(counters.received, 500);
+        assert_eq!(counters.invalid.total(), 40, "{:?}", counters.invalid);
+    }
+}
