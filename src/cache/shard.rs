@@ -494,11 +494,13 @@ impl Shard {
             return;
         }
         let mut w = self.writer();
-        let seq = self.seq.load(Ordering::Relaxed);
-        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        // Odd while writing, whatever a writer that unwound mid-bracket left behind (the
+        // poisoned lock is recovered above): readers never accept a bracket as stable.
+        let writing = self.seq.load(Ordering::Relaxed).wrapping_add(1) | 1;
+        self.seq.store(writing, Ordering::Relaxed);
         fence(Ordering::Release);
         self.insert_locked(&mut w, (hash >> 32) as u32, name, value, words);
-        self.seq.store(seq.wrapping_add(2), Ordering::Release);
+        self.seq.store(writing.wrapping_add(1), Ordering::Release);
     }
 
     fn insert_locked(&self, w: &mut Writer, hi: u32, name: &[u8], value: &[u8], words: usize) {
@@ -789,9 +791,12 @@ impl Seen {
     #[inline]
     fn positions(&self, hash: u64) -> (usize, usize) {
         let bits = self.bits.len() * 64;
+        // Two positions over the whole filter, however large (the low bits picked the shard,
+        // so they are skipped): the hash's bits above them, and a multiplicative remix.
+        let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         (
-            (hash >> 40) as usize & (bits - 1),
             (hash >> 12) as usize & (bits - 1),
+            (mixed >> 20) as usize & (bits - 1),
         )
     }
 

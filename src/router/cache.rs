@@ -3,8 +3,8 @@
 //! Routing is a pure function of the name, so the first lookup of a name anywhere in the
 //! relay pays carbon's hash (MD5 for `carbon_ch`, or the rules' regexes), the second one pays
 //! it again and stores the route (a name seen once is not stored: see the cache's
-//! *Admission*), and every later one, on any connection, is an xxh3 hash, one shard lock and a
-//! byte comparison. The store is a
+//! *Admission*), and every later one, on any connection, is an xxh3 hash, a lock-free read
+//! (a sequence check, no shared cache line written) and a byte comparison. The store is a
 //! [`NameCache`]: bounded in bytes (`router.route_cache_bytes`), sharded, second-chance
 //! eviction; keys are the full name bytes, so an xxh3 collision costs a comparison, never a
 //! misroute.
