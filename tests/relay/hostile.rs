@@ -324,3 +324,71 @@ fn out_of_file_descriptors_does_not_hang_queued_clients() {
     drop(idle);
     relay.stop();
 }
+
+/// The listen queue the kernel gives a listener, as `ss` reports it (`Send-Q` of a listening
+/// socket is its backlog).
+/// Waits for the relay to bind it.
+fn listen_backlog(port: u16) -> u32 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        let out = std::process::Command::new("ss")
+            .args(["-ltnH", &format!("sport = :{port}")])
+            .output()
+            .expect("ss (iproute2) is needed to read a listener's backlog");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !text.trim().is_empty() {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no listener on port {port} after 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let line = text.lines().next().unwrap_or_default();
+    line.split_whitespace()
+        .nth(2)
+        .and_then(|q| q.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected ss line {line:?}"))
+}
+
+/// Issue 14: the listeners used the runtime's fixed backlog (a burst of 5,000 connects
+/// overflowed it 2,221 times). A listener the relay binds gets `listen.backlog`, 1,024 by
+/// default (capped by the kernel's `net.core.somaxconn`). A real process binding its own ports.
+#[test]
+fn listen_backlog_is_configured_and_defaults_to_1024() {
+    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let ports = support::free_ports(2);
+    let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(u32::MAX);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut relays = Vec::new();
+    for (port, backlog) in [(ports[0], "backlog = 777\n"), (ports[1], "")] {
+        let config = dir.path().join(format!("relay-{port}.toml"));
+        let listen =
+            format!("[listen]\nline_tcp = \"127.0.0.1:{port}\"\npickle_tcp = \"\"\n{backlog}");
+        std::fs::write(
+            &config,
+            config_for(&[format!("{}:a", sink.addr())], &listen),
+        )
+        .expect("write config");
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anthracite"));
+        cmd.args(["run", "--config"]).arg(&config);
+        relays.push(support::process::ManagedChild::spawn(
+            "anthracite",
+            cmd,
+            dir.path().join(format!("relay-{port}.log")),
+        ));
+    }
+    assert_eq!(
+        listen_backlog(ports[0]),
+        777.min(somaxconn),
+        "listen.backlog = 777"
+    );
+    assert_eq!(listen_backlog(ports[1]), 1024.min(somaxconn), "the default");
+    for mut r in relays {
+        r.stop();
+    }
+}
