@@ -474,28 +474,17 @@ impl Ingestor {
         };
         // carbon's RelayProcessor normalises after the receiver's checks (lists,
         // timestamps), then routes and sends the normalised name.
-        let Some(tags) = self.tags.as_mut() else {
+        let Some(mut tags) = self.tags.take() else {
             let hash = self.routing.routes.hash(name);
             return self.route(name, hash, timestamp, value);
         };
-        let name = tags.apply(name);
-        if name.len() > MAX_PENDING_BATCH_NAME_BYTES {
-            self.drops.add(DropReason::TooLong);
-            return Pushed::Invalid(DropReason::TooLong);
-        }
-        // The normalised name borrows the normaliser: the same steps as `route`, on fields.
-        let routes = &self.routing.routes;
-        routes.route_hashed(name, routes.hash(name), &mut self.route);
-        if self.route.is_empty() {
-            self.drops.add(DropReason::NoDestination);
-            return Pushed::Invalid(DropReason::NoDestination);
-        }
-        self.accepted += 1;
-        let pools = self.routing.pools.as_deref();
-        Self::hint(
-            self.pending
-                .append(&self.route, pools, name, timestamp, value),
-        )
+        // The normalised name borrows the normaliser, which is set aside meanwhile (a move of
+        // a few words, no allocation).
+        let normalized = tags.apply(name);
+        let hash = self.routing.routes.hash(normalized);
+        let pushed = self.route(normalized, hash, timestamp, value);
+        self.tags = Some(tags);
+        pushed
     }
 
     /// carbon's checks before routing (`MetricReceiver.metricReceived`): a name, the lists,
