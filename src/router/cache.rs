@@ -78,7 +78,7 @@ impl RouteCache {
         self.route_hashed(name, self.hash(name), out);
     }
 
-    /// The hash [`route_hashed`](Self::route_hashed) and [`prefetch`](Self::prefetch) take.
+    /// The hash [`route_hashed`](Self::route_hashed) and [`prefetch_slot`](Self::prefetch_slot) take.
     #[inline]
     pub fn hash(&self, name: &[u8]) -> u64 {
         if self.enabled {
