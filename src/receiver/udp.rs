@@ -50,18 +50,70 @@ pub fn prepare_socket(socket: &impl AsFd, recv_buffer: Option<usize>) -> io::Res
     Ok(granted)
 }
 
-/// The socket's cumulative drop counter, as the last datagram reported it.
-#[derive(Debug, Default)]
-struct KernelDrops {
-    seen: u32,
+/// A bound UDP socket and its cumulative kernel drop counter as the last datagram reported it
+/// (the counter lives as long as the socket: a reload that serves the same socket again
+/// carries it over, so no drop is counted twice).
+#[derive(Debug)]
+pub struct UdpReceiver {
+    socket: UdpSocket,
+    drops_seen: u32,
 }
 
-impl KernelDrops {
-    /// Reports the drops since the previous datagram that carried the counter.
-    fn update(&mut self, counter: u32, stats: &IngestStats) {
-        let new = counter.wrapping_sub(self.seen);
-        self.seen = counter;
-        stats.udp_kernel_dropped(u64::from(new));
+impl UdpReceiver {
+    /// A socket not read yet.
+    pub fn new(socket: UdpSocket) -> Self {
+        Self {
+            socket,
+            drops_seen: 0,
+        }
+    }
+
+    /// The socket.
+    pub fn socket(&self) -> &UdpSocket {
+        &self.socket
+    }
+}
+
+/// What one receiver task reads with, besides its socket.
+struct Reader {
+    buf: Vec<u8>,
+    cmsg: Vec<u8>,
+    max_line: usize,
+    errors: Episode,
+    stats: std::sync::Arc<IngestStats>,
+}
+
+impl Reader {
+    /// Parses up to `max` datagrams the socket already holds; true when it ran dry (or
+    /// failed, logged per episode).
+    fn read_ready(&mut self, rx: &mut UdpReceiver, ingestor: &mut Ingestor, max: usize) -> bool {
+        for _ in 0..max {
+            match receive(&rx.socket, &mut self.buf, &mut self.cmsg) {
+                Ok((n, counter)) => {
+                    if let Some(c) = counter {
+                        // The kernel's count since the previous datagram that carried it.
+                        let new = c.wrapping_sub(rx.drops_seen);
+                        rx.drops_seen = c;
+                        self.stats.udp_kernel_dropped(u64::from(new));
+                    }
+                    parse_datagram(self.buf.get(..n).unwrap_or(&[]), self.max_line, ingestor);
+                    if let Some(Line::Ended(c)) = self.errors.cleared(Instant::now()) {
+                        info!(errors = c.occurrences, over = ?c.over, "udp receive recovered");
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) => {
+                    match self.errors.occurred(1, Instant::now()) {
+                        Some(Line::Started(_)) => warn!(error = %e, "udp receive failed"),
+                        Some(Line::Ongoing(c)) => warn!(error = %e, errors = c.occurrences,
+                            over = ?c.over, "udp receive still failing"),
+                        _ => {}
+                    }
+                    return true;
+                }
+            }
+        }
+        false
     }
 }
 
@@ -90,53 +142,38 @@ fn receive(
     })
 }
 
-/// Receives datagrams until `ctx.accepting` is cancelled, then flushes and returns the socket.
-/// Lines over the length limit are dropped and counted; so are the datagrams the kernel dropped.
-pub async fn serve_udp(socket: UdpSocket, ctx: ReceiverContext) -> UdpSocket {
-    let stats = ctx.pipeline.stats().clone();
+/// Receives datagrams until `ctx.accepting` is cancelled, then parses what the socket
+/// already holds (as a TCP listener takes its backlog), flushes and returns the receiver.
+/// Lines over the length limit are dropped and counted; so are the datagrams the kernel
+/// dropped.
+pub async fn serve_udp(mut rx: UdpReceiver, ctx: ReceiverContext) -> UdpReceiver {
     let mut ingestor = ctx.pipeline.ingestor(Source::LineUdp);
-    let mut buf = vec![0u8; DATAGRAM];
-    let mut cmsg = nix::cmsg_space!(u32);
-    let max_line = ctx.max_line_length;
-    let mut drops = KernelDrops::default();
-    let mut errors = Episode::default();
+    let mut reader = Reader {
+        buf: vec![0u8; DATAGRAM],
+        cmsg: nix::cmsg_space!(u32),
+        max_line: ctx.max_line_length,
+        errors: Episode::default(),
+        stats: ctx.pipeline.stats().clone(),
+    };
     loop {
         tokio::select! {
             _ = ctx.accepting.cancelled() => break,
-            r = socket.readable() => {
+            r = rx.socket.readable() => {
                 if let Err(e) = r {
                     warn!(error = %e, "udp socket failed");
                     break;
                 }
             }
         }
-        for _ in 0..DATAGRAMS_PER_FLUSH {
-            match receive(&socket, &mut buf, &mut cmsg) {
-                Ok((n, counter)) => {
-                    if let Some(c) = counter {
-                        drops.update(c, &stats);
-                    }
-                    parse_datagram(buf.get(..n).unwrap_or(&[]), max_line, &mut ingestor);
-                    if let Some(Line::Ended(c)) = errors.cleared(Instant::now()) {
-                        info!(errors = c.occurrences, over = ?c.over, "udp receive recovered");
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => {
-                    match errors.occurred(1, Instant::now()) {
-                        Some(Line::Started(_)) => warn!(error = %e, "udp receive failed"),
-                        Some(Line::Ongoing(c)) => warn!(error = %e, errors = c.occurrences,
-                            over = ?c.over, "udp receive still failing"),
-                        _ => {}
-                    }
-                    break;
-                }
-            }
-        }
+        reader.read_ready(&mut rx, &mut ingestor, DATAGRAMS_PER_FLUSH);
+        ingestor.flush().await;
+    }
+    // Datagrams the kernel already holds were sent while the relay listened.
+    while !reader.read_ready(&mut rx, &mut ingestor, DATAGRAMS_PER_FLUSH) {
         ingestor.flush().await;
     }
     ingestor.flush().await;
-    socket
+    rx
 }
 
 fn parse_datagram(data: &[u8], max_line: usize, ingestor: &mut Ingestor) {

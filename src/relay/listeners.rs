@@ -11,10 +11,12 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::error;
 
 use super::RelayError;
 use crate::config::{Config, ListenConfig};
 use crate::ingest::{Pipeline, Source};
+use crate::receiver::udp::UdpReceiver;
 use crate::receiver::{Admission, ReceiverContext, framed, tcp, udp};
 
 /// A receiver's kind.
@@ -53,7 +55,7 @@ impl Kind {
 /// A bound socket, not yet served.
 pub(super) enum Socket {
     Tcp(TcpListener),
-    Udp(UdpSocket),
+    Udp(UdpReceiver),
 }
 
 impl Socket {
@@ -71,7 +73,7 @@ impl Socket {
         match kind {
             Kind::Udp => {
                 let s = UdpSocket::bind(addr).await.map_err(err)?;
-                Socket::Udp(s).prepared(kind, listen)
+                Socket::Udp(UdpReceiver::new(s)).prepared(kind, listen)
             }
             _ => tcp_listen(addr, listen.backlog)
                 .map(Socket::Tcp)
@@ -83,7 +85,8 @@ impl Socket {
     /// binds itself where they can still apply (a UDP socket's receive buffer and drop
     /// counter; a listening socket's backlog is the embedder's).
     pub(super) fn prepared(self, kind: Kind, listen: &ListenConfig) -> Result<Self, RelayError> {
-        if let Socket::Udp(s) = &self {
+        if let Socket::Udp(rx) = &self {
+            let s = rx.socket();
             let addr = s
                 .local_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
@@ -99,7 +102,7 @@ impl Socket {
     fn local_addr(&self) -> Option<SocketAddr> {
         match self {
             Socket::Tcp(l) => l.local_addr().ok(),
-            Socket::Udp(s) => s.local_addr().ok(),
+            Socket::Udp(rx) => rx.socket().local_addr().ok(),
         }
     }
 }
@@ -264,8 +267,15 @@ impl Listeners {
                 continue;
             }
             s.accepting.cancel();
-            let socket = s.task.await;
-            if !rebound && let Ok(socket) = socket {
+            let socket = match s.task.await {
+                Ok(socket) => Some(socket),
+                Err(e) => {
+                    error!(receiver = s.kind.what(), error = %e,
+                        "receiver task failed; its socket is closed");
+                    None
+                }
+            };
+            if !rebound && let Some(socket) = socket {
                 // Same address, new settings: the same socket, served again.
                 self.serve(s.kind, socket, config);
                 if let Some(last) = self.served.last_mut() {
@@ -285,7 +295,9 @@ impl Listeners {
     pub(super) async fn stop(&mut self) {
         for s in self.served.drain(..) {
             s.accepting.cancel();
-            let _ = s.task.await;
+            if let Err(e) = s.task.await {
+                error!(receiver = s.kind.what(), error = %e, "receiver task failed");
+            }
         }
     }
 }

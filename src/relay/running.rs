@@ -177,7 +177,10 @@ impl Relay {
             (Kind::Line, line.map(Socket::Tcp)),
             (Kind::Pickle, pickle.map(Socket::Tcp)),
             (Kind::Protobuf, protobuf.map(Socket::Tcp)),
-            (Kind::Udp, udp.map(Socket::Udp)),
+            (
+                Kind::Udp,
+                udp.map(|s| Socket::Udp(crate::receiver::udp::UdpReceiver::new(s))),
+            ),
         ];
         for (kind, socket) in injected {
             match (socket, kind.configured(&config.listen)) {
