@@ -414,8 +414,9 @@ impl Ingestor {
     /// three times per datapoint. For socket readers, which flush after every read (the
     /// per-datapoint [`Pushed`] is not reported).
     pub fn push_run(&mut self, points: &[(&[u8], f64, f64)]) {
-        if self.tags.is_some() {
-            // The normalised name lives in the normaliser, one at a time.
+        if self.tags.is_some() || points.len() == 1 {
+            // The normalised name lives in the normaliser, one at a time; and a run of one
+            // (the protobuf decoder's) has nothing to pipeline.
             for &(name, timestamp, value) in points {
                 let _ = self.push(name, timestamp, value);
             }

@@ -160,17 +160,6 @@ impl PickleDecoder {
         &mut self,
         payload: &[u8],
         drops: &mut DropCounts,
-        emit: impl FnMut(&[u8], f64, f64),
-    ) -> Result<usize, DropReason> {
-        let result = self.decode_frame(payload, drops, emit);
-        self.release_oversized();
-        result
-    }
-
-    fn decode_frame(
-        &mut self,
-        payload: &[u8],
-        drops: &mut DropCounts,
         mut emit: impl FnMut(&[u8], f64, f64),
     ) -> Result<usize, DropReason> {
         self.decode_batched(payload, drops, |run| {
@@ -179,8 +168,20 @@ impl PickleDecoder {
     }
 
     /// [`decode`](Self::decode), handing the entries over in runs of up to [`ENTRY_RUN`]
-    /// `(name, timestamp, value)`, in order.
+    /// `(name, timestamp, value)`, in order. Afterwards the decoder keeps at most
+    /// [`DECODER_KEEP_BYTES`] of scratch space.
     pub fn decode_batched(
+        &mut self,
+        payload: &[u8],
+        drops: &mut DropCounts,
+        on_run: impl FnMut(&[(&[u8], f64, f64)]),
+    ) -> Result<usize, DropReason> {
+        let result = self.decode_runs(payload, drops, on_run);
+        self.release_oversized();
+        result
+    }
+
+    fn decode_runs(
         &mut self,
         payload: &[u8],
         drops: &mut DropCounts,
@@ -557,7 +558,7 @@ mod tests {
         for (what, payload) in shapes {
             let mut d = PickleDecoder::new();
             let mut drops = DropCounts::default();
-            let _ = d.decode_frame(&payload, &mut drops, |_, _, _| {});
+            let _ = d.decode_runs(&payload, &mut drops, |_| {});
             let scratch = d.scratch_bytes();
             assert!(
                 scratch <= SCRATCH_PER_PAYLOAD_BYTE * payload.len(),
@@ -566,6 +567,19 @@ mod tests {
             );
             d.release_oversized();
             assert!(d.scratch_bytes() <= DECODER_KEEP_BYTES, "{what}");
+            // Both public entry points (the receivers use the batched one) give it back.
+            let mut d = PickleDecoder::new();
+            let _ = d.decode_batched(&payload, &mut drops, |_| {});
+            assert!(
+                d.scratch_bytes() <= DECODER_KEEP_BYTES,
+                "{what}: decode_batched kept it"
+            );
+            let mut d = PickleDecoder::new();
+            let _ = d.decode(&payload, &mut drops, |_, _, _| {});
+            assert!(
+                d.scratch_bytes() <= DECODER_KEEP_BYTES,
+                "{what}: decode kept it"
+            );
         }
     }
 
