@@ -204,9 +204,11 @@ mod tests {
         for budget in [0, 4 << 10, 16 << 10, 1 << 20] {
             let cache = RouteCache::new(r.clone(), budget);
             let mut out = Vec::new();
-            for round in 0..3 {
+            for _round in 0..3 {
                 for i in 0..500 {
-                    let name = format!("host-{i:04}.cpu.{round}.user");
+                    // The same names every round: from the second on, answers come from
+                    // what the cache stored (as far as the budget kept it).
+                    let name = format!("host-{i:04}.cpu.user");
                     let want = uncached(&r, name.as_bytes());
                     for _ in 0..2 {
                         cache.route_into(name.as_bytes(), &mut out);

@@ -196,6 +196,25 @@ fn carbon_hash_vectors() {
                 metrics.len(),
                 "{id}: {key}: the big cache holds all"
             );
+            // A name is stored at its second lookup, so the passes above were answered by the
+            // router; now every answer of the big cache comes from what it stored, and the
+            // small one answers from what survived eviction.
+            for (i, metric) in metrics.iter().enumerate() {
+                let want = indices(&want_all[i]);
+                assert!(
+                    big.is_cached(metric.as_bytes()),
+                    "{id}: {key}: {metric} cached"
+                );
+                for (label, cache) in [("small", &small), ("big", &big)] {
+                    cache.route_into(metric.as_bytes(), &mut cached);
+                    if cached != want {
+                        failures.push(format!(
+                            "{id}: {key} {label} cache, stored route for {metric:?}: \
+                             got {cached:?}, carbon {want:?}"
+                        ));
+                    }
+                }
+            }
         }
         for (i, metric) in metrics.iter().enumerate() {
             let want = pos[i].as_i64().expect("pos");
