@@ -74,14 +74,14 @@ where
                 while let Ok(Ok((stream, _))) =
                     tokio::time::timeout(Duration::ZERO, listener.accept()).await
                 {
+                    // At shutdown every one is drained (the backlog bounds them); a reload
+                    // that only rebinds keeps the connection limit.
                     let admitted = ctx.admission.try_admit();
-                    let handler = handler.clone();
-                    let ctx = ctx.clone();
-                    ctx.tracker.clone().spawn(async move {
-                        if let Some(stream) = handshake(stream, &ctx, source).await {
-                            handler(Connection { stream, ctx, admitted }).await;
-                        }
-                    });
+                    if admitted.is_none() && !ctx.shutdown.is_cancelled() {
+                        stats.connection_rejected(source);
+                        continue;
+                    }
+                    spawn_connection(stream, admitted, &ctx, source, &handler);
                 }
                 return listener;
             }
@@ -138,23 +138,38 @@ where
             info!(source = source.as_str(), refused = c.occurrences, over = ?c.over,
                 "admitting connections again");
         }
-        let _ = stream.set_nodelay(true);
-        let conn_ctx = ctx.clone();
-        let handler = handler.clone();
-        let stats = stats.clone();
-        ctx.tracker.spawn(async move {
-            stats.connection_delta(source, true);
-            if let Some(stream) = handshake(stream, &conn_ctx, source).await {
-                handler(Connection {
-                    stream,
-                    ctx: conn_ctx,
-                    admitted: Some(admitted),
-                })
-                .await;
-            }
-            stats.connection_delta(source, false);
-        });
+        spawn_connection(stream, Some(admitted), &ctx, source, &handler);
     }
+}
+
+/// Runs `handler` for an accepted connection on the task tracker (after the TLS handshake
+/// when the receivers use TLS), counted as an active connection while it runs.
+fn spawn_connection<F, Fut>(
+    stream: TcpStream,
+    admitted: Option<Admitted>,
+    ctx: &ReceiverContext,
+    source: Source,
+    handler: &std::sync::Arc<F>,
+) where
+    F: Fn(Connection) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let _ = stream.set_nodelay(true);
+    let ctx = ctx.clone();
+    let handler = handler.clone();
+    ctx.tracker.clone().spawn(async move {
+        let stats = ctx.pipeline.stats().clone();
+        stats.connection_delta(source, true);
+        if let Some(stream) = handshake(stream, &ctx, source).await {
+            handler(Connection {
+                stream,
+                ctx,
+                admitted,
+            })
+            .await;
+        }
+        stats.connection_delta(source, false);
+    });
 }
 
 /// Longest a client may take to complete the TLS handshake.
