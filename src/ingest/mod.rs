@@ -331,7 +331,9 @@ impl Ingestor {
         for (q, m) in old {
             match routing.queues.iter().position(|nq| Arc::ptr_eq(nq, &q)) {
                 Some(i) => marks[i] = marks[i].max(m),
-                None => self.earlier_marks.push((q, m)),
+                // Kept for receipts until it settles, so reloads do not pile them up.
+                None if !q.is_settled(m) => self.earlier_marks.push((q, m)),
+                None => {}
             }
         }
         self.marks = marks;

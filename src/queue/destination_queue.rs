@@ -438,6 +438,13 @@ impl DestinationQueue {
         }
     }
 
+    /// True once everything accepted before `mark` has left the queue (or the queue stopped):
+    /// what [`settled`](Self::settled) waits for, without waiting.
+    pub fn is_settled(&self, mark: u64) -> bool {
+        let s = self.core.lock();
+        s.oldest_position() >= mark || s.stopped
+    }
+
     /// Datapoints waiting in memory (not in flight).
     pub fn len(&self) -> usize {
         self.core.lock().datapoints
