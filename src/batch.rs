@@ -172,11 +172,29 @@ impl Batch {
         Ok(())
     }
 
-    /// Takes the batch's contents, leaving an empty batch with the same capacity hint.
+    /// Takes the batch's contents, trimmed to what it holds, leaving an empty batch with room
+    /// for a quarter more than it held.
+    ///
+    /// A taken batch usually goes into a destination queue, whose bounds count what batches
+    /// hold ([`size_bytes`](Self::size_bytes)): handing over the slack a vector's doubling
+    /// leaves (up to half of it) would let a queue's memory pass its bound. Shrinking a heap
+    /// block in place is cheap (the allocator splits it, nothing is copied). Sizing the next
+    /// batch after this one, not after the largest ever, keeps a burst from making every later
+    /// batch carry its capacity.
     pub fn take(&mut self) -> Batch {
-        let points = self.points.capacity();
-        let names = self.names.capacity();
-        std::mem::replace(self, Batch::with_capacity(points, names))
+        let points = self.points.len();
+        let names = self.names.len();
+        self.points.shrink_to_fit();
+        self.names.shrink_to_fit();
+        std::mem::replace(
+            self,
+            Batch::with_capacity(points + points / 4, names + names / 4),
+        )
+    }
+
+    /// Bytes of heap this batch holds (its vectors' capacities).
+    pub fn capacity_bytes(&self) -> usize {
+        self.names.capacity() + self.points.capacity() * size_of::<Point>()
     }
 }
 
@@ -186,6 +204,23 @@ mod tests {
 
     fn names(b: &Batch) -> Vec<&[u8]> {
         b.iter().map(|d| d.name).collect()
+    }
+
+    #[test]
+    fn taken_batches_hold_no_slack_and_the_next_is_sized_after_them() {
+        let mut b = Batch::new();
+        for round in [3000, 10, 600] {
+            for i in 0..round {
+                b.push(format!("host.{i}.cpu").as_bytes(), 1.0, 2.0)
+                    .expect("room");
+            }
+            let taken = b.take();
+            assert_eq!(taken.len(), round);
+            // What a queue counts (names + overhead per point) is what it holds.
+            assert_eq!(taken.capacity_bytes(), taken.size_bytes());
+            // Not the capacity of the largest batch ever: a quarter more than the last.
+            assert_eq!(b.points.capacity(), round + round / 4);
+        }
     }
 
     #[test]
