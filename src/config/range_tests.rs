@@ -57,6 +57,7 @@ fn integers_past_their_range_are_config_errors() {
             "18446744073709551615",
         ),
         ("destinations.queue", "max_bytes", "10"),
+        ("destinations.queue", "full_wait_ms", "3600001"),
         ("router", "replication_factor", "1000000"),
         ("ingest", "min_timestamp_resolution", "18446744073709551615"),
     ] {

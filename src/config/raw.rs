@@ -252,7 +252,8 @@ impl Default for RawDestinations {
 pub struct RawQueue {
     /// Most datapoints in memory per destination (waiting plus in flight). Default 1000000.
     pub max_datapoints: usize,
-    /// Most bytes in memory per destination. Default 268435456 (256 MiB).
+    /// Most bytes in memory per destination (names + 24 bytes per datapoint). Default
+    /// 16777216 (16 MiB).
     pub max_bytes: usize,
     /// Policy when the memory tier is full: `spill`, `drop_newest`, `drop_oldest` or `block`.
     /// Default: `spill` when `destinations.spill.dir` is set, else `drop_newest` (as
@@ -262,15 +263,20 @@ pub struct RawQueue {
     /// With `when_full = "spill"`: what to do once the spill budget is exhausted or the disk
     /// fails: `drop_newest` (default), `drop_oldest` or `block`.
     pub spill_fallback: WhenFull,
+    /// How long (ms) TCP clients are held back, per episode, while a connected destination's
+    /// memory tier is full, before `when_full` applies (0-3600000; 0 applies it at once).
+    /// Default 2000.
+    pub full_wait_ms: u64,
 }
 
 impl Default for RawQueue {
     fn default() -> Self {
         Self {
             max_datapoints: 1_000_000,
-            max_bytes: 256 << 20,
+            max_bytes: crate::queue::DEFAULT_MAX_BYTES,
             when_full: None,
             spill_fallback: WhenFull::DropNewest,
+            full_wait_ms: crate::queue::DEFAULT_FULL_WAIT.as_millis() as u64,
         }
     }
 }

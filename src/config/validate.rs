@@ -304,6 +304,12 @@ fn queue_limits(
         max_bytes: o.max_queue_bytes.unwrap_or(d.queue.max_bytes),
         when_full: o.when_full.or(d.queue.when_full).unwrap_or(default_policy),
         spill_fallback: o.spill_fallback.unwrap_or(d.queue.spill_fallback),
+        full_wait: Duration::from_millis(ctx.int(
+            "destinations.queue.full_wait_ms",
+            d.queue.full_wait_ms,
+            0,
+            3_600_000,
+        )?),
     };
     let (points_key, bytes_key) = match (o.max_queue_datapoints, o.max_queue_bytes) {
         (Some(_), _) | (_, Some(_)) => (

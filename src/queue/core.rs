@@ -21,6 +21,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -40,16 +41,45 @@ pub struct QueueLimits {
     /// With [`WhenFull::Spill`]: what to do when the spill log is full or failing
     /// (`drop_newest`, `drop_oldest` or `block`).
     pub spill_fallback: WhenFull,
+    /// While the destination is connected and the memory tier is full, producers that can
+    /// wait (TCP receivers, embedders, Kinesis) are held back up to this long per episode
+    /// before `when_full` applies to what does not fit (spill, or a drop); an episode starts
+    /// when the tier is first found full and ends when it has drained below half of its
+    /// bounds. A burst the destination is draining then costs back-pressure instead of disk
+    /// writes and replays, or drops; a destination that stays slow or hangs gets the policy
+    /// after the wait, one that is not connected, or whose connection failed or timed out a
+    /// write in the last minute, at once. UDP never waits. Zero applies the
+    /// policy at once (`block` waits regardless).
+    pub full_wait: Duration,
 }
 
 impl Default for QueueLimits {
     fn default() -> Self {
         Self {
             max_datapoints: 1_000_000,
-            max_bytes: 256 << 20,
+            max_bytes: DEFAULT_MAX_BYTES,
             when_full: WhenFull::DropNewest,
             spill_fallback: WhenFull::DropNewest,
+            full_wait: DEFAULT_FULL_WAIT,
         }
+    }
+}
+
+/// [`QueueLimits::max_bytes`] unless configured (`destinations.queue.max_bytes`): with the
+/// [`full_wait`](QueueLimits::full_wait) a burst to a connected destination is held back
+/// rather than buffered, so the memory tier need not hold one; 16 MiB is about 250,000
+/// datapoints of 40-byte names (carbon-relay's default queue holds 10,000).
+pub const DEFAULT_MAX_BYTES: usize = 16 << 20;
+
+/// [`QueueLimits::full_wait`] unless configured (`destinations.queue.full_wait_ms`).
+pub const DEFAULT_FULL_WAIT: Duration = Duration::from_secs(2);
+
+impl QueueLimits {
+    /// True when what `s` holds in memory (waiting plus in flight) is below half of both
+    /// bounds: a [`full_wait`](Self::full_wait) episode is over.
+    pub(super) fn below_half(&self, s: &State) -> bool {
+        (s.datapoints + s.in_flight) * 2 < self.max_datapoints
+            && (s.bytes + s.in_flight_bytes) * 2 < self.max_bytes
     }
 }
 
@@ -125,6 +155,9 @@ pub(super) struct State {
     pub(super) spill_refused: bool,
     /// The position the next accepted datapoint gets.
     pub(super) next_position: u64,
+    /// When the memory tier was first found full in the current
+    /// [`full_wait`](QueueLimits::full_wait) episode.
+    pub(super) full_since: Option<Instant>,
     /// No more pushes are taken.
     pub(super) closed: bool,
     /// Shut down: what is left stays where it is (spill log) or was counted as dropped.

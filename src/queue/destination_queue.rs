@@ -3,6 +3,7 @@
 //! [disk tier](super::disk_tier); the policies decide here which tier a batch goes to.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::core::{Core, PushOutcome, QueueLimits, State};
 use super::disk_tier::{DiskTier, SpillSettings};
@@ -22,12 +23,21 @@ pub struct DestinationQueue {
     disk: Option<DiskTier>,
 }
 
+/// A destination whose connection failed, was lost or timed out a write less than this long ago
+/// gets no [`QueueLimits::full_wait`]: a hung peer the kernel still accepts connections for
+/// would otherwise drain a little into each new connection and hold producers back again and
+/// again.
+const HEALTHY_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Result of one attempt at a push.
 enum Step {
     Done,
     /// The rest of the batch must wait for room (policy `block`, back-pressure, or a full
     /// hand-over buffer).
     Wait(Batch),
+    /// The batch waits for room until the deadline of [`QueueLimits::full_wait`], then the
+    /// policy applies.
+    WaitUntil(Batch, Instant),
 }
 
 /// How a wait for delivery ended.
@@ -121,10 +131,17 @@ impl DestinationQueue {
             room.as_mut().enable();
             match self.try_push(batch, mode, &mut out) {
                 Step::Done => return out,
-                Step::Wait(rest) => batch = rest,
+                Step::Wait(rest) => {
+                    batch = rest;
+                    out.waited = true;
+                    room.await;
+                }
+                Step::WaitUntil(rest, deadline) => {
+                    batch = rest;
+                    out.waited = true;
+                    let _ = tokio::time::timeout_at(deadline.into(), room).await;
+                }
             }
-            out.waited = true;
-            room.await;
         }
     }
 
@@ -143,15 +160,37 @@ impl DestinationQueue {
             return Step::Done;
         }
         if let Some(disk) = self.spilling() {
-            let fits = s.disk_points == 0
-                && memory::fitting_prefix(&self.core.limits, &s, &batch) == total;
-            if fits {
-                memory::enqueue(&self.core, &mut s, batch, out);
-                return Step::Done;
+            if s.disk_points == 0 {
+                if memory::fitting_prefix(&self.core.limits, &s, &batch) == total {
+                    memory::enqueue(&self.core, &mut s, batch, out);
+                    return Step::Done;
+                }
+                if let Some(deadline) = self.full_deadline(&mut s, mode) {
+                    return Step::WaitUntil(batch, deadline);
+                }
             }
             return self.spill(s, disk, batch, mode, out);
         }
         self.push_memory(s, batch, mode, out)
+    }
+
+    /// With the memory tier full (and, with spill, nothing on disk): until when a producer that
+    /// can wait should wait for room before the policy applies (`None`: apply it now). Only
+    /// while the destination is connected and has not failed lately, a spill log takes data
+    /// and the episode's wait is not used up (see [`QueueLimits::full_wait`]).
+    fn full_deadline(&self, s: &mut State, mode: PushMode) -> Option<Instant> {
+        let delay = self.core.limits.full_wait;
+        if mode == PushMode::NoWait
+            || delay.is_zero()
+            || s.spill_refused
+            || !self.core.stats.is_connected()
+            || self.core.stats.failed_within(HEALTHY_AFTER)
+        {
+            return None;
+        }
+        let now = Instant::now();
+        let deadline = s.full_since.get_or_insert(now).checked_add(delay)?;
+        (now < deadline).then_some(deadline)
     }
 
     /// The memory-only path: the policy decides what does not fit.
@@ -170,6 +209,12 @@ impl DestinationQueue {
         };
         let total = batch.len();
         let mut fits = memory::fitting_prefix(limits, &s, &batch);
+        if fits < total
+            && matches!(policy, WhenFull::DropNewest | WhenFull::DropOldest)
+            && let Some(deadline) = self.full_deadline(&mut s, mode)
+        {
+            return Step::WaitUntil(batch, deadline);
+        }
         let mut evicted = 0;
         if fits < total && policy == WhenFull::DropOldest {
             evicted =
@@ -333,6 +378,9 @@ impl DestinationQueue {
         let lost: usize = dropped.iter().map(|&(_, n)| n).sum();
         let mut s = self.core.lock();
         let disk_records = memory::ack(&mut s, sent + lost);
+        if s.full_since.is_some() && self.core.limits.below_half(&s) {
+            s.full_since = None;
+        }
         if let Some(disk) = &self.disk {
             disk.ack(disk_records);
         }

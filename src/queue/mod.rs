@@ -36,6 +36,16 @@
 //! records, then the batches still being handed over — FIFO across both tiers, and across a
 //! restart.
 //!
+//! ## The full wait
+//!
+//! Before a policy applies to what does not fit (spill, `drop_newest`, `drop_oldest`), a
+//! producer that can wait is held back for room up to [`QueueLimits::full_wait`] per episode,
+//! while the destination is connected and has not failed lately: a burst that a healthy
+//! destination is draining is then back-pressure on the clients instead of disk writes and
+//! replays, or drops. The episode starts when the memory tier is first found full and ends when
+//! it has drained below half; a destination that stays behind gets its policy once the wait is
+//! used up.
+//!
 //! ## When the disk cannot take data
 //!
 //! **A full or failing disk never loses more than a memory-only queue.** The batches waiting
@@ -94,7 +104,7 @@ pub mod spill;
 pub mod stats;
 mod worker;
 
-pub use self::core::{PushOutcome, QueueLimits};
+pub use self::core::{DEFAULT_FULL_WAIT, DEFAULT_MAX_BYTES, PushOutcome, QueueLimits};
 pub use destination_queue::{DestinationQueue, Settled};
 pub use disk_tier::SpillSettings;
 pub use policy::{DestinationDropReason, PushMode, WhenFull};

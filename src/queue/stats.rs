@@ -240,6 +240,16 @@ impl DestinationStats {
         self.set_last_error(error);
     }
 
+    /// True when the last connection failure, lost connection or write timeout happened less
+    /// than `window` ago (or the clock went back since).
+    pub fn failed_within(&self, window: std::time::Duration) -> bool {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|e| e.at.elapsed().map_or(true, |age| age < window))
+    }
+
     fn set_last_error(&self, error: &dyn std::fmt::Display) {
         let e = LastError {
             message: error.to_string(),

@@ -1,6 +1,7 @@
 //! Unit tests of the queue: the memory tier, its policies, the disk tier, positions.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::*;
 use crate::batch::Batch;
@@ -17,6 +18,7 @@ fn queue(max_datapoints: usize, max_bytes: usize) -> DestinationQueue {
             max_bytes,
             when_full: WhenFull::DropNewest,
             spill_fallback: WhenFull::DropNewest,
+            ..QueueLimits::default()
         },
         d,
     )
@@ -91,6 +93,17 @@ fn spill_queue(
     fallback: WhenFull,
     max_disk: u64,
 ) -> DestinationQueue {
+    // These tests spill at once (their destinations are never connected anyway).
+    delayed_spill_queue(dir, max_datapoints, fallback, max_disk, Duration::ZERO)
+}
+
+fn delayed_spill_queue(
+    dir: &std::path::Path,
+    max_datapoints: usize,
+    fallback: WhenFull,
+    max_disk: u64,
+    full_wait: Duration,
+) -> DestinationQueue {
     let d = stats();
     DestinationQueue::with_spill(
         QueueLimits {
@@ -98,6 +111,7 @@ fn spill_queue(
             max_bytes: usize::MAX / 4,
             when_full: WhenFull::Spill,
             spill_fallback: fallback,
+            full_wait,
         },
         d,
         SpillSettings {
@@ -125,6 +139,135 @@ async fn consume(q: &DestinationQueue, n: usize) -> Vec<usize> {
         q.ack(b.len(), 1);
     }
     got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_wait_holds_producers_back_while_a_connected_destination_drains() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let q = Arc::new(delayed_spill_queue(
+        dir.path(),
+        100,
+        WhenFull::DropNewest,
+        64 << 20,
+        Duration::from_secs(60),
+    ));
+    q.stats().set_connected(true);
+    let producer = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            let mut waited = false;
+            for i in 0..100 {
+                waited |= q.push_wait(seq_batch(i * 10, 10)).await.waited;
+            }
+            waited
+        })
+    };
+    // A consumer slower than the producer: the memory tier is full most of the time.
+    let mut got = Vec::new();
+    while got.len() < 1000 {
+        let b = tokio::time::timeout(Duration::from_secs(20), q.pop())
+            .await
+            .expect("pop within 20 s")
+            .expect("queue not closed");
+        got.extend(b.iter().map(|dp| dp.timestamp as usize));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        q.ack(b.len(), 1);
+    }
+    assert!(
+        producer.await.expect("producer"),
+        "the producer never waited"
+    );
+    assert_eq!(got, (0..1000).collect::<Vec<_>>());
+    let s = q.stats().snapshot();
+    assert_eq!((s.sent, s.dropped_total()), (1000, 0), "{s:?}");
+    assert_eq!(
+        s.spill.spilled_datapoints, 0,
+        "a draining destination spilled: {s:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_wait_is_bounded_and_skipped_for_a_disconnected_destination() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let delay = Duration::from_millis(300);
+    let q = delayed_spill_queue(dir.path(), 100, WhenFull::DropNewest, 64 << 20, delay);
+    q.stats().set_connected(true);
+    for i in 0..10 {
+        assert!(!q.push_wait(seq_batch(i * 10, 10)).await.waited);
+    }
+    // Full, connected, nothing drains: held back for the delay, then spilled.
+    let started = Instant::now();
+    let o = tokio::time::timeout(Duration::from_secs(20), q.push_wait(seq_batch(100, 10)))
+        .await
+        .expect("the spill delay ends");
+    assert!(o.waited && o.accepted == 10, "{o:?}");
+    assert!(
+        started.elapsed() >= delay,
+        "spilled after {:?}",
+        started.elapsed()
+    );
+    // Overflow is on disk now: what follows goes behind it at once.
+    let o = q.push_wait(seq_batch(110, 10)).await;
+    assert!(!o.waited && o.accepted == 10, "{o:?}");
+    let s = q.stats().snapshot();
+    assert!(s.queued_disk >= 20, "{s:?}");
+    assert_eq!(consume(&q, 120).await, (0..120).collect::<Vec<_>>());
+
+    // A destination that is not connected spills at once.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let q = delayed_spill_queue(
+        dir.path(),
+        100,
+        WhenFull::DropNewest,
+        64 << 20,
+        Duration::from_secs(60),
+    );
+    for i in 0..11 {
+        assert!(!q.push_wait(seq_batch(i * 10, 10)).await.waited);
+    }
+    assert!(q.stats().snapshot().queued_disk > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connected_destination_gets_the_full_wait_before_drop_newest_applies() {
+    for (wait, connected, failed, want_dropped) in [
+        (Duration::from_secs(60), true, false, 0),
+        (Duration::ZERO, true, false, 10),
+        (Duration::from_secs(60), false, false, 10),
+        // A write timed out lately: a hung peer gets no wait on its next connection.
+        (Duration::from_secs(60), true, true, 10),
+    ] {
+        let q = Arc::new(DestinationQueue::new(
+            QueueLimits {
+                max_datapoints: 100,
+                full_wait: wait,
+                ..QueueLimits::default()
+            },
+            stats(),
+        ));
+        q.stats().set_connected(connected);
+        if failed {
+            q.stats().write_timed_out(&"no progress for 10 s");
+        }
+        for i in 0..10 {
+            q.push_wait(seq_batch(i * 10, 10)).await;
+        }
+        let consumer = {
+            let q = q.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let b = q.pop().await.expect("open");
+                q.ack(b.len(), 1);
+            })
+        };
+        let o = q.push_wait(seq_batch(100, 10)).await;
+        consumer.await.expect("consumer");
+        assert_eq!(
+            o.dropped, want_dropped,
+            "wait {wait:?} connected {connected} failed {failed}: {o:?}"
+        );
+        assert_eq!(o.waited, want_dropped == 0, "{o:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,6 +347,7 @@ fn drop_oldest_evicts_front_and_counts() {
             max_bytes: usize::MAX,
             when_full: WhenFull::DropOldest,
             spill_fallback: WhenFull::DropNewest,
+            ..QueueLimits::default()
         },
         stats(),
     );
@@ -226,6 +370,7 @@ async fn block_waits_for_ack_instead_of_dropping() {
             max_bytes: usize::MAX,
             when_full: WhenFull::Block,
             spill_fallback: WhenFull::DropNewest,
+            ..QueueLimits::default()
         },
         stats(),
     ));
@@ -456,6 +601,7 @@ fn settled_waits_for_older_in_flight_data_even_when_newer_data_is_evicted() {
             max_bytes: usize::MAX,
             when_full: WhenFull::DropOldest,
             spill_fallback: WhenFull::DropNewest,
+            ..QueueLimits::default()
         },
         stats(),
     );
