@@ -3,11 +3,11 @@
 //! NUL bytes.
 #![no_main]
 
+use anthracite::CarbonOptions;
 use anthracite::unstable::config::carbon::{from_text, parse_relay_rules};
 use anthracite::unstable::config::ini::Ini;
 use anthracite::unstable::router::DestinationSpec;
 use anthracite::unstable::router::aggregation::parse_rules;
-use anthracite::CarbonOptions;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -21,7 +21,10 @@ fuzz_target!(|data: &[u8]| {
         buf.extend_from_slice(chunk);
         framer.feed(&mut buf, |line| {
             if let Ok(line) = line {
-                assert!(line.len() <= max_len, "a line over the limit was handed out");
+                assert!(
+                    line.len() <= max_len,
+                    "a line over the limit was handed out"
+                );
                 if let Ok((name, timestamp, value)) = parse_line(line) {
                     assert!(!name.is_empty());
                     let _ = normalize(timestamp, value, 1.7e9);

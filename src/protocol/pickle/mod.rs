@@ -30,6 +30,7 @@ use bytes::{BufMut, BytesMut};
 use super::number::parse_py_float;
 use super::{DropCounts, DropReason};
 
+mod fast;
 mod text;
 mod vm;
 use crate::batch::Datapoint;
@@ -134,6 +135,8 @@ pub struct PickleDecoder {
     others: Vec<u32>,
     arena: Vec<u8>,
     created: usize,
+    /// Entries of a frame in the senders' shape ([`fast`]).
+    fast: Vec<fast::Entry>,
 }
 
 /// Most entries [`PickleDecoder::decode_batched`] hands over at once.
@@ -176,7 +179,27 @@ impl PickleDecoder {
         drops: &mut DropCounts,
         on_run: impl FnMut(&[(&[u8], f64, f64)]),
     ) -> Result<usize, DropReason> {
-        let result = self.decode_runs(payload, drops, on_run);
+        let result = self.decode_runs(payload, drops, on_run, true);
+        self.release_oversized();
+        result
+    }
+
+    /// [`decode`](Self::decode) through the general virtual machine only, without the fast
+    /// path for the shape carbon's senders write: for tests and fuzzing, which check that both
+    /// give the same answer on every input.
+    #[doc(hidden)]
+    pub fn decode_without_fast_path(
+        &mut self,
+        payload: &[u8],
+        drops: &mut DropCounts,
+        mut emit: impl FnMut(&[u8], f64, f64),
+    ) -> Result<usize, DropReason> {
+        let result = self.decode_runs(
+            payload,
+            drops,
+            |run| run.iter().for_each(|&(n, t, v)| emit(n, t, v)),
+            false,
+        );
         self.release_oversized();
         result
     }
@@ -186,11 +209,25 @@ impl PickleDecoder {
         payload: &[u8],
         drops: &mut DropCounts,
         mut on_run: impl FnMut(&[(&[u8], f64, f64)]),
+        fast_path: bool,
     ) -> Result<usize, DropReason> {
         if payload.len() > (u32::MAX / 2) as usize {
             return Err(BAD);
         }
         self.reset();
+        if fast_path && fast::entries(payload, &mut self.fast).is_some() {
+            let mut run: [(&[u8], f64, f64); ENTRY_RUN] = [(&[], 0.0, 0.0); ENTRY_RUN];
+            for chunk in self.fast.chunks(ENTRY_RUN) {
+                for (slot, &(s, timestamp, value)) in run.iter_mut().zip(chunk) {
+                    let name = payload
+                        .get(s.start as usize..(s.start + s.len) as usize)
+                        .unwrap_or_default();
+                    *slot = (name, timestamp, value);
+                }
+                on_run(&run[..chunk.len()]);
+            }
+            return Ok(self.fast.len());
+        }
         let top = self.run(payload)?;
         let mut emitted = 0;
         let mut run: [(&[u8], f64, f64); ENTRY_RUN] = [(&[], 0.0, 0.0); ENTRY_RUN];
@@ -244,6 +281,7 @@ impl PickleDecoder {
         self.others.clear();
         self.arena.clear();
         self.created = 0;
+        self.fast.clear();
     }
 
     /// Bytes of scratch space the decoder holds between frames (the capacity of its tables).
@@ -259,6 +297,7 @@ impl PickleDecoder {
             + self.tuple_items.capacity() * size_of::<Val>()
             + self.others.capacity() * size_of::<u32>()
             + self.arena.capacity()
+            + self.fast.capacity() * size_of::<fast::Entry>()
     }
 
     /// After a large or hostile frame, gives the scratch space back rather than keeping it
@@ -450,6 +489,126 @@ mod tests {
         Ok((got, drops))
     }
 
+    /// Entries with their numbers' bits (NaN compares), and the drops, or the frame's error.
+    type Answer = Result<(Vec<(Vec<u8>, u64, u64)>, DropCounts), DropReason>;
+
+    fn answer(payload: &[u8], fast_path: bool) -> Answer {
+        let mut drops = DropCounts::default();
+        let mut got = Vec::new();
+        let mut emit = |n: &[u8], t: f64, v: f64| got.push((n.to_vec(), t.to_bits(), v.to_bits()));
+        let mut d = PickleDecoder::new();
+        let n = if fast_path {
+            d.decode(payload, &mut drops, &mut emit)
+        } else {
+            d.decode_without_fast_path(payload, &mut drops, &mut emit)
+        }?;
+        assert_eq!(n, got.len());
+        Ok((got, drops))
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+            .collect()
+    }
+
+    /// What carbon's senders write: python3.11 `pickle.dumps(dps, protocol=p)` for p = 2..5 of
+    /// `[('carbon.agents.a.cpu', (1700000000, 1.5)), ('x.y.z', (1700000001.25, -2.0)),
+    /// ('ünï.cödé', (5, 3)), ('big', (70000, 1e300))]` (BINPUT or MEMOIZE, FRAME from 4 on,
+    /// BININT, BININT1, BINFLOAT), this crate's encoder, and the APPEND form.
+    fn sender_frames(encoded: usize) -> Vec<Vec<u8>> {
+        let p2 = "80025d7100285813000000636172626f6e2e6167656e74732e612e63707571014a00f15365473ff80000000000008671028671035805000000782e792e7a71044741d954fc4050000047c000000000000000867105867106580c000000c3bc6ec3af2e63c3b664c3a971074b054b038671088671095803000000626967710a4a70110100477e37e43c8800759c86710b86710c652e";
+        let p4 = "8004957a000000000000005d94288c13636172626f6e2e6167656e74732e612e637075944a00f15365473ff8000000000000869486948c05782e792e7a944741d954fc4050000047c000000000000000869486948c0cc3bc6ec3af2e63c3b664c3a9944b054b03869486948c03626967944a70110100477e37e43c8800759c86948694652e";
+        let mut frames = vec![hex(p2), hex(&p2.replacen("8002", "8003", 1)), hex(p4)];
+        frames.push(hex(&p4.replacen("8004", "8005", 1)));
+        let mut b = crate::batch::Batch::new();
+        for i in 0..encoded {
+            let _ = b.push(
+                format!("host{i}.cpu.user").as_bytes(),
+                1.7e9 + i as f64,
+                i as f64 / 3.0,
+            );
+        }
+        let mut out = BytesMut::new();
+        encode_message(b.iter(), &mut out);
+        frames.push(out[4..].to_vec());
+        frames.push(
+            b"\x80\x02]X\x01\x00\x00\x00aK\x01K\x02\x86\x86aX\x01\x00\x00\x00bM\x01\x01G?\xf0\x00\x00\x00\x00\x00\x00\x86\x86a."
+                .to_vec(),
+        );
+        frames
+    }
+
+    #[test]
+    fn fast_path_takes_what_senders_write_and_answers_as_the_machine_does() {
+        for (i, frame) in sender_frames(2000).iter().enumerate() {
+            let mut entries = Vec::new();
+            assert!(
+                fast::entries(frame, &mut entries).is_some(),
+                "frame {i} left the fast path"
+            );
+            let fast = answer(frame, true);
+            assert_eq!(fast, answer(frame, false), "frame {i}");
+            let (points, drops) = fast.unwrap_or_default();
+            assert!(
+                points.len() >= 2 && drops.is_empty(),
+                "frame {i}: {points:?}"
+            );
+        }
+        let (points, _) = answer(&sender_frames(0)[0], true).unwrap_or_default();
+        assert_eq!(points[2].0, "ünï.cödé".as_bytes());
+        assert_eq!(f64::from_bits(points[3].1), 70000.0);
+        assert_eq!(f64::from_bits(points[3].2), 1e300);
+    }
+
+    #[test]
+    fn fast_path_and_machine_agree_on_every_truncation_and_byte_change() {
+        // A memo fetch (python pickles a repeated name object as BINGET) leaves the fast path.
+        let memo_get = hex(
+            "80025d710028580400000073616d6571014b0147400000000000000086710286710368014b02474008000000000000867104867105652e",
+        );
+        let mut frames = sender_frames(5);
+        frames.push(memo_get);
+        let replacements = [
+            0x00, 0xff, b'.', b'(', b'e', b'a', b'h', b'q', b'r', 0x94, 0x95, b'X', b'G', b'J',
+            0x86, 0x85, 0x80,
+        ];
+        let mut checked = 0;
+        for frame in &frames {
+            for cut in 0..frame.len() {
+                assert_eq!(
+                    answer(&frame[..cut], true),
+                    answer(&frame[..cut], false),
+                    "{frame:?} cut at {cut}"
+                );
+                for &r in &replacements {
+                    let mut f = frame.clone();
+                    f[cut] = r;
+                    assert_eq!(
+                        answer(&f, true),
+                        answer(&f, false),
+                        "{frame:?} byte {cut} = {r:#x}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 10_000, "{checked}");
+    }
+
+    #[test]
+    fn memo_stores_past_the_values_created_are_refused_by_both_paths() {
+        // Found by the `pickle` fuzz target: the fourth MEMOIZE stores index 3 with two values
+        // created; the machine refuses the frame, and so must the fast path.
+        let frame = b"\x80\x02]q\x00\x94\x94\x94\x94.";
+        assert_eq!(answer(frame, false), Err(DropReason::BadPickle));
+        assert_eq!(answer(frame, true), Err(DropReason::BadPickle));
+        // Sparse indices leave the fast path; the machine decides.
+        let sparse = b"\x80\x02]q\x01.";
+        assert_eq!(answer(sparse, true), answer(sparse, false));
+    }
+
     #[test]
     fn protocol2_list_of_tuples_with_memo() {
         // python3.11: pickle.dumps([('a.b', (1, 2.5)), ('a.b', (1700000000, 3))], protocol=2)
@@ -558,7 +717,7 @@ mod tests {
         for (what, payload) in shapes {
             let mut d = PickleDecoder::new();
             let mut drops = DropCounts::default();
-            let _ = d.decode_runs(&payload, &mut drops, |_| {});
+            let _ = d.decode_runs(&payload, &mut drops, |_| {}, true);
             let scratch = d.scratch_bytes();
             assert!(
                 scratch <= SCRATCH_PER_PAYLOAD_BYTE * payload.len(),
