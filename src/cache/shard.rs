@@ -813,8 +813,13 @@ impl Seen {
         if wa.load(Ordering::Relaxed) & ma != 0 && wb.load(Ordering::Relaxed) & mb != 0 {
             return true;
         }
-        wa.fetch_or(ma, Ordering::Relaxed);
-        wb.fetch_or(mb, Ordering::Relaxed);
+        // Plain read-modify-write, not `fetch_or`: a locked instruction is a full barrier on
+        // x86 and kept the cache misses of the lookups around it from overlapping (on
+        // all-distinct names it was the single most expensive instruction of the data path).
+        // Two threads setting bits in the same word at the same instant can lose one: that
+        // name is admitted a sighting later, which is all a lost bit can cost.
+        wa.store(wa.load(Ordering::Relaxed) | ma, Ordering::Relaxed);
+        wb.store(wb.load(Ordering::Relaxed) | mb, Ordering::Relaxed);
         // Counted one name in sixteen (by hash), so that threads missing at once do not all
         // write one counter.
         if hash >> 60 != 0 {
