@@ -138,6 +138,9 @@ impl DestinationQueue {
                 }
                 Step::WaitUntil(rest, deadline) => {
                     batch = rest;
+                    if !out.waited {
+                        self.core.stats.add_full_wait();
+                    }
                     out.waited = true;
                     let _ = tokio::time::timeout_at(deadline.into(), room).await;
                 }

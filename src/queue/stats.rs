@@ -65,6 +65,8 @@ pub struct DestinationStats {
     connect_failures_metric: Counter,
     write_timeouts: AtomicU64,
     write_timeouts_metric: Counter,
+    full_waits: AtomicU64,
+    full_waits_metric: Counter,
     last_error: Mutex<Option<LastError>>,
     queue_datapoints_metric: Gauge,
     queue_bytes_metric: Gauge,
@@ -174,6 +176,8 @@ impl DestinationStats {
                 facade::DESTINATION_WRITE_TIMEOUTS,
                 "destination" => l.clone()
             ),
+            full_waits: AtomicU64::new(0),
+            full_waits_metric: counter!(facade::DESTINATION_FULL_WAITS, "destination" => l.clone()),
             last_error: Mutex::new(None),
             queue_datapoints_metric: gauge!(facade::QUEUE_DATAPOINTS, "destination" => l.clone()),
             queue_bytes_metric: gauge!(facade::QUEUE_BYTES, "destination" => l.clone()),
@@ -238,6 +242,12 @@ impl DestinationStats {
         self.write_timeouts.fetch_add(1, Relaxed);
         self.write_timeouts_metric.increment(1);
         self.set_last_error(error);
+    }
+
+    /// A batch's producer is held back by the full wait (counted once per batch).
+    pub fn add_full_wait(&self) {
+        self.full_waits.fetch_add(1, Relaxed);
+        self.full_waits_metric.increment(1);
     }
 
     /// True when the last connection failure, lost connection or write timeout happened less
@@ -352,6 +362,7 @@ impl DestinationStats {
             connected: self.connected.load(Relaxed) == 1,
             connect_failures: self.connect_failures.load(Relaxed),
             write_timeouts: self.write_timeouts.load(Relaxed),
+            full_waits: self.full_waits.load(Relaxed),
             last_error: self
                 .last_error
                 .lock()
@@ -406,6 +417,8 @@ pub struct DestinationSnapshot {
     pub connect_failures: u64,
     /// Connections declared dead because a write made no progress for the write timeout.
     pub write_timeouts: u64,
+    /// Batches whose producers waited for room under the full wait.
+    pub full_waits: u64,
     /// The most recent connection error, and when it happened.
     pub last_error: Option<LastError>,
     /// The disk tier's counters.

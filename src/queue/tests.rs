@@ -267,6 +267,10 @@ async fn a_connected_destination_gets_the_full_wait_before_drop_newest_applies()
             "wait {wait:?} connected {connected} failed {failed}: {o:?}"
         );
         assert_eq!(o.waited, want_dropped == 0, "{o:?}");
+        assert_eq!(
+            q.stats().snapshot().full_waits,
+            u64::from(want_dropped == 0)
+        );
     }
 }
 

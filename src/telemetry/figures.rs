@@ -274,6 +274,9 @@ pub fn destination_figures(d: &DestinationSnapshot) -> Component {
         Figure::counter(d.write_timeouts)
             .series(facade::DESTINATION_WRITE_TIMEOUTS, label())
             .carbon(leaf::WRITE_TIMEOUTS),
+        Figure::counter(d.full_waits)
+            .series(facade::DESTINATION_FULL_WAITS, label())
+            .carbon(leaf::FULL_WAITS),
     ];
     for reason in DestinationDropReason::ALL {
         figures.push(

@@ -64,6 +64,9 @@ pub mod facade {
     /// Counter, label `destination`: connections declared dead because a write made no
     /// progress for `destinations.write_timeout_ms` (a hung peer).
     pub const DESTINATION_WRITE_TIMEOUTS: &str = "anthracite_destination_write_timeouts_total";
+    /// Counter, label `destination`: batches whose producers waited for room in a full memory
+    /// tier under `destinations.queue.full_wait_ms` (back-pressure on the clients).
+    pub const DESTINATION_FULL_WAITS: &str = "anthracite_destination_full_waits_total";
     /// Counter, label `result` (`applied`, `rejected`): configuration reloads (SIGHUP).
     pub const CONFIG_RELOADS: &str = "anthracite_config_reloads_total";
     /// Gauge, labels `version`, `features`: always 1; the build's version and Cargo features.
@@ -141,6 +144,8 @@ pub mod carbon {
     pub const CONNECTED: &str = "connected";
     /// Per destination: connections declared dead by the write timeout in the interval.
     pub const WRITE_TIMEOUTS: &str = "writeTimeouts";
+    /// Per destination: batches held back by the full wait in the interval.
+    pub const FULL_WAITS: &str = "fullWaits";
     /// Relay-wide, under `configReloads.<result>`: reloads applied / rejected in the interval.
     pub const CONFIG_RELOADS: &str = "configReloads";
     /// Per Kinesis stream, under `kinesis.<stream>.`: the largest `MillisBehindLatest` over
@@ -227,6 +232,9 @@ pub fn help(name: &str) -> &'static str {
         f::DESTINATION_CONNECTED => "1 while the destination is connected.",
         f::DESTINATION_CONNECT_FAILURES => "Failed connection attempts and lost connections.",
         f::DESTINATION_WRITE_TIMEOUTS => "Connections declared dead by the write timeout.",
+        f::DESTINATION_FULL_WAITS => {
+            "Batches whose producers waited for room in the full memory tier (full_wait_ms)."
+        }
         f::CONNECTIONS_ACTIVE => "Open client connections.",
         f::CONNECTIONS_REJECTED => "Client connections refused at the connection limit.",
         f::CONNECTIONS_IDLE_CLOSED => "Client connections closed by the idle timeout.",

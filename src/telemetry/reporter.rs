@@ -209,6 +209,7 @@ mod tests {
             "spillDiskBytes",
             "spillOldestAgeSeconds",
             "writeTimeouts",
+            "fullWaits",
             "droppedDatapoints.queue_full",
             "droppedDatapoints.spill_full",
         ] {
