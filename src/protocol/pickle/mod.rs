@@ -163,11 +163,9 @@ impl PickleDecoder {
         &mut self,
         payload: &[u8],
         drops: &mut DropCounts,
-        mut emit: impl FnMut(&[u8], f64, f64),
+        emit: impl FnMut(&[u8], f64, f64),
     ) -> Result<usize, DropReason> {
-        self.decode_batched(payload, drops, |run| {
-            run.iter().for_each(|&(n, t, v)| emit(n, t, v));
-        })
+        self.decode_each(payload, drops, emit, true)
     }
 
     /// [`decode`](Self::decode), handing the entries over in runs of up to [`ENTRY_RUN`]
@@ -192,13 +190,23 @@ impl PickleDecoder {
         &mut self,
         payload: &[u8],
         drops: &mut DropCounts,
+        emit: impl FnMut(&[u8], f64, f64),
+    ) -> Result<usize, DropReason> {
+        self.decode_each(payload, drops, emit, false)
+    }
+
+    fn decode_each(
+        &mut self,
+        payload: &[u8],
+        drops: &mut DropCounts,
         mut emit: impl FnMut(&[u8], f64, f64),
+        fast_path: bool,
     ) -> Result<usize, DropReason> {
         let result = self.decode_runs(
             payload,
             drops,
             |run| run.iter().for_each(|&(n, t, v)| emit(n, t, v)),
-            false,
+            fast_path,
         );
         self.release_oversized();
         result
