@@ -162,6 +162,11 @@ impl DestinationQueue {
                 .drop_counted(total, DestinationDropReason::Shutdown, out);
             return Step::Done;
         }
+        // The episode of the full wait ends once the memory tier is below half, however it
+        // got there (written, moved to disk, evicted); only a push reads it.
+        if s.full_since.is_some() && self.core.limits.below_half(&s) {
+            s.full_since = None;
+        }
         if let Some(disk) = self.spilling() {
             if s.disk_points == 0 {
                 if memory::fitting_prefix(&self.core.limits, &s, &batch) == total {
@@ -381,9 +386,6 @@ impl DestinationQueue {
         let lost: usize = dropped.iter().map(|&(_, n)| n).sum();
         let mut s = self.core.lock();
         let disk_records = memory::ack(&mut s, sent + lost);
-        if s.full_since.is_some() && self.core.limits.below_half(&s) {
-            s.full_since = None;
-        }
         if let Some(disk) = &self.disk {
             disk.ack(disk_records);
         }

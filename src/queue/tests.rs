@@ -187,7 +187,7 @@ async fn full_wait_holds_producers_back_while_a_connected_destination_drains() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn full_wait_is_bounded_and_skipped_for_a_disconnected_destination() {
+async fn full_wait_is_bounded_ends_with_its_episode_and_is_skipped_when_disconnected() {
     let dir = tempfile::tempdir().expect("tempdir");
     let delay = Duration::from_millis(300);
     let q = delayed_spill_queue(dir.path(), 100, WhenFull::DropNewest, 64 << 20, delay);
@@ -212,6 +212,18 @@ async fn full_wait_is_bounded_and_skipped_for_a_disconnected_destination() {
     let s = q.stats().snapshot();
     assert!(s.queued_disk >= 20, "{s:?}");
     assert_eq!(consume(&q, 120).await, (0..120).collect::<Vec<_>>());
+    // Drained: the episode is over, and the next time the tier fills the wait starts afresh.
+    for i in 12..22 {
+        assert!(!q.push_wait(seq_batch(i * 10, 10)).await.waited);
+    }
+    let started = Instant::now();
+    let o = q.push_wait(seq_batch(220, 10)).await;
+    assert!(
+        o.waited && started.elapsed() >= delay,
+        "{o:?} after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(q.stats().snapshot().full_waits, 2);
 
     // A destination that is not connected spills at once.
     let dir = tempfile::tempdir().expect("tempdir");
