@@ -193,7 +193,8 @@ impl Batch {
     }
 
     /// Bytes of heap this batch holds (its vectors' capacities).
-    pub fn capacity_bytes(&self) -> usize {
+    #[cfg(test)]
+    fn capacity_bytes(&self) -> usize {
         self.names.capacity() + self.points.capacity() * size_of::<Point>()
     }
 }
