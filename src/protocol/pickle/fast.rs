@@ -62,23 +62,23 @@ pub(super) fn entries(payload: &[u8], out: &mut Vec<Entry>) -> Option<()> {
     }
     r.create(1)?;
     op = r.after_memo()?;
-    // Items pushed since the open MARK, if one is open.
-    let mut open: Option<usize> = None;
+    // Inside a MARK … APPENDS group.
+    let mut in_mark = false;
     loop {
         match op {
-            MARK if open.is_none() => {
-                open = Some(out.len());
+            MARK if !in_mark => {
+                in_mark = true;
                 op = r.op()?;
             }
-            APPENDS if open.is_some() => {
-                open = None;
+            APPENDS if in_mark => {
+                in_mark = false;
                 op = r.op()?;
             }
-            STOP if open.is_none() => return Some(()),
+            STOP if !in_mark => return Some(()),
             _ => {
                 out.push(r.entry(op)?);
                 op = r.after_memo()?;
-                if open.is_none() {
+                if !in_mark {
                     // Outside a MARK every item is appended on its own.
                     if op != APPEND {
                         return None;
