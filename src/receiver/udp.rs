@@ -27,6 +27,9 @@ use crate::telemetry::episode::{Episode, Line};
 const DATAGRAM: usize = 65_536;
 /// Datagrams parsed before a flush when they keep arriving back to back.
 const DATAGRAMS_PER_FLUSH: usize = 256;
+/// Most rounds of [`DATAGRAMS_PER_FLUSH`] read when a receiver stops (64 K datagrams, more than
+/// the default 4 MiB receive buffer holds).
+const STOP_DRAIN_ROUNDS: usize = 256;
 
 /// Sets the socket's receive buffer (`None`: leave the system default) and turns on the
 /// kernel's drop counter (`SO_RXQ_OVFL`). Returns the receive buffer the kernel granted.
@@ -168,8 +171,13 @@ pub async fn serve_udp(mut rx: UdpReceiver, ctx: ReceiverContext) -> UdpReceiver
         reader.read_ready(&mut rx, &mut ingestor, DATAGRAMS_PER_FLUSH);
         ingestor.flush().await;
     }
-    // Datagrams the kernel already holds were sent while the relay listened.
-    while !reader.read_ready(&mut rx, &mut ingestor, DATAGRAMS_PER_FLUSH) {
+    // Datagrams the kernel already holds were sent while the relay listened. Bounded: a
+    // client that keeps sending must not keep a shutdown or a reload from finishing (what
+    // is left stays in the socket, which a reload serves again).
+    for _ in 0..STOP_DRAIN_ROUNDS {
+        if reader.read_ready(&mut rx, &mut ingestor, DATAGRAMS_PER_FLUSH) {
+            break;
+        }
         ingestor.flush().await;
     }
     ingestor.flush().await;
