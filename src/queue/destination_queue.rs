@@ -106,7 +106,7 @@ impl DestinationQueue {
             return out;
         }
         self.core.stats.add_routed(batch.len() as u64);
-        if let Step::Wait(rest) = self.try_push(batch, PushMode::NoWait, &mut out) {
+        if let Step::Wait(rest) = self.try_push(batch, PushMode::NoWait, None, &mut out) {
             self.core
                 .drop_counted(rest.len(), DestinationDropReason::QueueFull, &mut out);
         }
@@ -125,11 +125,14 @@ impl DestinationQueue {
         }
         self.core.stats.add_routed(batch.len() as u64);
         let mut batch = batch;
+        // The end of this push's full wait, once it started: an episode that ends and starts
+        // again while it waits does not give it a second one.
+        let mut held: Option<Instant> = None;
         loop {
             let room = self.core.room.notified();
             tokio::pin!(room);
             room.as_mut().enable();
-            match self.try_push(batch, mode, &mut out) {
+            match self.try_push(batch, mode, held, &mut out) {
                 Step::Done => return out,
                 Step::Wait(rest) => {
                     batch = rest;
@@ -138,9 +141,10 @@ impl DestinationQueue {
                 }
                 Step::WaitUntil(rest, deadline) => {
                     batch = rest;
-                    if !out.waited {
+                    if held.is_none() {
                         self.core.stats.add_full_wait();
                     }
+                    let deadline = *held.get_or_insert(deadline);
                     out.waited = true;
                     let _ = tokio::time::timeout_at(deadline.into(), room).await;
                 }
@@ -153,7 +157,14 @@ impl DestinationQueue {
         self.push_with(batch, PushMode::Wait).await
     }
 
-    fn try_push(&self, batch: Batch, mode: PushMode, out: &mut PushOutcome) -> Step {
+    /// One attempt; `held` is the end of this push's full wait if it started one.
+    fn try_push(
+        &self,
+        batch: Batch,
+        mode: PushMode,
+        held: Option<Instant>,
+        out: &mut PushOutcome,
+    ) -> Step {
         let total = batch.len();
         let mut s = self.core.lock();
         if s.closed {
@@ -173,23 +184,32 @@ impl DestinationQueue {
                     memory::enqueue(&self.core, &mut s, batch, out);
                     return Step::Done;
                 }
-                if let Some(deadline) = self.full_deadline(&mut s, mode) {
+                if let Some(deadline) = self.full_deadline(&mut s, &batch, mode, held) {
                     return Step::WaitUntil(batch, deadline);
                 }
             }
             return self.spill(s, disk, batch, mode, out);
         }
-        self.push_memory(s, batch, mode, out)
+        self.push_memory(s, batch, mode, held, out)
     }
 
     /// With the memory tier full (and, with spill, nothing on disk): until when a producer that
     /// can wait should wait for room before the policy applies (`None`: apply it now). Only
-    /// while the destination is connected and has not failed lately, a spill log takes data
-    /// and the episode's wait is not used up (see [`QueueLimits::full_wait`]).
-    fn full_deadline(&self, s: &mut State, mode: PushMode) -> Option<Instant> {
-        let delay = self.core.limits.full_wait;
+    /// while the destination is connected and has not failed lately, a spill log takes data,
+    /// the batch would fit in the empty tier, and neither the episode's wait nor this push's
+    /// (`held`) is used up (see [`QueueLimits::full_wait`]).
+    fn full_deadline(
+        &self,
+        s: &mut State,
+        batch: &Batch,
+        mode: PushMode,
+        held: Option<Instant>,
+    ) -> Option<Instant> {
+        let limits = &self.core.limits;
         if mode == PushMode::NoWait
-            || delay.is_zero()
+            || limits.full_wait.is_zero()
+            || batch.len() > limits.max_datapoints
+            || batch.size_bytes() > limits.max_bytes
             || s.spill_refused
             || !self.core.stats.is_connected()
             || self.core.stats.failed_within(HEALTHY_AFTER)
@@ -197,7 +217,11 @@ impl DestinationQueue {
             return None;
         }
         let now = Instant::now();
-        let deadline = s.full_since.get_or_insert(now).checked_add(delay)?;
+        let episode = s
+            .full_since
+            .get_or_insert(now)
+            .checked_add(limits.full_wait)?;
+        let deadline = held.map_or(episode, |h| h.min(episode));
         (now < deadline).then_some(deadline)
     }
 
@@ -207,6 +231,7 @@ impl DestinationQueue {
         mut s: std::sync::MutexGuard<'_, State>,
         mut batch: Batch,
         mode: PushMode,
+        held: Option<Instant>,
         out: &mut PushOutcome,
     ) -> Step {
         let limits = &self.core.limits;
@@ -219,7 +244,7 @@ impl DestinationQueue {
         let mut fits = memory::fitting_prefix(limits, &s, &batch);
         if fits < total
             && matches!(policy, WhenFull::DropNewest | WhenFull::DropOldest)
-            && let Some(deadline) = self.full_deadline(&mut s, mode)
+            && let Some(deadline) = self.full_deadline(&mut s, &batch, mode, held)
         {
             return Step::WaitUntil(batch, deadline);
         }

@@ -287,6 +287,27 @@ async fn a_connected_destination_gets_the_full_wait_before_drop_newest_applies()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_larger_than_the_memory_tier_gets_no_full_wait() {
+    // It cannot fit however far the tier drains: waiting would only delay it (and an empty
+    // tier gets no acknowledgement to end the wait early). Found by the TLS delivery test,
+    // whose one read of 5,000 lines meets a 1,000-datapoint tier.
+    let q = DestinationQueue::new(
+        QueueLimits {
+            max_datapoints: 100,
+            full_wait: Duration::from_secs(60),
+            ..QueueLimits::default()
+        },
+        stats(),
+    );
+    q.stats().set_connected(true);
+    let o = tokio::time::timeout(Duration::from_secs(10), q.push_wait(seq_batch(0, 150)))
+        .await
+        .expect("no wait for a batch the tier can never hold");
+    assert_eq!((o.accepted, o.dropped, o.waited), (100, 50, false), "{o:?}");
+    assert_eq!(q.stats().snapshot().full_waits, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spill_overflow_replays_fifo_across_tiers_and_accounts_exactly() {
     let dir = tempfile::tempdir().expect("tempdir");
     let q = spill_queue(dir.path(), 100, WhenFull::DropNewest, 64 << 20);
