@@ -45,7 +45,8 @@ pub struct QueueLimits {
     /// wait (TCP receivers, embedders, Kinesis) are held back up to this long per episode
     /// before `when_full` applies to what does not fit (spill, or a drop); an episode starts
     /// when the tier is first found full and ends when it has drained below half of its
-    /// bounds. A burst the destination is draining then costs back-pressure instead of disk
+    /// bounds; no push waits longer than this in all, and a batch larger than the whole tier
+    /// does not wait. A burst the destination is draining then costs back-pressure instead of disk
     /// writes and replays, or drops; a destination that stays slow or hangs gets the policy
     /// after the wait, one that is not connected, or whose connection failed or timed out a
     /// write in the last minute, at once. UDP never waits. Zero applies the
