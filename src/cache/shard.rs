@@ -471,7 +471,7 @@ impl Shard {
         if let Some(word) = words.last().filter(|_| !tail.is_empty()) {
             // The rest of the last word holds the value's first bytes.
             let mask = (1u64 << (8 * tail.len())) - 1;
-            differ |= (word.load(Ordering::Relaxed) & mask) ^ pack(tail);
+            differ |= (word.load(Ordering::Relaxed) & mask) ^ tail_word(name);
         }
         (differ == 0).then_some((data, offset, header))
     }
@@ -906,14 +906,24 @@ fn entry_words(key_len: usize, value_len: usize) -> usize {
     1 + (key_len + value_len).div_ceil(WORD)
 }
 
-/// Up to eight bytes as a little-endian word.
+/// The last `name.len() % 8` bytes of `name` as a little-endian word (zero above them), as
+/// the packed key's last word holds them. Built in registers, not by copying the bytes into a
+/// zeroed stack word and loading it back (a wide load over narrower stores, which the CPU
+/// cannot forward: a stall on every lookup, and a call to `memcpy`).
 #[inline]
-fn pack(bytes: &[u8]) -> u64 {
-    let mut b = [0u8; WORD];
-    if let Some(dst) = b.get_mut(..bytes.len()) {
-        dst.copy_from_slice(bytes);
+fn tail_word(name: &[u8]) -> u64 {
+    let tail = name.len() % WORD;
+    if tail == 0 {
+        return 0;
     }
-    u64::from_le_bytes(b)
+    match name.last_chunk::<WORD>() {
+        // The last eight bytes, shifted down past the ones that belong to whole words.
+        Some(last) => u64::from_le_bytes(*last) >> (8 * (WORD - tail)),
+        None => name
+            .iter()
+            .rev()
+            .fold(0, |word, &b| (word << 8) | u64::from(b)),
+    }
 }
 
 /// Copies `len` bytes starting `skip` bytes into the packed area at word `start` to `sink`.
@@ -982,5 +992,22 @@ impl Header {
             value_len: (w & 0xffff) as usize,
         };
         (offset + entry_words(header.key_len, header.value_len) <= data.len()).then_some(header)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_word_packs_the_bytes_past_the_last_whole_word() {
+        let bytes: Vec<u8> = (1..=40u8).map(|b| b.wrapping_mul(37)).collect();
+        for len in 0..=bytes.len() {
+            let name = &bytes[..len];
+            let tail = &name[len - len % WORD..];
+            let mut want = [0u8; WORD];
+            want[..tail.len()].copy_from_slice(tail);
+            assert_eq!(tail_word(name), u64::from_le_bytes(want), "length {len}");
+        }
     }
 }

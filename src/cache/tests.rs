@@ -77,6 +77,31 @@ fn get(cache: &NameCache, name: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
+/// Every key length, whole words and tails: each name finds its own value, and a name of the
+/// same length differing only in its last byte does not.
+#[test]
+fn keys_of_every_length_compare_to_the_byte() {
+    let cache = NameCache::new(1 << 20);
+    let name = |len: usize, last: u8| {
+        let mut n: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+        if let Some(b) = n.last_mut() {
+            *b = last;
+        }
+        n
+    };
+    for len in 1..=40 {
+        put(&cache, &name(len, b'x'), &[len as u8]);
+    }
+    for len in 1..=40 {
+        assert_eq!(
+            get(&cache, &name(len, b'x')),
+            Some(vec![len as u8]),
+            "{len}"
+        );
+        assert_eq!(get(&cache, &name(len, b'y')), None, "{len}");
+    }
+}
+
 #[test]
 fn stores_replaces_and_misses() {
     let cache = NameCache::new(1 << 20);
