@@ -123,6 +123,14 @@ fn parse_openmetrics(name: &str) -> Option<Parsed<'_>> {
     Some((metric, tags))
 }
 
+/// True when [`normalize`] cannot change `name`: no `;` (no carbon tags), no leading `~`, and
+/// not ending with `"}` (no OpenMetrics form). Such a name parses as a bare metric and comes
+/// back unchanged (or, not being UTF-8, is never parsed).
+#[inline]
+fn is_plain(name: &[u8]) -> bool {
+    name.first() != Some(&b'~') && !name.ends_with(b"\"}") && memchr::memchr(b';', name).is_none()
+}
+
 /// Per-ingestor view of carbon's tag normalisation: names repeat, so each distinct name is
 /// parsed once per relay, its normalised form kept in a byte-bounded [`NameCache`] shared by
 /// every ingestor (an empty value: the name stays as it is).
@@ -145,6 +153,10 @@ impl TagNormalizer {
     /// `name` in carbon's normalised form (memoised), or `name` itself.
     #[inline]
     pub(crate) fn apply<'a>(&'a mut self, name: &'a [u8]) -> &'a [u8] {
+        if is_plain(name) {
+            // Neither hashed nor looked up: an untagged name takes no room in the memo.
+            return name;
+        }
         let hash = self.memo.hash(name);
         let out = &mut self.out;
         if let Lookup::Miss { admit } = self.memo.lookup(hash, name, out) {
@@ -166,7 +178,58 @@ impl TagNormalizer {
 
 #[cfg(test)]
 mod tests {
-    use super::normalize;
+    use std::sync::Arc;
+
+    use super::{TagNormalizer, normalize};
+    use crate::cache::NameCache;
+
+    /// Names the shortcut skips come back exactly as `normalize` would give them, and take no
+    /// room in the memo; tagged ones are normalised and memoised.
+    #[test]
+    fn untagged_names_skip_the_memo_and_stay_as_they_are() {
+        let memo = Arc::new(NameCache::new(1 << 20));
+        let mut n = TagNormalizer::new(memo.clone());
+        let untagged: &[&[u8]] = &[
+            b"a.b.c",
+            b"x",
+            b"a~b",
+            b"cpu{host=1}",
+            b"a\"}b",
+            b"\xff\xfe.bad.utf8",
+            "m.\u{fc}.\u{65e5}".as_bytes(),
+        ];
+        for _ in 0..3 {
+            for &name in untagged {
+                let want = std::str::from_utf8(name)
+                    .ok()
+                    .and_then(normalize)
+                    .map_or(name.to_vec(), String::into_bytes);
+                assert_eq!(
+                    n.apply(name),
+                    &want[..],
+                    "{}",
+                    String::from_utf8_lossy(name)
+                );
+            }
+        }
+        assert!(memo.is_empty(), "untagged names were memoised");
+        let tagged: &[(&[u8], &[u8])] = &[
+            (b"a.b;z=1;a=2", b"a.b;a=2;z=1"),
+            (b"~a.b", b"a.b"),
+            (b"cpu{host=\"h1\",dc=\"x\"}", b"cpu;dc=x;host=h1"),
+            (b"a;b", b"a;b"),
+        ];
+        for _ in 0..3 {
+            for &(name, want) in tagged {
+                assert_eq!(n.apply(name), want, "{}", String::from_utf8_lossy(name));
+            }
+        }
+        assert_eq!(
+            memo.len(),
+            tagged.len(),
+            "tagged names seen twice are memoised"
+        );
+    }
 
     /// Expected values printed by carbon 1.1.10's own `TaggedSeries.parse(name).path` (Python
     /// 3.11, the venv the test support builds); `None` where it raises.
