@@ -298,10 +298,12 @@ pub async fn run(
                     }
                     Served::Lost(e) => {
                         stats.connect_failed(&e);
+                        queue.connection_lost();
                         (Failure::Lost, e)
                     }
                     Served::Hung(e) => {
                         stats.write_timed_out(&e);
+                        queue.connection_lost();
                         (Failure::WriteTimeout, e)
                     }
                 }

@@ -152,6 +152,13 @@ impl DestinationQueue {
         }
     }
 
+    /// The destination's connection was lost or timed out (recorded in its stats): producers
+    /// held by the full wait look again now, find it no longer applies, and their policy
+    /// takes effect at once instead of at their deadline (up to `full_wait_ms` later).
+    pub fn connection_lost(&self) {
+        self.core.room.notify_waiters();
+    }
+
     /// [`push_with`](Self::push_with) in [`PushMode::Wait`].
     pub async fn push_wait(&self, batch: Batch) -> PushOutcome {
         self.push_with(batch, PushMode::Wait).await

@@ -287,6 +287,42 @@ async fn a_connected_destination_gets_the_full_wait_before_drop_newest_applies()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_connection_ends_the_full_wait_at_once() {
+    let q = Arc::new(DestinationQueue::new(
+        QueueLimits {
+            max_datapoints: 100,
+            full_wait: Duration::from_secs(600),
+            ..QueueLimits::default()
+        },
+        stats(),
+    ));
+    q.stats().set_connected(true);
+    for i in 0..10 {
+        q.push_wait(seq_batch(i * 10, 10)).await;
+    }
+    let producer = {
+        let q = q.clone();
+        tokio::spawn(async move { q.push_wait(seq_batch(100, 10)).await })
+    };
+    // Held by the full wait (nothing drains the queue).
+    while q.stats().snapshot().full_waits == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(!producer.is_finished());
+    // The destination task records the loss, then wakes the producers.
+    q.stats().set_connected(false);
+    q.stats().connect_failed(&"connection reset by peer");
+    q.connection_lost();
+    // Without the wake-up the producer would sit out its 600 s deadline.
+    let o = tokio::time::timeout(Duration::from_secs(30), producer)
+        .await
+        .expect("the producer is released when the connection is lost")
+        .expect("producer");
+    assert_eq!((o.accepted, o.dropped), (0, 10), "{o:?}");
+    assert!(o.waited);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_larger_than_the_memory_tier_gets_no_full_wait() {
     // It cannot fit however far the tier drains: waiting would only delay it (and an empty
     // tier gets no acknowledgement to end the wait early). Found by the TLS delivery test,
