@@ -242,6 +242,8 @@ pub struct Ingestor {
     earlier_marks: Vec<(Arc<DestinationQueue>, u64)>,
     /// The route of the datapoint being pushed (reused).
     route: Vec<u16>,
+    /// The routes of a run of datapoints being pushed (reused, see [`push_run`](Self::push_run)).
+    run_routes: Vec<u16>,
     pending: Pending,
     /// Batches on their way to the queues during a flush (reused).
     handing: Vec<(usize, Batch)>,
@@ -268,6 +270,7 @@ impl Ingestor {
             resolution: Self::resolution_for(&routing, source),
             tags: Self::tags_for(&routing),
             route: Vec::new(),
+            run_routes: Vec::new(),
             pending: Pending::new(n),
             handing: Vec::new(),
             marks: vec![0; n],
@@ -452,7 +455,18 @@ impl Ingestor {
             for (p, &h) in checked.iter().zip(hashes).take(ENTRIES_AHEAD) {
                 routes.prefetch_entry(h, p.0.len());
             }
-            for (i, (&(name, timestamp, value), &hash)) in checked.iter().zip(hashes).enumerate() {
+            // First the lookups, hits' routes into `out`; then the misses routed together
+            // (their MD5s computed side by side); then every datapoint, in order, into the
+            // pending batches.
+            let mut out = std::mem::take(&mut self.run_routes);
+            out.clear();
+            let mut spans = [(0u32, 0u32); RUN];
+            let mut missed = [0usize; RUN];
+            let mut miss_names: [&[u8]; RUN] = [&[]; RUN];
+            let mut miss_hashes = [0u64; RUN];
+            let mut miss_admit = [false; RUN];
+            let mut misses = 0;
+            for (i, (&(name, _, _), &hash)) in checked.iter().zip(hashes).enumerate() {
                 if let Some(&h) = hashes.get(i + SLOTS_AHEAD) {
                     routes.prefetch_slot(h);
                 }
@@ -462,8 +476,52 @@ impl Ingestor {
                 ) {
                     routes.prefetch_entry(h, p.0.len());
                 }
-                let _ = self.route(name, hash, timestamp, value);
+                if name.len() > MAX_PENDING_BATCH_NAME_BYTES {
+                    // Dropped below, before any lookup (as `route` does).
+                    continue;
+                }
+                let start = out.len();
+                match routes.lookup_append(name, hash, &mut out) {
+                    None => {
+                        if let Some(s) = spans.get_mut(i) {
+                            *s = (start as u32, (out.len() - start) as u32);
+                        }
+                    }
+                    Some(admit) => {
+                        if let (Some(m), Some(n), Some(h), Some(a)) = (
+                            missed.get_mut(misses),
+                            miss_names.get_mut(misses),
+                            miss_hashes.get_mut(misses),
+                            miss_admit.get_mut(misses),
+                        ) {
+                            (*m, *n, *h, *a) = (i, name, hash, admit);
+                            misses += 1;
+                        }
+                    }
+                }
             }
+            if misses > 0 {
+                let mut miss_spans = [(0u32, 0u32); RUN];
+                routes.route_misses(
+                    &miss_names[..misses],
+                    &miss_hashes[..misses],
+                    &miss_admit[..misses],
+                    &mut out,
+                    &mut miss_spans[..misses],
+                );
+                for (&i, &span) in missed[..misses].iter().zip(&miss_spans) {
+                    if let Some(s) = spans.get_mut(i) {
+                        *s = span;
+                    }
+                }
+            }
+            for (&(name, timestamp, value), &(start, len)) in checked.iter().zip(&spans) {
+                let route = out
+                    .get(start as usize..(start + len) as usize)
+                    .unwrap_or_default();
+                let _ = self.deliver(name, route, timestamp, value);
+            }
+            self.run_routes = out;
         }
     }
 
@@ -527,23 +585,30 @@ impl Ingestor {
     /// Routes a checked datapoint whose route-cache hash is `hash` into the pending batches.
     #[inline]
     fn route(&mut self, name: &[u8], hash: u64, timestamp: f64, value: f64) -> Pushed {
+        let mut route = std::mem::take(&mut self.route);
+        if name.len() <= MAX_PENDING_BATCH_NAME_BYTES {
+            self.routing.routes.route_hashed(name, hash, &mut route);
+        }
+        let pushed = self.deliver(name, &route, timestamp, value);
+        self.route = route;
+        pushed
+    }
+
+    /// Puts a checked datapoint on its `route` into the pending batches, or counts why not
+    /// (a name too long for a batch, before any lookup; no destination).
+    #[inline]
+    fn deliver(&mut self, name: &[u8], route: &[u16], timestamp: f64, value: f64) -> Pushed {
         if name.len() > MAX_PENDING_BATCH_NAME_BYTES {
             self.drops.add(DropReason::TooLong);
             return Pushed::Invalid(DropReason::TooLong);
         }
-        self.routing
-            .routes
-            .route_hashed(name, hash, &mut self.route);
-        if self.route.is_empty() {
+        if route.is_empty() {
             self.drops.add(DropReason::NoDestination);
             return Pushed::Invalid(DropReason::NoDestination);
         }
         self.accepted += 1;
         let pools = self.routing.pools.as_deref();
-        Self::hint(
-            self.pending
-                .append(&self.route, pools, name, timestamp, value),
-        )
+        Self::hint(self.pending.append(route, pools, name, timestamp, value))
     }
 
     #[inline]

@@ -21,16 +21,18 @@ use crate::cache::{Lookup, NameCache, ValueSink};
 /// Routes with at most this many destinations are encoded on the stack on a miss.
 const INLINE_ROUTE: usize = 16;
 
-/// Decodes a cached route (little-endian `u16` indices) straight into the caller's vector.
+/// Decodes a cached route (little-endian `u16` indices) straight into the caller's vector,
+/// after its first `start` entries.
 struct RouteSink<'a> {
     out: &'a mut Vec<u16>,
+    start: usize,
     /// The low byte of an index split across two `extend` calls.
     low: Option<u8>,
 }
 
 impl ValueSink for RouteSink<'_> {
     fn clear(&mut self) {
-        self.out.clear();
+        self.out.truncate(self.start);
         self.low = None;
     }
 
@@ -113,12 +115,62 @@ impl RouteCache {
             self.router.route_into(name, out);
             return;
         }
-        let mut sink = RouteSink { out, low: None };
+        let mut sink = RouteSink {
+            out,
+            start: 0,
+            low: None,
+        };
         let found = self.names.lookup(hash, name, &mut sink);
         if let Lookup::Miss { admit } = found {
             self.router.route_into(name, out);
             if admit {
                 self.insert(hash, name, out);
+            }
+        }
+    }
+
+    /// The first half of [`route_hashed`](Self::route_hashed), for routing a run of names
+    /// together: on a hit appends the cached route to `out` and returns `None`; on a miss
+    /// leaves `out` as it was and returns `Some(admit)` for
+    /// [`route_misses`](Self::route_misses).
+    #[inline]
+    pub fn lookup_append(&self, name: &[u8], hash: u64, out: &mut Vec<u16>) -> Option<bool> {
+        if !self.enabled {
+            return Some(false);
+        }
+        let start = out.len();
+        let mut sink = RouteSink {
+            out,
+            start,
+            low: None,
+        };
+        match self.names.lookup(hash, name, &mut sink) {
+            Lookup::Hit => None,
+            Lookup::Miss { admit } => {
+                out.truncate(start);
+                Some(admit)
+            }
+        }
+    }
+
+    /// The second half: routes the names [`lookup_append`](Self::lookup_append) missed
+    /// (with their hashes and admission answers), appending each route to `out` with its place
+    /// in `spans[i]` (start, length), and stores the admitted ones. Their MD5s are computed
+    /// together ([`Router::route_many`]).
+    pub fn route_misses(
+        &self,
+        names: &[&[u8]],
+        hashes: &[u64],
+        admit: &[bool],
+        out: &mut Vec<u16>,
+        spans: &mut [(u32, u32)],
+    ) {
+        self.router.route_many(names, out, spans);
+        for (((name, &hash), &admit), &(start, len)) in
+            names.iter().zip(hashes).zip(admit).zip(spans.iter())
+        {
+            if admit && let Some(route) = out.get(start as usize..(start + len) as usize) {
+                self.insert(hash, name, route);
             }
         }
     }
@@ -142,6 +194,7 @@ impl RouteCache {
         let mut out = Vec::new();
         let mut sink = RouteSink {
             out: &mut out,
+            start: 0,
             low: None,
         };
         self.enabled && self.names.peek(self.hash(name), name, &mut sink)
