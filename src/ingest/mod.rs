@@ -413,11 +413,14 @@ impl Ingestor {
     }
 
     /// Routes a run of datapoints `(name, timestamp, value)` exactly as [`push`](Self::push)
-    /// would one by one (same counters, same order), but software-pipelines the route-cache
-    /// lookups: while one datapoint is routed, the cache memory of the ones a few places
-    /// ahead is already on its way, so the run waits for memory about once rather than two or
-    /// three times per datapoint. For socket readers, which flush after every read (the
-    /// per-datapoint [`Pushed`] is not reported).
+    /// would one by one (same destinations, counters and order), but in three passes over
+    /// each stretch of up to 128: the route-cache lookups, software-pipelined (while one
+    /// datapoint is looked up, the cache memory of the ones a few places ahead is already on
+    /// its way, so the run waits for memory about once rather than two or three times per
+    /// datapoint); then the names the cache missed, routed together (with `carbon_ch`, their
+    /// MD5s eight at a time); then every datapoint, in order, into the pending batches. For
+    /// socket readers, which flush after every read (the per-datapoint [`Pushed`] is not
+    /// reported).
     pub fn push_run(&mut self, points: &[(&[u8], f64, f64)]) {
         if self.tags.is_some() || points.len() == 1 {
             // The normalised name lives in the normaliser, one at a time; and a run of one
