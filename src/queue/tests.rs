@@ -286,17 +286,23 @@ async fn a_connected_destination_gets_the_full_wait_before_drop_newest_applies()
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_connection_ends_the_full_wait_at_once() {
-    let q = Arc::new(DestinationQueue::new(
+/// A memory-only queue of 100 datapoints with `full_wait`, its destination connected.
+fn connected_queue(full_wait: Duration) -> DestinationQueue {
+    let q = DestinationQueue::new(
         QueueLimits {
             max_datapoints: 100,
-            full_wait: Duration::from_secs(600),
+            full_wait,
             ..QueueLimits::default()
         },
         stats(),
-    ));
+    );
     q.stats().set_connected(true);
+    q
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_connection_ends_the_full_wait_at_once() {
+    let q = Arc::new(connected_queue(Duration::from_secs(600)));
     for i in 0..10 {
         q.push_wait(seq_batch(i * 10, 10)).await;
     }
@@ -327,15 +333,7 @@ async fn a_batch_larger_than_the_memory_tier_gets_no_full_wait() {
     // It cannot fit however far the tier drains: waiting would only delay it (and an empty
     // tier gets no acknowledgement to end the wait early). Found by the TLS delivery test,
     // whose one read of 5,000 lines meets a 1,000-datapoint tier.
-    let q = DestinationQueue::new(
-        QueueLimits {
-            max_datapoints: 100,
-            full_wait: Duration::from_secs(60),
-            ..QueueLimits::default()
-        },
-        stats(),
-    );
-    q.stats().set_connected(true);
+    let q = connected_queue(Duration::from_secs(60));
     let o = tokio::time::timeout(Duration::from_secs(10), q.push_wait(seq_batch(0, 150)))
         .await
         .expect("no wait for a batch the tier can never hold");

@@ -111,17 +111,8 @@ impl RouteCache {
     /// [`route_into`](Self::route_into) with the name's [`hash`](Self::hash) already computed.
     #[inline]
     pub fn route_hashed(&self, name: &[u8], hash: u64, out: &mut Vec<u16>) {
-        if !self.enabled {
-            self.router.route_into(name, out);
-            return;
-        }
-        let mut sink = RouteSink {
-            out,
-            start: 0,
-            low: None,
-        };
-        let found = self.names.lookup(hash, name, &mut sink);
-        if let Lookup::Miss { admit } = found {
+        out.clear();
+        if let Some(admit) = self.lookup_append(name, hash, out) {
             self.router.route_into(name, out);
             if admit {
                 self.insert(hash, name, out);
