@@ -457,11 +457,14 @@ fn spill_disk_full_loses_no_more_than_memory_policy() {
     let relay = small_disk_relay(dir.path(), port, memory, 16384);
     let n = 50_000;
     send(relay.line, &lines(0, n));
-    // Settled: everything routed, and nothing left on its way to the log.
+    // Settled: everything routed, nothing left on its way to the log, and every routed
+    // datapoint either queued or dropped (a push counts its batch as routed before it queues
+    // or drops it, so a snapshot can fall in between).
     let s = relay.wait_stats("all routed and settled", WAIT, |s| {
         let d = &s.destinations[0];
         d.routed == n as u64
             && d.queued_disk + d.spill.replayed_datapoints == d.spill.spilled_datapoints
+            && d.routed == d.sent + d.dropped_total() + d.queued
     });
     let d = &s.destinations[0];
     let kept = d.queued;
