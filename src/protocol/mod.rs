@@ -148,9 +148,46 @@ pub fn normalize(timestamp: f64, value: f64, now: f64) -> Result<(f64, f64), Dro
     if !timestamp.is_finite() {
         return Err(DropReason::NonFiniteTimestamp);
     }
-    // Python's int() truncates toward zero: int(-1.5) == -1 also means "now".
-    if timestamp.trunc() == -1.0 {
+    // Python's int() truncates toward zero: int(-1.5) == -1 also means "now". The integer
+    // part is -1 exactly for -2 < t <= -1 (two compares instead of a call to libm's `trunc`,
+    // which x86-64's baseline instruction set has no instruction for).
+    if timestamp > -2.0 && timestamp <= -1.0 {
         return Ok((now, value));
     }
     Ok((timestamp, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_whose_integer_part_is_minus_one_mean_now() {
+        let now = 1.7e9;
+        let edges = [
+            -2.0,
+            f64::from_bits((-2.0f64).to_bits() - 1), // just above -2
+            -1.5,
+            -1.0,
+            f64::from_bits((-1.0f64).to_bits() + 1), // just below -1
+            f64::from_bits((-1.0f64).to_bits() - 1), // just above -1
+            -0.5,
+            -0.0,
+            0.0,
+            1.0,
+            -1e300,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+        ];
+        let mut rng = fastrand::Rng::with_seed(3);
+        let random = (0..100_000).map(|_| (rng.f64() - 0.5) * 8.0);
+        for t in edges.into_iter().chain(random) {
+            let want = if t.trunc() == -1.0 { now } else { t };
+            assert_eq!(
+                normalize(t, 1.0, now).map(|(t, _)| t.to_bits()),
+                Ok(want.to_bits()),
+                "{t:e}"
+            );
+        }
+    }
 }
