@@ -28,6 +28,8 @@ pub struct Stat {
     pub ppid: u32,
     /// User + system ticks.
     pub ticks: u64,
+    /// System (kernel) ticks, part of `ticks`.
+    pub system_ticks: u64,
 }
 
 /// Parses a `stat` line; `comm` may hold spaces and parentheses, so split at the last `)`.
@@ -44,6 +46,7 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
         comm,
         ppid,
         ticks: utime + stime,
+        system_ticks: stime,
     })
 }
 
@@ -108,12 +111,19 @@ pub enum CpuSource {
     ProcessTree(u32),
 }
 
+/// Keeps the largest counters seen for `id` (each only grows while the id lives).
+fn keep(latest: &mut HashMap<u32, (u64, u64)>, id: u32, st: &Stat) {
+    let v = latest.entry(id).or_insert((0, 0));
+    *v = (v.0.max(st.ticks), v.1.max(st.system_ticks));
+}
+
 /// Accumulates CPU ticks per thread or process, keeping the maximum seen for each id.
 #[derive(Debug)]
 pub struct CpuTracker {
     source: CpuSource,
-    baseline: HashMap<u32, u64>,
-    latest: HashMap<u32, u64>,
+    /// `(ticks, system ticks)` per id at creation and at the latest sample.
+    baseline: HashMap<u32, (u64, u64)>,
+    latest: HashMap<u32, (u64, u64)>,
     peak_rss: u64,
 }
 
@@ -157,8 +167,7 @@ impl CpuTracker {
                         .and_then(|t| parse_stat(&t))
                         && st.comm == *name
                     {
-                        let v = self.latest.entry(tid).or_insert(0);
-                        *v = (*v).max(st.ticks);
+                        keep(&mut self.latest, tid, &st);
                     }
                 }
             }
@@ -169,8 +178,7 @@ impl CpuTracker {
                         .ok()
                         .and_then(|t| parse_stat(&t))
                     {
-                        let v = self.latest.entry(pid).or_insert(0);
-                        *v = (*v).max(st.ticks);
+                        keep(&mut self.latest, pid, &st);
                     }
                     rss += peak_rss_bytes(pid).unwrap_or(0);
                 }
@@ -179,14 +187,25 @@ impl CpuTracker {
         }
     }
 
+    /// Ticks used since the tracker was created, `(all, system)`.
+    fn used_ticks(&self) -> (u64, u64) {
+        self.latest
+            .iter()
+            .fold((0, 0), |(all, system), (id, &(t, s))| {
+                let (t0, s0) = self.baseline.get(id).copied().unwrap_or((0, 0));
+                (all + t.saturating_sub(t0), system + s.saturating_sub(s0))
+            })
+    }
+
     /// CPU seconds used since the tracker was created.
     pub fn cpu_secs(&self) -> f64 {
-        let ticks: u64 = self
-            .latest
-            .iter()
-            .map(|(id, t)| t.saturating_sub(self.baseline.get(id).copied().unwrap_or(0)))
-            .sum();
-        ticks as f64 / TICKS_PER_SEC
+        self.used_ticks().0 as f64 / TICKS_PER_SEC
+    }
+
+    /// The part of [`cpu_secs`](Self::cpu_secs) spent in the kernel (system time: socket
+    /// copies, the network stack, page faults) rather than in the process's own code.
+    pub fn system_cpu_secs(&self) -> f64 {
+        self.used_ticks().1 as f64 / TICKS_PER_SEC
     }
 
     /// Peak RSS of the tracked process tree (sum of `VmHWM`), or of this whole process for
@@ -209,7 +228,7 @@ mod tests {
         let st = parse_stat(line).unwrap();
         assert_eq!(st.comm, "a (b) c");
         assert_eq!(st.ppid, 7);
-        assert_eq!(st.ticks, 175);
+        assert_eq!((st.ticks, st.system_ticks), (175, 25));
     }
 
     #[test]
@@ -219,7 +238,15 @@ mod tests {
         assert!(process_tree(me).contains(&me));
         assert!(self_cpu_secs().is_some());
         let mut t = CpuTracker::process_tree(me);
-        t.sample();
-        assert!(t.cpu_secs() >= 0.0);
+        // Time in the kernel: reads of /proc until some system ticks show (bounded).
+        let started = std::time::Instant::now();
+        while t.system_cpu_secs() < 0.02 && started.elapsed().as_secs() < 20 {
+            for _ in 0..200 {
+                let _ = fs::read_to_string("/proc/self/status");
+            }
+            t.sample();
+        }
+        assert!(t.system_cpu_secs() >= 0.02, "no system time seen in 20 s");
+        assert!(t.cpu_secs() >= t.system_cpu_secs());
     }
 }

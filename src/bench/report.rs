@@ -46,6 +46,9 @@ pub struct Report {
     pub latency: Latency,
     /// Relay CPU seconds during the run (send + drain), when measurable.
     pub relay_cpu_secs: Option<f64>,
+    /// The part of `relay_cpu_secs` spent in the kernel (system time), when measurable.
+    #[serde(default)]
+    pub relay_system_cpu_secs: Option<f64>,
     /// Relay CPU seconds per million datapoints delivered.
     pub cpu_secs_per_million: Option<f64>,
     /// CPU seconds of the harness itself (generator, sinks, sampler) during the run: this
@@ -294,6 +297,15 @@ impl Report {
                 _ => "not measured".into(),
             },
         );
+        if let (Some(all), Some(system)) = (self.relay_cpu_secs, self.relay_system_cpu_secs)
+            && all > 0.0
+        {
+            row(
+                &mut t,
+                "  of which kernel",
+                format!("{system:.2} s ({:.0} %)", 100.0 * system / all),
+            );
+        }
         if let Some(h) = self.harness_cpu_secs {
             row(&mut t, "harness CPU (generator+sinks)", format!("{h:.2} s"));
         }

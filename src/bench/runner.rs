@@ -454,6 +454,7 @@ pub async fn run_once(
     let delivery_secs = last_rx_us.saturating_sub(first_us) as f64 / 1e6;
     let send_secs = last_send_us.saturating_sub(first_us) as f64 / 1e6;
     let relay_cpu_secs = cpu.as_ref().map(CpuTracker::cpu_secs);
+    let relay_system_cpu_secs = cpu.as_ref().map(CpuTracker::system_cpu_secs);
     let harness_cpu_secs = match spec {
         TargetSpec::InProcess => process_cpu
             .zip(relay_cpu_secs)
@@ -542,6 +543,7 @@ pub async fn run_once(
             max_us: (latency.count() > 0).then(|| latency.max()),
         },
         relay_cpu_secs,
+        relay_system_cpu_secs,
         cpu_secs_per_million,
         harness_cpu_secs,
         peak_rss_bytes: cpu.as_ref().and_then(CpuTracker::peak_rss_bytes),
