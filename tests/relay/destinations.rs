@@ -155,3 +155,53 @@ fn a_destination_named_twice_by_the_rules_gets_one_copy() {
     assert_eq!(report.stats.destinations[0].routed, 1, "one copy for a");
     assert_eq!(a.count(), 1);
 }
+
+/// carbon's `relayMaxQueueLength`: the deepest a destination's queue got in the interval.
+/// Destination a is down and is the default for every datapoint sent; the relay's own metrics
+/// go by a rule to b, a live sink, where a's `relayMaxQueueLength` must show the whole backlog
+/// (and keep showing it while it waits: the peak restarts from the current depth).
+#[test]
+fn relay_max_queue_length_reports_a_down_destinations_backlog() {
+    let a_port = support::free_ports(1)[0];
+    let b = CountingSink::start("b", SinkProtocol::Pickle);
+    let (da, db) = (format!("127.0.0.1:{a_port}:a"), format!("{}:b", b.addr()));
+    let relay = TestRelay::start(&format!(
+        "[destinations]\nservers = [{da:?}, {db:?}]\nbackoff_min_ms = 20\nbackoff_max_ms = 200\n\
+         [telemetry]\ninterval_secs = 1\nhost = \"qtest\"\n[shutdown]\ngrace_secs = 1\n\
+         [router]\nmethod = \"rules\"\n\
+         [[rules]]\npattern = \"^carbon\\\\.relays\\\\.\"\ndestinations = [{db:?}]\n\
+         [[rules]]\ndefault = true\ndestinations = [{da:?}]\n"
+    ));
+    let n = 1500;
+    let mut c = TcpStream::connect(relay.line).expect("connect");
+    c.write_all(&lines("backlog", n)).expect("write");
+    drop(c);
+    relay.wait_stats("all queued for a", WAIT, |s| {
+        s.destinations[0].queued == n as u64
+    });
+    let name =
+        format!("carbon.relays.qtest-a.destinations.127_0_0_1:{a_port}:a.relayMaxQueueLength");
+    let deadline = std::time::Instant::now() + WAIT;
+    let values = loop {
+        let values: Vec<f64> = b
+            .received()
+            .into_iter()
+            .filter(|r| r.path == name)
+            .map(|r| r.value)
+            .collect();
+        // Two reports after the backlog was complete: both show all of it.
+        if values.iter().filter(|&&v| v == n as f64).count() >= 2 {
+            break values;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name}: {values:?} after {WAIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        values.iter().all(|&v| (0.0..=n as f64).contains(&v)),
+        "{values:?}"
+    );
+    relay.stop();
+}
