@@ -497,10 +497,11 @@ impl Router {
         let span = |out: &Vec<u16>, start: usize| (start as u32, (out.len() - start) as u32);
         match &self.strategy {
             Strategy::Hash(hash) if hash.hash_type == HashType::CarbonCh => {
+                let kernel = md5x::Kernel::detect();
                 for (group, spans) in names.chunks(md5x::LANES).zip(spans.chunks_mut(md5x::LANES)) {
                     let keys: [&[u8]; md5x::LANES] =
                         std::array::from_fn(|l| group.get(l).copied().unwrap_or_default());
-                    let positions = md5x::carbon_positions(&keys);
+                    let positions = md5x::carbon_positions(kernel, &keys);
                     for ((name, position), slot) in group.iter().zip(positions).zip(spans) {
                         let start = out.len();
                         match position {

@@ -31,6 +31,72 @@ pub struct ConsistentHashRing {
     positions: Vec<i64>,
     nodes: Vec<u16>,
     node_count: usize,
+    buckets: Buckets,
+}
+
+/// Where each stretch of ring positions starts in the sorted ring, so that
+/// [`ConsistentHashRing::start_index`] searches a handful of entries instead of bisecting the
+/// whole ring (eight dependent loads for 200 entries, a fifth of routing a new name).
+/// Bucket `k` covers positions `base + (k << shift) ..`; there are about twice as many buckets
+/// as entries, so most hold zero to two.
+#[derive(Clone, Debug)]
+struct Buckets {
+    base: i64,
+    shift: u32,
+    /// `starts[k]`: the first entry at or after bucket `k`'s first position; one more than
+    /// there are buckets (the last is the ring's length).
+    starts: Vec<u32>,
+}
+
+impl Buckets {
+    fn new(positions: &[i64]) -> Self {
+        let (Some(&base), Some(&last)) = (positions.first(), positions.last()) else {
+            return Self {
+                base: 0,
+                shift: 0,
+                starts: vec![0],
+            };
+        };
+        let count = (2 * positions.len()).next_power_of_two().min(1 << 16);
+        // The smallest shift that fits every position from `base` to `last` into `count`
+        // buckets.
+        let span = last.abs_diff(base);
+        let mut shift = 0;
+        while (span >> shift) >= count as u64 {
+            shift += 1;
+        }
+        let starts = (0..=count as u64)
+            .map(|k| {
+                let first = i128::from(base) + (i128::from(k) << shift);
+                positions.partition_point(|&p| i128::from(p) < first) as u32
+            })
+            .collect();
+        Self {
+            base,
+            shift,
+            starts,
+        }
+    }
+
+    /// `positions.partition_point(|&p| p < position)`, `positions` being the sorted ring the
+    /// buckets were built on.
+    #[inline]
+    fn partition_point(&self, positions: &[i64], position: i64) -> usize {
+        if position <= self.base {
+            return 0;
+        }
+        let bucket = (position.abs_diff(self.base) >> self.shift) as usize;
+        match (self.starts.get(bucket), self.starts.get(bucket + 1)) {
+            (Some(&lo), Some(&hi)) => {
+                let (lo, hi) = (lo as usize, hi as usize);
+                lo + positions
+                    .get(lo..hi)
+                    .map_or(0, |stretch| stretch.partition_point(|&p| p < position))
+            }
+            // Past the last bucket: past the last entry.
+            _ => positions.len(),
+        }
+    }
 }
 
 impl ConsistentHashRing {
@@ -49,9 +115,11 @@ impl ConsistentHashRing {
             }
         }
         entries.sort_unstable();
+        let positions: Vec<i64> = entries.iter().map(|e| e.0).collect();
         Self {
             hash_type,
-            positions: entries.iter().map(|e| e.0).collect(),
+            buckets: Buckets::new(&positions),
+            positions,
             nodes: entries.iter().map(|e| e.1).collect(),
             node_count: nodes.len(),
         }
@@ -90,7 +158,7 @@ impl ConsistentHashRing {
     /// `bisect_left(ring, (position, ())) % len(ring)`). The ring must not be empty.
     #[inline]
     pub fn start_index(&self, position: i64) -> usize {
-        let i = self.positions.partition_point(|&p| p < position);
+        let i = self.buckets.partition_point(&self.positions, position);
         if i == self.positions.len() { 0 } else { i }
     }
 
@@ -296,6 +364,78 @@ mod tests {
             assert_eq!(ring.len(), 300);
             let e: Vec<_> = ring.entries().collect();
             assert!(e.windows(2).all(|w| w[0].0 < w[1].0), "{ht:?}");
+        }
+    }
+
+    /// The bucketed search answers exactly as a bisection of the whole ring: rings of every
+    /// hash type and size (mmh3's positions are signed 32-bit), queried at and around every
+    /// entry, at the extremes and at random.
+    #[test]
+    fn bucketed_search_equals_bisection() {
+        let keys = NodeKeys::new();
+        let servers: Vec<String> = (0..40).map(|i| format!("10.0.0.{i}")).collect();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for ht in [HashType::CarbonCh, HashType::Fnv1aCh, HashType::Mmh3Ch] {
+            for count in [1, 2, 3, 7, 40] {
+                let n: Vec<Node<'_>> = servers[..count]
+                    .iter()
+                    .map(|s| Node {
+                        server: s,
+                        instance: None,
+                    })
+                    .collect();
+                let ring = ConsistentHashRing::new(ht, &n, &keys);
+                let mut queries = vec![i64::MIN, i64::MIN + 1, -1, 0, 1, 65_535, 65_536, i64::MAX];
+                for &p in &ring.positions {
+                    queries.extend([p - 1, p, p + 1]);
+                }
+                for _ in 0..20_000 {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    queries.push(match ht {
+                        HashType::Mmh3Ch => i64::from(seed as i32),
+                        _ => (seed % 70_000) as i64,
+                    });
+                }
+                for q in queries {
+                    let expected = ring.positions.partition_point(|&p| p < q);
+                    assert_eq!(
+                        ring.buckets.partition_point(&ring.positions, q),
+                        expected,
+                        "{ht:?} {count} nodes, position {q}"
+                    );
+                }
+            }
+        }
+        for positions in [
+            vec![],
+            vec![5],
+            vec![0, 1],
+            vec![-3, 0, 255, 256, 257, 1 << 40],
+        ] {
+            let buckets = Buckets::new(&positions);
+            for q in [
+                i64::MIN,
+                -4,
+                -3,
+                -2,
+                0,
+                1,
+                2,
+                255,
+                256,
+                257,
+                258,
+                1 << 40,
+                i64::MAX,
+            ] {
+                assert_eq!(
+                    buckets.partition_point(&positions, q),
+                    positions.partition_point(|&p| p < q),
+                    "{positions:?} at {q}"
+                );
+            }
         }
     }
 
