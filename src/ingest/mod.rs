@@ -446,17 +446,28 @@ impl Ingestor {
             // to a new generation), so that routing (which needs `&mut self`) can prefetch
             // through it.
             let routes = Arc::clone(&self.routing.routes);
-            for (h, p) in hashes.iter_mut().zip(&checked[..n]) {
-                *h = routes.hash(p.0);
+            // Names the cache would not hold are routed by computation, with the misses
+            // (`RouteCache::computes`); the others are hashed for the cache.
+            let mut computed = [false; RUN];
+            for ((h, c), p) in hashes.iter_mut().zip(&mut computed).zip(&checked[..n]) {
+                *c = routes.computes(p.0);
+                if !*c {
+                    *h = routes.hash(p.0);
+                }
             }
             let (checked, hashes) = (&checked[..n], &hashes[..n]);
+            let looked_up = |i: usize| computed.get(i).is_some_and(|&c| !c);
             // Index slots SLOTS_AHEAD datapoints ahead, entries (which need their slot)
             // ENTRIES_AHEAD ahead.
-            for &h in hashes.iter().take(SLOTS_AHEAD) {
-                routes.prefetch_slot(h);
+            for (i, &h) in hashes.iter().enumerate().take(SLOTS_AHEAD) {
+                if looked_up(i) {
+                    routes.prefetch_slot(h);
+                }
             }
-            for (p, &h) in checked.iter().zip(hashes).take(ENTRIES_AHEAD) {
-                routes.prefetch_entry(h, p.0.len());
+            for (i, (p, &h)) in checked.iter().zip(hashes).enumerate().take(ENTRIES_AHEAD) {
+                if looked_up(i) {
+                    routes.prefetch_entry(h, p.0.len());
+                }
             }
             // First the lookups, hits' routes into `out`; then the misses routed together
             // (their MD5s computed side by side); then every datapoint, in order, into the
@@ -470,13 +481,16 @@ impl Ingestor {
             let mut miss_admit = [false; RUN];
             let mut misses = 0;
             for (i, (&(name, _, _), &hash)) in checked.iter().zip(hashes).enumerate() {
-                if let Some(&h) = hashes.get(i + SLOTS_AHEAD) {
+                if let Some(&h) = hashes.get(i + SLOTS_AHEAD)
+                    && looked_up(i + SLOTS_AHEAD)
+                {
                     routes.prefetch_slot(h);
                 }
                 if let (Some(p), Some(&h)) = (
                     checked.get(i + ENTRIES_AHEAD),
                     hashes.get(i + ENTRIES_AHEAD),
-                ) {
+                ) && looked_up(i + ENTRIES_AHEAD)
+                {
                     routes.prefetch_entry(h, p.0.len());
                 }
                 if name.len() > MAX_PENDING_BATCH_NAME_BYTES {
@@ -484,7 +498,12 @@ impl Ingestor {
                     continue;
                 }
                 let start = out.len();
-                match routes.lookup_append(name, hash, &mut out) {
+                let lookup = if looked_up(i) {
+                    routes.lookup_append(name, hash, &mut out)
+                } else {
+                    Some(false)
+                };
+                match lookup {
                     None => {
                         if let Some(s) = spans.get_mut(i) {
                             *s = (start as u32, (out.len() - start) as u32);

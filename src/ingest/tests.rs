@@ -8,6 +8,10 @@ use crate::queue::{DestinationStats, QueueLimits};
 use crate::router::{DestinationSpec, HashType, Method, RouterSpec};
 
 fn pipeline(route_cache_bytes: usize) -> Pipeline {
+    pipeline_rf(route_cache_bytes, 2)
+}
+
+fn pipeline_rf(route_cache_bytes: usize, replication_factor: usize) -> Pipeline {
     let destinations: Vec<DestinationSpec> = ["127.0.0.1:2104:a", "127.0.0.1:2204:b"]
         .iter()
         .map(|d| DestinationSpec::parse(d).expect("destination"))
@@ -15,7 +19,7 @@ fn pipeline(route_cache_bytes: usize) -> Pipeline {
     let router = Router::new(RouterSpec {
         method: Method::ConsistentHashing,
         hash_type: HashType::CarbonCh,
-        replication_factor: 2,
+        replication_factor,
         diverse_replicas: false,
         destinations: destinations.clone(),
         rules: Vec::new(),
@@ -49,6 +53,66 @@ fn drain(p: &Pipeline) -> Vec<Vec<(Vec<u8>, f64, f64)>> {
             out
         })
         .collect()
+}
+
+/// In runs, `carbon_ch` names that fit one MD5 block are routed by computation and never
+/// stored, longer ones through the cache: every datapoint lands where the router sends its
+/// name (one copy, two destinations, so a wrong route shows), and after three sightings the
+/// cache holds exactly the long names.
+#[test]
+fn runs_compute_short_names_and_cache_long_ones() {
+    let p = pipeline_rf(1 << 20, 1);
+    let router = p.route_cache().router().clone();
+    let names: Vec<String> = (0..300)
+        .map(|i| match i % 3 {
+            0 => format!("short.{i}"),
+            1 => format!("edge.{i:0>50}")[..55].to_string(),
+            _ => format!("long.{i}.{}", "x".repeat(60)),
+        })
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let mut ingestor = p.ingestor(Source::LineTcp);
+    for round in 0..3 {
+        let points: Vec<(&[u8], f64, f64)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_bytes(), 1_700_000_000.0, (round * 1000 + i) as f64))
+            .collect();
+        ingestor.push_run(&points);
+    }
+    rt.block_on(ingestor.flush());
+    let mut want = vec![Vec::new(); 2];
+    for round in 0..3 {
+        for (i, n) in names.iter().enumerate() {
+            let mut route = Vec::new();
+            router.route_into(n.as_bytes(), &mut route);
+            for d in route {
+                want[usize::from(d)].push((
+                    n.clone().into_bytes(),
+                    1_700_000_000.0,
+                    (round * 1000 + i) as f64,
+                ));
+            }
+        }
+    }
+    let got = drain(&p);
+    assert!(
+        got.iter().all(|d| !d.is_empty()),
+        "both destinations get names"
+    );
+    assert_eq!(got, want);
+    let cache = p.route_cache();
+    for n in &names {
+        assert_eq!(
+            cache.is_cached(n.as_bytes()),
+            n.len() > crate::router::md5x::MAX_KEY,
+            "{n} ({} bytes)",
+            n.len()
+        );
+    }
+    assert_eq!(cache.len(), 100);
 }
 
 /// The batched path (`lines`, what TCP connections use) routes, orders and counts exactly as

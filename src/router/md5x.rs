@@ -9,8 +9,10 @@
 //! compiler turns into vector instructions (SSE2 on every x86-64). Only the first two digest
 //! bytes are produced (carbon reads `hexdigest()[:4]`), which come from the first state word.
 //!
-//! Routing batches the names a run of datapoints misses in the route cache through this;
-//! longer names, and the other hash types, go one at a time through
+//! A run of datapoints routes its short `carbon_ch` names through this on every sighting (it
+//! costs less than a route-cache lookup: [`RouteCache::computes`](super::RouteCache::computes)),
+//! and the other names its cache lookups missed; longer names, and the other hash types, go
+//! one at a time through
 //! [`carbon_hash`](super::hash::carbon_hash). A differential test holds every lane against
 //! `md-5` for every key length.
 
