@@ -3,7 +3,9 @@
 //! was measured against: a private cache per thread (what a per-worker first level would be;
 //! it is the pre-0.2 per-connection design, kept here only as the yardstick).
 //!
-//! - `route/cold/*`: the uncached router over 100k names.
+//! - `route/cold/*`: the uncached router over 100k names; `cold/carbon_ch_runs` routes them in
+//!   runs of 128 (`Router::route_many`: eight MD5s at a time, what the relay does for short
+//!   `carbon_ch` names instead of looking them up).
 //! - `route/hit/*`: 100k warm names; `shared_1t` one thread, `shared_2t` two threads on one
 //!   cache, `private_1t`/`private_2t` a private map per thread.
 //! - `route/miss/*`: every name new (a walk over 1M names through a 16 MiB cache, so each is
@@ -116,6 +118,21 @@ fn bench_cold(group: &mut BenchmarkGroup<'_, WallTime>, names: &[String]) {
             b.iter(|| sum_routes(names, |n, out| r.route_into(n, out)))
         });
     }
+    let r = router(Method::ConsistentHashing, HashType::CarbonCh);
+    let bytes: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+    let mut out = Vec::new();
+    let mut spans = [(0u32, 0u32); 128];
+    group.bench_function("cold/carbon_ch_runs", |b| {
+        b.iter(|| {
+            let mut sum = 0usize;
+            for run in bytes.chunks(spans.len()) {
+                out.clear();
+                r.route_many(black_box(run), &mut out, &mut spans[..run.len()]);
+                sum += out.iter().map(|&d| usize::from(d)).sum::<usize>();
+            }
+            sum
+        })
+    });
 }
 
 fn bench_hit(group: &mut BenchmarkGroup<'_, WallTime>, names: &[String]) {
