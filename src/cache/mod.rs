@@ -6,7 +6,7 @@
 //! (a parse and a sort). A [`NameCache`] holds one of them for every name the relay has seen
 //! lately, once per relay: a name that arrives on a thousand connections is computed twice
 //! (see *Admission*) and stored once. The route cache ([`crate::router::RouteCache`]) is built
-//! on it (short `carbon_ch` names excepted: their MD5s cost less than a lookup); the filter
+//! on it (short names of hashing routers excepted: their hashes cost less than a lookup); the filter
 //! and the tag normaliser use it directly.
 //!
 //! ## Memory: bounded by the budget, counted to the byte

@@ -9,10 +9,10 @@
 //! eviction; keys are the full name bytes, so an xxh3 collision costs a comparison, never a
 //! misroute.
 //!
-//! One exception, measured: in runs of datapoints, `carbon_ch` names that fit one MD5 block
-//! (up to 55 bytes) are not looked up at all. Their MD5s, eight at a time in AVX2, cost less
-//! than a lookup that has to fetch its index slot and entry from memory, which is what a
-//! cache of 100k names does on every hit ([`RouteCache::computes`]).
+//! One exception, measured: in runs of datapoints, a hashing router's names that fit one MD5
+//! block (up to 55 bytes) are not looked up at all. Their hashes (`carbon_ch`'s MD5s eight at
+//! a time in AVX2) cost less than a lookup that has to fetch its index slot and entry from
+//! memory, which is what a cache of 100k names does on every hit ([`RouteCache::computes`]).
 //!
 //! A [`RouteCache`] is built from one [`Router`] and a budget and answers for that router
 //! only: when the routing changes, build a new cache with the new router and drop the old
@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use super::{HashType, Router, Strategy, md5x};
+use super::{Router, Strategy, md5x};
 use crate::cache::{Lookup, NameCache, ValueSink};
 
 /// Routes with at most this many destinations are encoded on the stack on a miss.
@@ -68,7 +68,7 @@ impl RouteCache {
     pub fn new(router: Arc<Router>, budget_bytes: usize) -> Self {
         let names = NameCache::new(budget_bytes);
         let computed_up_to = match router.strategy() {
-            Strategy::Hash(hash) if hash.hash_type == HashType::CarbonCh => md5x::MAX_KEY,
+            Strategy::Hash(_) => md5x::MAX_KEY,
             _ => 0,
         };
         Self {
@@ -80,14 +80,16 @@ impl RouteCache {
     }
 
     /// True when a run of names ([`route_misses`](Self::route_misses)) should route `name`
-    /// by computing it rather than look it up (and never store it): `carbon_ch` names that fit
-    /// one MD5 block. Eight of those hash together in AVX2 for less than one lookup costs once
-    /// the cache outgrows the CPU's caches (an index slot and an entry fetched from memory,
-    /// one after the other). Measured as a process on `relay.toml.example` in alternating
-    /// rounds against looking them up: CPU per datapoint ×0.82 on `burst-3m` (100k names, 4
-    /// of 4 rounds), ×0.81 on `pickle-in` (4 of 4), ×0.71 on `distinct-3m` (2 of 2), and
-    /// peak RSS 70 → 54 MiB. Longer names (two or more blocks, one at a time), the other hash
-    /// types and the rules and aggregation routers still go through the cache, as does every
+    /// by computing it rather than look it up (and never store it): with a hashing router
+    /// (`consistent-hashing`, `fast-hashing`), names up to 55 bytes (one MD5 block). Eight
+    /// `carbon_ch` MD5s in AVX2, or one FNV-1a or MurmurHash3 of such a name, cost less than a
+    /// lookup once the cache outgrows the CPU's caches (an index slot and an entry fetched
+    /// from memory, one after the other). Measured as a process on `relay.toml.example` in
+    /// alternating rounds against looking them up: `carbon_ch` CPU per datapoint ×0.82 on
+    /// `burst-3m` (100k names, 4 of 4 rounds), ×0.81 on `pickle-in` (4 of 4), ×0.71 on
+    /// `distinct-3m` (2 of 2), ×0.84 on `many-clients-1k` (3 of 3), peak RSS 70 → 54 MiB;
+    /// `fnv1a_ch` ×0.78 and `mmh3_ch` ×0.74 on `burst-3m` (3 of 3 each). Longer names, the
+    /// rules and aggregation routers (regexes) still go through the cache, as does every
     /// lookup of a single name ([`route_into`](Self::route_into)).
     #[inline]
     pub fn computes(&self, name: &[u8]) -> bool {
@@ -289,6 +291,46 @@ mod tests {
                 assert!(cache.accounted_bytes() <= budget.max(1 << 10));
             }
         }
+    }
+
+    /// Runs compute names of at most one MD5 block for every hashing router, and look up
+    /// longer ones; the rules router (regexes) looks up every name.
+    #[test]
+    fn runs_compute_short_names_of_hashing_routers_only() {
+        let destinations: Vec<DestinationSpec> = ["127.0.0.1:2104:a", "127.0.0.1:2204:b"]
+            .iter()
+            .map(|d| DestinationSpec::parse(d).unwrap())
+            .collect();
+        let spec = |method, hash_type| RouterSpec {
+            method,
+            hash_type,
+            replication_factor: 1,
+            diverse_replicas: true,
+            destinations: destinations.clone(),
+            rules: Vec::new(),
+            aggregation_rules: Vec::new(),
+        };
+        let short = [b'a'; md5x::MAX_KEY];
+        let long = [b'a'; md5x::MAX_KEY + 1];
+        for method in [Method::ConsistentHashing, Method::FastHashing] {
+            for hash_type in [HashType::CarbonCh, HashType::Fnv1aCh, HashType::Mmh3Ch] {
+                let r = Arc::new(Router::new(spec(method, hash_type)).unwrap());
+                let cache = RouteCache::new(r, 1 << 20);
+                assert!(cache.computes(&short), "{method:?} {hash_type:?}");
+                assert!(!cache.computes(&long), "{method:?} {hash_type:?}");
+            }
+        }
+        let rules = Router::new(RouterSpec {
+            rules: vec![crate::router::RuleSpec {
+                pattern: None,
+                destinations: vec![0],
+                continue_matching: false,
+            }],
+            ..spec(Method::Rules, HashType::CarbonCh)
+        })
+        .unwrap();
+        let cache = RouteCache::new(Arc::new(rules), 1 << 20);
+        assert!(!cache.computes(&short) && !cache.computes(b"a"));
     }
 
     #[test]

@@ -14,9 +14,8 @@
 //! - [`rules`]: `RELAY_METHOD = rules`.
 //! - [`pool`]: [`ReplicaPools`], carbon's `DESTINATION_POOL_REPLICAS` (applied by the
 //!   ingestor, after routing).
-//! - [`cache`]: [`RouteCache`], the relay-wide name → route cache that keeps the hash (long
-//!   `carbon_ch` names, the other hash types) and the rules' regexes off the path of repeated
-//!   names.
+//! - [`cache`]: [`RouteCache`], the relay-wide name → route cache that keeps the rules'
+//!   regexes and long names' hashes off the path of repeated names.
 //! - [`md5x`]: `carbon_ch` positions of eight short names at once (AVX2 or portable lanes).
 //!
 //! - [`aggregation`]: the aggregated routers (`aggregated-consistent-hashing`,
