@@ -55,7 +55,7 @@ fn drain(p: &Pipeline) -> Vec<Vec<(Vec<u8>, f64, f64)>> {
         .collect()
 }
 
-/// In runs, `carbon_ch` names that fit one MD5 block are routed by computation and never
+/// In runs, `carbon_ch` names that fit two MD5 blocks are routed by computation and never
 /// stored, longer ones through the cache: every datapoint lands where the router sends its
 /// name (one copy, two destinations, so a wrong route shows), and after three sightings the
 /// cache holds exactly the long names.
@@ -63,11 +63,14 @@ fn drain(p: &Pipeline) -> Vec<Vec<(Vec<u8>, f64, f64)>> {
 fn runs_compute_short_names_and_cache_long_ones() {
     let p = pipeline_rf(1 << 20, 1);
     let router = p.route_cache().router().clone();
+    // One MD5 block, exactly one, two, exactly two, more.
     let names: Vec<String> = (0..300)
-        .map(|i| match i % 3 {
+        .map(|i| match i % 5 {
             0 => format!("short.{i}"),
-            1 => format!("edge.{i:0>50}")[..55].to_string(),
-            _ => format!("long.{i}.{}", "x".repeat(60)),
+            1 => format!("edge.{i:0>60}")[..55].to_string(),
+            2 => format!("two.{i}.{}", "y".repeat(60)),
+            3 => format!("edge2.{i:0>120}")[..119].to_string(),
+            _ => format!("long.{i}.{}", "x".repeat(120)),
         })
         .collect();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -112,7 +115,7 @@ fn runs_compute_short_names_and_cache_long_ones() {
             n.len()
         );
     }
-    assert_eq!(cache.len(), 100);
+    assert_eq!(cache.len(), 60);
 }
 
 /// The batched path (`lines`, what TCP connections use) routes, orders and counts exactly as

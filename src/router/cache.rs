@@ -9,8 +9,8 @@
 //! eviction; keys are the full name bytes, so an xxh3 collision costs a comparison, never a
 //! misroute.
 //!
-//! One exception, measured: in runs of datapoints, a hashing router's names that fit one MD5
-//! block (up to 55 bytes) are not looked up at all. Their hashes (`carbon_ch`'s MD5s eight at
+//! One exception, measured: in runs of datapoints, a hashing router's names that fit two MD5
+//! blocks (up to 119 bytes) are not looked up at all. Their hashes (`carbon_ch`'s MD5s eight at
 //! a time in AVX2) cost less than a lookup that has to fetch its index slot and entry from
 //! memory, which is what a cache of 100k names does on every hit ([`RouteCache::computes`]).
 //!
@@ -81,14 +81,15 @@ impl RouteCache {
 
     /// True when a run of names ([`route_misses`](Self::route_misses)) should route `name`
     /// by computing it rather than look it up (and never store it): with a hashing router
-    /// (`consistent-hashing`, `fast-hashing`), names up to 55 bytes (one MD5 block). Eight
+    /// (`consistent-hashing`, `fast-hashing`), names up to 119 bytes (two MD5 blocks). Eight
     /// `carbon_ch` MD5s in AVX2, or one FNV-1a or MurmurHash3 of such a name, cost less than a
     /// lookup once the cache outgrows the CPU's caches (an index slot and an entry fetched
     /// from memory, one after the other). Measured as a process on `relay.toml.example` in
     /// alternating rounds against looking them up: `carbon_ch` CPU per datapoint ×0.82 on
     /// `burst-3m` (100k names, 4 of 4 rounds), ×0.81 on `pickle-in` (4 of 4), ×0.71 on
     /// `distinct-3m` (2 of 2), ×0.84 on `many-clients-1k` (3 of 3), peak RSS 70 → 54 MiB;
-    /// `fnv1a_ch` ×0.78 and `mmh3_ch` ×0.74 on `burst-3m` (3 of 3 each). Longer names, the
+    /// `fnv1a_ch` ×0.78 and `mmh3_ch` ×0.74 on `burst-3m` (3 of 3 each); two-block names
+    /// (`burst-3m` with 80-byte names) ×0.85 (4 of 4), peak RSS 74–83 → 54–68 MiB. Longer names, the
     /// rules and aggregation routers (regexes) still go through the cache, as does every
     /// lookup of a single name ([`route_into`](Self::route_into)).
     #[inline]

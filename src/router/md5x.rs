@@ -1,7 +1,7 @@
 //! carbon_ch positions of up to eight short keys at once: MD5 computed lane-parallel.
 //!
-//! A name seen for the first time pays carbon's MD5 (`carbon_ch`), one 64-byte block for names
-//! up to 55 bytes. The `md-5` crate (with its assembly block function) computes one digest at a
+//! carbon's MD5 (`carbon_ch`) takes one 64-byte block for names up to 55 bytes, two up to 119
+//! bytes. The `md-5` crate (with its assembly block function) computes one digest at a
 //! time, each of MD5's 64 steps depending on the previous one, so the CPU's vector units sit idle.
 //! Here eight independent keys go through the steps together, each step written once over eight
 //! lanes: in AVX2 where the CPU has it (one instruction per operation for all eight lanes, the
@@ -9,10 +9,11 @@
 //! compiler turns into vector instructions (SSE2 on every x86-64). Only the first two digest
 //! bytes are produced (carbon reads `hexdigest()[:4]`), which come from the first state word.
 //!
-//! A run of datapoints routes its short `carbon_ch` names through this on every sighting (it
-//! costs less than a route-cache lookup: [`RouteCache::computes`](super::RouteCache::computes)),
-//! and the other names its cache lookups missed; longer names, and the other hash types, go
-//! one at a time through
+//! Eight keys of one block each take one pass; a group with a two-block key takes two, every
+//! lane taking the state after its own last block. A run of datapoints routes its `carbon_ch`
+//! names up to 119 bytes through this on every sighting (it costs less than a route-cache
+//! lookup: [`RouteCache::computes`](super::RouteCache::computes)), and the other names its
+//! cache lookups missed; longer names, and the other hash types, go one at a time through
 //! [`carbon_hash`](super::hash::carbon_hash). A differential test holds every lane against
 //! `md-5` for every key length.
 
@@ -20,7 +21,11 @@
 pub const LANES: usize = 8;
 
 /// Longest key one MD5 block holds: 64 bytes less the `0x80` marker and the 8-byte length.
-pub const MAX_KEY: usize = 55;
+pub const ONE_BLOCK_KEY: usize = 55;
+
+/// Longest key hashed here: two blocks (names up to 119 bytes, which covers most metric
+/// names; longer ones are rare enough to go one at a time).
+pub const MAX_KEY: usize = 64 + ONE_BLOCK_KEY;
 
 /// Per-step left rotations.
 const S: [u32; 64] = [
@@ -46,14 +51,37 @@ const INIT: [u32; 4] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476];
 
 /// carbon_ch's ring position (the digest's first two bytes, big-endian) of each key, or `None`
 /// for a key longer than [`MAX_KEY`] (hash it alone). `kernel` is [`Kernel::detect`]'s answer.
+/// A group of one-block keys is hashed in one pass; when any key needs two blocks, every lane
+/// goes through both and each takes the state after its own last block.
 #[inline]
 pub fn carbon_positions(kernel: Kernel, keys: &[&[u8]; LANES]) -> [Option<u16>; LANES] {
-    let m = message_words(keys);
-    let first = match kernel {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Kernel::Avx2` is only made by `detect` on a CPU that has AVX2.
-        Kernel::Avx2 => unsafe { avx2::first_words(&m) },
-        Kernel::Portable => portable::first_words(&m),
+    let first = if keys.iter().all(|k| k.len() <= ONE_BLOCK_KEY) {
+        let m = one_block_words(keys);
+        match kernel {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Kernel::Avx2` is only made by `detect` on a CPU that has AVX2.
+            Kernel::Avx2 => unsafe { avx2::first_words(&m) },
+            Kernel::Portable => portable::compress(&INIT.map(|x| [x; LANES]), &m)[0],
+        }
+    } else {
+        let [m0, m1] = two_block_words(keys);
+        let (one, two) = match kernel {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Kernel::Avx2 => unsafe { avx2::two_blocks(&m0, &m1) },
+            Kernel::Portable => {
+                let one = portable::compress(&INIT.map(|x| [x; LANES]), &m0);
+                let two = portable::compress(&one, &m1);
+                (one[0], two[0])
+            }
+        };
+        std::array::from_fn(|l| {
+            if keys[l].len() <= ONE_BLOCK_KEY {
+                one[l]
+            } else {
+                two[l]
+            }
+        })
     };
     std::array::from_fn(|l| {
         let first = first[l].to_le_bytes();
@@ -86,10 +114,11 @@ impl Kernel {
     }
 }
 
-/// The padded one-block message of each key, lane by lane: `m[word][lane]`. A key longer
-/// than [`MAX_KEY`] leaves its lane's words meaningless (its answer is discarded).
+/// The padded one-block message of each key (all at most [`ONE_BLOCK_KEY`] bytes), lane by
+/// lane: `m[word][lane]`. The padding is MD5's: the key, `0x80`, zeros, the key's length in
+/// bits in the last eight bytes.
 #[inline]
-fn message_words(keys: &[&[u8]; LANES]) -> [[u32; LANES]; 16] {
+fn one_block_words(keys: &[&[u8]; LANES]) -> [[u32; LANES]; 16] {
     let mut m = [[0u32; LANES]; 16];
     for (lane, key) in keys.iter().enumerate() {
         let mut block = [0u8; 64];
@@ -107,13 +136,39 @@ fn message_words(keys: &[&[u8]; LANES]) -> [[u32; LANES]; 16] {
     m
 }
 
+/// The two blocks of each key's padded message, lane by lane: `m[block][word][lane]`. A key
+/// of one block ends (length included) in the first, and its lane's second block is not
+/// used; a key longer than [`MAX_KEY`] leaves its lane's words meaningless (its answer is
+/// discarded).
+#[inline]
+fn two_block_words(keys: &[&[u8]; LANES]) -> [[[u32; LANES]; 16]; 2] {
+    let mut m = [[[0u32; LANES]; 16]; 2];
+    for (lane, key) in keys.iter().enumerate() {
+        let mut padded = [0u8; 128];
+        if let Some(dst) = padded.get_mut(..key.len()) {
+            dst.copy_from_slice(key);
+        }
+        if let Some(b) = padded.get_mut(key.len()) {
+            *b = 0x80;
+        }
+        let end = if key.len() <= ONE_BLOCK_KEY { 64 } else { 128 };
+        padded[end - 8..end].copy_from_slice(&((key.len() as u64) * 8).to_le_bytes());
+        for (block, bytes) in m.iter_mut().zip(padded.chunks_exact(64)) {
+            for (word, bytes) in block.iter_mut().zip(bytes.chunks_exact(4)) {
+                word[lane] = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+            }
+        }
+    }
+    m
+}
+
 /// The steps written once over arrays of lanes.
 mod portable {
-    use super::{INIT, K, LANES, S};
+    use super::{K, LANES, S};
 
-    /// The digest's first state word of each lane.
-    pub(super) fn first_words(m: &[[u32; LANES]; 16]) -> [u32; LANES] {
-        let [mut a, mut b, mut c, mut d] = INIT.map(|x| [x; LANES]);
+    /// MD5's compression of one block `m` into `state`, lane by lane: the state after it.
+    pub(super) fn compress(state: &[[u32; LANES]; 4], m: &[[u32; LANES]; 16]) -> [[u32; LANES]; 4] {
+        let [mut a, mut b, mut c, mut d] = *state;
         for step in 0..64 {
             let (g, f): (usize, [u32; LANES]) = match step / 16 {
                 0 => (
@@ -145,7 +200,14 @@ mod portable {
                 b[l] = b[l].wrapping_add(t.rotate_left(S[step]));
             }
         }
-        std::array::from_fn(|l| a[l].wrapping_add(INIT[0]))
+        let add =
+            |x: [u32; LANES], s: [u32; LANES]| std::array::from_fn(|l| x[l].wrapping_add(s[l]));
+        [
+            add(a, state[0]),
+            add(b, state[1]),
+            add(c, state[2]),
+            add(d, state[3]),
+        ]
     }
 }
 
@@ -216,39 +278,88 @@ mod avx2 {
         };
     }
 
-    /// The digest's first state word of each lane.
+    /// Steps 0–59 (all but the last quad).
+    macro_rules! rounds {
+        ($a:ident, $b:ident, $c:ident, $d:ident, $m:ident) => {
+            quad!(f, $a, $b, $c, $d, $m, 0, [0, 1, 2, 3], [7, 12, 17, 22]);
+            quad!(f, $a, $b, $c, $d, $m, 4, [4, 5, 6, 7], [7, 12, 17, 22]);
+            quad!(f, $a, $b, $c, $d, $m, 8, [8, 9, 10, 11], [7, 12, 17, 22]);
+            quad!(f, $a, $b, $c, $d, $m, 12, [12, 13, 14, 15], [7, 12, 17, 22]);
+            quad!(g, $a, $b, $c, $d, $m, 16, [1, 6, 11, 0], [5, 9, 14, 20]);
+            quad!(g, $a, $b, $c, $d, $m, 20, [5, 10, 15, 4], [5, 9, 14, 20]);
+            quad!(g, $a, $b, $c, $d, $m, 24, [9, 14, 3, 8], [5, 9, 14, 20]);
+            quad!(g, $a, $b, $c, $d, $m, 28, [13, 2, 7, 12], [5, 9, 14, 20]);
+            quad!(h, $a, $b, $c, $d, $m, 32, [5, 8, 11, 14], [4, 11, 16, 23]);
+            quad!(h, $a, $b, $c, $d, $m, 36, [1, 4, 7, 10], [4, 11, 16, 23]);
+            quad!(h, $a, $b, $c, $d, $m, 40, [13, 0, 3, 6], [4, 11, 16, 23]);
+            quad!(h, $a, $b, $c, $d, $m, 44, [9, 12, 15, 2], [4, 11, 16, 23]);
+            quad!(i, $a, $b, $c, $d, $m, 48, [0, 7, 14, 5], [6, 10, 15, 21]);
+            quad!(i, $a, $b, $c, $d, $m, 52, [12, 3, 10, 1], [6, 10, 15, 21]);
+            quad!(i, $a, $b, $c, $d, $m, 56, [8, 15, 6, 13], [6, 10, 15, 21]);
+        };
+    }
+
+    /// The message words as vectors of eight lanes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn load(words: &[[u32; LANES]; 16]) -> [__m256i; 16] {
+        // SAFETY: each `words[i]` is 32 readable bytes; unaligned loads.
+        std::array::from_fn(|i| unsafe { _mm256_loadu_si256(words[i].as_ptr().cast()) })
+    }
+
+    /// The eight lanes of `v`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn lanes(v: __m256i) -> [u32; LANES] {
+        let mut out = [0u32; LANES];
+        // SAFETY: `out` is 32 writable bytes; unaligned store.
+        unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
+        out
+    }
+
+    /// MD5's compression of one block `m` into `state`: the state after it.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn compress(state: [__m256i; 4], m: &[__m256i; 16]) -> [__m256i; 4] {
+        let [mut a, mut b, mut c, mut d] = state;
+        rounds!(a, b, c, d, m);
+        quad!(i, a, b, c, d, m, 60, [4, 11, 2, 9], [6, 10, 15, 21]);
+        [
+            _mm256_add_epi32(a, state[0]),
+            _mm256_add_epi32(b, state[1]),
+            _mm256_add_epi32(c, state[2]),
+            _mm256_add_epi32(d, state[3]),
+        ]
+    }
+
+    /// The first state word of each lane after the first block, and after the second.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn two_blocks(
+        first: &[[u32; LANES]; 16],
+        second: &[[u32; LANES]; 16],
+    ) -> ([u32; LANES], [u32; LANES]) {
+        let one = compress(INIT.map(|x| _mm256_set1_epi32(x as i32)), &load(first));
+        let two = compress(one, &load(second));
+        (lanes(one[0]), lanes(two[0]))
+    }
+
+    /// The digest's first state word of each lane, for one-block messages.
     ///
     /// # Safety
     ///
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn first_words(words: &[[u32; LANES]; 16]) -> [u32; LANES] {
-        // SAFETY: each `words[i]` is 32 readable bytes; unaligned loads.
-        let m: [__m256i; 16] =
-            std::array::from_fn(|i| unsafe { _mm256_loadu_si256(words[i].as_ptr().cast()) });
+        let m = load(words);
         let [mut a, mut b, mut c, mut d] = INIT.map(|x| _mm256_set1_epi32(x as i32));
-        quad!(f, a, b, c, d, m, 0, [0, 1, 2, 3], [7, 12, 17, 22]);
-        quad!(f, a, b, c, d, m, 4, [4, 5, 6, 7], [7, 12, 17, 22]);
-        quad!(f, a, b, c, d, m, 8, [8, 9, 10, 11], [7, 12, 17, 22]);
-        quad!(f, a, b, c, d, m, 12, [12, 13, 14, 15], [7, 12, 17, 22]);
-        quad!(g, a, b, c, d, m, 16, [1, 6, 11, 0], [5, 9, 14, 20]);
-        quad!(g, a, b, c, d, m, 20, [5, 10, 15, 4], [5, 9, 14, 20]);
-        quad!(g, a, b, c, d, m, 24, [9, 14, 3, 8], [5, 9, 14, 20]);
-        quad!(g, a, b, c, d, m, 28, [13, 2, 7, 12], [5, 9, 14, 20]);
-        quad!(h, a, b, c, d, m, 32, [5, 8, 11, 14], [4, 11, 16, 23]);
-        quad!(h, a, b, c, d, m, 36, [1, 4, 7, 10], [4, 11, 16, 23]);
-        quad!(h, a, b, c, d, m, 40, [13, 0, 3, 6], [4, 11, 16, 23]);
-        quad!(h, a, b, c, d, m, 44, [9, 12, 15, 2], [4, 11, 16, 23]);
-        quad!(i, a, b, c, d, m, 48, [0, 7, 14, 5], [6, 10, 15, 21]);
-        quad!(i, a, b, c, d, m, 52, [12, 3, 10, 1], [6, 10, 15, 21]);
-        quad!(i, a, b, c, d, m, 56, [8, 15, 6, 13], [6, 10, 15, 21]);
+        rounds!(a, b, c, d, m);
         // Step 60 is the last to change `a` (61–63 change d, c and b).
         step!(i, a, b, c, d, m[4], K[60], 6);
-        let a = _mm256_add_epi32(a, _mm256_set1_epi32(INIT[0] as i32));
-        let mut out = [0u32; LANES];
-        // SAFETY: `out` is 32 writable bytes; unaligned store.
-        unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), a) };
-        out
+        lanes(_mm256_add_epi32(a, _mm256_set1_epi32(INIT[0] as i32)))
     }
 }
 
@@ -292,6 +403,19 @@ mod tests {
                 })
                 .collect();
             let refs: [&[u8]; LANES] = std::array::from_fn(|l| keys[l].as_slice());
+            // Every other round, lengths at random: groups mixing one- and two-block keys.
+            let mixed: Vec<Vec<u8>> = (0..LANES)
+                .map(|_| {
+                    let len = usize::from(byte()) % (MAX_KEY + 1);
+                    (0..len).map(|_| byte()).collect()
+                })
+                .collect();
+            let refs = if round % 2 == 1 {
+                std::array::from_fn(|l| mixed[l].as_slice())
+            } else {
+                refs
+            };
+            let keys = if round % 2 == 1 { &mixed } else { &keys };
             for kernel in kernels() {
                 let got = carbon_positions(kernel, &refs);
                 for (key, got) in keys.iter().zip(got) {
