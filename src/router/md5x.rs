@@ -57,19 +57,19 @@ const INIT: [u32; 4] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476];
 pub fn carbon_positions(kernel: Kernel, keys: &[&[u8]; LANES]) -> [Option<u16>; LANES] {
     let first = if keys.iter().all(|k| k.len() <= ONE_BLOCK_KEY) {
         let m = one_block_words(keys);
-        match kernel {
+        match kernel.0 {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Kernel::Avx2` is only made by `detect` on a CPU that has AVX2.
-            Kernel::Avx2 => unsafe { avx2::first_words(&m) },
-            Kernel::Portable => portable::compress(&INIT.map(|x| [x; LANES]), &m)[0],
+            // SAFETY: `Impl::Avx2` is only chosen by `Kernel::detect`, on a CPU that has AVX2.
+            Impl::Avx2 => unsafe { avx2::first_words(&m) },
+            Impl::Portable => portable::compress(&INIT.map(|x| [x; LANES]), &m)[0],
         }
     } else {
         let [m0, m1] = two_block_words(keys);
-        let (one, two) = match kernel {
+        let (one, two) = match kernel.0 {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Kernel::Avx2 => unsafe { avx2::two_blocks(&m0, &m1) },
-            Kernel::Portable => {
+            Impl::Avx2 => unsafe { avx2::two_blocks(&m0, &m1) },
+            Impl::Portable => {
                 let one = portable::compress(&INIT.map(|x| [x; LANES]), &m0);
                 let two = portable::compress(&one, &m1);
                 (one[0], two[0])
@@ -92,9 +92,13 @@ pub fn carbon_positions(kernel: Kernel, keys: &[&[u8]; LANES]) -> [Option<u16>; 
 /// Which implementation of the steps runs: chosen once per run of names from what the CPU
 /// offers (the answers are the same; AVX2 does the eight lanes in one instruction per
 /// operation, SSE2 in two, and the AVX2 steps are unrolled so that each rotation is an
-/// immediate shift).
+/// immediate shift). Only [`detect`](Self::detect) can choose AVX2, so a `Kernel` never names
+/// instructions the CPU lacks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kernel {
+pub struct Kernel(Impl);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Impl {
     /// AVX2 (x86-64 CPUs since 2013).
     #[cfg(target_arch = "x86_64")]
     Avx2,
@@ -103,14 +107,17 @@ pub enum Kernel {
 }
 
 impl Kernel {
+    /// The kernel every CPU runs.
+    pub const PORTABLE: Self = Self(Impl::Portable);
+
     /// The fastest kernel this CPU runs (the check is cached by the standard library).
     #[inline]
     pub fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
-            return Self::Avx2;
+            return Self(Impl::Avx2);
         }
-        Self::Portable
+        Self::PORTABLE
     }
 }
 
@@ -372,8 +379,8 @@ mod tests {
     /// The portable kernel and, where the CPU has it, AVX2 (CI machines do: the test says
     /// which ran).
     fn kernels() -> Vec<Kernel> {
-        let mut kernels = vec![Kernel::Portable];
-        if Kernel::detect() != Kernel::Portable {
+        let mut kernels = vec![Kernel::PORTABLE];
+        if Kernel::detect() != Kernel::PORTABLE {
             kernels.push(Kernel::detect());
         }
         eprintln!("md5x kernels tested: {kernels:?}");
