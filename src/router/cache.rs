@@ -294,7 +294,7 @@ mod tests {
         }
     }
 
-    /// Runs compute names of at most one MD5 block for every hashing router, and look up
+    /// Runs compute names of at most two MD5 blocks for every hashing router, and look up
     /// longer ones; the rules router (regexes) looks up every name.
     #[test]
     fn runs_compute_short_names_of_hashing_routers_only() {

@@ -1,4 +1,5 @@
-//! carbon_ch positions of up to eight short keys at once: MD5 computed lane-parallel.
+//! carbon_ch positions of up to eight keys (of at most two MD5 blocks) at once: MD5 computed
+//! lane-parallel.
 //!
 //! carbon's MD5 (`carbon_ch`) takes one 64-byte block for names up to 55 bytes, two up to 119
 //! bytes. The `md-5` crate (with its assembly block function) computes one digest at a
@@ -219,8 +220,8 @@ mod portable {
 }
 
 /// The steps in AVX2, one 256-bit register per state word (eight lanes of 32 bits), fully
-/// unrolled. Only the first state word is wanted, and the last three steps do not change
-/// it, so they are left out.
+/// unrolled. Only the first state word is read in the end, so a one-block message leaves out
+/// the last three steps, which do not change it.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use std::arch::x86_64::{

@@ -16,7 +16,7 @@
 //!   ingestor, after routing).
 //! - [`cache`]: [`RouteCache`], the relay-wide name → route cache that keeps the rules'
 //!   regexes and long names' hashes off the path of repeated names.
-//! - [`md5x`]: `carbon_ch` positions of eight short names at once (AVX2 or portable lanes).
+//! - [`md5x`]: `carbon_ch` positions of eight names at once (AVX2 or portable lanes).
 //!
 //! - [`aggregation`]: the aggregated routers (`aggregated-consistent-hashing`,
 //!   `fast-aggregated-hashing`): carbon resolves a name to its aggregate names with the
@@ -491,9 +491,9 @@ impl Router {
 
     /// The routes of `names`, each as [`route_into`](Self::route_into) gives it, appended to
     /// `out`; `spans[i]` receives where `names[i]`'s route lies in `out` (start, length).
-    /// With `carbon_ch` hashing the names' MD5s are computed eight at a time
-    /// (lane-parallel MD5), which is what makes a run of names new to the route cache cheaper
-    /// than routing them one by one.
+    /// With `carbon_ch` hashing the MD5s of names up to 119 bytes are computed eight at a time
+    /// (lane-parallel MD5), cheaper than routing them one by one and, on this path, than
+    /// looking them up in the route cache ([`RouteCache::computes`]).
     pub fn route_many(&self, names: &[&[u8]], out: &mut Vec<u16>, spans: &mut [(u32, u32)]) {
         let span = |out: &Vec<u16>, start: usize| (start as u32, (out.len() - start) as u32);
         match &self.strategy {
