@@ -101,15 +101,26 @@ enum Kind {
     Process(RelayProcess),
 }
 
-/// A free loopback port (bound then released; a small race is accepted).
-fn free_port() -> Result<u16, BenchError> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|source| BenchError::Io {
+/// Two distinct free loopback ports: both bound at once, then released (a small race with
+/// other processes is accepted; the two cannot be the same port, which picking them one after
+/// the other allowed: the relay then refused its configuration).
+fn free_ports() -> Result<(u16, u16), BenchError> {
+    let bind = || {
+        std::net::TcpListener::bind("127.0.0.1:0").map_err(|source| BenchError::Io {
             context: "finding a free port".into(),
             source,
         })
+    };
+    let (a, b) = (bind()?, bind()?);
+    let port = |l: &std::net::TcpListener| {
+        l.local_addr()
+            .map(|a| a.port())
+            .map_err(|source| BenchError::Io {
+                context: "finding a free port".into(),
+                source,
+            })
+    };
+    Ok((port(&a)?, port(&b)?))
 }
 
 /// Waits until `addr` accepts a TCP connection (bounded by `timeout`).
@@ -199,9 +210,10 @@ impl RunningTarget {
                     context: format!("creating {}", conf_dir.display()),
                     source,
                 })?;
+                let (line_port, pickle_port) = free_ports()?;
                 let mut ph = Placeholders {
-                    line_port: free_port()?,
-                    pickle_port: free_port()?,
+                    line_port,
+                    pickle_port,
                     sinks: sinks.to_vec(),
                     sink_protocol: scenario.sinks.protocol,
                     config: None,
@@ -326,6 +338,18 @@ fn render_template(template: &Path, out: &Path, ph: &Placeholders) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The relay's two listener ports are never the same port.
+    #[test]
+    fn the_two_free_ports_differ() {
+        for _ in 0..200 {
+            let (line, pickle) = free_ports().expect("free ports");
+            assert!(
+                line != 0 && pickle != 0 && line != pickle,
+                "{line} {pickle}"
+            );
+        }
+    }
 
     #[test]
     fn placeholders_render_for_carbon_and_c_relay() {
