@@ -223,7 +223,10 @@ pub(super) struct Core {
     pub(super) state: Mutex<State>,
     /// Wakes the consumer: a push, requeue, replay or close.
     pub(super) ready: Notify,
-    /// Wakes blocked producers: room freed in memory or in the hand-over buffer.
+    /// Wakes blocked producers. Room made (written, moved to disk) wakes one
+    /// ([`room_made`](Core::room_made)), and each that then gets its batch in wakes the next,
+    /// so room for a few batches wakes a few producers, not every one of a thousand waiting
+    /// connections; a change of what applies (connection lost, close) wakes them all.
     pub(super) room: Notify,
     /// Wakes delivery receipts: the oldest position may have moved, or the queue stopped.
     pub(super) settled: Notify,
@@ -234,6 +237,14 @@ pub(super) struct Core {
 }
 
 impl Core {
+    /// Room was made in the memory tier: wakes the producer waiting the longest. A producer
+    /// whose push then completes wakes the next one (see
+    /// [`DestinationQueue::push_with`](super::DestinationQueue::push_with)); one that still
+    /// does not fit waits again without waking anyone, until room is made again.
+    pub(super) fn room_made(&self) {
+        self.room.notify_one();
+    }
+
     pub(super) fn new(limits: QueueLimits, stats: Arc<DestinationStats>) -> Self {
         Self {
             state: Mutex::new(State::default()),
@@ -304,7 +315,7 @@ impl Core {
             self.stats.add_dropped(reason, points as u64);
             self.settled.notify_waiters();
         }
-        self.room.notify_waiters();
+        self.room_made();
         self.ready.notify_one();
     }
 
@@ -339,7 +350,7 @@ impl Core {
         );
         self.publish(&s);
         drop(s);
-        self.room.notify_waiters();
+        self.room_made();
         self.ready.notify_one();
     }
 

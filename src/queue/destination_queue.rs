@@ -133,7 +133,14 @@ impl DestinationQueue {
             tokio::pin!(room);
             room.as_mut().enable();
             match self.try_push(batch, mode, held, &mut out) {
-                Step::Done => return out,
+                Step::Done => {
+                    // Woken for room that this push took part of: the next waiter may fit
+                    // in what is left (if not, it waits again without waking another).
+                    if out.waited {
+                        self.core.room_made();
+                    }
+                    return out;
+                }
                 Step::Wait(rest) => {
                     batch = rest;
                     out.waited = true;
@@ -430,7 +437,7 @@ impl DestinationQueue {
                 self.core.stats.add_dropped(reason, n as u64);
             }
         }
-        self.core.room.notify_waiters();
+        self.core.room_made();
         self.core.settled.notify_waiters();
     }
 

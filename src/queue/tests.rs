@@ -733,3 +733,90 @@ async fn settled_follows_positions_through_the_disk_tier() {
         }
     }
 }
+
+/// A waker that records that it was woken.
+struct Flag(std::sync::atomic::AtomicBool);
+
+impl std::task::Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+type Waiting<F> = Vec<(std::pin::Pin<Box<F>>, Arc<Flag>)>;
+
+/// Polls every woken producer of `waiting` (removing those that complete) until none is
+/// woken; returns (wake-ups, completed pushes).
+fn run_woken<F: std::future::Future<Output = PushOutcome>>(
+    waiting: &mut Waiting<F>,
+) -> (usize, usize) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (mut woken, mut done) = (0, 0);
+    loop {
+        let Some(i) = waiting.iter().position(|(_, f)| f.0.swap(false, SeqCst)) else {
+            return (woken, done);
+        };
+        woken += 1;
+        let (fut, flag) = &mut waiting[i];
+        let waker = std::task::Waker::from(flag.clone());
+        if let std::task::Poll::Ready(out) = fut
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(&waker))
+        {
+            assert_eq!((out.accepted, out.dropped), (1, 0));
+            done += 1;
+            waiting.remove(i);
+        }
+    }
+}
+
+#[test]
+fn room_for_a_few_batches_wakes_a_few_of_many_waiting_producers_and_none_is_lost() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let q = DestinationQueue::new(
+        QueueLimits {
+            max_datapoints: 10,
+            max_bytes: usize::MAX,
+            when_full: WhenFull::Block,
+            spill_fallback: WhenFull::DropNewest,
+            ..QueueLimits::default()
+        },
+        stats(),
+    );
+    for i in 0..10 {
+        assert_eq!(q.push(seq_batch(i, 1)).accepted, 1);
+    }
+    // 50 connections wait for room, one datapoint each, polled by hand so that every
+    // wake-up is seen.
+    let mut waiting: Waiting<_> = (0..50)
+        .map(|i| {
+            let flag = Arc::new(Flag(false.into()));
+            (Box::pin(q.push_wait(seq_batch(10 + i, 1))), flag)
+        })
+        .collect();
+    for (fut, flag) in &mut waiting {
+        let waker = std::task::Waker::from(flag.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+    }
+    // Room for four datapoints: four producers get in and one more looks and waits again;
+    // the other 45 are not woken.
+    for _ in 0..4 {
+        q.try_pop().expect("queued");
+    }
+    q.ack(4, 4);
+    assert_eq!(run_woken(&mut waiting), (5, 4));
+    assert_eq!(waiting.len(), 46);
+    // A producer woken for room that goes away before it looks (its connection closed)
+    // hands the wake-up on: nothing waits for room that is there.
+    q.try_pop().expect("queued");
+    q.ack(1, 1);
+    let gone = waiting
+        .iter()
+        .position(|(_, f)| f.0.load(SeqCst))
+        .expect("one producer woken");
+    drop(waiting.remove(gone));
+    assert_eq!(run_woken(&mut waiting), (2, 1));
+    assert_eq!(waiting.len(), 44);
+    assert_eq!(q.stats().snapshot().queued, 10);
+}
