@@ -97,7 +97,8 @@ impl Batch {
         self.points.is_empty()
     }
 
-    /// Bytes this batch counts against a queue's byte bound: names plus per-point overhead.
+    /// Bytes of the datapoints themselves: names plus per-point overhead (what the spill log
+    /// and writes count; a queue's memory tier counts [`heap_bytes`](Self::heap_bytes)).
     #[inline]
     pub fn size_bytes(&self) -> usize {
         self.names.len() + self.points.len() * POINT_OVERHEAD
@@ -137,6 +138,8 @@ impl Batch {
     }
 
     /// Splits the batch at `at`: `self` keeps `[0, at)`, the returned batch holds `[at, len)`.
+    /// Both hold no more memory than their datapoints need (a queue counts what they hold,
+    /// see [`heap_bytes`](Self::heap_bytes)).
     pub fn split_off(&mut self, at: usize) -> Batch {
         if at >= self.points.len() {
             return Batch::new();
@@ -144,6 +147,7 @@ impl Batch {
         let tail_points = self.points.split_off(at);
         let name_cut = tail_points[0].name_start as usize;
         let tail_names = self.names.split_off(name_cut);
+        self.shrink_to_fit();
         let points = tail_points
             .into_iter()
             .map(|mut p| {
@@ -172,30 +176,42 @@ impl Batch {
         Ok(())
     }
 
-    /// Takes the batch's contents, trimmed to what it holds, leaving an empty batch with room
-    /// for a quarter more than it held.
+    /// Takes the batch's contents, leaving an empty batch that holds no memory (a pending
+    /// batch gets a queue's spare when next filled, see
+    /// [`DestinationQueue::spare`](crate::queue::DestinationQueue::spare)).
     ///
-    /// A taken batch usually goes into a destination queue, whose bounds count what batches
-    /// hold ([`size_bytes`](Self::size_bytes)): handing over the slack a vector's doubling
-    /// leaves (up to half of it) would let a queue's memory pass its bound. Shrinking a heap
-    /// block in place is cheap (the allocator splits it, nothing is copied). Sizing the next
-    /// batch after this one, not after the largest ever, keeps a burst from making every later
-    /// batch carry its capacity.
+    /// A taken batch usually goes into a destination queue, whose memory tier counts the heap
+    /// its batches hold ([`heap_bytes`](Self::heap_bytes)), room they did not fill included.
+    /// A batch that used less than an eighth of its room (a few datapoints in a large spare)
+    /// is shrunk first (in place: the allocator splits the block, nothing is copied), so it
+    /// does not take a queue's room for memory it does not use.
     pub fn take(&mut self) -> Batch {
-        let points = self.points.len();
-        let names = self.names.len();
-        self.points.shrink_to_fit();
-        self.names.shrink_to_fit();
-        std::mem::replace(
-            self,
-            Batch::with_capacity(points + points / 4, names + names / 4),
-        )
+        let mut taken = std::mem::take(self);
+        if taken.heap_bytes() > 8 * taken.size_bytes() {
+            taken.shrink_to_fit();
+        }
+        taken
     }
 
-    /// Bytes of heap this batch holds (its vectors' capacities).
-    #[cfg(test)]
-    fn capacity_bytes(&self) -> usize {
-        self.names.capacity() + self.points.capacity() * size_of::<Point>()
+    /// Gives back the room the batch does not use: afterwards [`heap_bytes`](Self::heap_bytes)
+    /// is [`size_bytes`](Self::size_bytes).
+    pub fn shrink_to_fit(&mut self) {
+        self.names.shrink_to_fit();
+        self.points.shrink_to_fit();
+    }
+
+    /// True while the batch holds no memory (never filled, or taken).
+    #[inline]
+    pub fn is_unallocated(&self) -> bool {
+        self.points.capacity() == 0
+    }
+
+    /// Bytes of heap this batch holds: its vectors' capacities, counted as
+    /// [`size_bytes`](Self::size_bytes) counts them (a name byte is a byte, a datapoint
+    /// [`POINT_OVERHEAD`]). At least `size_bytes`; what a queue's memory tier counts.
+    #[inline]
+    pub fn heap_bytes(&self) -> usize {
+        self.names.capacity() + self.points.capacity() * POINT_OVERHEAD
     }
 }
 
@@ -208,19 +224,35 @@ mod tests {
     }
 
     #[test]
-    fn taken_batches_hold_no_slack_and_the_next_is_sized_after_them() {
+    fn taken_batches_use_at_least_an_eighth_of_their_room_and_leave_nothing_allocated() {
         let mut b = Batch::new();
-        for round in [3000, 10, 600] {
+        for round in [3000, 10, 600, 2000, 1] {
+            // Filled into the memory of a larger batch (a queue's spare), or grown from
+            // nothing.
+            if round == 600 || round == 1 {
+                b = Batch::with_capacity(4000, 64 << 10);
+            }
             for i in 0..round {
                 b.push(format!("host.{i}.cpu").as_bytes(), 1.0, 2.0)
                     .expect("room");
             }
             let taken = b.take();
             assert_eq!(taken.len(), round);
-            // What a queue counts (names + overhead per point) is what it holds.
-            assert_eq!(taken.capacity_bytes(), taken.size_bytes());
-            // Not the capacity of the largest batch ever: a quarter more than the last.
-            assert_eq!(b.points.capacity(), round + round / 4);
+            let (size, heap) = (taken.size_bytes(), taken.heap_bytes());
+            assert!(
+                size <= heap && heap <= 8 * size,
+                "{round}: {heap} for {size}"
+            );
+            if round == 1 {
+                // One datapoint does not keep a spare's room.
+                assert_eq!(heap, size);
+            }
+            if round == 600 {
+                // An eighth or more of it used: kept whole, counted whole.
+                assert_eq!(heap, 64 * 1024 + 4000 * POINT_OVERHEAD);
+            }
+            assert!(b.is_unallocated());
+            assert_eq!(b.heap_bytes(), 0);
         }
     }
 
@@ -233,6 +265,9 @@ mod tests {
         assert_eq!(b.len(), 3);
         assert_eq!(b.size_bytes(), 8 + 3 * POINT_OVERHEAD);
         let tail = b.split_off(1);
+        // Both parts hold only what they need.
+        assert_eq!(b.heap_bytes(), b.size_bytes());
+        assert_eq!(tail.heap_bytes(), tail.size_bytes());
         assert_eq!(names(&b), vec![&b"a.b"[..]]);
         assert_eq!(names(&tail), vec![&b"c"[..], &b"dd.e"[..]]);
         assert_eq!(tail.get(1).map(|d| d.value), Some(6.0));

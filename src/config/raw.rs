@@ -252,8 +252,8 @@ impl Default for RawDestinations {
 pub struct RawQueue {
     /// Most datapoints in memory per destination (waiting plus in flight). Default 1000000.
     pub max_datapoints: usize,
-    /// Most bytes in memory per destination (names + 24 bytes per datapoint). Default
-    /// 16777216 (16 MiB).
+    /// Most bytes in memory per destination: the heap its batches hold (names + 24 bytes per
+    /// datapoint, plus room a batch did not fill). Default 16777216 (16 MiB).
     pub max_bytes: usize,
     /// Policy when the memory tier is full: `spill`, `drop_newest`, `drop_oldest` or `block`.
     /// Default: `spill` when `destinations.spill.dir` is set, else `drop_newest` (as

@@ -285,7 +285,7 @@ impl Unconfirmed {
         if self.batches.is_empty() {
             return false;
         }
-        self.batches.clear();
+        queue.recycle(self.batches.drain(..));
         let e = self.encoded;
         queue.settle(
             e.datapoints,

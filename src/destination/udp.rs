@@ -106,7 +106,7 @@ impl Sender {
             )
             .await;
             let round = self.send_all(socket, name).await;
-            self.in_flight.clear();
+            queue.recycle(self.in_flight.drain(..));
             queue.settle(
                 round.sent,
                 round.datagrams,

@@ -630,7 +630,11 @@ impl Ingestor {
         }
         self.accepted += 1;
         let pools = self.routing.pools.as_deref();
-        Self::hint(self.pending.append(route, pools, name, timestamp, value))
+        let queues = &self.routing.queues;
+        Self::hint(
+            self.pending
+                .append(route, pools, queues, name, timestamp, value),
+        )
     }
 
     #[inline]

@@ -1,6 +1,9 @@
 //! An ingestor's pending data: one batch per destination, filled between flushes.
 
+use std::sync::Arc;
+
 use crate::batch::{Batch, POINT_OVERHEAD};
+use crate::queue::DestinationQueue;
 use crate::router::ReplicaPools;
 
 /// A pending batch is handed over (kept aside for the next flush) once its names reach this
@@ -29,13 +32,15 @@ impl Pending {
     /// Appends one datapoint for every distinct destination of `route` (carbon sends to the
     /// *set* of destinations the router yields: a duplicate, from RF=2 on a one-node ring or
     /// overlapping `continue` rules, gets one copy, and with pooled replicas so do two
-    /// members of one pool, under the pool's representative). Returns the pending bytes after
+    /// members of one pool, under the pool's representative). A batch started after a flush
+    /// takes a spare from its destination's queue (`queues`). Returns the pending bytes after
     /// it.
     #[inline]
     pub(super) fn append(
         &mut self,
         route: &[u16],
         pools: Option<&ReplicaPools>,
+        queues: &[Arc<DestinationQueue>],
         name: &[u8],
         timestamp: f64,
         value: f64,
@@ -51,6 +56,9 @@ impl Pending {
             let Some(b) = self.batches.get_mut(dest) else {
                 continue;
             };
+            if b.is_unallocated() {
+                provision(b, queues.get(dest));
+            }
             if b.name_bytes() + name.len() > MAX_PENDING_BATCH_NAME_BYTES {
                 self.set_aside.push((dest, b.take()));
             }
@@ -75,5 +83,13 @@ impl Pending {
                 .map(|(dest, b)| (dest, b.take())),
         );
         self.bytes = 0;
+    }
+}
+
+/// Starts a pending batch in a spare of its destination's queue.
+#[cold]
+fn provision(b: &mut Batch, queue: Option<&Arc<DestinationQueue>>) {
+    if let Some(q) = queue {
+        *b = q.spare();
     }
 }

@@ -34,7 +34,8 @@ use crate::batch::Batch;
 pub struct QueueLimits {
     /// Most datapoints in the memory tier (waiting plus in flight).
     pub max_datapoints: usize,
-    /// Most bytes in the memory tier (names plus fixed per-datapoint overhead).
+    /// Most bytes in the memory tier: the heap its batches hold ([`Batch::heap_bytes`]:
+    /// names plus fixed per-datapoint overhead, plus room a batch did not fill).
     pub max_bytes: usize,
     /// What to do when a push does not fit.
     pub when_full: WhenFull,
@@ -68,8 +69,9 @@ impl Default for QueueLimits {
 
 /// [`QueueLimits::max_bytes`] unless configured (`destinations.queue.max_bytes`): with the
 /// [`full_wait`](QueueLimits::full_wait) a burst to a connected destination is held back
-/// rather than buffered, so the memory tier need not hold one; 16 MiB is about 250,000
-/// datapoints of 40-byte names (carbon-relay's default queue holds 10,000).
+/// rather than buffered, so the memory tier need not hold one; 16 MiB is about 170,000–250,000
+/// datapoints of 40-byte names, depending on how full their batches are (carbon-relay's
+/// default queue holds 10,000).
 pub const DEFAULT_MAX_BYTES: usize = 16 << 20;
 
 /// [`QueueLimits::full_wait`] unless configured (`destinations.queue.full_wait_ms`).
@@ -134,7 +136,7 @@ pub(super) struct State {
     pub(super) batches: VecDeque<Entry>,
     /// Datapoints waiting in memory.
     pub(super) datapoints: usize,
-    /// Bytes waiting in memory.
+    /// Bytes waiting in memory (the heap the batches hold, [`Batch::heap_bytes`]).
     pub(super) bytes: usize,
     /// Datapoints popped and not yet acknowledged or handed back.
     pub(super) in_flight: usize,
@@ -328,9 +330,9 @@ impl Core {
     /// back to the memory tier at its place in position order (it fitted there before the
     /// move, so the memory bound still holds).
     pub(super) fn return_staged(&self, position: u64, batch: Batch) {
-        let (n, bytes) = (batch.len(), batch.size_bytes());
+        let (n, staged, bytes) = (batch.len(), batch.size_bytes(), batch.heap_bytes());
         let mut s = self.lock();
-        s.staged_bytes = s.staged_bytes.saturating_sub(bytes);
+        s.staged_bytes = s.staged_bytes.saturating_sub(staged);
         s.disk_points = s.disk_points.saturating_sub(n as u64);
         s.disk_run_dropped(position);
         let at = s
@@ -373,12 +375,14 @@ impl Core {
     /// Replayed records join the memory tier; ends the outstanding replay request.
     pub(super) fn deliver_replayed(&self, batches: Vec<Batch>) {
         let mut s = self.lock();
-        for batch in batches {
+        for mut batch in batches {
+            // The replay was sized by what the records hold: they keep no spare room.
+            batch.shrink_to_fit();
             let n = batch.len();
             s.disk_points = s.disk_points.saturating_sub(n as u64);
             let position = s.disk_front_consumed(n as u64);
             s.datapoints += n;
-            s.bytes += batch.size_bytes();
+            s.bytes += batch.heap_bytes();
             s.batches.push_back(Entry {
                 batch,
                 from_disk: true,

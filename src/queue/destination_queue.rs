@@ -9,6 +9,7 @@ use super::core::{Core, PushOutcome, QueueLimits, State};
 use super::disk_tier::{DiskTier, SpillSettings};
 use super::memory;
 use super::policy::{DestinationDropReason, PushMode, WhenFull};
+use super::spares::Spares;
 use super::spill::SpillError;
 use super::stats::DestinationStats;
 use crate::batch::Batch;
@@ -21,6 +22,7 @@ use crate::batch::Batch;
 pub struct DestinationQueue {
     core: Arc<Core>,
     disk: Option<DiskTier>,
+    spares: Spares,
 }
 
 /// A destination whose connection failed, was lost or timed out a write less than this long ago
@@ -58,6 +60,7 @@ impl DestinationQueue {
         Self {
             core: Arc::new(Core::new(limits, stats)),
             disk: None,
+            spares: Spares::new(limits.max_bytes),
         }
     }
 
@@ -74,7 +77,21 @@ impl DestinationQueue {
         Ok(Self {
             core,
             disk: Some(disk),
+            spares: Spares::new(limits.max_bytes),
         })
+    }
+
+    /// An empty batch for a producer to fill, with the memory of one this queue's destination
+    /// has written where it kept one (see [`recycle`](Self::recycle)); at most a quarter of
+    /// its room stays unused once handed back ([`Batch::take`]).
+    pub fn spare(&self) -> Batch {
+        self.spares.take()
+    }
+
+    /// Batches the destination has written (or dropped): their memory is kept for
+    /// [`spare`](Self::spare), up to 1/8 of `max_bytes` (at most 4 MiB), and the rest freed.
+    pub fn recycle(&self, batches: impl IntoIterator<Item = Batch>) {
+        self.spares.keep(batches);
     }
 
     /// The queue's bounds and policy.
@@ -174,7 +191,7 @@ impl DestinationQueue {
     /// One attempt; `held` is the end of this push's full wait if it started one.
     fn try_push(
         &self,
-        batch: Batch,
+        mut batch: Batch,
         mode: PushMode,
         held: Option<Instant>,
         out: &mut PushOutcome,
@@ -194,7 +211,7 @@ impl DestinationQueue {
         }
         if let Some(disk) = self.spilling() {
             if s.disk_points == 0 {
-                if memory::fitting_prefix(&self.core.limits, &s, &batch) == total {
+                if memory::fitting_prefix(&self.core.limits, &s, &mut batch) == total {
                     memory::enqueue(&self.core, &mut s, batch, out);
                     return Step::Done;
                 }
@@ -255,7 +272,7 @@ impl DestinationQueue {
             p => p,
         };
         let total = batch.len();
-        let mut fits = memory::fitting_prefix(limits, &s, &batch);
+        let mut fits = memory::fitting_prefix(limits, &s, &mut batch);
         if fits < total
             && matches!(policy, WhenFull::DropNewest | WhenFull::DropOldest)
             && let Some(deadline) = self.full_deadline(&mut s, &batch, mode, held)
@@ -264,9 +281,10 @@ impl DestinationQueue {
         }
         let mut evicted = 0;
         if fits < total && policy == WhenFull::DropOldest {
-            evicted =
-                memory::evict_oldest(&mut s, total, |s| memory::fitting_prefix(limits, s, &batch));
-            fits = memory::fitting_prefix(limits, &s, &batch);
+            evicted = memory::evict_oldest(&mut s, total, |s| {
+                memory::fitting_prefix(limits, s, &mut batch)
+            });
+            fits = memory::fitting_prefix(limits, &s, &mut batch);
             if fits < total {
                 // Larger than the whole bound: keep its newest datapoints.
                 let tail = batch.split_off(total - fits);
@@ -341,13 +359,13 @@ impl DestinationQueue {
             if !s.spill_refused && disk.can_take(&self.core, &s, waiting + batch.size_bytes()) {
                 let older: Vec<_> = s.batches.drain(first_new..).collect();
                 for e in older {
-                    let (n, bytes) = (e.batch.len(), e.batch.size_bytes());
+                    let (n, bytes) = (e.batch.len(), e.batch.heap_bytes());
                     s.datapoints -= n;
                     s.bytes -= bytes;
                     moved_lost += n - disk.stage(&mut s, e.batch, e.position, true);
                 }
             } else {
-                let fits = memory::fitting_prefix(&self.core.limits, &s, &batch);
+                let fits = memory::fitting_prefix(&self.core.limits, &s, &mut batch);
                 let rest = batch.split_off(fits);
                 memory::enqueue(&self.core, &mut s, batch, out);
                 batch = rest;

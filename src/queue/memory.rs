@@ -1,6 +1,7 @@
 //! The memory tier: a FIFO of whole batches bounded by `max_datapoints` and `max_bytes`,
-//! counting both waiting and in-flight batches, so the bound is the memory the tier really
-//! holds.
+//! counting both waiting and in-flight batches, and counting the heap each batch holds
+//! ([`Batch::heap_bytes`]: a batch filled into a spare may have room it did not use), so the
+//! bound is the memory the tier really holds.
 //!
 //! These are the tier's operations on the queue's [`State`], always called under its lock by
 //! [`DestinationQueue`](super::DestinationQueue); one lock per batch, never per datapoint.
@@ -8,14 +9,22 @@
 use super::core::{Core, Entry, PushOutcome, QueueLimits, State, Tag};
 use crate::batch::{Batch, POINT_OVERHEAD};
 
-/// How many leading datapoints of `batch` fit under both bounds of the memory tier.
-pub(super) fn fitting_prefix(limits: &QueueLimits, s: &State, batch: &Batch) -> usize {
+/// How many leading datapoints of `batch` fit under both bounds of the memory tier. A batch
+/// that does not fit whole gives back the room it does not use first, so that its prefix,
+/// once split off ([`Batch::split_off`] leaves it exact), holds what is counted here.
+pub(super) fn fitting_prefix(limits: &QueueLimits, s: &State, batch: &mut Batch) -> usize {
     let room_points = limits
         .max_datapoints
         .saturating_sub(s.datapoints + s.in_flight);
     let room_bytes = limits.max_bytes.saturating_sub(s.bytes + s.in_flight_bytes);
-    if batch.len() <= room_points && batch.size_bytes() <= room_bytes {
+    if batch.len() <= room_points && batch.heap_bytes() <= room_bytes {
         return batch.len();
+    }
+    if batch.heap_bytes() > batch.size_bytes() {
+        batch.shrink_to_fit();
+        if batch.len() <= room_points && batch.heap_bytes() <= room_bytes {
+            return batch.len();
+        }
     }
     let mut bytes = 0;
     let mut n = 0;
@@ -36,7 +45,7 @@ pub(super) fn enqueue(core: &Core, s: &mut State, batch: Batch, out: &mut PushOu
     if n > 0 {
         let position = s.take_positions(n);
         s.datapoints += n;
-        s.bytes += batch.size_bytes();
+        s.bytes += batch.heap_bytes();
         s.batches.push_back(Entry {
             batch,
             from_disk: false,
@@ -64,7 +73,7 @@ pub(super) fn evict_oldest(
             break;
         };
         s.datapoints -= old.batch.len();
-        s.bytes -= old.batch.size_bytes();
+        s.bytes -= old.batch.heap_bytes();
         evicted += old.batch.len();
     }
     evicted
@@ -73,7 +82,7 @@ pub(super) fn evict_oldest(
 /// Moves the oldest waiting batch in flight.
 pub(super) fn pop_front(s: &mut State) -> Option<Batch> {
     let e = s.batches.pop_front()?;
-    let (n, bytes) = (e.batch.len(), e.batch.size_bytes());
+    let (n, bytes) = (e.batch.len(), e.batch.heap_bytes());
     s.datapoints -= n;
     s.bytes -= bytes;
     s.in_flight += n;
@@ -110,14 +119,14 @@ pub(super) fn requeue(s: &mut State, batches: Vec<Batch>) {
     for batch in batches.into_iter().rev() {
         let tag = s.tags.pop_back().unwrap_or(Tag {
             points: batch.len(),
-            bytes: batch.size_bytes(),
+            bytes: batch.heap_bytes(),
             from_disk: false,
             position: s.oldest_position(),
         });
         s.in_flight = s.in_flight.saturating_sub(tag.points);
         s.in_flight_bytes = s.in_flight_bytes.saturating_sub(tag.bytes);
         s.datapoints += batch.len();
-        s.bytes += batch.size_bytes();
+        s.bytes += batch.heap_bytes();
         s.batches.push_front(Entry {
             batch,
             from_disk: tag.from_disk,

@@ -17,6 +17,7 @@
 //!   imports nothing above the queue.
 //! - `memory`: the memory tier's operations on that state.
 //! - `disk_tier` and `worker`: the disk tier (hand-over, replay, shutdown) and its thread.
+//! - `spares`: written batches kept for the ingestors to fill again.
 //! - [`DestinationQueue`]: what producers and the destination task use; the policies choose
 //!   the tier here.
 //! - [`policy`]: [`WhenFull`], [`PushMode`], [`DestinationDropReason`]; [`stats`]: the
@@ -100,6 +101,7 @@ mod destination_queue;
 mod disk_tier;
 mod memory;
 pub mod policy;
+mod spares;
 pub mod spill;
 pub mod stats;
 mod worker;

@@ -820,3 +820,49 @@ fn room_for_a_few_batches_wakes_a_few_of_many_waiting_producers_and_none_is_lost
     assert_eq!(waiting.len(), 44);
     assert_eq!(q.stats().snapshot().queued, 10);
 }
+
+#[test]
+fn the_memory_tier_counts_the_heap_its_batches_hold_and_written_batches_come_back_as_spares() {
+    // Names of one length, so that every batch holds the same bytes.
+    let filled_spare = |from: usize| {
+        let mut b = Batch::with_capacity(1000, 32 << 10);
+        for i in from..from + 200 {
+            b.push(format!("servers.host{i:04}.cpu.user").as_bytes(), 1.0, 2.0)
+                .expect("room");
+        }
+        b
+    };
+    let b = filled_spare(0);
+    let (size, heap) = (b.size_bytes(), b.heap_bytes());
+    assert!(heap > 2 * size, "{heap} for {size}");
+    // Room for the batch with its unused room, then for only a little more than its
+    // datapoints.
+    let q = queue(usize::MAX, heap + size + size / 2);
+    assert_eq!(q.push(b).accepted, 200);
+    assert_eq!(q.stats().snapshot().spill.memory_bytes, heap as u64);
+    // The second does not fit with its room: it gives the room back and fits.
+    let out = q.push(filled_spare(200));
+    assert_eq!((out.accepted, out.dropped), (200, 0));
+    assert_eq!(
+        q.stats().snapshot().spill.memory_bytes,
+        (heap + size) as u64
+    );
+    // A third fits in part: the part kept holds only what it needs, so the bound holds.
+    let out = q.push(filled_spare(400));
+    assert_eq!(out.accepted + out.dropped, 200);
+    assert!(out.accepted > 0 && out.dropped > 0, "{out:?}");
+    let held = q.stats().snapshot().spill.memory_bytes;
+    assert!(held <= (heap + size + size / 2) as u64, "{held}");
+    let mut written = Vec::new();
+    while let Some(b) = q.try_pop() {
+        written.push(b);
+    }
+    q.ack(400 + out.accepted, written.len());
+    assert_eq!(q.stats().snapshot().spill.memory_bytes, 0);
+    // Written batches are kept for producers to fill again, within 1/8 of the bound.
+    q.recycle(written);
+    let spare = q.spare();
+    assert!(spare.is_empty());
+    let kept = spare.heap_bytes();
+    assert!(kept > 0 && kept <= q.limits().max_bytes / 8, "{kept}");
+}
