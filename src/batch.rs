@@ -65,6 +65,12 @@ impl Batch {
         }
     }
 
+    /// Makes room for `points` more datapoints with `name_bytes` more bytes of names.
+    pub fn reserve(&mut self, points: usize, name_bytes: usize) {
+        self.points.reserve(points);
+        self.names.reserve(name_bytes);
+    }
+
     /// Appends one datapoint, copying its name into the batch's buffer; refuses it when the
     /// batch's names would pass [`MAX_NAME_BYTES`].
     #[inline]
