@@ -433,18 +433,23 @@ fn drop_oldest_evicts_front_and_counts() {
     );
 }
 
-#[tokio::test]
-async fn block_waits_for_ack_instead_of_dropping() {
-    let q = Arc::new(DestinationQueue::new(
+/// A memory-only queue of `max_datapoints` with policy `block`.
+fn block_queue(max_datapoints: usize) -> DestinationQueue {
+    DestinationQueue::new(
         QueueLimits {
-            max_datapoints: 10,
+            max_datapoints,
             max_bytes: usize::MAX,
             when_full: WhenFull::Block,
             spill_fallback: WhenFull::DropNewest,
             ..QueueLimits::default()
         },
         stats(),
-    ));
+    )
+}
+
+#[tokio::test]
+async fn block_waits_for_ack_instead_of_dropping() {
+    let q = Arc::new(block_queue(10));
     q.push_wait(seq_batch(0, 8)).await;
     let waiting = {
         let q = q.clone();
@@ -773,16 +778,7 @@ fn run_woken<F: std::future::Future<Output = PushOutcome>>(
 #[test]
 fn room_for_a_few_batches_wakes_a_few_of_many_waiting_producers_and_none_is_lost() {
     use std::sync::atomic::Ordering::SeqCst;
-    let q = DestinationQueue::new(
-        QueueLimits {
-            max_datapoints: 10,
-            max_bytes: usize::MAX,
-            when_full: WhenFull::Block,
-            spill_fallback: WhenFull::DropNewest,
-            ..QueueLimits::default()
-        },
-        stats(),
-    );
+    let q = block_queue(10);
     for i in 0..10 {
         assert_eq!(q.push(seq_batch(i, 1)).accepted, 1);
     }
