@@ -107,7 +107,8 @@ impl DiskTier {
     /// Hands `batch`, whose first datapoint has `position`, to the spill thread in chunks
     /// (under the lock, so the channel order is the queue order). `moved`: the batch comes
     /// from the memory tier (see `queue::worker`). Returns the datapoints handed over (fewer
-    /// only if the thread is gone).
+    /// only if the thread is gone). The hand-over buffer counts what the datapoints hold
+    /// (`size_bytes`), so a batch gives back the room it did not fill first.
     pub(super) fn stage(
         &self,
         s: &mut State,
@@ -115,6 +116,7 @@ impl DiskTier {
         mut position: u64,
         moved: bool,
     ) -> usize {
+        batch.shrink_to_fit();
         let mut stored = 0;
         while !batch.is_empty() {
             let chunk = self.chunk_len(&batch);
