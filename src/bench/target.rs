@@ -105,22 +105,16 @@ enum Kind {
 /// other processes is accepted; the two cannot be the same port, which picking them one after
 /// the other allowed: the relay then refused its configuration).
 fn free_ports() -> Result<(u16, u16), BenchError> {
-    let bind = || {
-        std::net::TcpListener::bind("127.0.0.1:0").map_err(|source| BenchError::Io {
+    let bind = || std::net::TcpListener::bind("127.0.0.1:0");
+    let port = |l: std::net::TcpListener| l.local_addr().map(|a| a.port());
+    let (a, b) = bind()
+        .and_then(|a| Ok((a, bind()?)))
+        .and_then(|(a, b)| Ok((port(a)?, port(b)?)))
+        .map_err(|source| BenchError::Io {
             context: "finding a free port".into(),
             source,
-        })
-    };
-    let (a, b) = (bind()?, bind()?);
-    let port = |l: &std::net::TcpListener| {
-        l.local_addr()
-            .map(|a| a.port())
-            .map_err(|source| BenchError::Io {
-                context: "finding a free port".into(),
-                source,
-            })
-    };
-    Ok((port(&a)?, port(&b)?))
+        })?;
+    Ok((a, b))
 }
 
 /// Waits until `addr` accepts a TCP connection (bounded by `timeout`).
