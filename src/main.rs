@@ -4,9 +4,7 @@ use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anthracite::unstable::config::{LogFormat, router_spec};
-use anthracite::unstable::router::Router;
-use anthracite::{CarbonOptions, Config, Relay, RelayError, RelayHandle};
+use anthracite::{CarbonOptions, Config, LogFormat, Placement, Relay, RelayError, RelayHandle};
 use anyhow::Context;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -111,15 +109,17 @@ enum Command {
     /// Ask a running relay to reload its configuration (sends SIGHUP to the process in
     /// --pid-file).
     Reload,
-    #[cfg(feature = "bench")]
     /// Capacity-planning benchmark: load generator + counting sinks + report, against
     /// anthracite in-process or any relay by address or command (see bench/scenarios/).
-    Bench(Box<anthracite::unstable::bench::BenchArgs>),
+    Bench(Box<anthracite_bench::BenchArgs>),
 }
 
 /// `anthracite --version`: the version and the Cargo features built in.
 fn version_line() -> &'static str {
-    let features = anthracite::unstable::telemetry::process::features();
+    let features: Vec<&str> = [("kinesis", cfg!(feature = "kinesis"))]
+        .into_iter()
+        .filter_map(|(name, on)| on.then_some(name))
+        .collect();
     let line = format!(
         "{} (features: {})",
         env!("CARGO_PKG_VERSION"),
@@ -168,7 +168,6 @@ fn main() -> ExitCode {
             }
         };
     }
-    #[cfg(feature = "bench")]
     if let Command::Bench(args) = command {
         init_logging(cli_format.unwrap_or_default());
         // The harness builds its own relay configuration; no relay.toml is read.
@@ -194,7 +193,6 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Run => run(config, &cli.run, cli.pid_file.as_deref()),
         Command::Reload => Ok(()),
-        #[cfg(feature = "bench")]
         Command::Bench(_) => run(config, &cli.run, cli.pid_file.as_deref()),
         Command::Check => check(&config, cli.run.source(), &warnings),
         Command::Route { names } => route(config, names),
@@ -334,8 +332,7 @@ async fn on_hangup(mut hup: tokio::signal::unix::Signal, relay: RelayHandle, arg
 }
 
 fn check(config: &Config, path: &Path, warnings: &[String]) -> anyhow::Result<()> {
-    Router::new(router_spec(config).clone())
-        .with_context(|| format!("{}: router", path.display()))?;
+    Placement::new(config).with_context(|| format!("{}: router", path.display()))?;
     println!("# {}: OK", path.display());
     for w in warnings {
         println!("# warning: {w}");
@@ -346,17 +343,9 @@ fn check(config: &Config, path: &Path, warnings: &[String]) -> anyhow::Result<()
 }
 
 fn route(config: Config, names: Vec<String>) -> anyhow::Result<()> {
-    let router = Router::new(router_spec(&config).clone()).context("cannot build router")?;
-    let mut out = Vec::new();
-    let mut print = |name: &str| {
-        out.clear();
-        router.route_into(name.as_bytes(), &mut out);
-        let dests: Vec<String> = out
-            .iter()
-            .filter_map(|&i| router.destinations().get(usize::from(i)))
-            .map(ToString::to_string)
-            .collect();
-        println!("{name}\t{}", dests.join(" "));
+    let placement = Placement::new(&config).context("cannot build router")?;
+    let print = |name: &str| {
+        println!("{name}\t{}", placement.destinations(name).join(" "));
     };
     if names.is_empty() {
         for line in std::io::stdin().lock().lines() {
@@ -374,8 +363,7 @@ fn route(config: Config, names: Vec<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[cfg(feature = "bench")]
-fn bench(args: anthracite::unstable::bench::BenchArgs) -> anyhow::Result<()> {
+fn bench(args: anthracite_bench::BenchArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("anth-bench")
@@ -383,11 +371,11 @@ fn bench(args: anthracite::unstable::bench::BenchArgs) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     let consistent = if args.sweep {
         runtime
-            .block_on(anthracite::unstable::bench::run_sweep(args))?
+            .block_on(anthracite_bench::run_sweep(args))?
             .is_consistent()
     } else {
         runtime
-            .block_on(anthracite::unstable::bench::run(args))?
+            .block_on(anthracite_bench::run(args))?
             .is_consistent()
     };
     if !consistent {

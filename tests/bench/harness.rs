@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use anthracite::unstable::bench::generator::{self, NameOrder, SendCounters, SendPlan};
-use anthracite::unstable::bench::scenario::{Names, Overrides, Protocol, Scenario, SinkProtocol};
-use anthracite::unstable::bench::sink::{Sink, SinkConfig};
-use anthracite::unstable::bench::{BenchArgs, RunOptions, TargetSpec, run_once};
+use anthracite_bench::generator::{self, NameOrder, SendCounters, SendPlan};
+use anthracite_bench::scenario::{Names, Overrides, Protocol, Scenario, SinkProtocol};
+use anthracite_bench::sink::{Sink, SinkConfig};
+use anthracite_bench::{BenchArgs, RunOptions, TargetSpec, run_once};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -329,7 +329,7 @@ async fn runner_by_address_reports_zero_loss_and_a_chart() {
     assert!(r.relay_cpu_secs.is_some() && r.peak_rss_bytes.is_some());
     assert!(r.generator_ceiling_rate > 0.0);
     assert!(!r.timeline.is_empty());
-    let svg = anthracite::unstable::bench::chart::render_svg(&r).unwrap();
+    let svg = anthracite_bench::chart::render_svg(&r).unwrap();
     assert!(svg.starts_with("<svg"));
 }
 
@@ -365,7 +365,7 @@ async fn in_process_anthracite_loses_nothing() {
         rounds: Some(1),
         ..Default::default()
     };
-    let r = anthracite::unstable::bench::run(args).await.unwrap();
+    let r = anthracite_bench::run(args).await.unwrap();
     assert_eq!(r.sent, 50_000);
     assert_eq!(r.delivered, 50_000, "{}", r.table());
     assert_eq!(r.lost, 0);
@@ -491,7 +491,7 @@ async fn compare_in_process_against_an_anthracite_process() {
         no_progress: true,
         ..Default::default()
     };
-    let r = anthracite::unstable::bench::run(args).await.unwrap();
+    let r = anthracite_bench::run(args).await.unwrap();
     let c = r.comparison.expect("comparison attached");
     assert_eq!(c.entries.len(), 2);
     assert!(c.entries.iter().all(|e| e.lost == 0), "{}", c.table());
@@ -650,7 +650,7 @@ async fn sweep_compare_gives_every_relay_a_row_per_rate_and_a_knee() {
         no_progress: true,
         ..Default::default()
     };
-    let r = anthracite::unstable::bench::run_sweep(args).await.unwrap();
+    let r = anthracite_bench::run_sweep(args).await.unwrap();
     assert!(r.is_consistent(), "{}", r.table());
     assert_eq!(r.targets, ["inproc", "proc"]);
     let parsed: serde_json::Value =

@@ -96,15 +96,10 @@ pub fn start_time_seconds() -> Option<f64> {
     Some(btime + start_ticks / TICKS_PER_SECOND)
 }
 
-/// The Cargo features this build has, for `--version` and `anthracite_build_info`.
+/// The library's optional Cargo features this build has, for `--version` and
+/// `anthracite_build_info`.
 pub fn features() -> Vec<&'static str> {
     let mut out = Vec::new();
-    if cfg!(feature = "cli") {
-        out.push("cli");
-    }
-    if cfg!(feature = "bench") {
-        out.push("bench");
-    }
     if cfg!(feature = "kinesis") {
         out.push("kinesis");
     }

@@ -15,7 +15,7 @@ use super::BenchError;
 use super::measure::RELAY_THREAD_NAME;
 use super::scenario::{Protocol, Scenario};
 use super::target::{RelayCounters, instance};
-use crate::{Config, Relay, RelayHandle};
+use anthracite::{Config, Relay, RelayHandle};
 
 /// Default queue bound per destination, the same 5M the carbon-relay and carbon-c-relay
 /// templates in `bench/relays/` use, so a burst is compared on equal terms.

@@ -74,8 +74,6 @@
 
 mod admin;
 mod batch;
-#[cfg(feature = "bench")]
-mod bench;
 mod cache;
 mod config;
 mod destination;
@@ -89,10 +87,12 @@ mod relay;
 mod router;
 mod telemetry;
 mod tls;
+#[cfg(feature = "unstable")]
+#[doc(hidden)]
 pub mod unstable;
 
 pub use batch::Datapoint;
-pub use config::{CarbonImport, CarbonOptions, Config, ConfigBuilder, ConfigError};
+pub use config::{CarbonImport, CarbonOptions, Config, ConfigBuilder, ConfigError, LogFormat};
 pub use ingest::{Delivery, FLUSH_HINT_BYTES, Flushed, Ingestor, Pushed, Receipt, Source};
 pub use protocol::{DropCounts, DropReason};
 pub use queue::spill::SpillError;
@@ -100,5 +100,5 @@ pub use queue::{DestinationDropReason, DestinationSnapshot, SpillSnapshot, WhenF
 pub use relay::{
     Relay, RelayBuilder, RelayError, RelayHandle, ReloadError, Reloaded, ShutdownReport,
 };
-pub use router::RouterError;
+pub use router::{Placement, RouterError};
 pub use telemetry::StatsSnapshot;

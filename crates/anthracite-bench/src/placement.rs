@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 
 use super::generator::NameOrder;
 use super::target::instance;
-use crate::router::{DestinationSpec, HashType, Method, Router, RouterSpec};
+use anthracite::unstable::router::{DestinationSpec, HashType, Method, Router, RouterSpec};
 
 /// Expected datapoints per sink, given the datapoints each connection actually sent and the
 /// length of each connection's name cycle (its payload). `None` if the ring cannot be built.
@@ -88,9 +88,9 @@ mod tests {
 
     #[test]
     fn expected_counts_add_up_to_what_was_sent() {
-        let n = crate::bench::scenario::Names::default();
+        let n = crate::scenario::Names::default();
         let names: Vec<String> = (0..1000)
-            .map(|i| crate::bench::generator::name(&n, i))
+            .map(|i| crate::generator::name(&n, i))
             .collect();
         let sinks: Vec<SocketAddr> = vec![
             "127.0.0.1:2104".parse().unwrap(),
@@ -104,11 +104,11 @@ mod tests {
     /// The expectation replays exactly the names the generator renders, in either order.
     #[test]
     fn expected_counts_match_the_rendered_payloads() {
-        use crate::bench::generator::render;
-        use crate::bench::scenario::Protocol;
-        let n = crate::bench::scenario::Names::default();
+        use crate::generator::render;
+        use crate::scenario::Protocol;
+        let n = crate::scenario::Names::default();
         let names: Vec<String> = (0..700)
-            .map(|i| crate::bench::generator::name(&n, i))
+            .map(|i| crate::generator::name(&n, i))
             .collect();
         let sinks: Vec<SocketAddr> = vec![
             "127.0.0.1:2104".parse().unwrap(),

@@ -58,6 +58,8 @@
 //! capacity estimate is derived from it. `--compare` runs contenders alternately so drift hits
 //! all of them alike; quote its ratios rather than absolute rates.
 
+#![warn(missing_docs)]
+
 pub mod args;
 pub mod chart;
 pub mod compare;

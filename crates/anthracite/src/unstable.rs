@@ -101,12 +101,6 @@ pub mod kpl {
     pub use crate::receiver::kpl::*;
 }
 
-/// The capacity-planning harness behind `anthracite bench`.
-#[cfg(feature = "bench")]
-pub mod bench {
-    pub use crate::bench::*;
-}
-
 /// The shared pipeline behind a running relay (for sources that make their own ingestors,
 /// such as a `KinesisSource` run by a test).
 pub fn pipeline(handle: &crate::RelayHandle) -> &crate::ingest::Pipeline {

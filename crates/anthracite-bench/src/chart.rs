@@ -241,7 +241,7 @@ pub fn render_svg(report: &Report) -> Result<String, BenchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::report::Sample;
+    use crate::report::Sample;
 
     #[test]
     fn svg_is_written_even_for_sparse_timelines() {
