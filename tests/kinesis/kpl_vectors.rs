@@ -1,6 +1,6 @@
 //! Every vector in ../shared/compat/kpl-vectors.json through `kpl::deaggregate` (no server).
 
-use anthracite::unstable::kinesis::kpl::{Deaggregated, deaggregate};
+use anthracite::unstable::kpl::{Deaggregated, deaggregate};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;

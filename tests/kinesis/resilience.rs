@@ -84,7 +84,7 @@ async fn restart_from_checkpoint_no_loss_bounded_duplicates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_in_the_middle_of_an_aggregate() {
-    use anthracite::unstable::kinesis::kpl::{AggregatedRecord, Record, aggregate};
+    use anthracite::unstable::kpl::{AggregatedRecord, Record, aggregate};
     let k = Kinesalite::start().await;
     k.create_stream("midagg", 1).await;
     let (dest, received) = sink::start("127.0.0.1:0").await;

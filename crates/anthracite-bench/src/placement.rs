@@ -89,9 +89,7 @@ mod tests {
     #[test]
     fn expected_counts_add_up_to_what_was_sent() {
         let n = crate::scenario::Names::default();
-        let names: Vec<String> = (0..1000)
-            .map(|i| crate::generator::name(&n, i))
-            .collect();
+        let names: Vec<String> = (0..1000).map(|i| crate::generator::name(&n, i)).collect();
         let sinks: Vec<SocketAddr> = vec![
             "127.0.0.1:2104".parse().unwrap(),
             "127.0.0.1:2204".parse().unwrap(),
@@ -107,9 +105,7 @@ mod tests {
         use crate::generator::render;
         use crate::scenario::Protocol;
         let n = crate::scenario::Names::default();
-        let names: Vec<String> = (0..700)
-            .map(|i| crate::generator::name(&n, i))
-            .collect();
+        let names: Vec<String> = (0..700).map(|i| crate::generator::name(&n, i)).collect();
         let sinks: Vec<SocketAddr> = vec![
             "127.0.0.1:2104".parse().unwrap(),
             "127.0.0.1:2204".parse().unwrap(),

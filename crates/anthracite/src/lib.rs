@@ -77,8 +77,11 @@ mod batch;
 mod cache;
 mod config;
 mod destination;
+mod episode;
+mod figure;
 mod filter;
 mod ingest;
+mod metric_names;
 mod pattern;
 mod protocol;
 mod queue;
@@ -92,7 +95,9 @@ mod tls;
 pub mod unstable;
 
 pub use batch::Datapoint;
-pub use config::{CarbonImport, CarbonOptions, Config, ConfigBuilder, ConfigError, LogFormat};
+pub use config::{
+    CarbonImport, CarbonOptions, Config, ConfigBuilder, ConfigError, LogFormat, Placement,
+};
 pub use ingest::{Delivery, FLUSH_HINT_BYTES, Flushed, Ingestor, Pushed, Receipt, Source};
 pub use protocol::{DropCounts, DropReason};
 pub use queue::spill::SpillError;
@@ -100,5 +105,5 @@ pub use queue::{DestinationDropReason, DestinationSnapshot, SpillSnapshot, WhenF
 pub use relay::{
     Relay, RelayBuilder, RelayError, RelayHandle, ReloadError, Reloaded, ShutdownReport,
 };
-pub use router::{Placement, RouterError};
+pub use router::RouterError;
 pub use telemetry::StatsSnapshot;

@@ -95,10 +95,7 @@ pub mod kinesis {
 /// KPL de-aggregation (Cargo feature `kpl`, part of `kinesis`).
 #[cfg(feature = "kpl")]
 pub mod kpl {
-    #[cfg(feature = "kinesis")]
-    pub use crate::receiver::kinesis::kpl::*;
-    #[cfg(not(feature = "kinesis"))]
-    pub use crate::receiver::kpl::*;
+    pub use crate::protocol::kpl::*;
 }
 
 /// The shared pipeline behind a running relay (for sources that make their own ingestors,

@@ -8,7 +8,9 @@ mod builder;
 pub mod carbon;
 pub mod ini;
 pub mod kinesis;
+mod placement;
 pub mod raw;
+mod telemetry;
 mod validate;
 
 use std::net::SocketAddr;
@@ -18,8 +20,9 @@ use std::time::Duration;
 use crate::destination::DestinationConfig;
 pub use crate::filter::ListsConfig;
 use crate::router::RouterSpec;
-pub use crate::telemetry::TelemetryConfig;
 use crate::tls::ServerTls;
+pub use placement::Placement;
+pub use telemetry::TelemetryConfig;
 
 pub use builder::ConfigBuilder;
 pub use carbon::{CarbonImport, CarbonOptions};

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::TelemetryConfig;
 use super::raw::{self, RawDestinations, RawIngest, RawListen, RawRouter, RawRule, RawTelemetry};
 use super::{ConfigError, IngestConfig, ListenConfig};
 use crate::destination::{DestinationConfig, MAX_UDP_PAYLOAD, OutputProtocol};
@@ -14,7 +15,6 @@ use crate::queue::spill::{FsyncPolicy, SpillConfig};
 use crate::queue::{QueueLimits, SpillSettings, WhenFull};
 use crate::router::aggregation::AggregationRule;
 use crate::router::{DestinationSpec, Method, RouterSpec, RuleSpec};
-use crate::telemetry::TelemetryConfig;
 use crate::tls::{ClientTls, ClientTlsSettings, ServerTls, ServerTlsSettings};
 
 /// Where errors point: the file being validated.

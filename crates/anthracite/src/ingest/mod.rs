@@ -16,11 +16,11 @@
 //! it to the queues without waiting (a full queue then drops it, counted), so nothing vanishes
 //! uncounted.
 
+mod ingest_stats;
 mod pending;
 mod receipt;
 pub mod routing;
 mod source;
-mod stats;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -34,10 +34,10 @@ use crate::router::{ReplicaPools, RouteCache, Router};
 
 use pending::{MAX_PENDING_BATCH_NAME_BYTES, Pending};
 
+pub use ingest_stats::{IngestSnapshot, IngestStats, SourceSnapshot};
 pub use receipt::{Delivery, Receipt};
 pub use routing::{Routing, RoutingCell};
 pub use source::Source;
-pub use stats::{IngestSnapshot, IngestStats, SourceSnapshot};
 
 /// Pending bytes (names plus per-datapoint overhead, over all destinations) past which
 /// [`Ingestor::push`] answers [`Pushed::FlushNow`].

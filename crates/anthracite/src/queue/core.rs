@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use super::destination_stats::DestinationStats;
 use super::policy::{DestinationDropReason, WhenFull};
-use super::stats::DestinationStats;
 use crate::batch::Batch;
 
 /// Bounds and policy of one destination's queue.

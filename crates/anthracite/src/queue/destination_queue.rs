@@ -1,17 +1,17 @@
 //! [`DestinationQueue`]: one destination's queue, as producers and its destination task see
 //! it. It owns the [core](super::core) and, with a spill directory, the
-//! [disk tier](super::disk_tier); the policies decide here which tier a batch goes to.
+//! [disk tier](super::spill::tier); the policies decide here which tier a batch goes to.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::core::{Core, PushOutcome, QueueLimits, State};
-use super::disk_tier::{DiskTier, SpillSettings};
+use super::destination_stats::DestinationStats;
 use super::memory;
 use super::policy::{DestinationDropReason, PushMode, WhenFull};
 use super::spares::Spares;
 use super::spill::SpillError;
-use super::stats::DestinationStats;
+use super::spill::tier::{DiskTier, SpillSettings};
 use crate::batch::Batch;
 
 /// A bounded FIFO of batches for one destination, shared by every producer and the single

@@ -16,11 +16,13 @@
 //! - [`core`](self::core): the state under the queue's lock and the accounting every tier shares;
 //!   imports nothing above the queue.
 //! - `memory`: the memory tier's operations on that state.
-//! - `disk_tier` and `worker`: the disk tier (hand-over, replay, shutdown) and its thread.
+//! - [`spill`]: the disk tier, in one home: the spill log (its module documentation is the
+//!   design), the tier's hand-over, replay and shutdown (`spill::tier`) and its thread
+//!   (`spill::thread`).
 //! - `spares`: written batches kept for the ingestors to fill again.
 //! - [`DestinationQueue`]: what producers and the destination task use; the policies choose
 //!   the tier here.
-//! - [`policy`]: [`WhenFull`], [`PushMode`], [`DestinationDropReason`]; [`stats`]: the
+//! - [`policy`]: [`WhenFull`], [`PushMode`], [`DestinationDropReason`]; [`destination_stats`]: the
 //!   destination's books.
 //!
 //! ## Tiers and order
@@ -28,7 +30,7 @@
 //! The memory tier is a FIFO of whole batches bounded by `max_datapoints` and `max_bytes`,
 //! counting both waiting and in-flight batches, so the bound is the memory the tier really
 //! holds. With [`WhenFull::Spill`] a push that does not fit goes to the destination's spill
-//! thread (`queue::worker`, private), which appends it to the [`SpillLog`](spill::SpillLog).
+//! thread (`spill::thread`), which appends it to the [`SpillLog`](spill::SpillLog).
 //! Entering *disk mode*, the batches waiting in memory go to the spill thread first (they are
 //! older, and on disk they survive a killed process), except records replayed from disk that
 //! are still unacknowledged in the log. From then on every push also goes to the spill
@@ -98,19 +100,19 @@
 
 pub mod core;
 mod destination_queue;
-mod disk_tier;
+pub mod destination_stats;
 mod memory;
 pub mod policy;
 mod spares;
 pub mod spill;
-pub mod stats;
-mod worker;
 
 pub use self::core::{DEFAULT_FULL_WAIT, DEFAULT_MAX_BYTES, PushOutcome, QueueLimits};
 pub use destination_queue::{DestinationQueue, Settled};
-pub use disk_tier::SpillSettings;
+pub use destination_stats::{
+    DestinationSnapshot, DestinationStats, LastError, QueueDepth, SpillSnapshot,
+};
 pub use policy::{DestinationDropReason, PushMode, WhenFull};
-pub use stats::{DestinationSnapshot, DestinationStats, LastError, QueueDepth, SpillSnapshot};
+pub use spill::tier::SpillSettings;
 
 #[cfg(test)]
 mod tests;

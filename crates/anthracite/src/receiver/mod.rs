@@ -21,10 +21,6 @@ pub mod buffer;
 pub mod framed;
 #[cfg(feature = "kinesis")]
 pub mod kinesis;
-/// KPL de-aggregation without the Kinesis source (Cargo feature `kpl` alone, for fuzzing).
-#[cfg(all(feature = "kpl", not(feature = "kinesis")))]
-#[path = "kinesis/kpl.rs"]
-pub mod kpl;
 pub mod stream;
 pub mod tcp;
 pub mod udp;

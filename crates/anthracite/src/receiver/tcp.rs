@@ -17,9 +17,9 @@ use super::ReceiverContext;
 use super::admission::{Admitted, MIN_IDLE_TO_EVICT};
 use super::buffer::ReadBuffer;
 use super::stream::ClientStream;
+use crate::episode::{Episode, Line};
 use crate::ingest::{Ingestor, Source};
 use crate::protocol::line::LineFramer;
-use crate::telemetry::episode::{Episode, Line};
 
 /// One accepted client connection and what its handler needs.
 #[derive(Debug)]

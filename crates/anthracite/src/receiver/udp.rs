@@ -19,9 +19,9 @@ use tokio::net::UdpSocket;
 use tracing::{info, warn};
 
 use super::ReceiverContext;
+use crate::episode::{Episode, Line};
 use crate::ingest::{IngestStats, Ingestor, Source};
 use crate::protocol::DropReason;
-use crate::telemetry::episode::{Episode, Line};
 
 /// Largest UDP payload.
 const DATAGRAM: usize = 65_536;

@@ -3,7 +3,7 @@
 //! Startup: build the router and one queue per destination; when run, the admin listener
 //! first, then the receivers' sockets, one task per destination, the receivers, then the
 //! self-metrics reporter (`running`). A reload changes the running relay in place
-//! (`reload`, whose module documentation is the design; `fleet` and `listeners` hold the
+//! (`reload`, whose module documentation is the design; `destinations` and `listeners` hold the
 //! destinations and sockets it changes).
 //!
 //! Shutdown, once the caller's `shutdown` future completes: stop accepting; let every
@@ -13,7 +13,7 @@
 //! a memory-only queue, count it as dropped with reason `shutdown` and log it. Completion is
 //! tracked, never slept on.
 
-mod fleet;
+mod destinations;
 mod listeners;
 mod reload;
 mod running;
@@ -209,7 +209,7 @@ impl RelayBuilder {
             .config
             .destinations
             .iter()
-            .map(fleet::open_queue)
+            .map(destinations::open_queue)
             .collect::<Result<Vec<_>, _>>()?;
         let stats = Arc::new(IngestStats::new());
         let mut pipeline = Pipeline::new(

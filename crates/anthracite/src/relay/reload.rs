@@ -58,7 +58,7 @@ use serde::Serialize;
 use tracing::{error, info, warn};
 
 use super::RelayError;
-use super::fleet::{self, Live, Retiring};
+use super::destinations::{self, Live, Retiring};
 use super::listeners::{Kind, Socket};
 use super::running::{Admin, Running};
 use super::shared::Shared;
@@ -277,7 +277,7 @@ impl Running {
                 slots.push(Slot::Revived(Box::new(live)));
                 continue;
             }
-            match fleet::open_queue(d) {
+            match destinations::open_queue(d) {
                 Ok(q) => slots.push(Slot::Opened(q)),
                 Err(e) => {
                     failure = Some(e);
@@ -312,7 +312,7 @@ impl Running {
             live,
             generations,
             self.config.shutdown_grace,
-            &self.fleet,
+            &self.destination_signals,
             removed.clone(),
         ));
     }
@@ -342,7 +342,7 @@ impl Running {
                     Some(live) if live.config == *d => live,
                     Some(live) => {
                         reconfigured.push(name);
-                        live.restart(d.clone(), &self.fleet).await
+                        live.restart(d.clone(), &self.destination_signals).await
                     }
                     // Each active destination has one slot.
                     None => continue,
@@ -355,11 +355,11 @@ impl Running {
                         .retain(|q| !Arc::ptr_eq(q, &live.queue));
                     live.queue.reopen();
                     revived.push(name);
-                    live.restart(d.clone(), &self.fleet).await
+                    live.restart(d.clone(), &self.destination_signals).await
                 }
                 Slot::Opened(q) => {
                     added.push(name);
-                    Live::start(d.clone(), q, &self.fleet)
+                    Live::start(d.clone(), q, &self.destination_signals)
                 }
             };
             self.active.push(live);

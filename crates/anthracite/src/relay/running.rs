@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use super::fleet::{FleetSignals, Live, Retiring};
+use super::destinations::{Live, Retiring, ShutdownSignals};
 use super::listeners::{self, Kind, Listeners, Socket};
 use super::{Relay, RelayError, ShutdownReport, shared::Shared};
 use crate::admin::{self, AdminState, Phase};
@@ -27,7 +27,7 @@ use crate::telemetry::reporter::{self, Books};
 pub(super) struct Running {
     pub(super) config: Config,
     pub(super) pipeline: Pipeline,
-    pub(super) fleet: FleetSignals,
+    pub(super) destination_signals: ShutdownSignals,
     /// Destinations of the current generation, in ring order.
     pub(super) active: Vec<Live>,
     /// Destinations a reload removed that still hold data.
@@ -192,12 +192,12 @@ impl Relay {
             }
         }
 
-        let fleet = FleetSignals::default();
+        let destination_signals = ShutdownSignals::default();
         let active: Vec<Live> = config
             .destinations
             .iter()
             .zip(queues)
-            .map(|(d, q)| Live::start(d.clone(), q, &fleet))
+            .map(|(d, q)| Live::start(d.clone(), q, &destination_signals))
             .collect();
 
         let stop_receivers = CancellationToken::new();
@@ -235,7 +235,7 @@ impl Relay {
         let running = Running {
             config,
             pipeline,
-            fleet,
+            destination_signals,
             active,
             retiring: Vec::new(),
             past: Vec::new(),
@@ -316,13 +316,13 @@ impl Running {
     /// empty or the grace period ends (one known dead stops at once), then stop.
     async fn drain_destinations(&mut self, deadline: Instant) {
         info!("flushing destination queues");
-        self.fleet.stop_retiring.cancel();
+        self.destination_signals.stop_retiring.cancel();
         for r in std::mem::take(&mut self.retiring) {
             if let Some(live) = r.interrupt().await {
                 self.active.push(live);
             }
         }
-        self.fleet.drain.cancel();
+        self.destination_signals.drain.cancel();
         for live in &self.active {
             live.queue.close();
         }

@@ -9,11 +9,12 @@ use metrics::{Counter, counter};
 
 use super::running::Running;
 use crate::admin::Health;
+use crate::figure::{Component, Reporting};
 use crate::ingest::Pipeline;
+use crate::metric_names::facade;
 use crate::queue::{DestinationQueue, DestinationStats};
-use crate::telemetry::names::facade;
 use crate::telemetry::reporter::Books;
-use crate::telemetry::{Component, ReloadCounts, Reporting, StatsSnapshot};
+use crate::telemetry::{ReloadCounts, StatsSnapshot};
 
 /// A relay's shared state (behind an `Arc`).
 pub(crate) struct Shared {

@@ -32,14 +32,12 @@ pub mod aggregation;
 pub mod cache;
 pub mod hash;
 pub(crate) mod md5x;
-mod placement;
 pub mod pool;
 pub mod ring;
 pub mod rules;
 
 pub use cache::RouteCache;
 pub use hash::{NodeKeys, carbon_hash};
-pub use placement::Placement;
 pub use pool::ReplicaPools;
 pub use ring::{ConsistentHashRing, FastHashOrder, REPLICA_COUNT};
 

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::reporter::Books;
-use super::stats::StatsSnapshot;
+use super::snapshot::StatsSnapshot;
 use crate::protocol::DropReason;
 use crate::queue::DestinationDropReason;
 

@@ -1,150 +1,16 @@
-//! What the relay says about itself, written once for both of its outputs: the carbon
-//! datapoints of the [reporter](super::reporter) (`<prefix>.relays.<host>-<instance>.*`) and
-//! the Prometheus text of `GET /metrics` ([`prometheus`](super::prometheus)).
-//!
-//! A [`Figure`] is one value with its spellings: a Prometheus series (a name from
-//! [`names`](super::names) and its labels), a carbon leaf, or both. Figures are grouped in
-//! [`Component`]s, one per part of the relay with its own carbon path: the relay itself,
-//! each destination, each Kinesis stream. Several figures can share a carbon leaf (per-source
-//! or per-shard series folded into one carbon value, by sum or maximum); the carbon value of a
-//! leaf is therefore always the sum or maximum of the Prometheus series that carry it — the
-//! two outputs cannot disagree.
-//!
-//! A source of datapoints with figures of its own (a Kinesis stream; more to come) implements
-//! [`Reporting`]; adding a figure is one line in its `component`.
-//!
-//! Figures are built from snapshots of the books, at report or scrape time, never on the
-//! data path.
+//! The relay's own and its destinations' [`Component`]s, built from a [`StatsSnapshot`] for
+//! both outputs: the carbon datapoints of the [reporter](super::reporter)
+//! (`<prefix>.relays.<host>-<instance>.*`) and the Prometheus text of `GET /metrics`
+//! ([`prometheus`](super::prometheus)). The vocabulary ([`Figure`], [`Component`]) is
+//! [`crate::figure`].
 
-use std::borrow::Cow;
-
-use super::names::{carbon as leaf, facade};
-use super::stats::StatsSnapshot;
+use super::snapshot::StatsSnapshot;
+use crate::figure::{Component, Figure, destination_component, path_component};
 use crate::ingest::Source;
+use crate::metric_names::{carbon as leaf, facade};
 use crate::protocol::DropReason;
 use crate::queue::{DestinationDropReason, DestinationSnapshot};
 use crate::router::DestinationSpec;
-
-/// How a figure behaves over time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// Only grows; carbon gets the increase per interval (carbon's own counters are
-    /// per-interval counts), Prometheus the running total.
-    Counter,
-    /// A level, sampled when read.
-    Gauge,
-}
-
-/// How figures sharing a carbon leaf in one component become one carbon value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fold {
-    /// Added up (per-source counts into a relay-wide count).
-    Sum,
-    /// The largest (the shard furthest behind).
-    Max,
-}
-
-/// A Prometheus series: a name from [`names`](super::names) and its labels.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Series {
-    /// The metric name.
-    pub name: &'static str,
-    /// Label pairs.
-    pub labels: Vec<(&'static str, String)>,
-}
-
-/// A carbon leaf under the component's path, and how several figures carrying it fold.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Leaf {
-    /// Dotted leaf name (`sent`, `droppedDatapoints.queue_full`).
-    pub name: Cow<'static, str>,
-    /// How figures sharing the leaf combine.
-    pub fold: Fold,
-}
-
-/// One value the relay reports about itself.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Figure {
-    /// Counter or gauge.
-    pub kind: Kind,
-    /// The value (counters are whole numbers).
-    pub value: f64,
-    /// Its Prometheus series (`None`: carbon only).
-    pub series: Option<Series>,
-    /// Its carbon leaf (`None`: `/metrics` only).
-    pub carbon: Option<Leaf>,
-}
-
-impl Figure {
-    /// A counter's running total.
-    pub fn counter(value: u64) -> Self {
-        Self {
-            kind: Kind::Counter,
-            value: value as f64,
-            series: None,
-            carbon: None,
-        }
-    }
-
-    /// A gauge's current level.
-    pub fn gauge(value: f64) -> Self {
-        Self {
-            kind: Kind::Gauge,
-            value,
-            series: None,
-            carbon: None,
-        }
-    }
-
-    /// Reported in `/metrics` as `name{labels}`.
-    pub fn series(mut self, name: &'static str, labels: Vec<(&'static str, String)>) -> Self {
-        self.series = Some(Series { name, labels });
-        self
-    }
-
-    /// Reported to carbon under `leaf`; figures sharing it are added up.
-    pub fn carbon(self, leaf: impl Into<Cow<'static, str>>) -> Self {
-        self.carbon_folded(leaf, Fold::Sum)
-    }
-
-    /// Reported to carbon under `leaf`; figures sharing it fold with `fold`.
-    pub fn carbon_folded(mut self, leaf: impl Into<Cow<'static, str>>, fold: Fold) -> Self {
-        self.carbon = Some(Leaf {
-            name: leaf.into(),
-            fold,
-        });
-        self
-    }
-}
-
-/// The figures of one part of the relay, under one carbon path.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Component {
-    /// The carbon path below `<prefix>.relays.<host>-<instance>` (`""` for the relay itself,
-    /// `destinations.<dest>`, `kinesis.<stream>`).
-    pub path: String,
-    /// Its figures.
-    pub figures: Vec<Figure>,
-}
-
-/// Something that reports figures of its own (a Kinesis stream), read at report and scrape
-/// time.
-pub trait Reporting: Send + Sync + std::fmt::Debug {
-    /// Its figures now.
-    fn component(&self) -> Component;
-}
-
-/// A name as one carbon path component: dots become underscores (carbon's rule for host
-/// names), so the name cannot add levels.
-pub fn path_component(name: &str) -> String {
-    name.replace('.', "_")
-}
-
-/// carbon's destination component: `host:port:instance` with dots replaced by underscores
-/// (`None` when there is no instance, as carbon's `%s` formatting gives).
-pub fn destination_component(host: &str, port: u16, instance: Option<&str>) -> String {
-    path_component(&format!("{}:{}:{}", host, port, instance.unwrap_or("None")))
-}
 
 /// The relay-wide figures: what the receivers took and rejected, per source, and the lists.
 pub fn relay_component(s: &StatsSnapshot) -> Component {

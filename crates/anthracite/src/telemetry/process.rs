@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
-use super::figures::Figure;
-use super::names::{facade, process as names};
+use crate::figure::Figure;
+use crate::metric_names::{facade, process as names};
 
 /// Clock ticks per second of `/proc/<pid>/stat` times (`USER_HZ`, 100 on Linux).
 const TICKS_PER_SECOND: f64 = 100.0;

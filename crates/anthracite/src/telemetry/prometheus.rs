@@ -14,8 +14,8 @@
 use metrics::{Key, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::PrometheusBuilder;
 
-use super::figures::{Figure, Kind};
-use super::names;
+use crate::figure::{Figure, Kind};
+use crate::metric_names as names;
 
 /// Renders `figures` as Prometheus text exposition (format 0.0.4).
 pub fn render<'a>(figures: impl IntoIterator<Item = &'a Figure>) -> String {
@@ -55,7 +55,7 @@ pub fn render<'a>(figures: impl IntoIterator<Item = &'a Figure>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::names::facade;
+    use crate::metric_names::facade;
 
     #[test]
     fn renders_counters_and_gauges_with_labels_and_help() {

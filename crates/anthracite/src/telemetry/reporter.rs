@@ -13,14 +13,15 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::TelemetryConfig;
-use super::figures::{Component, Fold, Kind, destination_path};
-use super::names::carbon as leaf;
+use super::figures::destination_path;
 use super::process::ProcessUsage;
-use super::stats::StatsSnapshot;
+use super::snapshot::StatsSnapshot;
+use crate::figure::{Component, Fold, Kind};
 use crate::ingest::{Pipeline, Source, unix_now};
+use crate::metric_names::carbon as leaf;
 use crate::queue::DestinationStats;
 
-pub use super::figures::destination_component;
+pub use crate::figure::destination_component;
 
 /// What the reporter and `/metrics` read from a running relay.
 pub trait Books: Send + Sync {
@@ -162,9 +163,10 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::figure::Figure;
     use crate::protocol::DropReason;
     use crate::queue::DestinationDropReason;
-    use crate::telemetry::figures::{Figure, components};
+    use crate::telemetry::figures::components;
 
     #[test]
     fn interval_has_carbon_leaves_and_counts_per_interval() {

@@ -97,24 +97,27 @@
 //! torn prefix optionally kept) and a property test checks the log against a `VecDeque` model
 //! over random append / read / ack / sync / crash-and-reopen sequences.
 
+mod config;
+mod error;
 mod fs;
 pub mod ledger;
 pub mod record;
 mod recovery;
+mod report;
 pub mod segment;
-mod types;
+pub(super) mod thread;
+pub(super) mod tier;
 
 #[cfg(test)]
 mod model_tests;
 
+pub use config::{FsyncPolicy, MIN_SEGMENT_BYTES, SpillConfig};
+pub use error::{SpillError, SpillOp};
 pub use fs::{
     MemFs, MemReader, MemWriter, SpillFs, SpillReader, SpillWriter, StdFs, StdReader, StdWriter,
 };
 pub use ledger::{LedgerState, Position};
-pub use types::{
-    AppendOutcome, FsyncPolicy, MIN_SEGMENT_BYTES, RecoveryReport, SpillConfig, SpillError,
-    SpillOp, SpillStats,
-};
+pub use report::{AppendOutcome, RecoveryReport, SpillStats};
 
 use std::collections::VecDeque;
 use std::io;
@@ -122,7 +125,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::batch::Batch;
-use crate::telemetry::episode::{Episode, Line};
+use crate::episode::{Episode, Line};
 use record::{RECORD_HEADER_LEN, decode_batch, encode_record, payload_datapoints};
 use recovery::{Recovered, Segment};
 use segment::{ReadOutcome, SEGMENT_HEADER, SEGMENT_HEADER_LEN, read_record};

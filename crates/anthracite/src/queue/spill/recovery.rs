@@ -12,7 +12,7 @@ use super::fs::{SpillFs, SpillReader};
 use super::ledger::{self, LedgerState, Position};
 use super::record::payload_datapoints;
 use super::segment::{self, ReadOutcome, SEGMENT_HEADER_LEN, read_record};
-use super::types::{RecoveryReport, SpillError, SpillOp};
+use super::{RecoveryReport, SpillError, SpillOp};
 
 /// One segment file as the log tracks it.
 pub(super) struct Segment<R> {

@@ -10,7 +10,7 @@
 //! `ChildShards` at the end of a shard, the children join the graph at once.
 //!
 //! A reader loops on GetRecords with the stream's pacing (about 1 s when caught up, 200 ms
-//! when behind: at most 5 calls per second per shard), de-aggregates KPL records ([`kpl`]),
+//! when behind: at most 5 calls per second per shard), de-aggregates KPL records ([`crate::protocol::kpl`]),
 //! decodes the payload ([`decode`]: none, gzip, zlib, auto), splits lines like a UDP datagram
 //! and feeds them to its own [`Ingestor`](crate::ingest::Ingestor), which parses with carbon's
 //! rules, counts bad lines, routes, and flushes into the destination queues.
@@ -46,11 +46,10 @@
 pub mod checkpoint;
 pub mod coordinator;
 pub mod decode;
-pub mod kpl;
+mod kinesis_stats;
 pub mod leases;
 pub mod reader;
 pub(crate) mod shards;
-mod stats;
 
 use std::sync::Arc;
 
@@ -67,7 +66,7 @@ use leases::worker::{LeaseSettings, Leases};
 use leases::{Checkpoint, DynamoDbTable, LeaseStore};
 
 pub use checkpoint::{CheckpointError, CheckpointStore, FileStore, StreamCheckpoint};
-pub use stats::{KinesisStats, KinesisStatsSnapshot, ShardEvent};
+pub use kinesis_stats::{KinesisStats, KinesisStatsSnapshot, ShardEvent};
 
 /// Errors of a Kinesis source.
 #[derive(Debug, thiserror::Error)]

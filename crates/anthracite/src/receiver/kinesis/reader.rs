@@ -27,13 +27,13 @@ use tracing::{debug, info, warn};
 
 use super::checkpoint::{Position, SequenceNumber, StreamCheckpoint};
 use super::decode::{PayloadDecoder, feed_lines};
-use super::kpl::{Deaggregated, deaggregate};
+use super::kinesis_stats::{BatchCounts, KinesisStats, ShardMetrics};
 use super::leases::LeaseGuard;
-use super::stats::{BatchCounts, KinesisStats, ShardMetrics};
 use crate::config::KinesisConfig;
 use crate::config::kinesis::InitialPosition;
 use crate::ingest::Source;
 use crate::ingest::{Ingestor, Pipeline};
+use crate::protocol::kpl::{Deaggregated, deaggregate};
 
 /// Where a reader starts when its shard has no checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -238,7 +238,7 @@ impl ShardReader {
                     }
                 }
                 Deaggregated::Plain(data) | Deaggregated::Corrupt(data, _) => {
-                    if data.starts_with(&super::kpl::MAGIC) {
+                    if data.starts_with(&crate::protocol::kpl::MAGIC) {
                         counts.kpl_corrupt += 1;
                     }
                     if !seen(0) {

@@ -19,8 +19,8 @@ use super::worker::{LeaseSettings, Leases};
 use crate::receiver::kinesis::checkpoint::{
     Position, SequenceNumber, ShardCheckpoint, StreamCheckpoint,
 };
+use crate::receiver::kinesis::kinesis_stats::KinesisStats;
 use crate::receiver::kinesis::shards::ListedShard;
-use crate::receiver::kinesis::stats::KinesisStats;
 
 const L: Duration = Duration::from_secs(9);
 

@@ -18,8 +18,8 @@ use super::sync::{Initial, plan};
 use super::table::{Fence, LeaseTable, Outcome, TableError, Update};
 use super::taker::Observer;
 use crate::receiver::kinesis::checkpoint::StreamCheckpoint;
+use crate::receiver::kinesis::kinesis_stats::{KinesisStats, LeaseMetrics};
 use crate::receiver::kinesis::shards::ListedShard;
-use crate::receiver::kinesis::stats::{KinesisStats, LeaseMetrics};
 
 /// How a worker uses the lease table.
 #[derive(Clone, Debug)]

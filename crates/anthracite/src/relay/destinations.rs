@@ -57,7 +57,7 @@ pub(super) fn open_queue(d: &DestinationConfig) -> Result<Arc<DestinationQueue>,
 
 /// The relay-wide shutdown signals every destination's own signals derive from.
 #[derive(Clone, Debug, Default)]
-pub(super) struct FleetSignals {
+pub(super) struct ShutdownSignals {
     /// Cancelled when shutdown drains the queues.
     pub(super) drain: CancellationToken,
     /// Cancelled when the grace period is over.
@@ -81,11 +81,11 @@ impl Live {
     pub(super) fn start(
         config: DestinationConfig,
         queue: Arc<DestinationQueue>,
-        fleet: &FleetSignals,
+        signals: &ShutdownSignals,
     ) -> Self {
         let signals = DestinationSignals {
-            drain: fleet.drain.child_token(),
-            abort: fleet.abort.child_token(),
+            drain: signals.drain.child_token(),
+            abort: signals.abort.child_token(),
         };
         let task = tokio::spawn(destination::run(
             config.clone(),
@@ -127,9 +127,13 @@ impl Live {
     /// Stops the task at once (in-flight data goes back to the queue) and starts a new one
     /// with `config` on the same queue (a reload that changed how the destination is talked
     /// to, or revived it).
-    pub(super) async fn restart(mut self, config: DestinationConfig, fleet: &FleetSignals) -> Self {
+    pub(super) async fn restart(
+        mut self,
+        config: DestinationConfig,
+        signals: &ShutdownSignals,
+    ) -> Self {
         self.stop().await;
-        Self::start(config, self.queue, fleet)
+        Self::start(config, self.queue, signals)
     }
 
     /// Waits for the task; after `deadline` it is stopped at once.
@@ -166,7 +170,7 @@ impl Retiring {
         live: Live,
         generations: Vec<Arc<Routing>>,
         grace: Duration,
-        fleet: &FleetSignals,
+        signals: &ShutdownSignals,
         removed: Arc<Mutex<Vec<Arc<DestinationQueue>>>>,
     ) -> Self {
         let revive = CancellationToken::new();
@@ -176,7 +180,7 @@ impl Retiring {
             generations,
             grace,
             revive.clone(),
-            fleet.stop_retiring.clone(),
+            signals.stop_retiring.clone(),
             removed,
         ));
         Self {

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use metrics::{Counter, Gauge, counter, gauge};
 
 use super::policy::DestinationDropReason;
-use crate::telemetry::names::facade;
+use crate::metric_names::facade;
 
 /// Current queue depth, readable without the queue's lock, and the peak since last read.
 #[derive(Debug, Default)]

@@ -33,17 +33,17 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
-use super::core::Core;
-use super::policy::{DestinationDropReason, WhenFull};
-use super::spill::{AppendOutcome, SpillError, SpillLog};
+use super::{AppendOutcome, SpillError, SpillLog};
 use crate::batch::Batch;
-use crate::telemetry::episode::{Episode, Line};
+use crate::episode::{Episode, Line};
+use crate::queue::core::Core;
+use crate::queue::policy::{DestinationDropReason, WhenFull};
 
 /// How often the thread wakes when idle.
-pub(super) const TICK: Duration = Duration::from_millis(100);
+pub(in crate::queue) const TICK: Duration = Duration::from_millis(100);
 
 /// A request from the queue.
-pub(super) enum Cmd {
+pub(in crate::queue) enum Cmd {
     /// Store this batch behind everything else.
     Append(Staged),
     /// The memory tier has room for at most this much: replay it.
@@ -55,27 +55,27 @@ pub(super) enum Cmd {
 }
 
 /// A batch handed to the spill thread.
-pub(super) struct Staged {
+pub(in crate::queue) struct Staged {
     /// Queue position of its first datapoint.
-    pub(super) position: u64,
-    pub(super) batch: Batch,
+    pub(in crate::queue) position: u64,
+    pub(in crate::queue) batch: Batch,
     /// Moved from the memory tier when the queue entered disk mode: if the log refuses it, it
     /// goes back to memory instead of getting the fallback.
-    pub(super) moved: bool,
+    pub(in crate::queue) moved: bool,
 }
 
 /// Room for replayed records in the memory tier.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Want {
-    pub(super) points: usize,
-    pub(super) bytes: usize,
+pub(in crate::queue) struct Want {
+    pub(in crate::queue) points: usize,
+    pub(in crate::queue) bytes: usize,
 }
 
 /// The thread's settings.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct WorkerConfig {
-    pub(super) fallback: WhenFull,
-    pub(super) replay_rate: Option<u64>,
+pub(in crate::queue) struct WorkerConfig {
+    pub(in crate::queue) fallback: WhenFull,
+    pub(in crate::queue) replay_rate: Option<u64>,
 }
 
 struct Worker {
@@ -95,7 +95,12 @@ struct Worker {
 }
 
 /// Runs the spill thread until `Close` or until the queue is dropped.
-pub(super) fn run(log: SpillLog, core: Arc<Core>, rx: Receiver<Cmd>, config: WorkerConfig) {
+pub(in crate::queue) fn run(
+    log: SpillLog,
+    core: Arc<Core>,
+    rx: Receiver<Cmd>,
+    config: WorkerConfig,
+) {
     let stats = log.stats();
     let mut w = Worker {
         log,

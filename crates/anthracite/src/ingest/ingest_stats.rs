@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use metrics::{Counter, Gauge, counter, gauge};
 
 use super::source::Source;
+use crate::metric_names::facade;
 use crate::protocol::{DropCounts, DropReason};
-use crate::telemetry::names::facade;
 
 /// Counters for one source.
 #[derive(Debug)]

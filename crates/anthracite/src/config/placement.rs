@@ -1,7 +1,7 @@
 //! [`Placement`]: where a configuration sends each name, as `anthracite route` prints it.
 
-use super::{Router, RouterError};
-use crate::Config;
+use super::Config;
+use crate::router::{Router, RouterError};
 
 /// The destinations a configuration's routing gives each metric name, in carbon's preference
 /// order (duplicates included where carbon yields them), without running a relay.

@@ -1,5 +1,5 @@
 //! Counters of one Kinesis source, updated once per GetRecords batch and mirrored to the
-//! `metrics` facade (names in [`crate::telemetry::names::kinesis`]).
+//! `metrics` facade (names in [`crate::metric_names::kinesis`]).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use metrics::{Counter, Gauge, counter, gauge};
 
-use crate::telemetry::figures::{Component, Figure, Fold, Reporting, path_component};
-use crate::telemetry::names::{carbon as leaf, kinesis as names};
+use crate::figure::{Component, Figure, Fold, Reporting, path_component};
+use crate::metric_names::{carbon as leaf, kinesis as names};
 
 /// A shard's life, in the order the coordinator saw it (for operators and tests).
 #[derive(Clone, Debug, PartialEq, Eq)]

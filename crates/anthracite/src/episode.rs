@@ -72,11 +72,6 @@ impl Episode {
         }
     }
 
-    /// True while the condition holds (between an occurrence and a clear).
-    pub fn is_active(&self) -> bool {
-        self.active
-    }
-
     fn due(&self, now: Instant) -> bool {
         self.last_line
             .is_none_or(|t| now.saturating_duration_since(t) >= self.interval)

@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use super::core::{Core, Entry, QueueLimits, Run, State};
-use super::policy::DestinationDropReason;
-use super::spill::{SpillConfig, SpillError, SpillLog, SpillOp};
-use super::worker::{self, Cmd, Staged};
+use super::thread::{self, Cmd, Staged};
+use super::{SpillConfig, SpillError, SpillLog, SpillOp};
 use crate::batch::{Batch, POINT_OVERHEAD};
+use crate::queue::core::{Core, Entry, QueueLimits, Run, State};
+use crate::queue::policy::DestinationDropReason;
 
 /// The disk tier of one destination.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,13 +26,13 @@ pub struct SpillSettings {
 
 /// The queue's end of its spill thread.
 #[derive(Debug)]
-pub(super) struct DiskTier {
+pub(in crate::queue) struct DiskTier {
     tx: mpsc::Sender<Cmd>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     chunk_points: usize,
     chunk_bytes: usize,
     /// Most bytes handed over and not yet stored (the hand-over buffer).
-    pub(super) staging_bytes: usize,
+    pub(in crate::queue) staging_bytes: usize,
     /// The spill log's byte budget (`max_bytes`).
     budget: u64,
 }
@@ -41,7 +41,7 @@ impl DiskTier {
     /// Opens (and recovers) the spill log in `spill.dir` and starts its thread. Datapoints
     /// recovered from a previous run are counted as routed and queued (disk), at the first
     /// positions, so they are replayed before anything pushed now.
-    pub(super) fn open(
+    pub(in crate::queue) fn open(
         core: &Arc<Core>,
         limits: QueueLimits,
         spill: SpillSettings,
@@ -72,14 +72,14 @@ impl DiskTier {
         }
         let (tx, rx) = mpsc::channel();
         let name = format!("spill-{}", core.stats.name());
-        let config = worker::WorkerConfig {
+        let config = thread::WorkerConfig {
             fallback: limits.spill_fallback,
             replay_rate: spill.replay_rate,
         };
         let thread_core = core.clone();
         let thread = std::thread::Builder::new()
             .name(name)
-            .spawn(move || worker::run(log, thread_core, rx, config))
+            .spawn(move || thread::run(log, thread_core, rx, config))
             .map_err(|source| SpillError::Io {
                 op: SpillOp::Open,
                 source,
@@ -98,7 +98,7 @@ impl DiskTier {
     /// bound) on top of what is already on disk or on its way there. An estimate with a
     /// margin for record and segment headers: a wrong "yes" costs only a round trip (moved
     /// batches the log refuses come back to memory).
-    pub(super) fn can_take(&self, core: &Core, s: &State, bytes: usize) -> bool {
+    pub(in crate::queue) fn can_take(&self, core: &Core, s: &State, bytes: usize) -> bool {
         let bytes = bytes as u64;
         let needed = bytes + bytes / 16 + 4096 + s.staged_bytes as u64;
         core.disk_bytes().saturating_add(needed) <= self.budget
@@ -109,7 +109,7 @@ impl DiskTier {
     /// from the memory tier (see `queue::worker`). Returns the datapoints handed over (fewer
     /// only if the thread is gone). The hand-over buffer counts what the datapoints hold
     /// (`size_bytes`), so a batch gives back the room it did not fill first.
-    pub(super) fn stage(
+    pub(in crate::queue) fn stage(
         &self,
         s: &mut State,
         mut batch: Batch,
@@ -162,7 +162,7 @@ impl DiskTier {
     }
 
     /// Asks the spill thread for more records when the memory tier has room for them.
-    pub(super) fn maybe_replay(&self, limits: &QueueLimits, s: &mut State) {
+    pub(in crate::queue) fn maybe_replay(&self, limits: &QueueLimits, s: &mut State) {
         if s.disk_points == 0 || s.replay_requested {
             return;
         }
@@ -173,7 +173,7 @@ impl DiskTier {
         {
             return;
         }
-        let want = worker::Want {
+        let want = thread::Want {
             points: limits.max_datapoints - used_points - self.chunk_points,
             bytes: limits.max_bytes - used_bytes - self.chunk_bytes,
         };
@@ -183,7 +183,7 @@ impl DiskTier {
     }
 
     /// The destination took `records` replayed records: acknowledge them in the log.
-    pub(super) fn ack(&self, records: usize) {
+    pub(in crate::queue) fn ack(&self, records: usize) {
         if records > 0 {
             let _ = self.tx.send(Cmd::Ack(records));
         }
@@ -192,11 +192,11 @@ impl DiskTier {
     /// Writes everything still in memory to the spill log, syncs it and stops the spill
     /// thread; returns the datapoints left on disk for the next run. The queue must be
     /// closed and its destination task stopped.
-    pub(super) async fn shutdown(&self, core: &Core) -> u64 {
+    pub(in crate::queue) async fn shutdown(&self, core: &Core) -> u64 {
         let (tx, rx) = tokio::sync::oneshot::channel();
         {
             let mut s = core.lock();
-            let entries: Vec<Entry> = super::memory::drain_waiting(&mut s);
+            let entries: Vec<Entry> = crate::queue::memory::drain_waiting(&mut s);
             // Anything still tagged in flight was never handed back: treat it like waiting.
             for t in std::mem::take(&mut s.tags) {
                 s.in_flight = s.in_flight.saturating_sub(t.points);
