@@ -6,7 +6,8 @@ use std::hint::black_box;
 use anthracite::Datapoint;
 use anthracite::unstable::protocol::line::{LineFramer, encode_line, parse_line};
 use anthracite::unstable::protocol::pickle::{PickleDecoder, encode_message};
-use anthracite::unstable::protocol::{DropCounts, normalize};
+use anthracite::DropCounts;
+use anthracite::unstable::protocol::normalize;
 use bytes::BytesMut;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 

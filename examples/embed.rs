@@ -80,7 +80,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let d = &report.stats.destinations[0];
     println!(
         "received {} datapoints, sent {} to {} ({} bytes of pickle), undelivered {:?}",
-        report.stats.received, d.sent, d.name, bytes, report.undelivered
+        report.stats.ingest.received, d.sent, d.name, bytes, report.undelivered
     );
     Ok(())
 }

@@ -3,12 +3,12 @@
 //! and its fast path for the senders' shape answers exactly as the general machine does.
 #![no_main]
 
-use anthracite::unstable::protocol::DropCounts;
+use anthracite::DropCounts;
 use anthracite::unstable::protocol::pickle::{DECODER_KEEP_BYTES, PickleDecoder};
 use libfuzzer_sys::fuzz_target;
 
 type Answer = (
-    Result<usize, anthracite::unstable::protocol::DropReason>,
+    Result<usize, anthracite::DropReason>,
     Vec<(Vec<u8>, u64, u64)>,
     DropCounts,
 );

@@ -128,8 +128,8 @@ interval_secs = 0
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let s = handle.stats();
-        if s.received + s.invalid.total() >= sent {
-            assert_eq!(s.received, sent, "anthracite rejected datapoints: {s:?}");
+        if s.ingest.received + s.ingest.invalid.total() >= sent {
+            assert_eq!(s.ingest.received, sent, "anthracite rejected datapoints: {s:?}");
             break;
         }
         assert!(
@@ -139,7 +139,7 @@ interval_secs = 0
         assert!(
             Instant::now() < deadline,
             "anthracite accepted {} of {sent} datapoints within 60 s: {s:?}",
-            s.received
+            s.ingest.received
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -191,7 +191,7 @@ interval_secs = 0
 
     let stats = handle.stats();
     assert_eq!(
-        stats.received,
+        stats.ingest.received,
         2 * count as u64,
         "anthracite received count: {stats:?}"
     );

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use anthracite::Datapoint;
 use anthracite::unstable::protocol::pickle::{PickleDecoder, encode_message};
-use anthracite::unstable::protocol::{DropCounts, DropReason};
+use anthracite::{DropCounts, DropReason};
 use bytes::BytesMut;
 use serde_json::Value;
 

@@ -107,10 +107,10 @@ fn carbon_pb2_frames_arrive_point_for_point() {
     }
     assert_eq!(sink.multiset(), want);
     let s = relay.wait_stats("bad frame counted", WAIT, |s| {
-        s.invalid.get(DropReason::BadProtobuf) == 1
+        s.ingest.invalid.get(DropReason::BadProtobuf) == 1
     });
-    assert_eq!(s.received, total as u64);
-    assert_eq!(s.invalid.total(), 1, "{s:?}");
+    assert_eq!(s.ingest.received, total as u64);
+    assert_eq!(s.ingest.invalid.total(), 1, "{s:?}");
     assert!(sink.errors().is_empty(), "{:?}", sink.errors());
 }
 
@@ -128,8 +128,8 @@ fn frame_over_the_limit_closes_the_connection_and_is_counted() {
     let n = conn.read(&mut buf).unwrap_or(0);
     assert_eq!(n, 0, "the relay closes the connection");
     let s = relay.wait_stats("frame_too_long counted", WAIT, |s| {
-        s.invalid.get(DropReason::FrameTooLong) == 1
+        s.ingest.invalid.get(DropReason::FrameTooLong) == 1
     });
-    assert_eq!(s.received, 0);
+    assert_eq!(s.ingest.received, 0);
     assert_eq!(sink.count(), 0);
 }

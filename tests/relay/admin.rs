@@ -65,7 +65,7 @@ fn metrics_scrape_agrees_with_datapoints_sent_while_a_destination_is_down() {
         let [a, b, _] = &s.destinations[..] else {
             return false;
         };
-        s.received == n
+        s.ingest.received == n
             && a.sent == a.routed
             && b.spill.spilled_datapoints + b.queued_memory == b.routed
             && b.spill.spilled_records > 0

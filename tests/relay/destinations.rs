@@ -34,7 +34,7 @@ fn down_destination_queues_while_the_other_flows_then_catches_up() {
     let mut c = TcpStream::connect(relay.line).expect("connect");
     c.write_all(&lines("outage", n)).expect("write");
     drop(c);
-    let s = relay.wait_stats("all parsed", WAIT, |s| s.received == n as u64);
+    let s = relay.wait_stats("all parsed", WAIT, |s| s.ingest.received == n as u64);
     let to_a = s.destinations[0].routed as usize;
     let to_b = s.destinations[1].routed as usize;
     assert_eq!(to_a + to_b, n);
@@ -74,12 +74,12 @@ fn full_queue_drops_newest_with_exact_counts() {
     let mut c = TcpStream::connect(relay.line).expect("connect");
     c.write_all(&lines("full", 5000)).expect("write");
     drop(c);
-    let s = relay.wait_stats("all parsed", WAIT, |s| s.received == 5000);
+    let s = relay.wait_stats("all parsed", WAIT, |s| s.ingest.received == 5000);
     let d = &s.destinations[0];
     assert_eq!(d.routed, 5000);
     assert_eq!(d.queued, 1000);
     assert_eq!(
-        d.dropped(anthracite::unstable::queue::DestinationDropReason::QueueFull),
+        d.dropped(anthracite::DestinationDropReason::QueueFull),
         4000
     );
     // The queued 1000 are the oldest: they arrive once the destination is up.
@@ -98,7 +98,7 @@ fn shutdown_flushes_everything_queued_for_a_connected_destination() {
     c.write_all(&lines("shutdown", n)).expect("write");
     drop(c);
     let report = relay.stop();
-    assert_eq!(report.stats.received, n as u64);
+    assert_eq!(report.stats.ingest.received, n as u64);
     assert!(report.undelivered.is_empty(), "{:?}", report.undelivered);
     assert_eq!(sink.wait_for_count(n, WAIT), n);
 }

@@ -10,7 +10,7 @@ use std::net::{TcpStream, UdpSocket};
 use std::time::Duration;
 
 use anthracite::Datapoint;
-use anthracite::unstable::protocol::DropReason;
+use anthracite::DropReason;
 use anthracite::unstable::protocol::pickle::encode_message;
 use anthracite::unstable::receiver::READ_BUFFER;
 use anthracite::{Pushed, Source};
@@ -21,7 +21,7 @@ use support::sink::{CountingSink, SinkProtocol};
 const WAIT: Duration = Duration::from_secs(60);
 
 fn received_from(s: &anthracite::StatsSnapshot, source: Source) -> u64 {
-    s.received_by_source
+    s.ingest.received_by_source
         .iter()
         .find(|(src, _)| *src == source)
         .map_or(0, |(_, n)| *n)
@@ -86,9 +86,9 @@ fn max_name_length_drops_and_counts_in_every_protocol() {
     });
     sources += 1 + usize::from(cfg!(feature = "kinesis"));
     let s = relay.wait_stats("every long name counted", WAIT, |s| {
-        s.invalid.get(DropReason::NameTooLong) == sources as u64
+        s.ingest.invalid.get(DropReason::NameTooLong) == sources as u64
     });
-    assert_eq!(s.invalid.total(), sources as u64, "{:?}", s.invalid);
+    assert_eq!(s.ingest.invalid.total(), sources as u64, "{:?}", s.ingest.invalid);
     assert_eq!(sink.wait_for_count(sources, WAIT), sources);
     assert_eq!(sink.wait_quiet(Duration::from_millis(200), WAIT), sources);
     assert!(
@@ -145,14 +145,14 @@ fn large_pickle_frames_stay_within_the_frame_budget_and_are_released() {
     let bound = (budget + 4 * READ_BUFFER + 4 * (256 << 10)) as u64;
     let held = frames[0].len() as u64 * 2;
     let s = relay.wait_stats("two frames admitted", WAIT, |s| {
-        s.active_connections == 4 && s.buffered_bytes >= held
+        s.ingest.active_connections == 4 && s.ingest.buffered_bytes >= held
     });
-    assert!(s.buffered_bytes <= bound, "{} > {bound}", s.buffered_bytes);
+    assert!(s.ingest.buffered_bytes <= bound, "{} > {bound}", s.ingest.buffered_bytes);
     // Room for two frames: the other two clients wait with their ordinary buffers.
     let three = 3 * frames[0].len() as u64;
     for _ in 0..20 {
         std::thread::sleep(Duration::from_millis(10));
-        let b = relay.handle.stats().buffered_bytes;
+        let b = relay.handle.stats().ingest.buffered_bytes;
         assert!(b <= bound, "receive buffers hold {b} bytes, bound {bound}");
         assert!(
             b < three,
@@ -165,10 +165,10 @@ fn large_pickle_frames_stay_within_the_frame_budget_and_are_released() {
     }
     assert_eq!(sink.wait_for_count(4 * per_frame, WAIT), 4 * per_frame);
     drop(conns);
-    let s = relay.wait_stats("clients gone", WAIT, |s| s.active_connections == 0);
-    assert_eq!(s.buffered_bytes, 0, "a client that left holds nothing");
+    let s = relay.wait_stats("clients gone", WAIT, |s| s.ingest.active_connections == 0);
+    assert_eq!(s.ingest.buffered_bytes, 0, "a client that left holds nothing");
     assert_eq!(received_from(&s, Source::PickleTcp), 4 * per_frame as u64);
-    assert_eq!(s.invalid.total(), 0, "{:?}", s.invalid);
+    assert_eq!(s.ingest.invalid.total(), 0, "{:?}", s.ingest.invalid);
     relay.stop();
 }
 
@@ -187,7 +187,7 @@ fn idle_flood_does_not_lock_out_clients() {
         .map(|_| TcpStream::connect(relay.line).expect("connect idle client"))
         .collect();
     relay.wait_stats("the flood holds every slot", WAIT, |s| {
-        s.active_connections == limit as u64
+        s.ingest.active_connections == limit as u64
     });
     // The relay evicts only connections silent for a second (so busy clients are never the
     // ones closed): let the flood be that old.
@@ -205,8 +205,8 @@ fn idle_flood_does_not_lock_out_clients() {
     support::send_lines(relay.line, &points[99..]);
     assert_eq!(sink.wait_for_count(100, WAIT), 100);
     let s = relay.handle.stats();
-    assert!(s.evicted_connections >= 1, "{s:?}");
-    assert_eq!(s.rejected_connections, 0, "{s:?}");
+    assert!(s.ingest.evicted_connections >= 1, "{s:?}");
+    assert_eq!(s.ingest.rejected_connections, 0, "{s:?}");
     drop(idle);
     relay.stop();
 }
@@ -243,7 +243,7 @@ fn udp_kernel_drops_are_reported() {
     let deadline = std::time::Instant::now() + WAIT;
     let s = loop {
         let s = relay.handle.stats();
-        if s.udp_kernel_drops > 0 && received_from(&s, Source::LineUdp) + s.udp_kernel_drops == sent
+        if s.ingest.udp_kernel_drops > 0 && received_from(&s, Source::LineUdp) + s.ingest.udp_kernel_drops == sent
         {
             break s;
         }
@@ -251,7 +251,7 @@ fn udp_kernel_drops_are_reported() {
             std::time::Instant::now() < deadline,
             "sent {sent}, received {}, kernel drops {}",
             received_from(&s, Source::LineUdp),
-            s.udp_kernel_drops
+            s.ingest.udp_kernel_drops
         );
         client
             .send_to(format!("udp.marker.{sent} 1 {ts}\n").as_bytes(), addr)
@@ -259,7 +259,7 @@ fn udp_kernel_drops_are_reported() {
         sent += 1;
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert!(s.udp_kernel_drops >= burst / 2, "{s:?}");
+    assert!(s.ingest.udp_kernel_drops >= burst / 2, "{s:?}");
     let received = received_from(&s, Source::LineUdp) as usize;
     assert_eq!(sink.wait_for_count(received, WAIT), received);
     relay.stop();

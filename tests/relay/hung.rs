@@ -16,9 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anthracite::Config;
-use anthracite::unstable::config::router_spec;
-use anthracite::unstable::router::Router;
+use anthracite::{Config, Placement};
 use support::http::{get, parse_metrics, value, wait_ready};
 use support::process::ManagedChild;
 
@@ -119,15 +117,13 @@ fn hung_destination_spills_without_slowing_the_other_and_everything_arrives() {
     );
     let config_path = dir.path().join("relay.toml");
     std::fs::write(&config_path, &toml).expect("write config");
-    let router = Router::new(router_spec(&Config::from_toml_str(&toml).expect("config")).clone())
-        .expect("router");
-    let mut route = Vec::new();
+    let router = Placement::new(&Config::from_toml_str(&toml).expect("config")).expect("router");
+    let all = router.all_destinations();
     // Which sink each name goes to (0: a, 1: b).
     let placement: Vec<u16> = (0..NAMES)
         .map(|i| {
-            route.clear();
-            router.route_into(name(i).as_bytes(), &mut route);
-            route[0]
+            let first = &router.destinations(&name(i))[0];
+            all.iter().position(|d| d == first).expect("a destination") as u16
         })
         .collect();
     let on = |sink: u16, range: std::ops::Range<u64>| -> Vec<u64> {

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::net::{TcpStream, UdpSocket};
 use std::time::Duration;
 
-use anthracite::unstable::protocol::DropReason;
+use anthracite::DropReason;
 use support::relay::{TestRelay, config_for};
 use support::sink::{CountingSink, SinkProtocol};
 
@@ -60,8 +60,8 @@ fn carbon_line_grammar_accepted_and_forwarded_exactly() {
     ];
     assert_eq!(got, want);
     let s = relay.stop().stats;
-    assert_eq!(s.received, 10);
-    assert!(s.invalid.is_empty(), "{:?}", s.invalid);
+    assert_eq!(s.ingest.received, 10);
+    assert!(s.ingest.invalid.is_empty(), "{:?}", s.ingest.invalid);
 }
 
 #[test]
@@ -99,13 +99,13 @@ fn bad_lines_are_counted_and_the_connection_keeps_going() {
     payload.extend_from_slice(b"unterminated 3 1700000000");
     send(&relay, &payload);
     let s = relay.wait_stats("every line accounted", WAIT, |s| {
-        s.received + s.invalid.total() >= 13
+        s.ingest.received + s.ingest.invalid.total() >= 13
     });
     assert_eq!(sink.wait_for_count(2, WAIT), 2);
     let paths: Vec<String> = sink.received().into_iter().map(|r| r.path).collect();
     assert_eq!(paths, vec!["ok.1", "ok.2"]);
-    assert_eq!(s.received, 2);
-    let inv = s.invalid;
+    assert_eq!(s.ingest.received, 2);
+    let inv = s.ingest.invalid;
     assert_eq!(inv.get(DropReason::NanValue), 1);
     assert_eq!(
         inv.get(DropReason::BadFields),
@@ -130,8 +130,8 @@ fn udp_datagrams_carry_several_lines() {
     sock.send_to(b"udp.c 3 1700000000\r\nbad\n", relay.udp)
         .expect("send");
     assert_eq!(sink.wait_for_count(3, WAIT), 3);
-    let s = relay.wait_stats("udp bad line counted", WAIT, |s| s.invalid.total() == 1);
-    assert_eq!(s.invalid.get(DropReason::BadFields), 1);
+    let s = relay.wait_stats("udp bad line counted", WAIT, |s| s.ingest.invalid.total() == 1);
+    assert_eq!(s.ingest.invalid.get(DropReason::BadFields), 1);
 }
 
 #[test]
@@ -143,10 +143,10 @@ fn connection_limit_and_idle_timeout_apply() {
     ));
     let a = TcpStream::connect(relay.line).expect("first");
     let b = TcpStream::connect(relay.line).expect("second");
-    relay.wait_stats("two connections open", WAIT, |s| s.active_connections == 2);
+    relay.wait_stats("two connections open", WAIT, |s| s.ingest.active_connections == 2);
     let mut c = TcpStream::connect(relay.line).expect("third connects at TCP level");
-    let s = relay.wait_stats("third rejected", WAIT, |s| s.rejected_connections == 1);
-    assert_eq!(s.active_connections, 2);
+    let s = relay.wait_stats("third rejected", WAIT, |s| s.ingest.rejected_connections == 1);
+    assert_eq!(s.ingest.active_connections, 2);
     // The rejected connection was closed by the relay: a read sees EOF (or a reset).
     c.set_read_timeout(Some(WAIT)).expect("timeout");
     let mut byte = [0u8; 1];
@@ -154,7 +154,7 @@ fn connection_limit_and_idle_timeout_apply() {
     assert_eq!(n, 0);
     // Idle connections are closed by the timeout.
     relay.wait_stats("idle connections closed", WAIT, |s| {
-        s.active_connections == 0
+        s.ingest.active_connections == 0
     });
     drop((a, b));
 }

@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use anthracite::Datapoint;
-use anthracite::unstable::protocol::DropReason;
+use anthracite::DropReason;
 use anthracite::unstable::protocol::pickle::encode_message;
 use bytes::BytesMut;
 use support::relay::{TestRelay, config_for};
@@ -49,9 +49,9 @@ fn bad_frame_is_dropped_and_the_connection_continues() {
     ]))
     .expect("write");
     assert_eq!(sink.wait_for_count(3, WAIT), 3);
-    let s = relay.wait_stats("bad frames counted", WAIT, |s| s.invalid.total() >= 2);
-    assert_eq!(s.invalid.get(DropReason::BadPickle), 2);
-    assert_eq!(s.received, 3);
+    let s = relay.wait_stats("bad frames counted", WAIT, |s| s.ingest.invalid.total() >= 2);
+    assert_eq!(s.ingest.invalid.get(DropReason::BadPickle), 2);
+    assert_eq!(s.ingest.received, 3);
     let paths: Vec<String> = sink.received().into_iter().map(|r| r.path).collect();
     assert_eq!(paths, vec!["p.one", "p.two", "p.three"]);
 }
@@ -72,6 +72,6 @@ fn length_prefix_over_the_limit_closes_the_connection() {
     let n = c.read(&mut byte).unwrap_or(0);
     assert_eq!(n, 0, "relay closes a connection whose framing is lost");
     assert_eq!(sink.wait_for_count(1, WAIT), 1);
-    let s = relay.wait_stats("frame counted", WAIT, |s| s.invalid.total() == 1);
-    assert_eq!(s.invalid.get(DropReason::FrameTooLong), 1);
+    let s = relay.wait_stats("frame counted", WAIT, |s| s.ingest.invalid.total() == 1);
+    assert_eq!(s.ingest.invalid.get(DropReason::FrameTooLong), 1);
 }

@@ -9,7 +9,7 @@ use std::cell::Cell;
 
 use anthracite::Datapoint;
 use anthracite::unstable::protocol::pickle::{PickleDecoder, encode_message};
-use anthracite::unstable::protocol::{DropCounts, DropReason};
+use anthracite::{DropCounts, DropReason};
 use bytes::BytesMut;
 use proptest::prelude::*;
 

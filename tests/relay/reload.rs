@@ -17,9 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anthracite::Config;
-use anthracite::unstable::config::router_spec;
-use anthracite::unstable::router::Router;
+use anthracite::{Config, Placement};
 use support::http::{get, parse_metrics, value, wait_ready};
 use support::process::ManagedChild;
 use support::sink::{CountingSink, SinkProtocol};
@@ -122,13 +120,12 @@ fn reload_under_load_keeps_connections_routes_by_the_config_in_force_and_loses_n
         .iter()
         .map(|text| {
             let config = Config::from_toml_str(text).expect("valid config");
-            let router = Router::new(router_spec(&config).clone()).expect("router");
-            let mut route = Vec::new();
+            let router = Placement::new(&config).expect("router");
             (0..CONNECTIONS * NAMES)
                 .map(|k| {
-                    route.clear();
-                    router.route_into(name(k / NAMES, k % NAMES).as_bytes(), &mut route);
-                    router.destinations()[usize::from(route[0])].port
+                    let first = &router.destinations(&name(k / NAMES, k % NAMES))[0];
+                    let port = first.split(':').nth(1).expect("host:port:instance");
+                    port.parse::<u16>().expect("a port")
                 })
                 .collect()
         })
@@ -448,7 +445,7 @@ fn removed_destination_added_back_before_it_is_retired_keeps_its_queue() {
     };
     send(0, 2_000);
     let s = relay.wait_stats("b holds its share", WAIT, |s| {
-        s.received == 2_000 && s.destinations[1].queued == s.destinations[1].routed
+        s.ingest.received == 2_000 && s.destinations[1].queued == s.destinations[1].routed
     });
     let held = s.destinations[1].routed;
     assert!(held > 0);
@@ -470,7 +467,7 @@ fn removed_destination_added_back_before_it_is_retired_keeps_its_queue() {
         "new data goes to a only; b still holds its share",
         WAIT,
         |s| {
-            s.received == 3_000
+            s.ingest.received == 3_000
                 && s.destinations.len() == 1
                 && s.destinations[0].sent == s.destinations[0].routed
                 && s.removed.len() == 1

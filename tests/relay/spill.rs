@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anthracite::unstable::queue::DestinationDropReason;
+use anthracite::DestinationDropReason;
 use anthracite::unstable::queue::spill::{SpillConfig, SpillLog};
 use support::relay::{TestRelay, config_for};
 use support::sink::{CountingSink, SinkProtocol};

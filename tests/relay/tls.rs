@@ -90,7 +90,7 @@ fn refused(relay: TestRelay, n: usize, sink: &CountingSink, log_needle: &str, wh
     c.write_all(&lines("tls.refused", n)).expect("write");
     drop(c);
     let s = relay.wait_stats("connect failures and every datapoint queued", WAIT, |s| {
-        s.received == n as u64
+        s.ingest.received == n as u64
             && s.destinations[0].connect_failures >= 2
             && s.destinations[0].queued == n as u64
     });
@@ -306,8 +306,8 @@ fn tls_receivers_relay_tls_clients_and_ignore_plaintext_ones() {
     let mut buf = [0u8; 512];
     while matches!(plain.read(&mut buf), Ok(n) if n > 0) {}
     let s = relay.handle.stats();
-    assert_eq!(s.received, 1_010, "{s:?}");
-    assert_eq!(s.invalid.total(), 0, "{s:?}");
+    assert_eq!(s.ingest.received, 1_010, "{s:?}");
+    assert_eq!(s.ingest.invalid.total(), 0, "{s:?}");
     assert_eq!(sink.count(), 1_010);
 }
 
@@ -333,6 +333,6 @@ fn client_ca_refuses_clients_without_a_certificate() {
     let mut buf = [0u8; 64];
     while matches!(anonymous.read(&mut buf), Ok(n) if n > 0) {}
     drop(anonymous);
-    assert_eq!(relay.handle.stats().received, 100);
+    assert_eq!(relay.handle.stats().ingest.received, 100);
     assert_eq!(sink.count(), 100);
 }

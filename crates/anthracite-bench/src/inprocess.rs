@@ -167,8 +167,8 @@ impl InProcessRelay {
     pub fn stats(&self) -> Option<RelayCounters> {
         let s = self.handle.stats();
         Some(RelayCounters {
-            received: s.received,
-            invalid: s.invalid.total(),
+            received: s.ingest.received,
+            invalid: s.ingest.invalid.total(),
             destinations: s
                 .destinations
                 .iter()

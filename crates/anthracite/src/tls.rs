@@ -171,6 +171,7 @@ impl ClientTls {
     }
 
     /// The settings it was built from.
+    #[cfg(test)]
     pub fn settings(&self) -> &ClientTlsSettings {
         &self.settings
     }
@@ -259,6 +260,7 @@ impl ServerTls {
     }
 
     /// The settings it was built from.
+    #[cfg(test)]
     pub fn settings(&self) -> &ServerTlsSettings {
         &self.settings
     }

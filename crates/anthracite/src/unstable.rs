@@ -1,58 +1,115 @@
-//! anthracite's internals, for its own tests, benchmarks, fuzz targets, the `anthracite`
-//! binary and the benchmark harness. **No stability promise**: anything here may change or
-//! go away in any release. Embedders use the crate root.
-
-/// The admin HTTP listener (`/metrics`, `/healthz`, `/ready`, `/destinations`).
-pub mod admin {
-    pub use crate::admin::*;
-}
+//! anthracite's internals for its own benchmarks, fuzz targets, harness and process-level
+//! tests, behind the Cargo feature `unstable` (off by default) and hidden from the
+//! documentation. **No stability promise**: anything here may change or go away in any
+//! release. Embedders use the crate root.
+//!
+//! Every item is listed by name, so what leaves the crate is a decision: a test that needs an
+//! internal adds it here, beside the module path it lives at.
 
 /// Batches: the unit that moves between stages.
 pub mod batch {
-    pub use crate::batch::*;
+    pub use crate::batch::Batch;
 }
 
-/// The byte-bounded name caches shared by every connection (routes, list verdicts, tags).
-pub mod cache {
-    pub use crate::cache::*;
-}
-
-/// Decoders and encoders: plaintext lines, pickle, carbon's tag normalisation.
+/// Decoders and encoders.
 pub mod protocol {
-    pub use crate::protocol::*;
+    pub use crate::protocol::normalize;
+
+    /// Graphite plaintext.
+    pub mod line {
+        pub use crate::protocol::line::{LineFramer, encode_line, parse_line};
+    }
+
+    /// carbon's pickle framing.
+    pub mod pickle {
+        pub use crate::protocol::pickle::{DECODER_KEEP_BYTES, PickleDecoder, encode_message};
+    }
 }
 
-/// carbon's rings, fast-hashing, rules, aggregated routing, the route cache.
+/// KPL aggregation records (Cargo feature `kpl`, part of `kinesis`).
+#[cfg(feature = "kpl")]
+pub mod kpl {
+    pub use crate::protocol::kpl::{AggregatedRecord, Deaggregated, Record, aggregate, deaggregate};
+}
+
+/// carbon's rings, rules and aggregated routing; the route cache.
 pub mod router {
-    pub use crate::router::*;
+    pub use crate::router::{
+        DestinationSpec, HashType, Method, NodeKeys, RouteCache, Router, RouterSpec, carbon_hash,
+    };
+
+    /// carbon's aggregation rules, as `aggregated-consistent-hashing` reads them.
+    pub mod aggregation {
+        pub use crate::router::aggregation::parse_rules;
+    }
 }
 
 /// Per-destination queues and the spill log.
 pub mod queue {
-    pub use crate::queue::*;
-}
+    pub use crate::queue::{DestinationQueue, DestinationStats, QueueLimits};
 
-/// The shared parse → route → queue pipeline.
-pub mod ingest {
-    pub use crate::ingest::*;
-}
+    /// The spill log.
+    pub mod spill {
+        pub use crate::queue::spill::{
+            AppendOutcome, FsyncPolicy, LedgerState, MemFs, SpillConfig, SpillError, SpillFs,
+            SpillLog, SpillWriter,
+        };
 
-/// carbon's white/blacklists.
-pub mod filter {
-    pub use crate::filter::*;
-}
+        /// The record format.
+        pub mod record {
+            pub use crate::queue::spill::record::{decode_batch, encode_record, payload_datapoints};
+        }
 
-/// The validated configuration's parts, carbon.conf import, the raw structs.
-pub mod config {
-    pub use crate::config::*;
-
-    /// The routing part of a validated configuration.
-    pub fn router_spec(config: &crate::Config) -> &crate::router::RouterSpec {
-        &config.router
+        /// The segment files.
+        pub mod segment {
+            pub use crate::queue::spill::segment::{SEGMENT_HEADER, file_name};
+        }
     }
 }
 
-/// A running relay's shared parts, for tests and tools that look inside one.
+/// The parse → route → queue pipeline.
+pub mod ingest {
+    pub use crate::ingest::{IngestStats, Pipeline};
+}
+
+/// Parts of the configuration the fuzz targets and the Kinesis tests reach.
+pub mod config {
+    #[cfg(feature = "kinesis")]
+    pub use crate::config::KinesisConfig;
+
+    /// carbon.conf import.
+    pub mod carbon {
+        pub use crate::config::carbon::{from_text, parse_relay_rules};
+    }
+
+    /// carbon's INI dialect.
+    pub mod ini {
+        pub use crate::config::ini::Ini;
+    }
+
+    /// The Kinesis source's configuration.
+    #[cfg(feature = "kinesis")]
+    pub mod kinesis {
+        pub use crate::config::kinesis::InitialPosition;
+    }
+}
+
+/// Receiver constants and socket set-up the hostile-client tests depend on.
+pub mod receiver {
+    pub use crate::receiver::READ_BUFFER;
+
+    /// Connection admission.
+    pub mod admission {
+        pub use crate::receiver::admission::MIN_IDLE_TO_EVICT;
+    }
+
+    /// The UDP receiver.
+    pub mod udp {
+        pub use crate::receiver::udp::prepare_socket;
+    }
+}
+
+/// A running relay's shared parts, for tests that look inside one.
 pub mod relay {
     /// The route cache every connection and source of the relay shares (the current
     /// routing generation's).
@@ -61,41 +118,29 @@ pub mod relay {
     }
 }
 
-/// Self-metric names, the reporter, the snapshot.
-pub mod telemetry {
-    pub use crate::telemetry::*;
-}
-
-/// Python-compatible patterns (`regex` first, bounded backtracking for look-around).
-pub mod pattern {
-    pub use crate::pattern::*;
-}
-
-/// TLS to destinations and on receivers (rustls, ring provider).
-pub mod tls {
-    pub use crate::tls::*;
-}
-
-/// Receivers: the accept loop, admission, read buffers, UDP.
-pub mod receiver {
-    pub use crate::receiver::*;
-}
-
-/// The destination connection task.
-pub mod destination {
-    pub use crate::destination::*;
-}
-
 /// The Kinesis Data Streams source.
 #[cfg(feature = "kinesis")]
 pub mod kinesis {
-    pub use crate::receiver::kinesis::*;
-}
+    pub use crate::receiver::kinesis::{KinesisSource, KinesisStats, ShardEvent};
 
-/// KPL de-aggregation (Cargo feature `kpl`, part of `kinesis`).
-#[cfg(feature = "kpl")]
-pub mod kpl {
-    pub use crate::protocol::kpl::*;
+    /// Checkpoints.
+    pub mod checkpoint {
+        pub use crate::receiver::kinesis::checkpoint::{
+            FileStore, Position, SequenceNumber, StreamCheckpoint,
+        };
+    }
+
+    /// Record decoding.
+    pub mod decode {
+        pub use crate::receiver::kinesis::decode::feed_lines;
+    }
+
+    /// Shard leases.
+    pub mod leases {
+        pub use crate::receiver::kinesis::leases::{
+            Checkpoint, DynamoDbTable, Fence, Lease, LeaseTable, MemTable, Outcome, Update,
+        };
+    }
 }
 
 /// The shared pipeline behind a running relay (for sources that make their own ingestors,

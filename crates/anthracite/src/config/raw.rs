@@ -126,13 +126,13 @@ impl Default for RawListen {
             protobuf_tcp: String::new(),
             max_connections: 10_000,
             idle_timeout_secs: 600.0,
-            max_line_length: 16_384,
-            max_pickle_frame: 1 << 20,
+            max_line_length: crate::protocol::line::DEFAULT_MAX_LINE,
+            max_pickle_frame: crate::protocol::pickle::DEFAULT_MAX_FRAME,
             max_name_length: 4096,
             max_frame_buffer_bytes: 256 << 20,
             backlog: 1024,
             udp_recv_buffer: 4 << 20,
-            max_protobuf_frame: 1 << 20,
+            max_protobuf_frame: crate::protocol::protobuf::DEFAULT_MAX_FRAME,
             tls: None,
         }
     }

@@ -118,6 +118,7 @@ impl Admission {
     }
 
     /// Connections admitted now.
+    #[cfg(test)]
     pub fn active(&self) -> usize {
         self.lock().used
     }

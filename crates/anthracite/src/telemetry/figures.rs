@@ -15,7 +15,7 @@ use crate::router::DestinationSpec;
 /// The relay-wide figures: what the receivers took and rejected, per source, and the lists.
 pub fn relay_component(s: &StatsSnapshot) -> Component {
     let mut figures = Vec::new();
-    for src in &s.sources {
+    for src in &s.ingest.sources {
         let label = || vec![("source", src.source.as_str().to_string())];
         let mut received = Figure::counter(src.received).series(facade::RECEIVED, label());
         // carbon's metricsReceived counts what clients sent, not the relay's own metrics.
@@ -49,22 +49,22 @@ pub fn relay_component(s: &StatsSnapshot) -> Component {
         }
     }
     figures.push(
-        Figure::counter(s.blacklist_matches)
+        Figure::counter(s.ingest.blacklist_matches)
             .series(facade::BLACKLIST_MATCHES, Vec::new())
             .carbon(leaf::BLACKLIST_MATCHES),
     );
     figures.push(
-        Figure::counter(s.whitelist_rejects)
+        Figure::counter(s.ingest.whitelist_rejects)
             .series(facade::WHITELIST_REJECTS, Vec::new())
             .carbon(leaf::WHITELIST_REJECTS),
     );
     figures.push(
-        Figure::counter(s.udp_kernel_drops)
+        Figure::counter(s.ingest.udp_kernel_drops)
             .series(facade::UDP_KERNEL_DROPS, Vec::new())
             .carbon(leaf::UDP_KERNEL_DROPS),
     );
     figures.push(
-        Figure::gauge(s.buffered_bytes as f64).series(facade::RECEIVE_BUFFER_BYTES, Vec::new()),
+        Figure::gauge(s.ingest.buffered_bytes as f64).series(facade::RECEIVE_BUFFER_BYTES, Vec::new()),
     );
     for (result, n) in [
         ("applied", s.reloads.applied),

@@ -48,7 +48,8 @@ pub const DECODER_KEEP_BYTES: usize = 256 << 10;
 /// opcode byte and at most 64 bytes of tables (its stack slot, its container slot, its
 /// object, a memo entry); tables grow by doubling. The tests below check the most expensive
 /// shapes (one value per byte, memoised, nested) stay under it (they measure about 50).
-pub const SCRATCH_PER_PAYLOAD_BYTE: usize = 128;
+#[cfg(test)]
+const SCRATCH_PER_PAYLOAD_BYTE: usize = 128;
 
 /// Deepest container nesting, and most simultaneously open `MARK`s, one frame may use.
 pub const MAX_DEPTH: u32 = 1000;
@@ -310,7 +311,7 @@ impl PickleDecoder {
 
     /// After a large or hostile frame, gives the scratch space back rather than keeping it
     /// for the connection's life: at most [`DECODER_KEEP_BYTES`] stay between frames. A
-    /// frame's scratch is at most [`SCRATCH_PER_PAYLOAD_BYTE`] times its payload, and exists
+    /// frame's scratch is at most `SCRATCH_PER_PAYLOAD_BYTE` (128) times its payload, and exists
     /// only while it decodes (on one worker thread, without awaiting).
     fn release_oversized(&mut self) {
         if self.scratch_bytes() > DECODER_KEEP_BYTES {

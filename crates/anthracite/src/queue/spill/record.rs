@@ -89,6 +89,7 @@ fn checksum(len: u32, appended_ms: u64, payload: &[u8]) -> u32 {
 }
 
 #[inline]
+#[cfg(test)]
 fn varint_len(mut v: u64) -> usize {
     let mut n = 1;
     while v >= 0x80 {
@@ -122,7 +123,8 @@ fn get_varint(buf: &[u8], pos: &mut usize) -> Result<u64, DecodeError> {
 }
 
 /// Payload bytes `batch` encodes to (header excluded).
-pub fn payload_len(batch: &Batch) -> usize {
+#[cfg(test)]
+fn payload_len(batch: &Batch) -> usize {
     varint_len(batch.len() as u64)
         + batch
             .iter()
