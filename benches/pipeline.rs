@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anthracite::Source;
 use anthracite::unstable::ingest::IngestStats;
-use anthracite::unstable::ingest::Pipeline;
+use anthracite::unstable::ingest::{Pipeline, lines as lines_into};
 use anthracite::unstable::protocol::line::LineFramer;
 use anthracite::unstable::protocol::pickle::encode_message;
 use anthracite::unstable::queue::{DestinationQueue, DestinationStats, QueueLimits};
@@ -80,7 +80,7 @@ fn bench_pipeline(c: &mut Criterion) {
         b.iter(|| {
             let mut buf = BytesMut::from(&data[..]);
             // As the TCP receiver does: runs of lines, their route lookups batched.
-            framer.feed_batched(&mut buf, |lines| ingestor.lines(lines));
+            framer.feed_batched(&mut buf, |lines| lines_into(&mut ingestor, lines));
             rt.block_on(ingestor.flush());
             drain(&p, &mut out);
         })

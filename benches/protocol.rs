@@ -3,7 +3,7 @@
 
 use std::hint::black_box;
 
-use anthracite::Datapoint;
+use anthracite::unstable::batch::Datapoint;
 use anthracite::unstable::protocol::line::{LineFramer, encode_line, parse_line};
 use anthracite::unstable::protocol::pickle::{PickleDecoder, encode_message};
 use anthracite::DropCounts;

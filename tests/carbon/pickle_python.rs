@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use anthracite::Datapoint;
+use anthracite::unstable::batch::Datapoint;
 use anthracite::unstable::protocol::pickle::{PickleDecoder, encode_message};
 use anthracite::{DropCounts, DropReason};
 use bytes::BytesMut;

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::net::{TcpStream, UdpSocket};
 use std::time::Duration;
 
-use anthracite::Datapoint;
+use anthracite::unstable::batch::Datapoint;
 use anthracite::DropReason;
 use anthracite::unstable::protocol::pickle::encode_message;
 use anthracite::unstable::receiver::READ_BUFFER;

@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use anthracite::Datapoint;
+use anthracite::unstable::batch::Datapoint;
 use anthracite::DropReason;
 use anthracite::unstable::protocol::pickle::encode_message;
 use bytes::BytesMut;

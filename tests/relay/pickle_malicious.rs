@@ -7,7 +7,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use anthracite::Datapoint;
+use anthracite::unstable::batch::Datapoint;
 use anthracite::unstable::protocol::pickle::{PickleDecoder, encode_message};
 use anthracite::{DropCounts, DropReason};
 use bytes::BytesMut;

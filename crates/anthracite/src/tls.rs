@@ -259,11 +259,6 @@ impl ServerTls {
         })
     }
 
-    /// The settings it was built from.
-    #[cfg(test)]
-    pub fn settings(&self) -> &ServerTlsSettings {
-        &self.settings
-    }
 
     /// Runs the server side of the handshake on an accepted connection.
     pub async fn accept(

@@ -8,7 +8,7 @@
 
 /// Batches: the unit that moves between stages.
 pub mod batch {
-    pub use crate::batch::Batch;
+    pub use crate::batch::{Batch, Datapoint};
 }
 
 /// Decoders and encoders.
@@ -70,6 +70,11 @@ pub mod queue {
 /// The parse → route → queue pipeline.
 pub mod ingest {
     pub use crate::ingest::{IngestStats, Pipeline};
+
+    /// Feeds framed lines (what a plaintext receiver hands over) into `ingestor`.
+    pub fn lines(ingestor: &mut crate::Ingestor, lines: &[Result<&[u8], crate::DropReason>]) {
+        ingestor.lines(lines);
+    }
 }
 
 /// Parts of the configuration the fuzz targets and the Kinesis tests reach.

@@ -56,7 +56,7 @@ const ENTRIES_AHEAD: usize = 8;
 /// A parsed datapoint: `(name, timestamp, value)`.
 type Point<'a> = (&'a [u8], f64, f64);
 
-/// What every [`Ingestor`] shares: the current [routing generation](routing) and the ingest
+/// What every [`Ingestor`] shares: the current routing generation (`ingest::routing`) and the ingest
 /// counters. Cheap to clone; a configuration reload installs a new generation in it.
 ///
 /// The name caches belong to the generation and are shared by every ingestor: the route cache
@@ -391,7 +391,7 @@ impl Ingestor {
     /// one (same counters, same order); their route lookups are batched as in
     /// [`push_run`](Self::push_run). For socket readers, which flush after every read (the
     /// per-line [`Pushed`] is not reported).
-    pub fn lines(&mut self, lines: &[Result<&[u8], DropReason>]) {
+    pub(crate) fn lines(&mut self, lines: &[Result<&[u8], DropReason>]) {
         for chunk in lines.chunks(RUN) {
             let mut points: [Point<'_>; RUN] = [(&[], 0.0, 0.0); RUN];
             let mut n = 0;
@@ -421,7 +421,7 @@ impl Ingestor {
     /// MD5s eight at a time); then every datapoint, in order, into the pending batches. For
     /// socket readers, which flush after every read (the per-datapoint [`Pushed`] is not
     /// reported).
-    pub fn push_run(&mut self, points: &[(&[u8], f64, f64)]) {
+    pub(crate) fn push_run(&mut self, points: &[(&[u8], f64, f64)]) {
         if self.tags.is_some() || points.len() == 1 {
             // The normalised name lives in the normaliser, one at a time; and a run of one
             // (the protobuf decoder's) has nothing to pipeline.
@@ -648,13 +648,13 @@ impl Ingestor {
 
     /// Counts a datapoint (or frame) rejected before it reached [`push`](Self::push).
     #[inline]
-    pub fn reject(&mut self, reason: DropReason) -> Pushed {
+    pub(crate) fn reject(&mut self, reason: DropReason) -> Pushed {
         self.drops.add(reason);
         Pushed::Invalid(reason)
     }
 
     /// Adds rejections a decoder tallied itself.
-    pub fn add_drops(&mut self, drops: &DropCounts) {
+    pub(crate) fn add_drops(&mut self, drops: &DropCounts) {
         for (mine, theirs) in self.drops.0.iter_mut().zip(drops.0.iter()) {
             *mine += theirs;
         }

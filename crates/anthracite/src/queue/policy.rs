@@ -32,7 +32,7 @@ pub enum WhenFull {
     /// oldest first when the memory tier drains; order stays FIFO across both tiers. Data loss:
     /// none within the disk budget; past it the `spill_fallback` policy applies (counted as
     /// `spill_full`, or `spill_io` on a disk error). Delivery is at-least-once: see
-    /// [`spill`](super::spill) for when duplicates can occur.
+    /// the spill log's design (`queue::spill`) for when duplicates can occur.
     Spill,
 }
 

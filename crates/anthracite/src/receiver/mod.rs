@@ -35,7 +35,7 @@ use tokio_util::task::TaskTracker;
 use crate::ingest::Pipeline;
 
 pub use admission::Admission;
-pub use buffer::{READ_BUFFER, ReadBuffer};
+pub use buffer::READ_BUFFER;
 
 /// What every receiver task shares.
 #[derive(Clone, Debug)]

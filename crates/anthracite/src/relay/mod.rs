@@ -282,12 +282,16 @@ impl RelayHandle {
         names
     }
 
-    /// Datapoints waiting or in flight, per destination.
-    pub fn queued(&self) -> Vec<u64> {
-        self.pipeline()
-            .queues()
+    /// Datapoints waiting or in flight (in memory and on disk), per destination of the
+    /// current configuration: `(host:port:instance, datapoints)` in the router's order.
+    pub fn queued(&self) -> Vec<(String, u64)> {
+        let pipeline = self.pipeline();
+        let router = pipeline.router();
+        router
+            .destinations()
             .iter()
-            .map(|q| q.queued() as u64)
+            .zip(pipeline.queues().iter())
+            .map(|(d, q)| (d.to_string(), q.queued() as u64))
             .collect()
     }
 

@@ -39,7 +39,7 @@ pub mod rules;
 pub use cache::RouteCache;
 pub use hash::{NodeKeys, carbon_hash};
 pub use pool::ReplicaPools;
-pub use ring::{ConsistentHashRing, FastHashOrder, REPLICA_COUNT};
+pub use ring::{ConsistentHashRing, FastHashOrder};
 
 use ring::{Node, Replication, RouteTable};
 use rules::Rules;
@@ -156,6 +156,8 @@ impl fmt::Display for DestinationSpec {
 }
 
 /// carbon's `ROUTER_HASH_TYPE`.
+// The variants are carbon's own names (`carbon_ch`, `fnv1a_ch`, `mmh3_ch`).
+#[allow(clippy::enum_variant_names)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub enum HashType {
     /// MD5, first two bytes.

@@ -111,10 +111,10 @@ pub(super) mod tier;
 #[cfg(test)]
 mod model_tests;
 
-pub use config::{FsyncPolicy, MIN_SEGMENT_BYTES, SpillConfig};
+pub use config::{FsyncPolicy, SpillConfig};
 pub use error::{SpillError, SpillOp};
 pub use fs::{
-    MemFs, MemReader, MemWriter, SpillFs, SpillReader, SpillWriter, StdFs, StdReader, StdWriter,
+    MemFs, SpillFs, SpillReader, SpillWriter, StdFs,
 };
 pub use ledger::{LedgerState, Position};
 pub use report::{AppendOutcome, RecoveryReport, SpillStats};
@@ -141,7 +141,7 @@ struct InFlight {
     delivered: bool,
 }
 
-/// The spill log of one destination. See the [module documentation](self) for the design.
+/// The spill log of one destination. The design is the module documentation of `queue::spill`.
 pub struct SpillLog<F: SpillFs = StdFs> {
     fs: F,
     dir: PathBuf,

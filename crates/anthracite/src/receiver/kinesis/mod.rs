@@ -66,7 +66,7 @@ use leases::worker::{LeaseSettings, Leases};
 use leases::{Checkpoint, DynamoDbTable, LeaseStore};
 
 pub use checkpoint::{CheckpointError, CheckpointStore, FileStore, StreamCheckpoint};
-pub use kinesis_stats::{KinesisStats, KinesisStatsSnapshot, ShardEvent};
+pub use kinesis_stats::{KinesisStats, ShardEvent};
 
 /// Errors of a Kinesis source.
 #[derive(Debug, thiserror::Error)]

@@ -148,10 +148,9 @@ pub(crate) mod worker;
 #[cfg(test)]
 mod model_tests;
 
-pub use dynamo::{DynamoDbTable, parse_item, to_item};
-pub use held::{LeaseGuard, Loss, Lost};
+pub use dynamo::DynamoDbTable;
+pub use held::LeaseGuard;
 pub use lease::{Checkpoint, Lease};
 pub use memory::MemTable;
 pub use store::LeaseStore;
-pub use table::{Fence, LeaseTable, Outcome, TableError, TableFuture, Update};
-pub use worker::LeaseSettings;
+pub use table::{Fence, LeaseTable, Outcome, TableError, Update};
