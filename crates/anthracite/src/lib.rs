@@ -107,6 +107,7 @@ pub use ingest::{
 };
 pub use protocol::{DropCounts, DropReason};
 pub use queue::spill::SpillError;
+pub use receiver::{Incoming, Listener};
 pub use queue::{DestinationDropReason, DestinationSnapshot, LastError, SpillSnapshot, WhenFull};
 pub use relay::{
     Relay, RelayBuilder, RelayError, RelayHandle, ReloadError, Reloaded, ShutdownReport,

@@ -259,12 +259,11 @@ impl ServerTls {
         })
     }
 
-
     /// Runs the server side of the handshake on an accepted connection.
-    pub async fn accept(
-        &self,
-        stream: TcpStream,
-    ) -> io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
+    pub async fn accept<S>(&self, stream: S) -> io::Result<tokio_rustls::server::TlsStream<S>>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
         self.acceptor.accept(stream).await
     }
 }

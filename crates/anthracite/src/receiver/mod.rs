@@ -19,6 +19,7 @@
 pub mod admission;
 pub mod buffer;
 pub mod framed;
+mod listener;
 #[cfg(feature = "kinesis")]
 pub mod kinesis;
 pub mod stream;
@@ -36,6 +37,8 @@ use crate::ingest::Pipeline;
 
 pub use admission::Admission;
 pub use buffer::READ_BUFFER;
+pub use listener::{Incoming, Listener};
+pub(crate) use listener::StreamListener;
 
 /// What every receiver task shares.
 #[derive(Clone, Debug)]

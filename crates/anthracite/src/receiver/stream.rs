@@ -1,4 +1,5 @@
-//! A client connection as the receivers read it: plain TCP, or TLS over TCP (`listen.tls`).
+//! A client connection as the receivers read it: plain TCP, TLS, or a connection of another
+//! kind of [`Listener`](super::Listener).
 
 use std::io;
 use std::pin::Pin;
@@ -7,13 +8,26 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::listener::{Accepted, Io};
+
 /// One accepted client connection, after the TLS handshake when the receivers use TLS.
-#[derive(Debug)]
-pub enum ClientStream {
-    /// Plaintext TCP.
+pub(crate) enum ClientStream {
+    /// Plaintext TCP: read with `try_read`, so a silent client holds no buffer.
     Plain(TcpStream),
-    /// TLS over TCP.
-    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    /// TLS over an accepted connection.
+    Tls(Box<tokio_rustls::server::TlsStream<Accepted>>),
+    /// Plaintext over another listener's connection.
+    Other(Box<dyn Io>),
+}
+
+impl std::fmt::Debug for ClientStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientStream::Plain(s) => f.debug_tuple("Plain").field(s).finish(),
+            ClientStream::Tls(_) => f.write_str("Tls"),
+            ClientStream::Other(_) => f.write_str("Other"),
+        }
+    }
 }
 
 impl AsyncRead for ClientStream {
@@ -25,6 +39,7 @@ impl AsyncRead for ClientStream {
         match self.get_mut() {
             ClientStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            ClientStream::Other(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }

@@ -9,13 +9,14 @@ use std::io;
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::ReceiverContext;
 use super::admission::{Admitted, MIN_IDLE_TO_EVICT};
 use super::buffer::ReadBuffer;
+use super::listener::{Accepted, StreamListener};
 use super::stream::ClientStream;
 use crate::episode::{Episode, Line};
 use crate::ingest::{Ingestor, Source};
@@ -23,14 +24,14 @@ use crate::protocol::line::LineFramer;
 
 /// One accepted client connection and what its handler needs.
 #[derive(Debug)]
-pub struct Connection {
+pub(crate) struct Connection {
     /// The socket (after the TLS handshake when the receivers use TLS).
-    pub stream: ClientStream,
+    pub(crate) stream: ClientStream,
     /// What every receiver shares.
-    pub ctx: ReceiverContext,
+    pub(crate) ctx: ReceiverContext,
     /// Its place under the connection limit (`None` for connections taken from the backlog
     /// at shutdown).
-    pub admitted: Option<Admitted>,
+    pub(crate) admitted: Option<Admitted>,
 }
 
 /// First pause after a failed `accept`; it doubles up to [`ACCEPT_BACKOFF_MAX`].
@@ -49,12 +50,12 @@ const EVICTION_WAIT: Duration = Duration::from_secs(1);
 /// and logged once per episode. A failed `accept` (out of file descriptors) is counted and
 /// retried after a pause that doubles up to a second; out of descriptors, the idlest
 /// connection is closed to give one back.
-pub async fn accept_loop<F, Fut>(
-    listener: TcpListener,
+pub(crate) async fn accept_loop<F, Fut>(
+    mut listener: StreamListener,
     ctx: ReceiverContext,
     source: Source,
     handler: F,
-) -> TcpListener
+) -> StreamListener
 where
     F: Fn(Connection) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
@@ -71,7 +72,7 @@ where
             _ = ctx.accepting.cancelled() => {
                 // Connections already in the backlog have sent data the client believes was
                 // accepted: take them too (at shutdown their handlers drain), then stop.
-                while let Ok(Ok((stream, _))) =
+                while let Ok(Ok(stream)) =
                     tokio::time::timeout(Duration::ZERO, listener.accept()).await
                 {
                     // At shutdown every one is drained (the backlog bounds them); a reload
@@ -87,7 +88,7 @@ where
             }
         };
         let stream = match accepted {
-            Ok((stream, _)) => {
+            Ok(stream) => {
                 backoff = ACCEPT_BACKOFF_MIN;
                 if let Some(Line::Ended(c)) = accept_errors.cleared(std::time::Instant::now()) {
                     info!(source = source.as_str(), errors = c.occurrences, over = ?c.over,
@@ -145,7 +146,7 @@ where
 /// Runs `handler` for an accepted connection on the task tracker (after the TLS handshake
 /// when the receivers use TLS), counted as an active connection while it runs.
 fn spawn_connection<F, Fut>(
-    stream: TcpStream,
+    stream: Accepted,
     admitted: Option<Admitted>,
     ctx: &ReceiverContext,
     source: Source,
@@ -154,7 +155,9 @@ fn spawn_connection<F, Fut>(
     F: Fn(Connection) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let _ = stream.set_nodelay(true);
+    if let Accepted::Tcp(s) = &stream {
+        let _ = s.set_nodelay(true);
+    }
     let ctx = ctx.clone();
     let handler = handler.clone();
     ctx.tracker.clone().spawn(async move {
@@ -179,14 +182,17 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// `None` when the handshake failed or timed out (logged at debug level: scanners and clients
 /// speaking plaintext to a TLS port are common and carry no datapoints).
 async fn handshake(
-    stream: TcpStream,
+    stream: Accepted,
     ctx: &ReceiverContext,
     source: Source,
 ) -> Option<ClientStream> {
     let Some(tls) = &ctx.tls else {
-        return Some(ClientStream::Plain(stream));
+        return Some(match stream {
+            Accepted::Tcp(s) => ClientStream::Plain(s),
+            Accepted::Other(s) => ClientStream::Other(s),
+        });
     };
-    let peer = stream.peer_addr().ok();
+    let peer = stream.peer_addr();
     match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
         Ok(Ok(s)) => Some(ClientStream::Tls(Box::new(s))),
         Ok(Err(e)) => {
@@ -258,9 +264,10 @@ pub(crate) async fn evicted(admitted: Option<&Admitted>) {
     }
 }
 
-/// Reads more bytes into `rb`, honouring the idle timeout, eviction and shutdown. A plain
+/// Reads more bytes into `rb`, honouring the idle timeout, eviction and shutdown. A plain TCP
 /// client with nothing to send costs no buffer while the connection waits (a TLS connection
-/// keeps its buffer: the TLS layer may hold decrypted bytes the socket does not show). After
+/// keeps its buffer: the TLS layer may hold decrypted bytes the socket does not show; so does
+/// a connection of another listener, which has no readiness to wait on without reading). After
 /// shutdown it keeps taking what the client already sent (each read waits at most
 /// `SHUTDOWN_DRAIN_WAIT`), then reports `Eof`; the caller's grace period bounds the total.
 pub(crate) async fn read_more(
@@ -273,13 +280,13 @@ pub(crate) async fn read_more(
         return drain_read(stream, rb).await;
     }
     let deadline = ctx.idle_timeout.map(|t| Instant::now() + t);
-    let read = match stream {
+    let read = match &mut *stream {
         ClientStream::Plain(s) => read_plain(s, rb, ctx, admitted, deadline).await,
-        ClientStream::Tls(s) => {
+        other => {
             rb.prepare_read();
             tokio::select! {
                 biased;
-                r = s.read_buf(rb.bytes()) => match r {
+                r = other.read_buf(rb.bytes()) => match r {
                     Ok(0) => Read::Eof,
                     Ok(_) => {
                         rb.after_read();

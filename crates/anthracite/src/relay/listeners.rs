@@ -17,7 +17,7 @@ use super::RelayError;
 use crate::config::{Config, ListenConfig};
 use crate::ingest::{Pipeline, Source};
 use crate::receiver::udp::UdpReceiver;
-use crate::receiver::{Admission, ReceiverContext, framed, tcp, udp};
+use crate::receiver::{Admission, ReceiverContext, StreamListener, framed, tcp, udp};
 
 /// A receiver's kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,7 +54,7 @@ impl Kind {
 
 /// A bound socket, not yet served.
 pub(super) enum Socket {
-    Tcp(TcpListener),
+    Tcp(StreamListener),
     Udp(UdpReceiver),
 }
 
@@ -76,7 +76,7 @@ impl Socket {
                 Socket::Udp(UdpReceiver::new(s)).prepared(kind, listen)
             }
             _ => tcp_listen(addr, listen.backlog)
-                .map(Socket::Tcp)
+                .map(|l| Socket::Tcp(StreamListener::Tcp(l)))
                 .map_err(err),
         }
     }
@@ -101,7 +101,7 @@ impl Socket {
 
     fn local_addr(&self) -> Option<SocketAddr> {
         match self {
-            Socket::Tcp(l) => l.local_addr().ok(),
+            Socket::Tcp(l) => l.local_addr(),
             Socket::Udp(rx) => rx.socket().local_addr().ok(),
         }
     }

@@ -28,6 +28,7 @@ use tokio::net::{TcpListener, UdpSocket};
 use crate::config::{Config, ConfigError};
 use crate::ingest::{IngestStats, Ingestor, Pipeline, Source};
 use crate::queue::DestinationQueue;
+use crate::receiver::{Listener, StreamListener};
 use crate::router::{Router, RouterError};
 use crate::telemetry::StatsSnapshot;
 use crate::telemetry::reporter::Books;
@@ -74,9 +75,9 @@ pub struct Relay {
     queues: Vec<Arc<DestinationQueue>>,
     lists: Option<crate::filter::ListWatcher>,
     admin: Option<TcpListener>,
-    line: Option<TcpListener>,
-    pickle: Option<TcpListener>,
-    protobuf: Option<TcpListener>,
+    line: Option<StreamListener>,
+    pickle: Option<StreamListener>,
+    protobuf: Option<StreamListener>,
     udp: Option<UdpSocket>,
     #[cfg(feature = "kinesis")]
     aws: Option<aws_config::SdkConfig>,
@@ -87,9 +88,9 @@ pub struct Relay {
 pub struct RelayBuilder {
     config: Config,
     admin: Option<TcpListener>,
-    line: Option<TcpListener>,
-    pickle: Option<TcpListener>,
-    protobuf: Option<TcpListener>,
+    line: Option<StreamListener>,
+    pickle: Option<StreamListener>,
+    protobuf: Option<StreamListener>,
     udp: Option<UdpSocket>,
     #[cfg(feature = "kinesis")]
     aws: Option<aws_config::SdkConfig>,
@@ -161,15 +162,29 @@ impl Relay {
 }
 
 impl RelayBuilder {
-    /// Serves plaintext on this listener instead of `listen.line_tcp`.
+    /// Serves plaintext on this TCP listener instead of `listen.line_tcp`.
     pub fn line_listener(mut self, listener: TcpListener) -> Self {
-        self.line = Some(listener);
+        self.line = Some(StreamListener::Tcp(listener));
         self
     }
 
-    /// Serves pickle on this listener instead of `listen.pickle_tcp`.
+    /// Serves plaintext on connections from any [`Listener`] (a Unix socket, an
+    /// [`Incoming`](crate::Incoming) stream of in-memory connections, …) instead of
+    /// `listen.line_tcp`.
+    pub fn line_connections(mut self, listener: impl Listener) -> Self {
+        self.line = Some(StreamListener::other(listener));
+        self
+    }
+
+    /// Serves pickle on this TCP listener instead of `listen.pickle_tcp`.
     pub fn pickle_listener(mut self, listener: TcpListener) -> Self {
-        self.pickle = Some(listener);
+        self.pickle = Some(StreamListener::Tcp(listener));
+        self
+    }
+
+    /// Serves pickle on connections from any [`Listener`] instead of `listen.pickle_tcp`.
+    pub fn pickle_connections(mut self, listener: impl Listener) -> Self {
+        self.pickle = Some(StreamListener::other(listener));
         self
     }
 
@@ -182,9 +197,16 @@ impl RelayBuilder {
         self
     }
 
-    /// Serves carbon's protobuf on this listener instead of `listen.protobuf_tcp`.
+    /// Serves carbon's protobuf on this TCP listener instead of `listen.protobuf_tcp`.
     pub fn protobuf_listener(mut self, listener: TcpListener) -> Self {
-        self.protobuf = Some(listener);
+        self.protobuf = Some(StreamListener::Tcp(listener));
+        self
+    }
+
+    /// Serves carbon's protobuf on connections from any [`Listener`] instead of
+    /// `listen.protobuf_tcp`.
+    pub fn protobuf_connections(mut self, listener: impl Listener) -> Self {
+        self.protobuf = Some(StreamListener::other(listener));
         self
     }
 
