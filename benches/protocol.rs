@@ -3,11 +3,11 @@
 
 use std::hint::black_box;
 
+use anthracite::DropCounts;
 use anthracite::unstable::batch::Datapoint;
 use anthracite::unstable::protocol::line::{LineFramer, encode_line, parse_line};
-use anthracite::unstable::protocol::pickle::{PickleDecoder, encode_message};
-use anthracite::DropCounts;
 use anthracite::unstable::protocol::normalize;
+use anthracite::unstable::protocol::pickle::{PickleDecoder, encode_message};
 use bytes::BytesMut;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 

@@ -129,7 +129,10 @@ interval_secs = 0
     loop {
         let s = handle.stats();
         if s.ingest.received + s.ingest.invalid.total() >= sent {
-            assert_eq!(s.ingest.received, sent, "anthracite rejected datapoints: {s:?}");
+            assert_eq!(
+                s.ingest.received, sent,
+                "anthracite rejected datapoints: {s:?}"
+            );
             break;
         }
         assert!(

@@ -90,7 +90,10 @@ async fn dropped_ingestor_with_pending_data_is_flushed_or_counted() {
     }
     drop(ingestor);
     let s = handle.stats();
-    assert_eq!(s.ingest.received, 4, "the dropped ingestor published its counters");
+    assert_eq!(
+        s.ingest.received, 4,
+        "the dropped ingestor published its counters"
+    );
     assert_eq!(s.destinations[0].queued, 4, "and handed its data over");
 
     // A second one finds the queue (policy `block`) with room for 6 of its 15: it cannot

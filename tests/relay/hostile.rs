@@ -9,8 +9,8 @@ use std::io::Write;
 use std::net::{TcpStream, UdpSocket};
 use std::time::Duration;
 
-use anthracite::unstable::batch::Datapoint;
 use anthracite::DropReason;
+use anthracite::unstable::batch::Datapoint;
 use anthracite::unstable::protocol::pickle::encode_message;
 use anthracite::unstable::receiver::READ_BUFFER;
 use anthracite::{Pushed, Source};
@@ -21,7 +21,8 @@ use support::sink::{CountingSink, SinkProtocol};
 const WAIT: Duration = Duration::from_secs(60);
 
 fn received_from(s: &anthracite::StatsSnapshot, source: Source) -> u64 {
-    s.ingest.received_by_source
+    s.ingest
+        .received_by_source
         .iter()
         .find(|(src, _)| *src == source)
         .map_or(0, |(_, n)| *n)
@@ -88,7 +89,12 @@ fn max_name_length_drops_and_counts_in_every_protocol() {
     let s = relay.wait_stats("every long name counted", WAIT, |s| {
         s.ingest.invalid.get(DropReason::NameTooLong) == sources as u64
     });
-    assert_eq!(s.ingest.invalid.total(), sources as u64, "{:?}", s.ingest.invalid);
+    assert_eq!(
+        s.ingest.invalid.total(),
+        sources as u64,
+        "{:?}",
+        s.ingest.invalid
+    );
     assert_eq!(sink.wait_for_count(sources, WAIT), sources);
     assert_eq!(sink.wait_quiet(Duration::from_millis(200), WAIT), sources);
     assert!(
@@ -147,7 +153,11 @@ fn large_pickle_frames_stay_within_the_frame_budget_and_are_released() {
     let s = relay.wait_stats("two frames admitted", WAIT, |s| {
         s.ingest.active_connections == 4 && s.ingest.buffered_bytes >= held
     });
-    assert!(s.ingest.buffered_bytes <= bound, "{} > {bound}", s.ingest.buffered_bytes);
+    assert!(
+        s.ingest.buffered_bytes <= bound,
+        "{} > {bound}",
+        s.ingest.buffered_bytes
+    );
     // Room for two frames: the other two clients wait with their ordinary buffers.
     let three = 3 * frames[0].len() as u64;
     for _ in 0..20 {
@@ -166,7 +176,10 @@ fn large_pickle_frames_stay_within_the_frame_budget_and_are_released() {
     assert_eq!(sink.wait_for_count(4 * per_frame, WAIT), 4 * per_frame);
     drop(conns);
     let s = relay.wait_stats("clients gone", WAIT, |s| s.ingest.active_connections == 0);
-    assert_eq!(s.ingest.buffered_bytes, 0, "a client that left holds nothing");
+    assert_eq!(
+        s.ingest.buffered_bytes, 0,
+        "a client that left holds nothing"
+    );
     assert_eq!(received_from(&s, Source::PickleTcp), 4 * per_frame as u64);
     assert_eq!(s.ingest.invalid.total(), 0, "{:?}", s.ingest.invalid);
     relay.stop();
@@ -243,7 +256,8 @@ fn udp_kernel_drops_are_reported() {
     let deadline = std::time::Instant::now() + WAIT;
     let s = loop {
         let s = relay.handle.stats();
-        if s.ingest.udp_kernel_drops > 0 && received_from(&s, Source::LineUdp) + s.ingest.udp_kernel_drops == sent
+        if s.ingest.udp_kernel_drops > 0
+            && received_from(&s, Source::LineUdp) + s.ingest.udp_kernel_drops == sent
         {
             break s;
         }

@@ -130,7 +130,9 @@ fn udp_datagrams_carry_several_lines() {
     sock.send_to(b"udp.c 3 1700000000\r\nbad\n", relay.udp)
         .expect("send");
     assert_eq!(sink.wait_for_count(3, WAIT), 3);
-    let s = relay.wait_stats("udp bad line counted", WAIT, |s| s.ingest.invalid.total() == 1);
+    let s = relay.wait_stats("udp bad line counted", WAIT, |s| {
+        s.ingest.invalid.total() == 1
+    });
     assert_eq!(s.ingest.invalid.get(DropReason::BadFields), 1);
 }
 
@@ -143,9 +145,13 @@ fn connection_limit_and_idle_timeout_apply() {
     ));
     let a = TcpStream::connect(relay.line).expect("first");
     let b = TcpStream::connect(relay.line).expect("second");
-    relay.wait_stats("two connections open", WAIT, |s| s.ingest.active_connections == 2);
+    relay.wait_stats("two connections open", WAIT, |s| {
+        s.ingest.active_connections == 2
+    });
     let mut c = TcpStream::connect(relay.line).expect("third connects at TCP level");
-    let s = relay.wait_stats("third rejected", WAIT, |s| s.ingest.rejected_connections == 1);
+    let s = relay.wait_stats("third rejected", WAIT, |s| {
+        s.ingest.rejected_connections == 1
+    });
     assert_eq!(s.ingest.active_connections, 2);
     // The rejected connection was closed by the relay: a read sees EOF (or a reset).
     c.set_read_timeout(Some(WAIT)).expect("timeout");

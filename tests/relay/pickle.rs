@@ -6,8 +6,8 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use anthracite::unstable::batch::Datapoint;
 use anthracite::DropReason;
+use anthracite::unstable::batch::Datapoint;
 use anthracite::unstable::protocol::pickle::encode_message;
 use bytes::BytesMut;
 use support::relay::{TestRelay, config_for};
@@ -49,7 +49,9 @@ fn bad_frame_is_dropped_and_the_connection_continues() {
     ]))
     .expect("write");
     assert_eq!(sink.wait_for_count(3, WAIT), 3);
-    let s = relay.wait_stats("bad frames counted", WAIT, |s| s.ingest.invalid.total() >= 2);
+    let s = relay.wait_stats("bad frames counted", WAIT, |s| {
+        s.ingest.invalid.total() >= 2
+    });
     assert_eq!(s.ingest.invalid.get(DropReason::BadPickle), 2);
     assert_eq!(s.ingest.received, 3);
     let paths: Vec<String> = sink.received().into_iter().map(|r| r.path).collect();

@@ -101,16 +101,17 @@ pub mod unstable;
 pub use config::{
     CarbonImport, CarbonOptions, Config, ConfigBuilder, ConfigError, LogFormat, Placement,
 };
+pub use destination::OutputProtocol;
 pub use ingest::{
     Delivery, FLUSH_HINT_BYTES, Flushed, IngestSnapshot, Ingestor, Pushed, Receipt, Source,
     SourceSnapshot,
 };
 pub use protocol::{DropCounts, DropReason};
 pub use queue::spill::SpillError;
-pub use receiver::{Incoming, Listener};
 pub use queue::{DestinationDropReason, DestinationSnapshot, LastError, SpillSnapshot, WhenFull};
+pub use receiver::{Incoming, Listener};
 pub use relay::{
     Relay, RelayBuilder, RelayError, RelayHandle, ReloadError, Reloaded, ShutdownReport,
 };
-pub use router::RouterError;
+pub use router::{HashType, RouterError};
 pub use telemetry::{ReloadCounts, StatsSnapshot};

@@ -29,7 +29,9 @@ pub mod protocol {
 /// KPL aggregation records (Cargo feature `kpl`, part of `kinesis`).
 #[cfg(feature = "kpl")]
 pub mod kpl {
-    pub use crate::protocol::kpl::{AggregatedRecord, Deaggregated, Record, aggregate, deaggregate};
+    pub use crate::protocol::kpl::{
+        AggregatedRecord, Deaggregated, Record, aggregate, deaggregate,
+    };
 }
 
 /// carbon's rings, rules and aggregated routing; the route cache.
@@ -57,7 +59,9 @@ pub mod queue {
 
         /// The record format.
         pub mod record {
-            pub use crate::queue::spill::record::{decode_batch, encode_record, payload_datapoints};
+            pub use crate::queue::spill::record::{
+                decode_batch, encode_record, payload_datapoints,
+            };
         }
 
         /// The segment files.

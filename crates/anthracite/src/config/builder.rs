@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use super::raw::{RawConfig, RawServer};
 use super::{Config, ConfigError};
+use crate::destination::OutputProtocol;
 use crate::queue::WhenFull;
+use crate::router::HashType;
 
 /// Builds a [`Config`] with typed setters; start with [`Config::builder`].
 ///
@@ -70,6 +72,40 @@ impl ConfigBuilder {
     /// Pickle over TCP on this address (`None`, the builder's default: not bound).
     pub fn pickle_tcp(mut self, addr: Option<SocketAddr>) -> Self {
         self.raw.listen.pickle_tcp = addr_text(addr);
+        self
+    }
+
+    /// carbon's protobuf over TCP on this address (`None`, the default: not bound).
+    pub fn protobuf_tcp(mut self, addr: Option<SocketAddr>) -> Self {
+        self.raw.listen.protobuf_tcp = addr_text(addr);
+        self
+    }
+
+    /// Most client connections over every TCP receiver (`listen.max_connections`, default
+    /// 10,000); at the limit the idlest connection is closed to admit a new one.
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.raw.listen.max_connections = connections;
+        self
+    }
+
+    /// Closes a client connection that sends nothing for this long (`listen.idle_timeout_secs`,
+    /// default 600 s; `None`: never).
+    pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.raw.listen.idle_timeout_secs = timeout.map_or(0.0, |d| d.as_secs_f64());
+        self
+    }
+
+    /// What destinations are sent (`destinations.protocol`, default pickle, as carbon-relay
+    /// sends to carbon-cache).
+    pub fn protocol(mut self, protocol: OutputProtocol) -> Self {
+        self.raw.destinations.protocol = protocol;
+        self
+    }
+
+    /// carbon's `ROUTER_HASH_TYPE` for the consistent-hashing ring (`router.hash_type`,
+    /// default `carbon_ch`).
+    pub fn hash_type(mut self, hash: HashType) -> Self {
+        self.raw.router.hash_type = hash;
         self
     }
 

@@ -57,6 +57,7 @@ use crate::tls::ClientTls;
 /// What a destination is sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum OutputProtocol {
     /// carbon's pickle protocol 2, length-prefixed (carbon-cache's `PICKLE_RECEIVER_PORT`).
     #[default]

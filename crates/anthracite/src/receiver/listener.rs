@@ -86,14 +86,17 @@ pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
+/// The next connection of a boxed listener.
+type AcceptFuture<'a> = Pin<Box<dyn Future<Output = io::Result<Box<dyn Io>>> + Send + 'a>>;
+
 /// Object-safe [`Listener`], so one accept loop serves every kind.
 pub(crate) trait DynListener: Send {
-    fn accept(&mut self) -> Pin<Box<dyn Future<Output = io::Result<Box<dyn Io>>> + Send + '_>>;
+    fn accept(&mut self) -> AcceptFuture<'_>;
     fn local_addr(&self) -> Option<SocketAddr>;
 }
 
 impl<L: Listener> DynListener for L {
-    fn accept(&mut self) -> Pin<Box<dyn Future<Output = io::Result<Box<dyn Io>>> + Send + '_>> {
+    fn accept(&mut self) -> AcceptFuture<'_> {
         Box::pin(async move {
             Listener::accept(self)
                 .await

@@ -19,9 +19,9 @@
 pub mod admission;
 pub mod buffer;
 pub mod framed;
-mod listener;
 #[cfg(feature = "kinesis")]
 pub mod kinesis;
+mod listener;
 pub mod stream;
 pub mod tcp;
 pub mod udp;
@@ -37,8 +37,8 @@ use crate::ingest::Pipeline;
 
 pub use admission::Admission;
 pub use buffer::READ_BUFFER;
-pub use listener::{Incoming, Listener};
 pub(crate) use listener::StreamListener;
+pub use listener::{Incoming, Listener};
 
 /// What every receiver task shares.
 #[derive(Clone, Debug)]

@@ -57,7 +57,10 @@ fn watched(s: &StatsSnapshot) -> Vec<(String, Vec<&'static str>, Vec<u64>)> {
     let mut out = vec![(
         "invalid datapoints".to_string(),
         DropReason::ALL.iter().map(|r| r.as_str()).collect(),
-        DropReason::ALL.iter().map(|&r| s.ingest.invalid.get(r)).collect(),
+        DropReason::ALL
+            .iter()
+            .map(|&r| s.ingest.invalid.get(r))
+            .collect(),
     )];
     for d in s.destinations.iter().chain(&s.removed) {
         out.push((

@@ -64,7 +64,8 @@ pub fn relay_component(s: &StatsSnapshot) -> Component {
             .carbon(leaf::UDP_KERNEL_DROPS),
     );
     figures.push(
-        Figure::gauge(s.ingest.buffered_bytes as f64).series(facade::RECEIVE_BUFFER_BYTES, Vec::new()),
+        Figure::gauge(s.ingest.buffered_bytes as f64)
+            .series(facade::RECEIVE_BUFFER_BYTES, Vec::new()),
     );
     for (result, n) in [
         ("applied", s.reloads.applied),

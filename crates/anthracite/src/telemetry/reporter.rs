@@ -21,7 +21,6 @@ use crate::ingest::{Pipeline, Source, unix_now};
 use crate::metric_names::carbon as leaf;
 use crate::queue::DestinationStats;
 
-
 /// What the reporter and `/metrics` read from a running relay.
 pub trait Books: Send + Sync {
     /// Every counter now: the ingest side, each destination in ring order, then destinations

@@ -113,9 +113,7 @@ mod model_tests;
 
 pub use config::{FsyncPolicy, SpillConfig};
 pub use error::{SpillError, SpillOp};
-pub use fs::{
-    MemFs, SpillFs, SpillReader, SpillWriter, StdFs,
-};
+pub use fs::{MemFs, SpillFs, SpillReader, SpillWriter, StdFs};
 pub use ledger::{LedgerState, Position};
 pub use report::{AppendOutcome, RecoveryReport, SpillStats};
 
