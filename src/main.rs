@@ -13,11 +13,9 @@ use tracing_subscriber::EnvFilter;
 #[cfg(target_env = "gnu")]
 const TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The binary keeps the system allocator (glibc's malloc): on `burst-3m` as a process it cost
-/// ×0.78 the CPU per datapoint of mimalloc (4 of 4 alternating rounds), whose fresh-page
-/// faults took ~28 % of the relay's CPU. glibc keeps freed memory in its heaps, though (after
-/// issue 14's hostile run 134 MiB stayed, against mimalloc's 32 MiB), so every
-/// [`TRIM_INTERVAL`] the free memory is handed back (`malloc_trim`; it takes the arena locks
+/// The binary keeps the system allocator (glibc's malloc), cheaper per datapoint than
+/// mimalloc here (README, "Benchmark notes": allocator). glibc keeps freed memory in its
+/// heaps, though, so every [`TRIM_INTERVAL`] the free memory is handed back (`malloc_trim`; it takes the arena locks
 /// for the time it walks the free lists, well under a millisecond on the relay's heaps).
 #[cfg(target_env = "gnu")]
 async fn trim_heap() {

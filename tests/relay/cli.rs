@@ -226,7 +226,7 @@ fn file_source_example_delivers_every_valid_line() {
     assert_eq!(sent, 1000, "{text}");
 }
 
-/// Issue 14: values that panicked (`1e20` seconds: exit 101), that passed `check` and failed
+/// Values that panicked (`1e20` seconds: exit 101), that passed `check` and failed
 /// at `run` without naming the key (a spill dir that is a file, `line_tcp` equal to
 /// `pickle_tcp`, `max_connections = u64::MAX`), or that were accepted silently (NaN, negative,
 /// port 0, an empty instance, `linger_ms = u64::MAX`). `check` and `run` both exit 2 on every

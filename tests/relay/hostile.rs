@@ -1,4 +1,4 @@
-//! Issue 14, probed as an adversary would: names too long for any protocol, large pickle
+//! Probed as an adversary would: names too long for any protocol, large pickle
 //! frames from many connections at once, a flood of idle connections, UDP faster than the
 //! relay reads. Every assertion is a count or a bound the relay enforces and accounts for
 //! (never a timing, never RSS).
@@ -28,7 +28,7 @@ fn received_from(s: &anthracite::StatsSnapshot, source: Source) -> u64 {
         .map_or(0, |(_, n)| *n)
 }
 
-/// Issue 14: a name of any length was accepted and copied into caches and batches (1 MB
+/// A name of any length was accepted and copied into caches and batches (1 MB
 /// names inside 1 MB pickle frames took gigabytes). Names over `listen.max_name_length` are
 /// dropped and counted as `name_too_long` by every source: plaintext over TCP and UDP,
 /// pickle, an embedding program, and the Kinesis reader's line feeder.
@@ -122,7 +122,7 @@ fn frame(first: usize, n: usize) -> Vec<u8> {
     out.to_vec()
 }
 
-/// Issue 14: every connection could hold a whole `max_pickle_frame` buffer (and its decoder
+/// Every connection could hold a whole `max_pickle_frame` buffer (and its decoder
 /// scratch) at once, and kept both after the frame: hostile clients took gigabytes that were
 /// still held after they left. Frames over the 64 KiB read buffer now come out of one
 /// relay-wide budget (`listen.max_frame_buffer_bytes`): with room for two 1 MB frames, four
@@ -185,7 +185,7 @@ fn large_pickle_frames_stay_within_the_frame_budget_and_are_released() {
     relay.stop();
 }
 
-/// Issue 14: with the connection limit reached by idle sockets, every new client's connect
+/// With the connection limit reached by idle sockets, every new client's connect
 /// succeeded and its first write was lost, silently. At the limit the connection idle the
 /// longest is now closed to admit the new one (counted as evicted).
 #[test]
@@ -224,7 +224,7 @@ fn idle_flood_does_not_lock_out_clients() {
     relay.stop();
 }
 
-/// Issue 14: datagrams the kernel dropped because the relay's socket buffer was full were
+/// Datagrams the kernel dropped because the relay's socket buffer was full were
 /// invisible. They are read from the socket's drop counter (`SO_RXQ_OVFL`) and reported: every
 /// datagram sent is either received or counted as a kernel drop.
 #[test]
@@ -279,7 +279,7 @@ fn udp_kernel_drops_are_reported() {
     relay.stop();
 }
 
-/// Issue 14: at the process's file-descriptor limit `accept` failed with one log line and the
+/// At the process's file-descriptor limit `accept` failed with one log line and the
 /// clients queued in the backlog hung. Failed accepts now back off and are counted, and out of
 /// descriptors the relay closes its idlest connection to give one back, so a real client
 /// queued behind a flood of idle ones gets through. (The real binary, with a low `ulimit -n`.)
@@ -372,7 +372,7 @@ fn listen_backlog(port: u16) -> u32 {
         .unwrap_or_else(|| panic!("unexpected ss line {line:?}"))
 }
 
-/// Issue 14: the listeners used the runtime's fixed backlog (a burst of 5,000 connects
+/// The listeners used the runtime's fixed backlog (a burst of 5,000 connects
 /// overflowed it 2,221 times). A listener the relay binds gets `listen.backlog`, 1,024 by
 /// default (capped by the kernel's `net.core.somaxconn`). A real process binding its own ports.
 #[test]

@@ -445,7 +445,7 @@ fn disk_budget_reached_applies_drop_newest_with_exact_counters() {
     relay.stop();
 }
 
-/// Issue 14: entering disk mode moved the memory tier's batches to a spill log that could not
+/// Entering disk mode moved the memory tier's batches to a spill log that could not
 /// take them, and they were dropped: with a small disk the destination got fewer datapoints
 /// than with no disk at all. A memory-only `drop_newest` queue keeps its 10,000 datapoints of
 /// this outage; the spilling queue must keep at least as many, and count every drop.

@@ -30,44 +30,81 @@
 //!
 //! `src/relay/` wires the stages together and owns startup and shutdown order (receivers
 //! first, then queues drain, then destinations close) and configuration reload (a new routing
-//! generation swapped whole; `src/relay/reload.rs` is the design). `src/telemetry/` holds the
-//! self-metric names, the figures both the reporter (`carbon.relays.<host>.*` back into the
-//! stream) and `/metrics` report, and `src/admin.rs` serves `/metrics`, `/healthz`, `/ready`
-//! and `/destinations`. Other
-//! sources join at step 3 through an [`Ingestor`]: the Kinesis Data Streams reader
-//! (`src/receiver/kinesis/`, Cargo feature `kinesis`; its `leases/` share a stream's shards across
-//! relays through a DynamoDB lease table) and any embedding program, via
-//! [`RelayHandle::ingestor`]. `src/bench/` (Cargo feature `bench`) is the capacity-planning
-//! harness behind `anthracite bench`.
+//! generation swapped whole; `src/relay/reload.rs` is the design). `src/telemetry/` builds what
+//! the relay says about itself from snapshots of the books, for both the reporter
+//! (`carbon.relays.<host>.*` back into the stream) and `/metrics`; `src/admin.rs` serves
+//! `/metrics`, `/healthz`, `/ready` and `/destinations`. Other sources join at step 3 through
+//! an [`Ingestor`]: the Kinesis Data Streams reader (`src/receiver/kinesis/`, Cargo feature
+//! `kinesis`; its `leases/` share a stream's shards across relays through a DynamoDB lease
+//! table) and any embedding program, via [`RelayHandle::ingestor`].
+//!
+//! ## Layers
+//!
+//! Each module imports only its own layer or those below it (`tests/layers.rs` checks the
+//! sources), bottom to top: `metric_names` (every self-metric name), `episode` (the rate limit
+//! of episode log lines), `figure` (what a reported value is), `pattern`, `tls`, `batch` →
+//! `cache` → `protocol` → `router`, `filter` → `queue` → `destination` → `ingest` → `config` →
+//! `receiver` → `telemetry` → `admin` → `relay`.
 //!
 //! ## The API
 //!
-//! What the crate root exports is the stable API: [`Relay`] (built by [`RelayBuilder`],
-//! observed and fed through a [`RelayHandle`]), its [`Config`] (from a file, a carbon.conf,
-//! or [`ConfigBuilder`]), the [`Ingestor`] with its delivery feedback ([`Pushed`],
-//! [`Flushed`], [`Receipt`]), the counters ([`StatsSnapshot`]) and the error types.
-//! [`unstable`] exposes the internals for anthracite's own tests, benchmarks and tools, with
-//! no stability promise.
+//! What the crate root exports is the stable API: [`Relay`] (built by [`RelayBuilder`] with
+//! TCP listeners or any [`Listener`], observed and fed through a [`RelayHandle`]), its
+//! [`Config`] (from a file, a carbon.conf, or [`ConfigBuilder`]) and [`Placement`], the
+//! [`Ingestor`] with its delivery feedback ([`Pushed`], [`Flushed`], [`Receipt`]), the
+//! counters ([`StatsSnapshot`]) and the error types. Everything else is `pub(crate)`; the
+//! Cargo feature `unstable` opens a hidden `unstable` module listing, by name, the internals
+//! anthracite's own tests, benchmarks and fuzz targets use, with no stability promise.
 //!
 //! ## Cargo features
 //!
-//! - `kinesis`: the AWS Kinesis Data Streams source (the AWS SDK). Opt in when embedding.
-//! - `cli`, `bench`: the `anthracite` binary and its benchmark harness.
+//! - `kinesis`: the AWS Kinesis Data Streams source (the AWS SDK). Off by default.
+//! - `kpl`: KPL de-aggregation alone (part of `kinesis`).
+//! - `unstable`: the internals gate above.
 //!
-//! `default-features = false` gives the relay core alone (no clap, plotters, indicatif,
-//! anyhow, tracing-subscriber or AWS SDK); the defaults are for the binary and the test suite.
+//! The crate's dependencies hold no command-line, harness or AWS crate; the `anthracite`
+//! binary (the workspace root) and the harness (`crates/anthracite-bench`) bring theirs.
 //!
 //! ## Embedding
 //!
+//! The lifecycle: a validated [`Config`] → [`Relay::builder`] with injected listeners →
+//! [`Relay::run`] with a shutdown future → [`ShutdownReport`]; a [`RelayHandle`] feeds it
+//! through [`Ingestor`]s, reads its counters and reloads it. The README's "Embedding
+//! anthracite" lists every builder setter with its default and what each error means.
+//!
 //! ```no_run
+//! use anthracite::{Config, Delivery, Relay};
+//!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use anthracite::{Config, Relay};
 //! let config = Config::builder()
 //!     .destinations(["127.0.0.1:2104:a", "127.0.0.1:2204:b"])
+//!     .telemetry_interval(None)
 //!     .build()?;
 //! let line = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 //! let relay = Relay::builder(config).line_listener(line).build()?;
-//! relay.run(async { let _ = tokio::signal::ctrl_c().await; }).await?;
+//! let handle = relay.handle();
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let running = tokio::spawn(relay.run(async {
+//!     let _ = stopped.await;
+//! }));
+//!
+//! let mut ingestor = handle.ingestor();
+//! ingestor.push(b"app.requests.count", 1_700_000_000.0, 42.0);
+//! let flushed = ingestor.flush().await;
+//! assert_eq!(flushed.dropped, 0);
+//! assert_eq!(ingestor.receipt().delivered().await, Delivery::Settled);
+//!
+//! // A third destination, from code: applied whole or not at all.
+//! let bigger = Config::builder()
+//!     .destinations(["127.0.0.1:2104:a", "127.0.0.1:2204:b", "127.0.0.1:2304:c"])
+//!     .telemetry_interval(None)
+//!     .build()?;
+//! let reloaded = handle.reload(bigger).await?;
+//! println!("{:?}", reloaded.changes);
+//!
+//! let _ = stop.send(());
+//! let report = running.await??;
+//! println!("undelivered: {:?}", report.undelivered);
 //! # Ok(()) }
 //! ```
 #![warn(missing_docs)]

@@ -1,4 +1,4 @@
-//! Issue 14: every numeric key has a range checked in the validated config, so no value can
+//! Every numeric key has a range checked in the validated config, so no value can
 //! panic a conversion (`Duration::from_secs_f64`) or an allocation at startup, and what `run`
 //! would trip over before binding (a spill dir that is a file, overlapping listeners, port
 //! 0, an empty instance) is an error naming the key.

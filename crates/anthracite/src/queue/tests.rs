@@ -617,7 +617,7 @@ async fn spill_io_error_applies_fallback_counts_and_recovers() {
     assert!(got.windows(2).all(|w| w[0] < w[1]));
 }
 
-/// Issue 14: entering disk mode moved the memory tier to a log that could not store it, and
+/// Entering disk mode moved the memory tier to a log that could not store it, and
 /// the fallback dropped it. Moved batches the log refuses now come back to memory; only the
 /// new data gets the fallback.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

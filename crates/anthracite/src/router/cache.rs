@@ -84,14 +84,9 @@ impl RouteCache {
     /// (`consistent-hashing`, `fast-hashing`), names up to 119 bytes (two MD5 blocks). Eight
     /// `carbon_ch` MD5s in AVX2, or one FNV-1a or MurmurHash3 of such a name, cost less than a
     /// lookup once the cache outgrows the CPU's caches (an index slot and an entry fetched
-    /// from memory, one after the other). Measured as a process on `relay.toml.example` in
-    /// alternating rounds against looking them up: `carbon_ch` CPU per datapoint ×0.82 on
-    /// `burst-3m` (100k names, 4 of 4 rounds), ×0.81 on `pickle-in` (4 of 4), ×0.71 on
-    /// `distinct-3m` (2 of 2), ×0.84 on `many-clients-1k` (3 of 3), peak RSS 70 → 54 MiB;
-    /// `fnv1a_ch` ×0.78 and `mmh3_ch` ×0.74 on `burst-3m` (3 of 3 each); two-block names
-    /// (`burst-3m` with 80-byte names) ×0.85 (4 of 4), peak RSS 74–83 → 54–68 MiB. Longer names, the
-    /// rules and aggregation routers (regexes) still go through the cache, as does every
-    /// lookup of a single name ([`route_into`](Self::route_into)).
+    /// from memory, one after the other; README, "Benchmark notes": computed runs). Longer
+    /// names, the rules and aggregation routers (regexes) still go through the cache, as does
+    /// every lookup of a single name ([`route_into`](Self::route_into)).
     #[inline]
     pub fn computes(&self, name: &[u8]) -> bool {
         name.len() <= self.computed_up_to

@@ -223,7 +223,7 @@ mod tests {
         assert_eq!(get("carbon.relays.x-a.metricsReceived"), Some(0.0));
     }
 
-    /// Issue 14: only `queue_full` reached the carbon self-metrics (`fullQueueDrops`); a spill
+    /// Only `queue_full` reached the carbon self-metrics (`fullQueueDrops`); a spill
     /// log that could not take data dropped `spill_full` / `spill_io` datapoints that no series
     /// showed. Every reason of both kinds is a series: `droppedDatapoints.<reason>` per
     /// destination, `invalidDatapoints.<reason>` for the receivers, and the kernel's UDP drops.

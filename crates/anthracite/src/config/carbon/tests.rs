@@ -274,7 +274,7 @@ fn whitelist_paths_come_from_the_conf_dir() {
     );
 }
 
-/// Issue 14: `METRIC_CLIENT_IDLE_TIMEOUT = inf` panicked converting infinity to a duration
+/// `METRIC_CLIENT_IDLE_TIMEOUT = inf` panicked converting infinity to a duration
 /// (exit 101 in `check` and `run`); it is a configuration error naming the setting.
 #[test]
 fn idle_timeout_inf_is_a_config_error() {
@@ -292,7 +292,7 @@ fn idle_timeout_inf_is_a_config_error() {
     assert_eq!(c.config.listen.idle_timeout, None);
 }
 
-/// Issue 14: `MAX_QUEUE_SIZE = 1e99` was accepted silently; out-of-range values name the
+/// `MAX_QUEUE_SIZE = 1e99` was accepted silently; out-of-range values name the
 /// carbon setting, `inf` is the largest queue allowed.
 #[test]
 fn max_queue_size_out_of_range_is_a_config_error() {
