@@ -158,6 +158,22 @@ enum Slot {
     Opened(Arc<DestinationQueue>),
 }
 
+/// What the fallible steps of a reload prepared, for the commit that cannot fail.
+struct Prepared {
+    /// The new configuration.
+    new: Config,
+    /// Its router (the running one when the routing did not change).
+    router: Arc<Router>,
+    /// Per destination of `new`, where its queue comes from.
+    slots: Vec<Slot>,
+    /// Sockets bound for changed receiver addresses (a kind with none is turned off).
+    fresh: Vec<(Kind, Option<Socket>)>,
+    /// `Some` when the admin address changed: the new listener, or none to turn it off.
+    admin: Option<Option<tokio::net::TcpListener>>,
+    /// What changed so far, one line each.
+    changes: Vec<String>,
+}
+
 impl Running {
     /// Applies `new`, or changes nothing (see the module documentation).
     pub(super) async fn reload(
@@ -213,9 +229,15 @@ impl Running {
         let slots = self.queues_for(shared, &new).await?;
 
         // Commit.
-        Ok(self
-            .commit(shared, new, router, slots, fresh, admin, changes)
-            .await)
+        let prepared = Prepared {
+            new,
+            router,
+            slots,
+            fresh,
+            admin,
+            changes,
+        };
+        Ok(self.commit(shared, prepared).await)
     }
 
     /// Rejects what cannot change while the relay runs.
@@ -317,18 +339,16 @@ impl Running {
         ));
     }
 
-    /// Makes `new` the running configuration (no step here can fail).
-    #[allow(clippy::too_many_arguments)]
-    async fn commit(
-        &mut self,
-        shared: &Arc<Shared>,
-        new: Config,
-        router: Arc<Router>,
-        slots: Vec<Slot>,
-        fresh: Vec<(Kind, Option<Socket>)>,
-        admin: Option<Option<tokio::net::TcpListener>>,
-        mut changes: Vec<String>,
-    ) -> Reloaded {
+    /// Makes `prepared.new` the running configuration (no step here can fail).
+    async fn commit(&mut self, shared: &Arc<Shared>, prepared: Prepared) -> Reloaded {
+        let Prepared {
+            new,
+            router,
+            slots,
+            fresh,
+            admin,
+            mut changes,
+        } = prepared;
         // Destinations: kept, restarted, revived, started; the rest retire below.
         let mut old_active: Vec<Option<Live>> = std::mem::take(&mut self.active)
             .into_iter()
