@@ -537,7 +537,7 @@ mod tests {
 
     #[test]
     fn shipped_scenarios_parse_and_validate() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/scenarios");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/scenarios");
         let mut n = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();

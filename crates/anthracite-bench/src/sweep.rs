@@ -426,7 +426,7 @@ mod tests {
 
     #[test]
     fn shipped_sweeps_validate_every_step() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/scenarios");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/scenarios");
         let mut swept = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
