@@ -553,3 +553,50 @@ fn spill_dir_removed_and_recreated_resumes_and_delivers_what_was_spilled_after()
     );
     relay.stop();
 }
+
+/// Issue 23: a second relay started on the same spill directory started and replayed the first
+/// one's logs (duplicates, or acknowledgements lost). The spill directory is now locked
+/// (`flock`) for a relay's life: the second relay exits with the configuration-error code and
+/// says which directory is in use, and the first goes on.
+#[test]
+fn second_relay_on_the_same_spill_dir_exits_with_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spill = dir.path().join("spill");
+    let ports = support::free_ports(3);
+    let mut first = start_binary(
+        dir.path(),
+        &binary_config(ports[0], ports[2], &spill, "interval"),
+        ports[0],
+    );
+    let config = dir.path().join("second.toml");
+    std::fs::write(
+        &config,
+        binary_config(ports[1], ports[2], &spill, "interval"),
+    )
+    .expect("write second.toml");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
+    cmd.args(["run", "--config"]).arg(&config);
+    let out = support::process::output_with_timeout(
+        "second relay",
+        cmd,
+        Vec::new(),
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is in use by another relay")
+            && stderr.contains(&spill.display().to_string()),
+        "{stderr}"
+    );
+    assert!(
+        TcpStream::connect(("127.0.0.1", ports[1])).is_err(),
+        "the second relay never listened"
+    );
+    assert!(
+        first.try_wait().expect("try_wait").is_none(),
+        "the first relay still runs"
+    );
+    signal(&first, "TERM");
+    assert!(wait_exit(&mut first).success());
+}
