@@ -336,3 +336,50 @@ fn client_ca_refuses_clients_without_a_certificate() {
     assert_eq!(relay.handle.stats().received, 100);
     assert_eq!(sink.count(), 100);
 }
+
+/// Issue 23: a self-signed certificate made by the usual `openssl req -x509 -newkey rsa:2048
+/// -nodes …` one-liner (which sets `CA:TRUE`) given as the destination's trusted CA worked with
+/// carbon-relay and failed with anthracite (`CaUsedAsEndEntity`; 0 of 3,624 delivered). A
+/// destination presenting exactly a certificate configured as trusted is now accepted.
+#[test]
+fn ca_true_self_signed_destination_certificate_configured_as_trusted_is_accepted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cert = ServerCert::self_signed_ca(&["127.0.0.1", "localhost"]);
+    let sink = tls_sink(&cert);
+    let (trusted, _) = cert.write(dir.path(), "pinned");
+    let relay = tls_relay(sink.port(), &trusted, &dir.path().join("spill"));
+    let mut c = TcpStream::connect(relay.line).expect("connect");
+    c.write_all(&lines("tls.pinned", 3_624)).expect("write");
+    drop(c);
+    assert_eq!(sink.wait_for_count(3_624, WAIT), 3_624);
+    let s = relay.wait_stats("all sent", WAIT, |s| s.destinations[0].sent == 3_624);
+    assert_eq!(s.destinations[0].connect_failures, 0);
+    relay.stop();
+}
+
+/// Issue 23, the receivers' side: a client presenting exactly the CA:TRUE self-signed
+/// certificate configured as `client_ca` is accepted (pinned), as OpenSSL would.
+#[test]
+fn ca_true_self_signed_client_certificate_configured_as_client_ca_is_accepted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = TestCa::new("relay CA");
+    let client = ServerCert::self_signed_ca(&["client.example"]);
+    let (cert, key) = ca.server_cert(&["127.0.0.1"]).write(dir.path(), "relay");
+    let (client_ca, _) = client.write(dir.path(), "client");
+    let sink = CountingSink::start("sink", SinkProtocol::Pickle);
+    let relay = TestRelay::start(&config_for(
+        &[format!("{}:a", sink.addr())],
+        &format!(
+            "[listen.tls]\ncert_file = {:?}\nkey_file = {:?}\nclient_ca = {:?}\n",
+            cert.display().to_string(),
+            key.display().to_string(),
+            client_ca.display().to_string()
+        ),
+    ));
+    send_tls(
+        tls_client(relay.line, &ca, Some(&client)),
+        &lines("tls.pinned.client", 100),
+    );
+    assert_eq!(sink.wait_for_count(100, WAIT), 100);
+    relay.stop();
+}
