@@ -383,3 +383,46 @@ fn ca_true_self_signed_client_certificate_configured_as_client_ca_is_accepted() 
     assert_eq!(sink.wait_for_count(100, WAIT), 100);
     relay.stop();
 }
+
+/// Issue 23: with `max_connections = 1000`, 1,500 clients that open TLS connections and never
+/// finish the handshake locked a valid client out for 4–5 s per wave: a connection in its
+/// handshake could not be evicted, and failures had no counter. Handshakes now hold an
+/// admitted slot that is evicted like an idle connection's, time out after 5 s, and count
+/// their failures: a valid TLS client is served while the 1,500 stall (the client's generous
+/// read timeout is the bound, not a measurement).
+#[test]
+fn valid_tls_client_is_served_while_1500_handshakes_stall() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = TestCa::new("relay CA");
+    let sink = CountingSink::start("sink", SinkProtocol::Pickle);
+    let relay = TestRelay::start(&config_for(
+        &[format!("{}:a", sink.addr())],
+        &format!(
+            "[listen]\nmax_connections = 1000\n{}",
+            listen_tls(dir.path(), &ca, false)
+        ),
+    ));
+    let stalled: Vec<TcpStream> = (0..1500)
+        .filter_map(|_| TcpStream::connect_timeout(&relay.line, Duration::from_secs(1)).ok())
+        .collect();
+    assert!(stalled.len() >= 1000, "{} stalled clients", stalled.len());
+    // The stalled handshakes become evictable once silent for MIN_IDLE_TO_EVICT.
+    std::thread::sleep(
+        anthracite::unstable::receiver::admission::MIN_IDLE_TO_EVICT + Duration::from_millis(300),
+    );
+    send_tls(
+        tls_client(relay.line, &ca, None),
+        &lines("tls.through.stall", 100),
+    );
+    assert_eq!(sink.wait_for_count(100, WAIT), 100);
+    let s = relay.handle.stats();
+    let line = s
+        .sources
+        .iter()
+        .find(|x| x.source == anthracite::Source::LineTcp)
+        .expect("line source");
+    assert!(line.tls_handshake_failures >= 1, "{line:?}");
+    assert!(line.evicted >= 1, "{line:?}");
+    drop(stalled);
+    relay.stop();
+}
