@@ -3,8 +3,8 @@
 //! A client that reconnects in a loop and misbehaves once per connection (an over-limit length
 //! prefix, a frame that decodes into more than the budget) would otherwise write one line per
 //! connection: 142,680 lines in 10 s from one client. Each kind of warning is one relay-wide
-//! [`Episode`]: at most one line per [`EPISODE_LOG_INTERVAL`](crate::episode::EPISODE_LOG_INTERVAL),
-//! carrying the counts since the previous one. The drops themselves are counted per datapoint
+//! episode (`crate::episode`): at most one line per 10 s, carrying the counts since the
+//! previous one. The drops themselves are counted per datapoint
 //! or frame by the ingest books, whatever is logged.
 
 use std::sync::Mutex;
