@@ -113,3 +113,31 @@ def payload(names):
 write("spill_record", "one_record", b"\x01" + payload([b"a.b", b"c.d"]))
 write("spill_record", "two_records", b"\x01" + payload([b"x"]) + b"\xff" + payload([b"y.z" * 10]))
 write("spill_record", "raw_segment", b"\x00" + struct.pack("<IIQ", 10, 0, 0) + b"garbage!!!")
+
+
+# protobuf: carbon.Payload frame payloads (no length prefix), well formed and hostile.
+def pb_field(number, wire, body):
+    key = varint(number << 3 | wire)
+    if wire == 2:
+        return key + varint(len(body)) + body
+    return key + body
+
+
+def pb_point(ts, value):
+    return pb_field(1, 0, varint(ts)) + pb_field(2, 1, struct.pack("<d", value))
+
+
+def pb_metric(name, points):
+    return pb_field(1, 2, name) + b"".join(pb_field(2, 2, pb_point(t, v)) for t, v in points)
+
+
+def pb_payload(metrics):
+    return b"".join(pb_field(1, 2, m) for m in metrics)
+
+
+write("protobuf", "two_metrics", pb_payload([pb_metric(b"a.b", [(1700000000, 1.5)]), pb_metric(b"c.d", [(1700000001, 2.0), (1700000002, -0.0)])]))
+write("protobuf", "one_name_many_points", pb_payload([pb_metric(b"amplify." + b"x" * 200, [(1700000000 + i, float(i)) for i in range(200)])]))
+write("protobuf", "bad_utf8_name", pb_payload([pb_metric(b"bad\xff", [(1, 1.0)]), pb_metric(b"ok", [(1, 2.0)])]))
+write("protobuf", "unknown_fields_and_group", pb_payload([pb_metric(b"u", [(1, 1.0)]) + pb_field(9, 0, varint(5)) + varint(10 << 3 | 3) + varint(10 << 3 | 4)]))
+write("protobuf", "truncated", pb_payload([pb_metric(b"t", [(1, 1.0)])])[:-3])
+write("protobuf", "forged_name", pb_payload([pb_metric(b"evil.a 1 1700000000\nevil.injected", [(1700000000, 1.0)])]))

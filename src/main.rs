@@ -252,7 +252,12 @@ fn is_config_error(e: &anyhow::Error) -> bool {
         c.downcast_ref::<anthracite::RouterError>().is_some()
             || matches!(
                 c.downcast_ref::<RelayError>(),
-                Some(RelayError::Router(_) | RelayError::Spill { .. })
+                Some(
+                    RelayError::Router(_)
+                        | RelayError::Spill { .. }
+                        | RelayError::SpillLocked { .. }
+                        | RelayError::SpillLock { .. }
+                )
             )
     })
 }

@@ -123,7 +123,7 @@ fn replication_factor_two_on_a_single_node_sends_once() {
     ));
 }
 
-/// carbon's plaintext client (`"%s %s %s\n" % (metric, value, timestamp)`) against anthracite's;
+/// carbon's plaintext client (`"%s %s %d"` with a `%.10f` value) against anthracite's;
 /// the sink parses the numbers, so this compares values, not their spelling.
 #[test]
 fn line_destination_protocol() {

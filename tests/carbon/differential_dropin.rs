@@ -13,12 +13,16 @@
 //! differs. Its chunks are small so a paced chunk always fits the sinks' socket buffers
 //! (datagrams a full buffer would drop are not the relay's doing).
 //!
+//! The line-digits case sends values of more than ten decimals and fractional timestamps to
+//! `DESTINATION_PROTOCOL = line` destinations: carbon's line client writes `%.10f` values
+//! without trailing zeros and `%d` timestamps, and the sinks must see the same numbers from both.
+//!
 //! Sizes: 5,000–10,000 datapoints per case (half by plaintext, half by pickle), enough for
 //! every destination to get thousands.
 
 use crate::support;
 
-use support::differential::{CarbonSubstitute, Case, Dest, DropIn, differential, one};
+use support::differential::{CarbonSubstitute, Case, Dest, DropIn, Payload, differential, one};
 use support::sink::SinkProtocol;
 
 const THREE: &[Dest] = &[
@@ -149,4 +153,64 @@ fn udp_destination_protocol_against_carbons_line_client() {
             one,
         )
     });
+}
+
+/// carbon's line client writes `("%.10f" % v).rstrip('0').rstrip('.')` and `"%d" % t`; a relay
+/// writing Python's repr instead delivered 755 of 3,624 values (`9.882973263293738e-06` for
+/// carbon's `0.000009883`) and 107 timestamps (`…398.75` for `…398`) differently.
+#[test]
+fn line_destination_writes_carbons_ten_decimals_and_integer_timestamps() {
+    differential(&Case {
+        protocol: SinkProtocol::Line,
+        points: 0,
+        exact: false,
+        raw: many_decimals,
+        ..Case::hashing(
+            "destination-line-digits",
+            &[("127.0.0.1", Some("a")), ("127.0.0.1", Some("b"))],
+            "RELAY_METHOD = consistent-hashing\nDESTINATION_PROTOCOL = line\n",
+            0,
+            one,
+        )
+    });
+}
+
+/// 4,000 datapoints (half plaintext, half pickle) whose values carry up to 17 significant
+/// digits at magnitudes from 1e-14 to 1e22, both signs and negative zero, with timestamps
+/// `ts + k/8 + 0.0625` (never whole).
+fn many_decimals(ts: i64) -> Vec<Payload> {
+    use serde_pickle::Value as V;
+    let point = |i: usize| {
+        let scale = 10f64.powi((i % 37) as i32 - 14);
+        let mut value = (i as f64 * 0.618_033_988_749_895).sin() * scale;
+        if i.is_multiple_of(101) {
+            value = -0.0;
+        }
+        let timestamp = (ts - (i % 500) as i64) as f64 + (i % 8) as f64 / 8.0 + 0.0625;
+        (format!("digits.m{}.v{i}", i % 97), timestamp, value)
+    };
+    let mut text = String::new();
+    for i in 0..2_000 {
+        let (name, timestamp, value) = point(i);
+        text.push_str(&format!("{name} {value:?} {timestamp:?}\n"));
+    }
+    let frames = (2_000..4_000)
+        .collect::<Vec<_>>()
+        .chunks(500)
+        .map(|chunk| {
+            V::List(
+                chunk
+                    .iter()
+                    .map(|&i| {
+                        let (name, timestamp, value) = point(i);
+                        V::Tuple(vec![
+                            V::String(name),
+                            V::Tuple(vec![V::F64(timestamp), V::F64(value)]),
+                        ])
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    vec![Payload::Lines(text.into_bytes()), Payload::Pickle(frames)]
 }

@@ -412,3 +412,106 @@ fn listen_backlog_is_configured_and_defaults_to_1024() {
         r.stop();
     }
 }
+
+/// Issue 23: pickle and protobuf names holding `\n`, `\r`, tab or space passed through, and a
+/// line destination received `evil.a 1 1700000000\nevil.injected 1 …` as two metrics, one
+/// named by the sender, nothing counted. Every such name is now dropped where every source
+/// passes (ingest), counted as `whitespace_in_name`: 0 forged names reach a line sink.
+#[test]
+fn forged_names_with_whitespace_never_reach_a_line_sink() {
+    use anthracite::unstable::protocol::protobuf::ProtobufEncoder;
+    let sink = CountingSink::start("a", SinkProtocol::Line);
+    let relay = TestRelay::start(
+        &config_for(&[format!("{}:a", sink.addr())], "")
+            .replace("[destinations]\n", "[destinations]\nprotocol = \"line\"\n"),
+    );
+    let ts = support::unix_now();
+    let forged: Vec<String> = [
+        "evil.a 1 1700000000\nevil.injected",
+        "evil.b\revil.cr",
+        "evil.c\tevil.tab",
+        "evil.d evil.space",
+        "evil.e\u{b}evil.vt",
+        "evil.f\u{1f}evil.us",
+        "evil.g\u{2028}evil.ls",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut points: Vec<(String, i64, f64)> = forged.iter().map(|n| (n.clone(), ts, 1.0)).collect();
+    points.push(("ok.pickle".into(), ts, 1.0));
+    support::send_pickle(relay.pickle, &points, 100);
+    let mut frame = BytesMut::new();
+    ProtobufEncoder::new().encode_message(
+        forged
+            .iter()
+            .map(|n| n.as_str())
+            .chain(["ok.protobuf"])
+            .map(|name| Datapoint {
+                name: name.as_bytes(),
+                timestamp: ts as f64,
+                value: 2.0,
+            }),
+        &mut frame,
+        |_| panic!("encodable"),
+    );
+    let mut conn = TcpStream::connect(relay.protobuf).expect("connect protobuf");
+    conn.write_all(&frame).expect("send protobuf frame");
+    drop(conn);
+    let expected = 2 * forged.len() as u64;
+    let s = relay.wait_stats("every forged name counted", WAIT, |s| {
+        s.ingest.invalid.get(DropReason::WhitespaceInName) == expected
+    });
+    assert_eq!(s.ingest.invalid.total(), expected, "{:?}", s.ingest.invalid);
+    assert_eq!(sink.wait_for_count(2, WAIT), 2);
+    assert_eq!(sink.wait_quiet(Duration::from_millis(300), WAIT), 2);
+    let paths: Vec<String> = sink.received().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(
+        paths.iter().filter(|p| !p.starts_with("ok.")).count(),
+        0,
+        "forged names at the line sink: {paths:?}"
+    );
+    assert!(sink.errors().is_empty(), "{:?}", sink.errors());
+    relay.stop();
+}
+
+/// Issue 23: with forced kernel drops the counter reported 124,925 of 125,561: a drop is
+/// carried by the next datagram the kernel queues, so the drops after the last one were never
+/// read. The socket's own counter is read at shutdown: with no datagram sent after the burst,
+/// every datagram is either received or counted as dropped.
+#[test]
+fn udp_drops_after_the_last_datagram_are_read_at_shutdown() {
+    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+    let addr = socket.local_addr().expect("addr");
+    anthracite::unstable::receiver::udp::prepare_socket(&socket, Some(4096))
+        .expect("prepare udp socket");
+    let client = UdpSocket::bind("127.0.0.1:0").expect("bind client");
+    let ts = support::unix_now();
+    let burst = 2000u64;
+    for i in 0..burst {
+        client
+            .send_to(format!("udp.last.{i} 1 {ts}\n").as_bytes(), addr)
+            .expect("send datagram");
+    }
+    let relay = TestRelay::start_with_udp(
+        &config_for(
+            &[format!("{}:a", sink.addr())],
+            "[listen]\nudp_recv_buffer = 4096\n",
+        ),
+        socket,
+    );
+    relay.wait_stats("the queued datagrams read", WAIT, |s| {
+        received_from(s, Source::LineUdp) > 0
+    });
+    let report = relay.stop();
+    let s = &report.stats;
+    assert!(s.ingest.udp_kernel_drops >= burst / 2, "{s:?}");
+    assert_eq!(
+        received_from(s, Source::LineUdp) + s.ingest.udp_kernel_drops,
+        burst,
+        "received {} + dropped {}",
+        received_from(s, Source::LineUdp),
+        s.ingest.udp_kernel_drops
+    );
+}

@@ -111,3 +111,78 @@ fn version_names_the_enabled_features() {
     );
     assert!(text.contains("kinesis"), "{text}");
 }
+
+/// Issue 23: one client reconnecting in a loop, each connection sending one over-limit length
+/// prefix, wrote 142,680 WARN lines in 10 s (one per connection), and mutated protobuf frames
+/// 11,459 in 30 s. Per-connection warnings are now one relay-wide episode each: 10 s of
+/// reconnecting bad clients (pickle and protobuf, over-limit prefixes and frames that do not
+/// decode) write at most 100 lines, start-up and shutdown included, while every bad frame is
+/// still counted.
+#[test]
+fn reconnecting_bad_clients_write_at_most_100_log_lines_in_10_s() {
+    use std::io::Write;
+    use std::net::{SocketAddr, TcpStream};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ports = support::free_ports(3);
+    let path = dir.path().join("relay.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[listen]\nline_tcp = \"\"\npickle_tcp = \"127.0.0.1:{}\"\nprotobuf_tcp = \"127.0.0.1:{}\"\n\
+             [admin]\nlisten = \"127.0.0.1:{}\"\n{DESTINATIONS}",
+            ports[0], ports[1], ports[2]
+        ),
+    )
+    .expect("write config");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
+    cmd.args(["run", "--config"]).arg(&path);
+    cmd.env("RUST_LOG", "info");
+    let log = dir.path().join("relay.log");
+    let mut relay = ManagedChild::spawn("anthracite", cmd, log.clone());
+    let admin = SocketAddr::from(([127, 0, 0, 1], ports[2]));
+    support::http::wait_ready(admin, &mut relay);
+    let pickle = SocketAddr::from(([127, 0, 0, 1], ports[0]));
+    let protobuf = SocketAddr::from(([127, 0, 0, 1], ports[1]));
+    // A frame that is not a protobuf message (a truncated field), then an over-limit prefix.
+    let mutated: &[u8] = &[0, 0, 0, 3, 0x0a, 0x7f, 0x01, 0xff, 0xff, 0xff, 0xf0];
+    let start = Instant::now();
+    // Bounded in count too: the client side's closed sockets wait in TIME_WAIT, and the
+    // ephemeral ports must last.
+    let (mut pickles, mut protobufs) = (0u64, 0u64);
+    while start.elapsed() < Duration::from_secs(10) && pickles + protobufs < 10_000 {
+        if let Ok(mut c) = TcpStream::connect(pickle) {
+            c.write_all(&[0xff, 0xff, 0xff, 0xff]).expect("send prefix");
+            pickles += 1;
+        }
+        if let Ok(mut c) = TcpStream::connect(protobuf) {
+            c.write_all(mutated).expect("send mutated frame");
+            protobufs += 1;
+        }
+    }
+    let connections = pickles + protobufs;
+    assert!(connections > 100, "only {connections} connections in 10 s");
+    let invalid = |reason: &str| {
+        let text = support::http::get(admin, "/metrics").map_or(String::new(), |(_, b)| b);
+        support::http::sum(
+            &support::http::parse_metrics(&text),
+            "anthracite_invalid_datapoints_total",
+            &[("reason", reason)],
+        ) as u64
+    };
+    // Every bad client is counted (its connection closed on the over-limit prefix).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while invalid("frame_too_long") < connections && Instant::now() < deadline {
+        relay.assert_running("the bad frames to be counted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(invalid("frame_too_long"), connections);
+    assert_eq!(invalid("bad_protobuf"), protobufs);
+    relay.stop();
+    let text = std::fs::read_to_string(&log).expect("read log");
+    let lines = text.lines().count();
+    assert!(
+        lines <= 100,
+        "{lines} log lines for {connections} bad connections; the first 20:\n{}",
+        text.lines().take(20).collect::<Vec<_>>().join("\n")
+    );
+}

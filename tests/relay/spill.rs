@@ -494,3 +494,109 @@ fn spill_disk_full_loses_no_more_than_memory_policy() {
     );
     relay.stop();
 }
+
+/// Issue 23: after `rm -rf` of the spill directory and `mkdir` again, nothing spilled any more
+/// (the per-destination directory was not made again: every later datapoint dropped), and the
+/// replay looped on `ENOENT` with the lost records shown as queued, so the destination received
+/// nothing once back. The disk tier now makes its directory again and goes on; the records
+/// removed with the directory are counted as lost (`spill_corrupt`) instead of looping; the
+/// destination receives everything spilled after the directory was removed and recreated.
+#[test]
+fn spill_dir_removed_and_recreated_resumes_and_delivers_what_was_spilled_after() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spill = dir.path().join("spill");
+    let port = support::free_ports(1)[0];
+    let relay = TestRelay::start(&config_for(
+        &[format!("127.0.0.1:{port}:a")],
+        &spill_extra(&spill, ""),
+    ));
+    let (before, after) = (60_000, 60_000);
+    send(relay.line, &lines(0, before));
+    relay.wait_stats("the first part spilled", WAIT, |s| {
+        let d = &s.destinations[0];
+        d.routed == before as u64 && d.queued_disk > 0
+    });
+    std::fs::remove_dir_all(&spill).expect("rm -rf spill dir");
+    std::fs::create_dir(&spill).expect("mkdir spill dir");
+    // The log notices its active segment is gone (an I/O error, counted) within a second.
+    relay.wait_stats("the removal noticed", WAIT, |s| {
+        s.destinations[0].spill.io_errors > 0
+    });
+    send(relay.line, &lines(before, after));
+    let total = (before + after) as u64;
+    relay.wait_stats("the second part spilled", WAIT, |s| {
+        let d = &s.destinations[0];
+        d.routed == total && d.spill.spilled_datapoints + d.queued_memory >= after as u64
+    });
+    assert!(
+        dir_bytes(&spill, "seg") > 0,
+        "spilling resumed into the recreated directory"
+    );
+    let sink = CountingSink::start_on("a", SinkProtocol::Pickle, port);
+    let s = relay.wait_stats("drained", WAIT, |s| s.destinations[0].queued == 0);
+    let d = &s.destinations[0];
+    assert_eq!(d.routed, d.sent + d.dropped_total(), "{d:?}");
+    assert_eq!(
+        d.dropped_total(),
+        d.dropped(DestinationDropReason::SpillCorrupt),
+        "only the removed records are lost: {d:?}"
+    );
+    sink.wait_for_count(d.sent as usize, WAIT);
+    let got: std::collections::HashSet<usize> =
+        sink.received().iter().map(|r| r.value as usize).collect();
+    let missing = (before..before + after)
+        .filter(|i| !got.contains(i))
+        .count();
+    assert_eq!(
+        missing, 0,
+        "datapoints spilled after the recreation missing"
+    );
+    relay.stop();
+}
+
+/// Issue 23: a second relay started on the same spill directory started and replayed the first
+/// one's logs (duplicates, or acknowledgements lost). The spill directory is now locked
+/// (`flock`) for a relay's life: the second relay exits with the configuration-error code and
+/// says which directory is in use, and the first goes on.
+#[test]
+fn second_relay_on_the_same_spill_dir_exits_with_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spill = dir.path().join("spill");
+    let ports = support::free_ports(3);
+    let mut first = start_binary(
+        dir.path(),
+        &binary_config(ports[0], ports[2], &spill, "interval"),
+        ports[0],
+    );
+    let config = dir.path().join("second.toml");
+    std::fs::write(
+        &config,
+        binary_config(ports[1], ports[2], &spill, "interval"),
+    )
+    .expect("write second.toml");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
+    cmd.args(["run", "--config"]).arg(&config);
+    let out = support::process::output_with_timeout(
+        "second relay",
+        cmd,
+        Vec::new(),
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is in use by another relay")
+            && stderr.contains(&spill.display().to_string()),
+        "{stderr}"
+    );
+    assert!(
+        TcpStream::connect(("127.0.0.1", ports[1])).is_err(),
+        "the second relay never listened"
+    );
+    assert!(
+        first.try_wait().expect("try_wait").is_none(),
+        "the first relay still runs"
+    );
+    signal(&first, "TERM");
+    assert!(wait_exit(&mut first).success());
+}

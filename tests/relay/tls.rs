@@ -336,3 +336,94 @@ fn client_ca_refuses_clients_without_a_certificate() {
     assert_eq!(relay.handle.stats().ingest.received, 100);
     assert_eq!(sink.count(), 100);
 }
+
+/// Issue 23: a self-signed certificate made by the usual `openssl req -x509 -newkey rsa:2048
+/// -nodes …` one-liner (which sets `CA:TRUE`) given as the destination's trusted CA worked with
+/// carbon-relay and failed with anthracite (`CaUsedAsEndEntity`; 0 of 3,624 delivered). A
+/// destination presenting exactly a certificate configured as trusted is now accepted.
+#[test]
+fn ca_true_self_signed_destination_certificate_configured_as_trusted_is_accepted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cert = ServerCert::self_signed_ca(&["127.0.0.1", "localhost"]);
+    let sink = tls_sink(&cert);
+    let (trusted, _) = cert.write(dir.path(), "pinned");
+    let relay = tls_relay(sink.port(), &trusted, &dir.path().join("spill"));
+    let mut c = TcpStream::connect(relay.line).expect("connect");
+    c.write_all(&lines("tls.pinned", 3_624)).expect("write");
+    drop(c);
+    assert_eq!(sink.wait_for_count(3_624, WAIT), 3_624);
+    let s = relay.wait_stats("all sent", WAIT, |s| s.destinations[0].sent == 3_624);
+    assert_eq!(s.destinations[0].connect_failures, 0);
+    relay.stop();
+}
+
+/// Issue 23, the receivers' side: a client presenting exactly the CA:TRUE self-signed
+/// certificate configured as `client_ca` is accepted (pinned), as OpenSSL would.
+#[test]
+fn ca_true_self_signed_client_certificate_configured_as_client_ca_is_accepted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = TestCa::new("relay CA");
+    let client = ServerCert::self_signed_ca(&["client.example"]);
+    let (cert, key) = ca.server_cert(&["127.0.0.1"]).write(dir.path(), "relay");
+    let (client_ca, _) = client.write(dir.path(), "client");
+    let sink = CountingSink::start("sink", SinkProtocol::Pickle);
+    let relay = TestRelay::start(&config_for(
+        &[format!("{}:a", sink.addr())],
+        &format!(
+            "[listen.tls]\ncert_file = {:?}\nkey_file = {:?}\nclient_ca = {:?}\n",
+            cert.display().to_string(),
+            key.display().to_string(),
+            client_ca.display().to_string()
+        ),
+    ));
+    send_tls(
+        tls_client(relay.line, &ca, Some(&client)),
+        &lines("tls.pinned.client", 100),
+    );
+    assert_eq!(sink.wait_for_count(100, WAIT), 100);
+    relay.stop();
+}
+
+/// Issue 23: with `max_connections = 1000`, 1,500 clients that open TLS connections and never
+/// finish the handshake locked a valid client out for 4–5 s per wave: a connection in its
+/// handshake could not be evicted, and failures had no counter. Handshakes now hold an
+/// admitted slot that is evicted like an idle connection's, time out after 5 s, and count
+/// their failures: a valid TLS client is served while the 1,500 stall (the client's generous
+/// read timeout is the bound, not a measurement).
+#[test]
+fn valid_tls_client_is_served_while_1500_handshakes_stall() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = TestCa::new("relay CA");
+    let sink = CountingSink::start("sink", SinkProtocol::Pickle);
+    let relay = TestRelay::start(&config_for(
+        &[format!("{}:a", sink.addr())],
+        &format!(
+            "[listen]\nmax_connections = 1000\n{}",
+            listen_tls(dir.path(), &ca, false)
+        ),
+    ));
+    let stalled: Vec<TcpStream> = (0..1500)
+        .filter_map(|_| TcpStream::connect_timeout(&relay.line, Duration::from_secs(1)).ok())
+        .collect();
+    assert!(stalled.len() >= 1000, "{} stalled clients", stalled.len());
+    // The stalled handshakes become evictable once silent for MIN_IDLE_TO_EVICT.
+    std::thread::sleep(
+        anthracite::unstable::receiver::admission::MIN_IDLE_TO_EVICT + Duration::from_millis(300),
+    );
+    send_tls(
+        tls_client(relay.line, &ca, None),
+        &lines("tls.through.stall", 100),
+    );
+    assert_eq!(sink.wait_for_count(100, WAIT), 100);
+    let s = relay.handle.stats();
+    let line = s
+        .ingest
+        .sources
+        .iter()
+        .find(|x| x.source == anthracite::Source::LineTcp)
+        .expect("line source");
+    assert!(line.tls_handshake_failures >= 1, "{line:?}");
+    assert!(line.evicted >= 1, "{line:?}");
+    drop(stalled);
+    relay.stop();
+}

@@ -79,6 +79,25 @@ impl TestCa {
 }
 
 impl ServerCert {
+    /// A self-signed certificate for `names` marked `CA:TRUE`, as
+    /// `openssl req -x509 -newkey rsa:2048 -nodes …` makes one: its own trust anchor.
+    pub fn self_signed_ca(names: &[&str]) -> ServerCert {
+        let key = KeyPair::generate().expect("generate key");
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
+                .expect("params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(
+            DnType::CommonName,
+            names.first().copied().unwrap_or("self-signed"),
+        );
+        let cert = params.self_signed(&key).expect("self-sign");
+        ServerCert {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        }
+    }
+
     /// A rustls server configuration presenting this certificate (ring provider, like
     /// anthracite's).
     pub fn server_config(&self) -> Arc<rustls::ServerConfig> {

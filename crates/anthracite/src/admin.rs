@@ -9,15 +9,20 @@
 //! - `GET /destinations`: JSON, per destination: address, connection, memory and disk queue,
 //!   oldest spilled record, last error.
 //!
-//! HTTP/1.1 through hyper, one task per connection, at most [`MAX_CONNECTIONS`] at once; a
-//! client that does not send its request headers within [`HEADER_TIMEOUT`] is dropped. The
-//! listener is the first thing a relay starts and the last it stops, so `/ready` can say
-//! "starting" and "shutting down".
+//! HTTP/1.1 through hyper, one task per connection, at most [`MAX_CONNECTIONS`] at once. No
+//! client can keep the listener from an orchestrator's probe or a scrape: a client must send
+//! each request's headers within [`HEADER_TIMEOUT`], a connection lasts at most
+//! [`CONNECTION_DEADLINE`], and at the limit the connection silent the longest (at least
+//! [`MIN_IDLE_TO_EVICT`]) is closed to admit the new one; only when every connection was
+//! active that recently is the new one refused. Evictions and refusals are counted
+//! (`anthracite_admin_connections_evicted_total`, `…_refused_total`). The listener is the
+//! first thing a relay starts and the last it stops, so `/ready` can say "starting" and
+//! "shutting down".
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -32,6 +37,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use crate::figure::Figure;
+use crate::metric_names::facade;
 use crate::queue::DestinationSnapshot;
 use crate::telemetry::prometheus;
 use crate::telemetry::reporter::{Books, all_components};
@@ -39,8 +46,25 @@ use crate::telemetry::reporter::{Books, all_components};
 /// Most admin connections served at once; more are closed at accept.
 pub const MAX_CONNECTIONS: usize = 64;
 
-/// How long a client may take to send its request headers.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send a request's headers.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Longest an admin connection stays open, however it is used.
+pub const CONNECTION_DEADLINE: Duration = Duration::from_secs(60);
+
+/// How long a connection must have been silent (no request) before a newcomer at the limit
+/// may close it.
+pub const MIN_IDLE_TO_EVICT: Duration = Duration::from_millis(500);
+
+/// How long a newcomer waits for an evicted connection's slot.
+const EVICTION_WAIT: Duration = Duration::from_secs(1);
+
+/// The admin listener's own counters, rendered with `/metrics`.
+#[derive(Debug, Default)]
+pub struct AdminCounters {
+    evicted: AtomicU64,
+    refused: AtomicU64,
+}
 
 /// Where a relay is in its life, as `/ready` reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +118,14 @@ pub struct AdminState {
     pub books: Arc<dyn Books>,
     /// The relay's phase.
     pub health: Arc<Health>,
+    /// Evictions and refusals at the admin connection limit.
+    pub counters: Arc<AdminCounters>,
+}
+
+/// A served admin connection: when it last started a request, and how to close it.
+struct Slot {
+    last_active_ms: Arc<AtomicU64>,
+    abort: tokio::task::AbortHandle,
 }
 
 /// Serves the admin endpoints on `listener` until `stop` is cancelled; open connections are
@@ -101,12 +133,16 @@ pub struct AdminState {
 pub async fn serve(listener: TcpListener, state: AdminState, stop: CancellationToken) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut connections = JoinSet::new();
+    let mut slots: Vec<Slot> = Vec::new();
+    let epoch = Instant::now();
+    let now_ms = move || epoch.elapsed().as_millis() as u64;
     loop {
         let accepted = tokio::select! {
             _ = stop.cancelled() => break,
             a = listener.accept() => a,
         };
         while connections.try_join_next().is_some() {}
+        slots.retain(|s| !s.abort.is_finished());
         let (stream, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
@@ -115,25 +151,61 @@ pub async fn serve(listener: TcpListener, state: AdminState, stop: CancellationT
                 continue;
             }
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            debug!(%peer, "admin connection limit reached; closing");
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                // At the limit: close the connection silent the longest, if long enough.
+                let now = now_ms();
+                let idlest = slots
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (i, s.last_active_ms.load(Ordering::Relaxed)))
+                    .min_by_key(|&(_, t)| t)
+                    .filter(|&(_, t)| {
+                        now.saturating_sub(t) >= MIN_IDLE_TO_EVICT.as_millis() as u64
+                    });
+                match idlest {
+                    Some((i, _)) => {
+                        slots.swap_remove(i).abort.abort();
+                        state.counters.evicted.fetch_add(1, Ordering::Relaxed);
+                        // The aborted task gives its permit back once the runtime drops it.
+                        tokio::time::timeout(EVICTION_WAIT, permits.clone().acquire_owned())
+                            .await
+                            .ok()
+                            .and_then(Result::ok)
+                    }
+                    None => None,
+                }
+            }
+        };
+        let Some(permit) = permit else {
+            state.counters.refused.fetch_add(1, Ordering::Relaxed);
+            debug!(%peer, "admin connection limit reached, every connection active; closing");
             continue;
         };
+        let last_active_ms = Arc::new(AtomicU64::new(now_ms()));
+        let active = last_active_ms.clone();
         let state = state.clone();
-        connections.spawn(async move {
+        let abort = connections.spawn(async move {
             let service = hyper::service::service_fn(move |req| {
+                active.store(now_ms(), Ordering::Relaxed);
                 let response = respond(&state, &req);
                 async move { Ok::<_, Infallible>(response) }
             });
             let served = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-            if let Err(e) = served {
-                debug!(%peer, error = %e, "admin connection ended");
+                .serve_connection(TokioIo::new(stream), service);
+            match tokio::time::timeout(CONNECTION_DEADLINE, served).await {
+                Ok(Err(e)) => debug!(%peer, error = %e, "admin connection ended"),
+                Err(_) => debug!(%peer, "admin connection deadline reached; closed"),
+                Ok(Ok(())) => {}
             }
             drop(permit);
+        });
+        slots.push(Slot {
+            last_active_ms,
+            abort,
         });
     }
     connections.abort_all();
@@ -151,6 +223,15 @@ fn respond(state: &AdminState, req: &Request<Incoming>) -> Response<Full<Bytes>>
                 .flat_map(|c| c.figures)
                 .collect();
             figures.extend(crate::telemetry::process::figures());
+            let c = &state.counters;
+            figures.push(
+                Figure::counter(c.evicted.load(Ordering::Relaxed))
+                    .series(facade::ADMIN_EVICTED, Vec::new()),
+            );
+            figures.push(
+                Figure::counter(c.refused.load(Ordering::Relaxed))
+                    .series(facade::ADMIN_REFUSED, Vec::new()),
+            );
             let mut r = text(StatusCode::OK, prometheus::render(&figures));
             r.headers_mut().insert(
                 CONTENT_TYPE,

@@ -75,6 +75,14 @@ pub mod facade {
     pub const CONNECTIONS_EVICTED: &str = "anthracite_connections_evicted_total";
     /// Counter, label `source`: failed `accept` calls (out of file descriptors, …).
     pub const ACCEPT_ERRORS: &str = "anthracite_accept_errors_total";
+    /// Counter, label `source`: TLS handshakes on the receivers that failed, timed out or were
+    /// closed to admit another connection.
+    pub const TLS_HANDSHAKE_FAILURES: &str = "anthracite_tls_handshake_failures_total";
+    /// Counter: admin connections closed to admit a new one at the admin connection limit
+    /// (the one silent the longest).
+    pub const ADMIN_EVICTED: &str = "anthracite_admin_connections_evicted_total";
+    /// Counter: admin connections refused (the limit reached and none silent long enough).
+    pub const ADMIN_REFUSED: &str = "anthracite_admin_connections_refused_total";
     /// Gauge: bytes held by client connections' read buffers and pickle decoders.
     pub const RECEIVE_BUFFER_BYTES: &str = "anthracite_receive_buffer_bytes";
     /// Counter: datagrams the kernel dropped on the UDP socket because its receive buffer was
@@ -238,6 +246,9 @@ pub fn help(name: &str) -> &'static str {
         f::CONNECTIONS_ACTIVE => "Open client connections.",
         f::CONNECTIONS_REJECTED => "Client connections refused at the connection limit.",
         f::CONNECTIONS_IDLE_CLOSED => "Client connections closed by the idle timeout.",
+        f::TLS_HANDSHAKE_FAILURES => "TLS handshakes on the receivers that failed or timed out.",
+        f::ADMIN_EVICTED => "Admin connections closed to admit a new one at the admin limit.",
+        f::ADMIN_REFUSED => "Admin connections refused at the admin limit.",
         f::BLACKLIST_MATCHES => "Datapoints dropped by the blacklist.",
         f::WHITELIST_REJECTS => "Datapoints dropped for not being on the whitelist.",
         f::QUEUED_UNTIL_CONNECTED => "Datapoints routed while the destination was not connected.",

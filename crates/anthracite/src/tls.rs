@@ -13,16 +13,29 @@
 //!   does), and an optional client certificate.
 //! - [`ServerTls`]: a receiver's certificate and key, and optionally the CA client
 //!   certificates must chain to (`client_ca`: mutual TLS).
+//!
+//! **Pinned certificates.** A certificate in `ca_file` or `client_ca` is also accepted when the
+//! peer presents exactly it (byte for byte) as its own certificate, as OpenSSL (carbon's
+//! pyOpenSSL) accepts a trusted self-signed certificate: the usual
+//! `openssl req -x509 -newkey rsa:2048 -nodes …` one-liner marks its certificate `CA:TRUE`,
+//! which WebPKI refuses as an end entity (`CaUsedAsEndEntity`). The peer still proves it holds
+//! the certificate's key in the handshake; any other certificate goes through WebPKI
+//! verification unchanged.
 
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{
+    ClientConfig, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
+    SignatureScheme,
+};
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
@@ -110,6 +123,110 @@ fn roots_from(path: &Path) -> Result<RootCertStore, TlsError> {
     Ok(roots)
 }
 
+/// Accepts a destination presenting exactly one of the `pinned` certificates; any other
+/// goes to WebPKI verification (see the [module documentation](self)).
+#[derive(Debug)]
+struct PinnedServerVerifier {
+    pinned: Vec<CertificateDer<'static>>,
+    webpki: Arc<dyn ServerCertVerifier>,
+}
+
+impl ServerCertVerifier for PinnedServerVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if self
+            .pinned
+            .iter()
+            .any(|p| p.as_ref() == end_entity.as_ref())
+        {
+            return Ok(ServerCertVerified::assertion());
+        }
+        self.webpki
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+}
+
+/// Accepts a client presenting exactly one of the `pinned` certificates; any other goes to
+/// WebPKI verification against `client_ca`.
+#[derive(Debug)]
+struct PinnedClientVerifier {
+    pinned: Vec<CertificateDer<'static>>,
+    webpki: Arc<dyn ClientCertVerifier>,
+}
+
+impl ClientCertVerifier for PinnedClientVerifier {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.webpki.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        if self
+            .pinned
+            .iter()
+            .any(|p| p.as_ref() == end_entity.as_ref())
+        {
+            return Ok(ClientCertVerified::assertion());
+        }
+        self.webpki
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+}
+
 fn system_roots() -> Result<RootCertStore, TlsError> {
     let found = rustls_native_certs::load_native_certs();
     let mut roots = RootCertStore::empty();
@@ -148,16 +265,29 @@ pub struct ClientTls {
 impl ClientTls {
     /// Reads the files `settings` names and builds the rustls configuration.
     pub fn new(settings: ClientTlsSettings) -> Result<Self, TlsError> {
-        let roots = match &settings.ca_file {
-            Some(path) => roots_from(path)?,
-            None => system_roots()?,
-        };
         if let Some(name) = &settings.server_name {
             ServerName::try_from(name.clone()).map_err(|_| TlsError::ServerName(name.clone()))?;
         }
-        let builder = ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots);
+        let versions = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()?;
+        let builder = match &settings.ca_file {
+            Some(path) => {
+                let pinned = load_certificates(path)?;
+                let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                    Arc::new(roots_from(path)?),
+                    provider(),
+                )
+                .build()
+                .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
+                versions
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(PinnedServerVerifier {
+                        pinned,
+                        webpki,
+                    }))
+            }
+            None => versions.with_root_certificates(system_roots()?),
+        };
         let config = match (&settings.client_cert, &settings.client_key) {
             (Some(cert), Some(key)) => {
                 builder.with_client_auth_cert(load_certificates(cert)?, load_key(key)?)?
@@ -239,13 +369,16 @@ impl ServerTls {
             .with_safe_default_protocol_versions()?;
         let builder = match &settings.client_ca {
             Some(ca) => {
-                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                let webpki = rustls::server::WebPkiClientVerifier::builder_with_provider(
                     Arc::new(roots_from(ca)?),
                     provider,
                 )
                 .build()
                 .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
-                builder.with_client_cert_verifier(verifier)
+                builder.with_client_cert_verifier(Arc::new(PinnedClientVerifier {
+                    pinned: load_certificates(ca)?,
+                    webpki,
+                }))
             }
             None => builder.with_no_client_auth(),
         };

@@ -22,8 +22,20 @@ pub mod protocol {
 
     /// carbon's pickle framing.
     pub mod pickle {
-        pub use crate::protocol::pickle::{DECODER_KEEP_BYTES, PickleDecoder, encode_message};
+        pub use crate::protocol::pickle::{
+            DECODED_POINT_BYTES, DECODER_KEEP_BYTES, PickleDecoder, encode_message,
+        };
     }
+
+    /// carbon's protobuf framing.
+    pub mod protobuf {
+        pub use crate::protocol::protobuf::{ProtobufDecoder, ProtobufEncoder};
+    }
+}
+
+/// The admin listener's limits.
+pub mod admin {
+    pub use crate::admin::MIN_IDLE_TO_EVICT;
 }
 
 /// KPL aggregation records (Cargo feature `kpl`, part of `kinesis`).

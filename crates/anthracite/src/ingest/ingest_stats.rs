@@ -23,10 +23,12 @@ struct SourceStats {
     idle_metric: Counter,
     evicted_metric: Counter,
     accept_errors_metric: Counter,
+    tls_failures_metric: Counter,
     rejected: AtomicU64,
     idle_closed: AtomicU64,
     evicted: AtomicU64,
     accept_errors: AtomicU64,
+    tls_failures: AtomicU64,
 }
 
 impl SourceStats {
@@ -46,10 +48,12 @@ impl SourceStats {
             idle_metric: counter!(facade::CONNECTIONS_IDLE_CLOSED, "source" => label),
             evicted_metric: counter!(facade::CONNECTIONS_EVICTED, "source" => label),
             accept_errors_metric: counter!(facade::ACCEPT_ERRORS, "source" => label),
+            tls_failures_metric: counter!(facade::TLS_HANDSHAKE_FAILURES, "source" => label),
             rejected: AtomicU64::new(0),
             idle_closed: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             accept_errors: AtomicU64::new(0),
+            tls_failures: AtomicU64::new(0),
         }
     }
 }
@@ -186,6 +190,13 @@ impl IngestStats {
         s.accept_errors_metric.increment(1);
     }
 
+    /// A TLS handshake failed, timed out or was closed to admit another connection.
+    pub fn tls_handshake_failed(&self, source: Source) {
+        let s = self.source(source);
+        s.tls_failures.fetch_add(1, Relaxed);
+        s.tls_failures_metric.increment(1);
+    }
+
     /// A consistent-enough copy of every counter (each counter read once).
     pub fn snapshot(&self) -> IngestSnapshot {
         let mut invalid = DropCounts::default();
@@ -207,6 +218,7 @@ impl IngestStats {
                 idle_closed: s.idle_closed.load(Relaxed),
                 evicted: s.evicted.load(Relaxed),
                 accept_errors: s.accept_errors.load(Relaxed),
+                tls_handshake_failures: s.tls_failures.load(Relaxed),
             };
             for reason in DropReason::ALL {
                 one.invalid.0[reason.index()] = s.invalid[reason.index()].load(Relaxed);
@@ -259,6 +271,8 @@ pub struct SourceSnapshot {
     pub evicted: u64,
     /// Failed `accept` calls.
     pub accept_errors: u64,
+    /// TLS handshakes that failed, timed out or were closed to admit another connection.
+    pub tls_handshake_failures: u64,
 }
 
 /// A copy of the ingest side's counters.

@@ -585,6 +585,11 @@ impl Ingestor {
         if name.len() > self.max_name_length {
             return Err(self.reject(DropReason::NameTooLong));
         }
+        // A name the plaintext protocol could not carry: a line destination would write it as
+        // two metrics, one named by the sender.
+        if line::has_py_space(name) {
+            return Err(self.reject(DropReason::WhitespaceInName));
+        }
         if let Some(f) = &mut self.filter {
             match f.check(name) {
                 Verdict::Pass => {}

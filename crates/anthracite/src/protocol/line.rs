@@ -2,8 +2,8 @@
 //!
 //! [`LineFramer`] splits a connection's byte stream the way Twisted's `LineOnlyReceiver` does
 //! for carbon (delimiter `\n`, `MAX_LENGTH` bytes per line), [`parse_line`] applies carbon
-//! 1.1.10's `line.strip().split()` and `float()` rules, and [`encode_line`] formats
-//! `"%s %s %s\n" % (metric, value, timestamp)` exactly as Python 3 prints it.
+//! 1.1.10's `line.strip().split()` and `float()` rules, and [`encode_line`] writes what carbon's
+//! line client writes (`%.10f` values without trailing zeros, `%d` timestamps).
 
 use bytes::{Buf, BufMut, BytesMut};
 use memchr::memchr;
@@ -137,6 +137,23 @@ pub fn parse_line(line: &[u8]) -> Result<(&[u8], f64, f64), DropReason> {
     Ok((name, timestamp, value))
 }
 
+/// True when `name` holds a character carbon's `line.strip().split()` would split on: a name
+/// the plaintext protocol cannot carry, which a line destination would turn into two metrics.
+/// Bytes that are not UTF-8 are not whitespace (the line parser rejects them separately).
+#[inline]
+pub fn has_py_space(name: &[u8]) -> bool {
+    // Every byte in `0x21..=0x7f`: plain ASCII without whitespace, the common case, in one
+    // pass without early exit.
+    if name
+        .iter()
+        .fold(true, |ok, &b| ok & (b.wrapping_sub(0x21) < 0x5f))
+    {
+        return false;
+    }
+    name.utf8_chunks()
+        .any(|chunk| chunk.valid().chars().any(is_py_space))
+}
+
 /// True when every byte is printable ASCII (`0x20..=0x7e`, or DEL): then the space is the only
 /// whitespace Python could split on. One pass without early exit, so it vectorises.
 #[inline]
@@ -227,19 +244,83 @@ fn split_unicode<'a>(text: &'a str, fields: &mut [&'a [u8]; 3]) -> usize {
     count
 }
 
-/// Appends `name value timestamp\n` formatted as carbon's line sender does
-/// (`"%s %s %s\n" % (metric, value, timestamp)` with Python 3 float reprs).
+/// Appends `name value timestamp\n` exactly as carbon 1.1.10's line client
+/// (`CarbonLineClientProtocol`, `carbon/client.py`) writes it: the value as
+/// `("%.10f" % value).rstrip('0').rstrip('.')` and the timestamp as `"%d" % timestamp`
+/// (truncated toward zero), so a carbon-cache behind the relay stores what carbon-relay would
+/// have sent it: values round at ten decimals, fractional timestamps lose their fraction.
 pub fn encode_line(dp: Datapoint<'_>, out: &mut BytesMut) {
-    let mut num = [0u8; MAX_FLOAT_REPR];
     out.reserve(dp.name.len() + 2 * MAX_FLOAT_REPR + 3);
     out.put_slice(dp.name);
     out.put_u8(b' ');
-    let n = write_py_float(dp.value, &mut num);
-    out.put_slice(&num[..n]);
+    write_carbon_value(dp.value, out);
     out.put_u8(b' ');
-    let n = write_py_float(dp.timestamp, &mut num);
-    out.put_slice(&num[..n]);
+    write_carbon_timestamp(dp.timestamp, out);
     out.put_u8(b'\n');
+}
+
+/// `("%.10f" % value).rstrip('0').rstrip('.')`. Rust's `{:.10}` is Python's `%.10f`: the
+/// exact binary value rounded half to even at the tenth decimal, every integer digit of a huge
+/// value written out, `-` kept on negative zero, `inf`/`-inf` spelled alike; only NaN (which
+/// [`super::normalize`] already drops) is spelled differently, so it is written by hand.
+fn write_carbon_value(value: f64, out: &mut BytesMut) {
+    use std::fmt::Write as _;
+    if value.is_nan() {
+        out.put_slice(b"nan");
+        return;
+    }
+    // Fast paths, each giving `%.10f`'s text exactly: an integer (below 2^53 every such double
+    // is one, printed without a fraction), and a value below 2^18 whose shortest repr has at
+    // most ten decimals (its ULP is at most 2^-34, so the exact binary value lies within
+    // 2^-35 < 0.5e-10 of that repr, and rounding it at ten decimals gives the repr back).
+    if value.abs() < 9_007_199_254_740_992.0 {
+        let int = value as i64;
+        if int as f64 == value {
+            if int == 0 && value.is_sign_negative() {
+                out.put_slice(b"-0");
+            } else {
+                let _ = write!(out, "{int}");
+            }
+            return;
+        }
+        if value.abs() < 262_144.0 {
+            let mut num = [0u8; MAX_FLOAT_REPR];
+            let n = write_py_float(value, &mut num);
+            let text = &num[..n];
+            if let Some(dot) = text.iter().position(|&b| b == b'.')
+                && !text.contains(&b'e')
+                && n - dot - 1 <= 10
+            {
+                out.put_slice(text);
+                return;
+            }
+        }
+    }
+    // Writing to a `BytesMut` grows it and cannot fail.
+    let _ = write!(out, "{value:.10}");
+    if value.is_finite() {
+        // The text holds a `.`, so stripping `0`s stops there at the latest.
+        while out.last() == Some(&b'0') {
+            out.truncate(out.len() - 1);
+        }
+        if out.last() == Some(&b'.') {
+            out.truncate(out.len() - 1);
+        }
+    }
+}
+
+/// `"%d" % timestamp`: Python's `int()`, truncating toward zero, in decimal. Timestamps are
+/// finite here ([`super::normalize`] drops the rest, where carbon's `%d` would raise).
+fn write_carbon_timestamp(timestamp: f64, out: &mut BytesMut) {
+    use std::fmt::Write as _;
+    // 2^63: below it the saturating cast is the exact truncation (and -0.5 prints `0`, as in
+    // Python); at and above it every double is an integer already, printed in full.
+    const I64_RANGE: f64 = 9_223_372_036_854_775_808.0;
+    let _ = if timestamp.abs() < I64_RANGE {
+        write!(out, "{}", timestamp as i64)
+    } else {
+        write!(out, "{timestamp:.0}")
+    };
 }
 
 #[cfg(test)]
@@ -362,20 +443,82 @@ mod tests {
     }
 
     #[test]
-    fn encode_line_uses_python_reprs() {
-        let mut out = BytesMut::new();
-        let dp = |name: &'static [u8], timestamp, value| Datapoint {
-            name,
-            timestamp,
-            value,
-        };
-        encode_line(dp(b"a.b", 1700000000.0, 1.0), &mut out);
-        encode_line(dp(b"c;k=v", 1e16, 1.5e-5), &mut out);
-        encode_line(dp(b"d", -0.0, f64::NEG_INFINITY), &mut out);
-        assert_eq!(
-            &out[..],
-            b"a.b 1.0 1700000000.0\nc;k=v 1.5e-05 1e+16\nd -inf -0.0\n"
-        );
+    fn names_carbon_would_split_hold_python_whitespace() {
+        for name in [
+            &b"evil.a 1 1700000000\nevil.injected"[..],
+            b"a\rb",
+            b"a\tb",
+            b"a b",
+            b"a\x0bb",
+            b"a\x0cb",
+            b"a\x1cb",
+            b"a\x1fb",
+            "a\u{85}b".as_bytes(),
+            "a\u{a0}b".as_bytes(),
+            "a\u{2028}b".as_bytes(),
+            "温度\u{3000}b".as_bytes(),
+        ] {
+            assert!(has_py_space(name), "{:?}", String::from_utf8_lossy(name));
+            let text = [name, b" 1 2"].concat();
+            assert_ne!(parse_line(&text).map(|r| r.0), Ok(name));
+        }
+        for name in [
+            &b"a.b.c"[..],
+            b"a;k=v",
+            b"a\x00b",
+            b"a\x7fb",
+            b"a\xffb",
+            "温度.🔥\u{200b}".as_bytes(),
+        ] {
+            assert!(!has_py_space(name), "{:?}", String::from_utf8_lossy(name));
+        }
+    }
+
+    /// carbon's line client writes `%.10f` values without trailing zeros and `%d` timestamps;
+    /// Python's repr (`9.882973263293738e-06`, `1700034398.75`) made a carbon-cache store other
+    /// numbers than carbon-relay would send it. Expected texts are Python 3's.
+    #[test]
+    fn encode_line_writes_carbons_ten_decimals_and_truncated_timestamps() {
+        let cases: [(f64, f64, &str); 12] = [
+            (1.0, 1700000000.0, "1 1700000000"),
+            (1.5e-5, 1e16, "0.000015 10000000000000000"),
+            (f64::NEG_INFINITY, -0.0, "-inf 0"),
+            (
+                9.882973263293738e-06,
+                1700034398.75,
+                "0.000009883 1700034398",
+            ),
+            (-1e-11, -0.5, "-0 0"),
+            (-0.0, -100.75, "-0 -100"),
+            (1.0 / 3.0, 1e20, "0.3333333333 100000000000000000000"),
+            (2.5e-11, 0.0, "0 0"),
+            (
+                1e22,
+                9223372036854775808.0,
+                "10000000000000000000000 9223372036854775808",
+            ),
+            (
+                123456.00000000004,
+                -9223372036854779904.0,
+                "123456 -9223372036854779904",
+            ),
+            (f64::INFINITY, 1.5, "inf 1"),
+            (f64::NAN, 2.0, "nan 2"),
+        ];
+        for (value, timestamp, want) in cases {
+            let mut out = BytesMut::new();
+            let dp = Datapoint {
+                name: b"a.b",
+                timestamp,
+                value,
+            };
+            encode_line(dp, &mut out);
+            assert_eq!(
+                std::str::from_utf8(&out),
+                Ok(format!("a.b {want}\n").as_str()),
+                "{value:e} {timestamp:e}"
+            );
+        }
     }
 
     /// The space-only splitter finds the same fields as the general ASCII splitter on lines of

@@ -60,11 +60,19 @@ pub enum DropReason {
     BadProtobuf,
     /// Metric name longer than `listen.max_name_length` (any protocol).
     NameTooLong,
+    /// Metric name holding whitespace as Python's `str.split()` sees it (space, `\t`, `\n`,
+    /// `\r`, `\x0b`, `\x0c`, `\x1c`–`\x1f`, Unicode spaces). carbon's plaintext receiver
+    /// splits on these, so only pickle, protobuf, Kinesis or an embedder can send such a name;
+    /// a line or UDP destination would write it as a second metric of the sender's choosing.
+    WhitespaceInName,
+    /// Pickle or protobuf frame whose datapoints (names + 24 bytes each) would take more than
+    /// the whole decoded-size budget (`listen.max_frame_buffer_bytes`); all of it is dropped.
+    DecodedTooLarge,
 }
 
 impl DropReason {
     /// Every reason, for registering counters up front.
-    pub const ALL: [DropReason; 15] = [
+    pub const ALL: [DropReason; 17] = [
         DropReason::TooLong,
         DropReason::BadUtf8,
         DropReason::BadFields,
@@ -80,6 +88,8 @@ impl DropReason {
         DropReason::NoDestination,
         DropReason::BadProtobuf,
         DropReason::NameTooLong,
+        DropReason::WhitespaceInName,
+        DropReason::DecodedTooLarge,
     ];
 
     /// Stable snake_case label used in metrics and logs.
@@ -100,6 +110,8 @@ impl DropReason {
             DropReason::NoDestination => "no_destination",
             DropReason::BadProtobuf => "bad_protobuf",
             DropReason::NameTooLong => "name_too_long",
+            DropReason::WhitespaceInName => "whitespace_in_name",
+            DropReason::DecodedTooLarge => "decoded_too_large",
         }
     }
 

@@ -200,23 +200,68 @@ impl ProtobufDecoder {
         drops: &mut DropCounts,
         mut emit: impl FnMut(&[u8], f64, f64),
     ) -> Result<usize, DropReason> {
+        let result = self.parse_frame(payload, drops).map(|()| {
+            self.emit(payload, |run| {
+                run.iter().for_each(|&(name, t, v)| emit(name, t, v))
+            })
+        });
+        self.release_oversized();
+        result
+    }
+
+    /// Parses a frame payload without handing anything over ([`decoded_bytes`] and [`emit`]
+    /// then read the result); points of a metric whose name is not UTF-8 are counted in
+    /// `drops`. `Err` rejects the whole frame.
+    ///
+    /// [`decoded_bytes`]: Self::decoded_bytes
+    /// [`emit`]: Self::emit
+    pub fn parse_frame(
+        &mut self,
+        payload: &[u8],
+        drops: &mut DropCounts,
+    ) -> Result<(), DropReason> {
+        self.entries.clear();
         if payload.len() > (u32::MAX / 2) as usize {
             return Err(BAD);
         }
-        self.entries.clear();
         let result = self.parse(payload, drops);
-        if let Err(e) = result {
-            self.release_oversized();
-            return Err(e);
+        if result.is_err() {
+            self.entries.clear();
         }
-        for e in &self.entries {
-            let start = e.name_start as usize;
-            let name = &payload[start..start + e.name_len as usize];
-            emit(name, f64::from(e.timestamp), e.value);
+        result
+    }
+
+    /// What the parsed frame turns into once decoded: each point's name bytes plus
+    /// [`DECODED_POINT_BYTES`](super::pickle::DECODED_POINT_BYTES). One name may carry any
+    /// number of points, so this is not bounded by the payload's size.
+    pub fn decoded_bytes(&self) -> usize {
+        self.entries
+            .iter()
+            .map(|e| e.name_len as usize + super::pickle::DECODED_POINT_BYTES)
+            .sum()
+    }
+
+    /// Hands the parsed frame's points to `on_run` in runs of up to
+    /// [`ENTRY_RUN`](super::pickle::ENTRY_RUN), in order. Returns the points emitted.
+    pub fn emit(&self, payload: &[u8], mut on_run: impl FnMut(&[(&[u8], f64, f64)])) -> usize {
+        const RUN: usize = super::pickle::ENTRY_RUN;
+        let mut run: [(&[u8], f64, f64); RUN] = [(&[], 0.0, 0.0); RUN];
+        for chunk in self.entries.chunks(RUN) {
+            for (slot, e) in run.iter_mut().zip(chunk) {
+                let start = e.name_start as usize;
+                let name = payload
+                    .get(start..start + e.name_len as usize)
+                    .unwrap_or_default();
+                *slot = (name, f64::from(e.timestamp), e.value);
+            }
+            on_run(&run[..chunk.len()]);
         }
-        let n = self.entries.len();
+        self.entries.len()
+    }
+
+    /// Gives back scratch space over the keep limit once a frame is done with.
+    pub fn finish_frame(&mut self) {
         self.release_oversized();
-        Ok(n)
     }
 
     /// Bytes of scratch space the decoder holds between frames.

@@ -25,6 +25,7 @@ mod listener;
 pub mod stream;
 pub mod tcp;
 pub mod udp;
+pub mod warnings;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +40,11 @@ pub use admission::Admission;
 pub use buffer::READ_BUFFER;
 pub(crate) use listener::StreamListener;
 pub use listener::{Incoming, Listener};
+
+/// Decoded bytes (names + 24 per datapoint) a frame may turn into without taking from the
+/// decoded-size budget: about what one 64 KiB read of plaintext lines turns into, which every
+/// connection may hold anyway.
+pub const DECODED_FREE: usize = 256 << 10;
 
 /// What every receiver task shares.
 #[derive(Clone, Debug)]
@@ -58,6 +64,14 @@ pub struct ReceiverContext {
     /// Bytes, shared by every connection, for frames larger than [`READ_BUFFER`]
     /// (`listen.max_frame_buffer_bytes`).
     pub frame_budget: Arc<Semaphore>,
+    /// Bytes, shared by every connection, for what frames decode into (names + 24 bytes per
+    /// datapoint) past [`DECODED_FREE`] each, held until the frame's datapoints are flushed
+    /// to the queues; as large as the frame budget (`listen.max_frame_buffer_bytes`).
+    pub decoded_budget: Arc<Semaphore>,
+    /// The size of `decoded_budget`: a frame decoding into more is dropped.
+    pub decoded_budget_bytes: usize,
+    /// Per-connection warnings, one episode per kind for the whole relay.
+    pub warnings: Arc<warnings::ConnectionWarnings>,
     /// Close idle connections after this long.
     pub idle_timeout: Option<Duration>,
     /// Longest plaintext line.

@@ -163,7 +163,7 @@ fn spawn_connection<F, Fut>(
     ctx.tracker.clone().spawn(async move {
         let stats = ctx.pipeline.stats().clone();
         stats.connection_delta(source, true);
-        if let Some(stream) = handshake(stream, &ctx, source).await {
+        if let Some(stream) = handshake(stream, &ctx, source, admitted.as_ref()).await {
             handler(Connection {
                 stream,
                 ctx,
@@ -176,7 +176,7 @@ fn spawn_connection<F, Fut>(
 }
 
 /// Longest a client may take to complete the TLS handshake.
-pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The connection as the handlers read it: the TLS handshake done when the receivers use TLS.
 /// `None` when the handshake failed or timed out (logged at debug level: scanners and clients
@@ -185,6 +185,7 @@ async fn handshake(
     stream: Accepted,
     ctx: &ReceiverContext,
     source: Source,
+    admitted: Option<&Admitted>,
 ) -> Option<ClientStream> {
     let Some(tls) = &ctx.tls else {
         return Some(match stream {
@@ -193,13 +194,28 @@ async fn handshake(
         });
     };
     let peer = stream.peer_addr();
-    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+    let stats = ctx.pipeline.stats();
+    // A connection in its handshake holds an admitted slot like any other: it can be closed
+    // to admit a newcomer (its slot counts as silent since it was admitted), so clients that
+    // never finish their handshake cannot lock the others out.
+    let outcome = tokio::select! {
+        r = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(stream)) => r,
+        _ = evicted(admitted) => {
+            stats.connection_evicted(source);
+            stats.tls_handshake_failed(source);
+            return None;
+        }
+        _ = ctx.shutdown.cancelled() => return None,
+    };
+    match outcome {
         Ok(Ok(s)) => Some(ClientStream::Tls(Box::new(s))),
         Ok(Err(e)) => {
+            stats.tls_handshake_failed(source);
             debug!(source = source.as_str(), ?peer, error = %e, "TLS handshake failed; connection closed");
             None
         }
         Err(_) => {
+            stats.tls_handshake_failed(source);
             debug!(
                 source = source.as_str(),
                 ?peer,

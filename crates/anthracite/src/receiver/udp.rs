@@ -180,8 +180,46 @@ pub async fn serve_udp(mut rx: UdpReceiver, ctx: ReceiverContext) -> UdpReceiver
         }
         ingestor.flush().await;
     }
+    // Drops after the last datagram read are carried by no datagram: read the socket's own
+    // counter, so the last interval's drops are reported too.
+    if let Some(total) = socket_drops(&rx.socket) {
+        let new = total.wrapping_sub(rx.drops_seen);
+        rx.drops_seen = total;
+        reader.stats.udp_kernel_dropped(u64::from(new));
+    }
     ingestor.flush().await;
     rx
+}
+
+/// The socket's drop counter now (`SO_MEMINFO`'s `SK_MEMINFO_DROPS`: the counter
+/// `SO_RXQ_OVFL` reports with each datagram); `None` where the kernel does not say.
+#[cfg(target_os = "linux")]
+fn socket_drops(socket: &UdpSocket) -> Option<u32> {
+    /// `SO_MEMINFO` and the array it fills (`SK_MEMINFO_VARS` entries, drops at index 8),
+    /// from `linux/sock_diag.h`.
+    const SO_MEMINFO: nix::libc::c_int = 55;
+    const SK_MEMINFO_VARS: usize = 9;
+    const SK_MEMINFO_DROPS: usize = 8;
+    let mut info = [0u32; SK_MEMINFO_VARS];
+    let mut len = std::mem::size_of_val(&info) as nix::libc::socklen_t;
+    // SAFETY: the pointer and length describe `info`, a live, writable array of that size;
+    // the kernel writes at most `len` bytes and updates `len`.
+    let rc = unsafe {
+        nix::libc::getsockopt(
+            socket.as_raw_fd(),
+            nix::libc::SOL_SOCKET,
+            SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    let filled = len as usize / std::mem::size_of::<u32>();
+    (rc == 0 && filled > SK_MEMINFO_DROPS).then(|| info[SK_MEMINFO_DROPS])
+}
+
+#[cfg(not(target_os = "linux"))]
+fn socket_drops(_socket: &UdpSocket) -> Option<u32> {
+    None
 }
 
 fn parse_datagram(data: &[u8], max_line: usize, ingestor: &mut Ingestor) {

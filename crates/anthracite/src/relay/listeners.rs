@@ -17,6 +17,7 @@ use super::RelayError;
 use crate::config::{Config, ListenConfig};
 use crate::ingest::{Pipeline, Source};
 use crate::receiver::udp::UdpReceiver;
+use crate::receiver::warnings::ConnectionWarnings;
 use crate::receiver::{Admission, ReceiverContext, StreamListener, framed, tcp, udp};
 
 /// A receiver's kind.
@@ -149,6 +150,11 @@ pub(super) struct Listeners {
     /// The relay-wide budget for large frames, and its size. A reload that changes the size
     /// gives new connections a new budget; open ones finish on the old one.
     frame_budget: (Arc<Semaphore>, usize),
+    /// The budget for what frames decode into, as large as the frame budget and replaced
+    /// with it.
+    decoded_budget: Arc<Semaphore>,
+    /// Per-connection warnings, logged per episode for the relay's life.
+    warnings: Arc<ConnectionWarnings>,
 }
 
 impl Listeners {
@@ -161,6 +167,8 @@ impl Listeners {
                 Arc::new(Semaphore::new(listen.max_frame_buffer_bytes)),
                 listen.max_frame_buffer_bytes,
             ),
+            decoded_budget: Arc::new(Semaphore::new(listen.max_frame_buffer_bytes)),
+            warnings: Arc::default(),
         }
     }
 
@@ -174,6 +182,9 @@ impl Listeners {
             tracker: self.shared.tracker.clone(),
             admission: self.admission.clone(),
             frame_budget: self.frame_budget.0.clone(),
+            decoded_budget: self.decoded_budget.clone(),
+            decoded_budget_bytes: self.frame_budget.1,
+            warnings: self.warnings.clone(),
             idle_timeout: l.idle_timeout,
             max_line_length: l.max_line_length,
             max_pickle_frame: l.max_pickle_frame,
@@ -258,6 +269,7 @@ impl Listeners {
         let budget = config.listen.max_frame_buffer_bytes;
         if budget != self.frame_budget.1 {
             self.frame_budget = (Arc::new(Semaphore::new(budget)), budget);
+            self.decoded_budget = Arc::new(Semaphore::new(budget));
         }
         let mut keep = Vec::new();
         for s in std::mem::take(&mut self.served) {

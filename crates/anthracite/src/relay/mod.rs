@@ -18,6 +18,7 @@ mod listeners;
 mod reload;
 mod running;
 mod shared;
+pub mod spill_lock;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -48,6 +49,24 @@ pub enum RelayError {
         destination: String,
         /// What failed.
         source: crate::queue::spill::SpillError,
+    },
+    /// Another process (another relay) holds the lock on this spill directory.
+    #[error(
+        "spill directory {} is in use by another relay (it holds {}/{}); give each relay \
+         its own [destinations.spill] dir",
+        dir.display(), dir.display(), spill_lock::LOCK_FILE
+    )]
+    SpillLocked {
+        /// The spill directory.
+        dir: std::path::PathBuf,
+    },
+    /// The spill directory's lock file could not be created or locked.
+    #[error("cannot lock {}: {source}", path.display())]
+    SpillLock {
+        /// The lock file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
     },
     /// A configured address could not be bound.
     #[error("cannot bind {what} on {addr}: {source}")]
@@ -227,6 +246,9 @@ impl RelayBuilder {
     /// Builds the router, queues and counters.
     pub fn build(self) -> Result<Relay, RelayError> {
         let router = Arc::new(Router::new(self.config.router.clone())?);
+        // Before any spill log is opened: a second relay on the same directory must not
+        // replay the first one's logs.
+        let spill_locks = spill_lock::lock_spill_roots(&self.config.destinations)?;
         let queues = self
             .config
             .destinations
@@ -255,7 +277,7 @@ impl RelayBuilder {
         }
         Ok(Relay {
             config: self.config,
-            shared: Arc::new(Shared::new(pipeline)),
+            shared: Arc::new(Shared::new(pipeline).with_spill_locks(spill_locks)),
             queues,
             lists,
             admin: self.admin,

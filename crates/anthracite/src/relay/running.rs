@@ -112,6 +112,7 @@ impl Admin {
             let state = AdminState {
                 books: shared.clone() as Arc<dyn Books>,
                 health: shared.health.clone(),
+                counters: Arc::default(),
             };
             tokio::spawn(admin::serve(l, state, stop.clone()))
         });

@@ -30,6 +30,8 @@ pub(crate) struct Shared {
     /// The runtime the relay runs on (set by `Relay::run`): a reload requested from another
     /// runtime spawns the relay's tasks here.
     pub(super) runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+    /// The locks on the spill directories, held for the relay's life.
+    _spill_locks: super::spill_lock::SpillLocks,
 }
 
 impl std::fmt::Debug for Shared {
@@ -65,7 +67,14 @@ impl Shared {
             control: tokio::sync::Mutex::new(None),
             removed: Arc::new(Mutex::new(Vec::new())),
             runtime: std::sync::OnceLock::new(),
+            _spill_locks: super::spill_lock::SpillLocks::default(),
         }
+    }
+
+    /// Holds `locks` (the spill directories') for as long as the relay's state lives.
+    pub(super) fn with_spill_locks(mut self, locks: super::spill_lock::SpillLocks) -> Self {
+        self._spill_locks = locks;
+        self
     }
 
     fn removed_queues(&self) -> Vec<Arc<DestinationQueue>> {

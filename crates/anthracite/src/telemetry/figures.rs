@@ -34,6 +34,10 @@ pub fn relay_component(s: &StatsSnapshot) -> Component {
         );
         figures.push(Figure::counter(src.evicted).series(facade::CONNECTIONS_EVICTED, label()));
         figures.push(Figure::counter(src.accept_errors).series(facade::ACCEPT_ERRORS, label()));
+        figures.push(
+            Figure::counter(src.tls_handshake_failures)
+                .series(facade::TLS_HANDSHAKE_FAILURES, label()),
+        );
         for reason in DropReason::ALL {
             figures.push(
                 Figure::counter(src.invalid.get(reason))

@@ -138,7 +138,14 @@ pub struct PickleDecoder {
     created: usize,
     /// Entries of a frame in the senders' shape ([`fast`]).
     fast: Vec<fast::Entry>,
+    /// The parsed frame's top value when the general machine decoded it (`None`: the entries
+    /// are in `fast`).
+    top: Option<Val>,
 }
+
+/// What one decoded datapoint costs besides its name, in pending batches and queues (the
+/// README's "names + 24 bytes per datapoint"): the unit of the decoded-size budget.
+pub const DECODED_POINT_BYTES: usize = 24;
 
 /// Most entries [`PickleDecoder::decode_batched`] hands over at once.
 pub const ENTRY_RUN: usize = 128;
@@ -217,15 +224,67 @@ impl PickleDecoder {
         &mut self,
         payload: &[u8],
         drops: &mut DropCounts,
-        mut on_run: impl FnMut(&[(&[u8], f64, f64)]),
+        on_run: impl FnMut(&[(&[u8], f64, f64)]),
         fast_path: bool,
     ) -> Result<usize, DropReason> {
+        self.parse(payload, fast_path)?;
+        self.emit_runs(payload, drops, on_run)
+    }
+
+    /// Decodes a frame payload without handing anything over: [`decoded_bytes`] and
+    /// [`emit_runs`] then read the result (the receivers size what a frame turns into before
+    /// letting it in). `Err` rejects the whole frame.
+    ///
+    /// [`decoded_bytes`]: Self::decoded_bytes
+    /// [`emit_runs`]: Self::emit_runs
+    pub fn parse(&mut self, payload: &[u8], fast_path: bool) -> Result<(), DropReason> {
         if payload.len() > (u32::MAX / 2) as usize {
             return Err(BAD);
         }
         self.reset();
         if fast_path && fast::entries(payload, &mut self.fast).is_some() {
-            let mut run: [(&[u8], f64, f64); ENTRY_RUN] = [(&[], 0.0, 0.0); ENTRY_RUN];
+            return Ok(());
+        }
+        match self.run(payload) {
+            Ok(top @ (Val::List(_) | Val::Tuple(_))) => {
+                self.top = Some(top);
+                Ok(())
+            }
+            Ok(_) => Err(BAD),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What the parsed frame's well-formed entries turn into once decoded: their names' bytes
+    /// plus [`DECODED_POINT_BYTES`] each. A memo can repeat one long name, so this is not
+    /// bounded by the payload's size.
+    pub fn decoded_bytes(&self, payload: &[u8]) -> usize {
+        if self.top.is_none() {
+            return self
+                .fast
+                .iter()
+                .map(|&(s, _, _)| s.len as usize + DECODED_POINT_BYTES)
+                .sum();
+        }
+        let mut bytes = 0;
+        self.for_each_item(|item| {
+            if let Ok((name, _, _)) = self.entry(payload, item) {
+                bytes += name.len() + DECODED_POINT_BYTES;
+            }
+        });
+        bytes
+    }
+
+    /// Hands the parsed frame's entries to `on_run` in runs of up to [`ENTRY_RUN`], in order,
+    /// counting each malformed one in `drops`. Returns the entries emitted.
+    pub fn emit_runs(
+        &mut self,
+        payload: &[u8],
+        drops: &mut DropCounts,
+        mut on_run: impl FnMut(&[(&[u8], f64, f64)]),
+    ) -> Result<usize, DropReason> {
+        let mut run: [(&[u8], f64, f64); ENTRY_RUN] = [(&[], 0.0, 0.0); ENTRY_RUN];
+        if self.top.is_none() {
             for chunk in self.fast.chunks(ENTRY_RUN) {
                 for (slot, &(s, timestamp, value)) in run.iter_mut().zip(chunk) {
                     let name = payload
@@ -237,11 +296,9 @@ impl PickleDecoder {
             }
             return Ok(self.fast.len());
         }
-        let top = self.run(payload)?;
         let mut emitted = 0;
-        let mut run: [(&[u8], f64, f64); ENTRY_RUN] = [(&[], 0.0, 0.0); ENTRY_RUN];
         let mut n = 0;
-        let mut entry = |item: Val| match self.entry(payload, item) {
+        self.for_each_item(|item| match self.entry(payload, item) {
             Ok(point) => {
                 if let Some(slot) = run.get_mut(n) {
                     *slot = point;
@@ -254,27 +311,36 @@ impl PickleDecoder {
                 emitted += 1;
             }
             Err(reason) => drops.add(reason),
-        };
-        match top {
-            Val::List(id) => {
-                let mut chunk = self.lists[id as usize].head;
-                while let Some(c) = self.chunks.get(chunk as usize) {
-                    let items = &self.list_items[c.start as usize..(c.start + c.len) as usize];
-                    items.iter().for_each(|&item| entry(item));
-                    chunk = c.next;
-                }
-            }
-            Val::Tuple(id) => {
-                let t = self.tuples[id as usize];
-                let items = &self.tuple_items[t.start as usize..(t.start + t.len) as usize];
-                items.iter().for_each(|&item| entry(item));
-            }
-            _ => return Err(BAD),
-        }
+        });
         if n > 0 {
             on_run(&run[..n]);
         }
         Ok(emitted)
+    }
+
+    /// Calls `f` on every item of the parsed frame's top list or tuple.
+    fn for_each_item(&self, mut f: impl FnMut(Val)) {
+        match self.top {
+            Some(Val::List(id)) => {
+                let mut chunk = self.lists[id as usize].head;
+                while let Some(c) = self.chunks.get(chunk as usize) {
+                    let items = &self.list_items[c.start as usize..(c.start + c.len) as usize];
+                    items.iter().for_each(|&item| f(item));
+                    chunk = c.next;
+                }
+            }
+            Some(Val::Tuple(id)) => {
+                let t = self.tuples[id as usize];
+                let items = &self.tuple_items[t.start as usize..(t.start + t.len) as usize];
+                items.iter().for_each(|&item| f(item));
+            }
+            _ => {}
+        }
+    }
+
+    /// Gives back scratch space over [`DECODER_KEEP_BYTES`] once a frame is done with.
+    pub fn finish_frame(&mut self) {
+        self.release_oversized();
     }
 
     fn reset(&mut self) {
@@ -291,6 +357,7 @@ impl PickleDecoder {
         self.arena.clear();
         self.created = 0;
         self.fast.clear();
+        self.top = None;
     }
 
     /// Bytes of scratch space the decoder holds between frames (the capacity of its tables).

@@ -128,6 +128,9 @@ use record::{RECORD_HEADER_LEN, decode_batch, encode_record, payload_datapoints}
 use recovery::{Recovered, Segment};
 use segment::{ReadOutcome, SEGMENT_HEADER, SEGMENT_HEADER_LEN, read_record};
 
+/// How often the active segment's file is checked to still be in the directory.
+const PRESENCE_CHECK: Duration = Duration::from_secs(1);
+
 /// A record handed out by `read_next` (or expired while others were in flight).
 struct InFlight {
     end: Position,
@@ -158,6 +161,8 @@ pub struct SpillLog<F: SpillFs = StdFs> {
     ledger_dirty: bool,
     last_ledger: Instant,
     io_episode: Episode,
+    /// When the active segment's file was last checked to still exist.
+    last_presence_check: Instant,
     scratch: Vec<u8>,
     payload: Vec<u8>,
 }
@@ -218,6 +223,7 @@ impl<F: SpillFs> SpillLog<F> {
             ledger_dirty: false,
             last_ledger: now,
             io_episode: Episode::default(),
+            last_presence_check: now,
             scratch: Vec::new(),
             payload: Vec::new(),
         };
@@ -383,13 +389,23 @@ impl<F: SpillFs> SpillLog<F> {
         }
         let id = self.next_id;
         let path = self.dir.join(segment::file_name(id));
-        let created = self.fs.create(&path).and_then(|mut w| {
-            w.append(&SEGMENT_HEADER)?;
-            if durable {
-                self.fs.sync_dir(&self.dir)?;
+        let create = || {
+            self.fs.create(&path).and_then(|mut w| {
+                w.append(&SEGMENT_HEADER)?;
+                if durable {
+                    self.fs.sync_dir(&self.dir)?;
+                }
+                Ok(w)
+            })
+        };
+        let created = match create() {
+            // The directory was removed under the log (`rm -rf` of the spill dir): make it
+            // again and go on spilling.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.fs.create_dir_all(&self.dir).and_then(|()| create())
             }
-            Ok(w)
-        });
+            other => other,
+        };
         let writer = match created {
             Ok(w) => w,
             Err(e) => {
@@ -467,6 +483,13 @@ impl<F: SpillFs> SpillLog<F> {
                     let path = self.dir.join(segment::file_name(seg.id));
                     match self.fs.open(&path) {
                         Ok(r) => seg.reader.insert(r),
+                        // Removed under the log: its records are lost, counted, and the
+                        // replay goes on with the next segment instead of retrying forever.
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                            let _ = self.note_io(SpillOp::Read, e);
+                            self.drop_vanished(idx);
+                            continue;
+                        }
                         Err(e) => return Err(self.note_io(SpillOp::Read, e)),
                     }
                 }
@@ -552,12 +575,29 @@ impl<F: SpillFs> SpillLog<F> {
 
     /// Drops the unread rest of segment `idx` after a torn or corrupt record at the cursor.
     fn abandon_rest(&mut self, idx: usize, outcome: ReadOutcome) {
+        let seg = &self.segments[idx];
+        tracing::warn!(segment = seg.id, offset = self.read.offset,
+            abandoned_bytes = seg.valid_len - self.read.offset,
+            records = seg.unread_records, kind = ?outcome,
+            "spill record failed verification on read; rest of segment abandoned");
+        self.drop_unread(idx);
+    }
+
+    /// A segment file that is gone from the directory: its unread records are counted as
+    /// abandoned (with the damaged segments) and the log goes on with the next one.
+    fn drop_vanished(&mut self, idx: usize) {
+        let seg = &self.segments[idx];
+        tracing::warn!(dir = %self.dir.display(), segment = seg.id,
+            records = seg.unread_records, datapoints = seg.unread_datapoints,
+            "spill segment removed from the directory; its records are lost");
+        self.drop_unread(idx);
+    }
+
+    /// Counts the unread rest of segment `idx` as abandoned and seals it where reading stands.
+    fn drop_unread(&mut self, idx: usize) {
         let is_active = idx + 1 == self.segments.len() && self.writer.is_some();
         let seg = &mut self.segments[idx];
         let lost_bytes = seg.valid_len - self.read.offset;
-        tracing::warn!(segment = seg.id, offset = self.read.offset, abandoned_bytes = lost_bytes,
-            records = seg.unread_records, kind = ?outcome,
-            "spill record failed verification on read; rest of segment abandoned");
         self.stats.records -= seg.unread_records;
         self.stats.datapoints -= seg.unread_datapoints;
         self.stats.queued_bytes -= lost_bytes;
@@ -646,6 +686,7 @@ impl<F: SpillFs> SpillLog<F> {
     pub fn tick(&mut self) -> Result<(), SpillError> {
         let line = self.io_episode.tick(Instant::now());
         self.log_recovered(line);
+        self.check_active_segment();
         if let FsyncPolicy::Interval(every) = self.config.fsync
             && self.unsynced
             && self.last_sync.elapsed() >= every
@@ -656,6 +697,31 @@ impl<F: SpillFs> SpillLog<F> {
             self.write_ledger()?;
         }
         Ok(())
+    }
+
+    /// At most once per [`PRESENCE_CHECK`]: if the active segment's file was removed (the
+    /// spill directory deleted under the relay), appends would go on into a file no reader can
+    /// open again. The segment is sealed instead (its unread records are counted as lost when
+    /// replay reaches it) and the next append starts a segment in a directory made again.
+    fn check_active_segment(&mut self) {
+        if self.writer.is_none() || self.last_presence_check.elapsed() < PRESENCE_CHECK {
+            return;
+        }
+        self.last_presence_check = Instant::now();
+        let Some(seg) = self.segments.back() else {
+            return;
+        };
+        let path = self.dir.join(segment::file_name(seg.id));
+        if let Err(e) = self.fs.open(&path)
+            && e.kind() == io::ErrorKind::NotFound
+        {
+            self.writer = None;
+            self.unsynced = false;
+            if let Some(seg) = self.segments.back_mut() {
+                seg.sealed = true;
+            }
+            let _ = self.note_io(SpillOp::Append, e);
+        }
     }
 
     fn sync_data(&mut self) -> Result<(), SpillError> {
@@ -672,7 +738,15 @@ impl<F: SpillFs> SpillLog<F> {
 
     fn write_ledger(&mut self) -> Result<(), SpillError> {
         let durable = self.config.fsync != FsyncPolicy::Never;
-        if let Err(e) = ledger::write(&self.fs, &self.dir, self.acked, durable) {
+        let written = match ledger::write(&self.fs, &self.dir, self.acked, durable) {
+            // The directory was removed under the log: make it again.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => self
+                .fs
+                .create_dir_all(&self.dir)
+                .and_then(|()| ledger::write(&self.fs, &self.dir, self.acked, durable)),
+            other => other,
+        };
+        if let Err(e) = written {
             return Err(self.note_io(SpillOp::Ledger, e));
         }
         self.ledger_dirty = false;
