@@ -111,7 +111,7 @@ pub use destination_queue::{DestinationQueue, Settled};
 pub use destination_stats::{
     DestinationSnapshot, DestinationStats, LastError, QueueDepth, SpillSnapshot,
 };
-pub use policy::{DestinationDropReason, PushMode, WhenFull};
+pub use policy::{DestinationDropReason, OverflowCause, PushMode, WhenFull};
 pub use spill::tier::SpillSettings;
 
 #[cfg(test)]
