@@ -504,8 +504,8 @@ pub struct DestinationSnapshot {
     pub write_timeouts: u64,
     /// Batches whose producers waited for room under the full wait.
     pub full_waits: u64,
-    /// Batches the full policy (spill or drop) applied to, indexed by [`OverflowCause`] as
-    /// `usize`.
+    /// Batches the full policy (spill or drop) applied to, indexed by cause (`down`,
+    /// `behind`, `no_wait`: the queue's `OverflowCause` as `usize`).
     pub overflows: [u64; OverflowCause::ALL.len()],
     /// The most recent connection error, and when it happened.
     pub last_error: Option<LastError>,
