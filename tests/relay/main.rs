@@ -16,6 +16,7 @@ mod hung;
 mod line;
 mod logs;
 mod memory;
+mod overload;
 mod pickle;
 mod pickle_malicious;
 mod reload;

@@ -17,11 +17,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
-use regex::bytes::RegexSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::{Lookup, NameCache};
-use crate::pattern::Pattern;
+use crate::pattern::{Pattern, PatternSet};
 
 /// carbon's `USE_WHITELIST` files.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,14 +44,23 @@ pub enum Verdict {
     NotWhitelisted,
 }
 
-/// One compiled list: the linear-time patterns in one [`RegexSet`], the few that need
-/// backtracking (look-around, back-references; see [`Pattern`]) beside it.
-#[derive(Debug, Clone, Default)]
+/// One compiled list, matched in one pass ([`PatternSet`]: the linear-time patterns in one
+/// automaton, the few that need backtracking — look-around, back-references; see
+/// [`Pattern`] — beside it).
+#[derive(Debug, Clone)]
 pub struct RegexList {
-    set: Option<RegexSet>,
-    backtracking: Vec<Pattern>,
+    set: PatternSet,
     /// Lines that were skipped because they do not compile, with the error.
     pub skipped: Vec<(String, String)>,
+}
+
+impl Default for RegexList {
+    fn default() -> Self {
+        Self {
+            set: PatternSet::new(Vec::new()),
+            skipped: Vec::new(),
+        }
+    }
 }
 
 impl RegexList {
@@ -60,7 +68,6 @@ impl RegexList {
     pub fn parse(text: &str) -> Self {
         let mut patterns = Vec::new();
         let mut skipped = Vec::new();
-        let mut backtracking = Vec::new();
         for line in text.lines() {
             let pattern = line.trim();
             // carbon tests `line.startswith('#')` on the unstripped line.
@@ -68,39 +75,24 @@ impl RegexList {
                 continue;
             }
             match Pattern::new(pattern) {
-                Ok(p) if p.is_linear() => patterns.push(pattern.to_owned()),
-                Ok(p) => backtracking.push(p),
+                Ok(p) => patterns.push(p),
                 Err(e) => skipped.push((pattern.to_owned(), e.to_string())),
             }
         }
-        let set = if patterns.is_empty() {
-            None
-        } else {
-            // Every pattern compiled alone; a set of them only fails on size limits.
-            match RegexSet::new(&patterns) {
-                Ok(set) => Some(set),
-                Err(e) => {
-                    skipped.push(("<whole list>".into(), e.to_string()));
-                    None
-                }
-            }
-        };
         Self {
-            set,
-            backtracking,
+            set: PatternSet::new(patterns),
             skipped,
         }
     }
 
     /// True when the list has at least one regex.
     pub fn is_active(&self) -> bool {
-        self.set.is_some() || !self.backtracking.is_empty()
+        !self.set.is_empty()
     }
 
     /// True when some regex matches anywhere in `name`.
     pub fn matches(&self, name: &[u8]) -> bool {
-        self.set.as_ref().is_some_and(|s| s.is_match(name))
-            || self.backtracking.iter().any(|p| p.is_match(name))
+        self.set.is_match(name)
     }
 }
 

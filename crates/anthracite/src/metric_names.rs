@@ -67,6 +67,10 @@ pub mod facade {
     /// Counter, label `destination`: batches whose producers waited for room in a full memory
     /// tier under `destinations.queue.full_wait_ms` (back-pressure on the clients).
     pub const DESTINATION_FULL_WAITS: &str = "anthracite_destination_full_waits_total";
+    /// Counter, labels `destination`, `cause` (`down`, `behind`, `no_wait`): batches a full
+    /// memory tier's policy (spill or drop) applied to, by why their producer was not held
+    /// back.
+    pub const DESTINATION_OVERFLOWS: &str = "anthracite_destination_overflows_total";
     /// Counter, label `result` (`applied`, `rejected`): configuration reloads (SIGHUP).
     pub const CONFIG_RELOADS: &str = "anthracite_config_reloads_total";
     /// Gauge, labels `version`, `features`: always 1; the build's version and Cargo features.
@@ -154,6 +158,9 @@ pub mod carbon {
     pub const WRITE_TIMEOUTS: &str = "writeTimeouts";
     /// Per destination: batches held back by the full wait in the interval.
     pub const FULL_WAITS: &str = "fullWaits";
+    /// Per destination, under `overflows.<cause>`: batches the full policy applied to in the
+    /// interval.
+    pub const OVERFLOWS: &str = "overflows";
     /// Relay-wide, under `configReloads.<result>`: reloads applied / rejected in the interval.
     pub const CONFIG_RELOADS: &str = "configReloads";
     /// Per Kinesis stream, under `kinesis.<stream>.`: the largest `MillisBehindLatest` over
@@ -242,6 +249,9 @@ pub fn help(name: &str) -> &'static str {
         f::DESTINATION_WRITE_TIMEOUTS => "Connections declared dead by the write timeout.",
         f::DESTINATION_FULL_WAITS => {
             "Batches whose producers waited for room in the full memory tier (full_wait_ms)."
+        }
+        f::DESTINATION_OVERFLOWS => {
+            "Batches a full memory tier's policy (spill or drop) applied to, per cause."
         }
         f::CONNECTIONS_ACTIVE => "Open client connections.",
         f::CONNECTIONS_REJECTED => "Client connections refused at the connection limit.",

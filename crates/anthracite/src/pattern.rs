@@ -10,9 +10,19 @@
 //! pattern (Python would keep going, for as long as it takes). A pattern neither engine
 //! accepts is an error carrying both engines' messages; callers turn it into a startup error
 //! naming the file and line (or log and skip it, for list files, as carbon does).
+//!
+//! A table of patterns (relay rules, a white- or blacklist, aggregation rules) is matched in
+//! one pass by [`PatternSet`]: its linear patterns are compiled into one multi-pattern
+//! automaton that reports every pattern matching a name at once, so the cost of a name grows
+//! with its length rather than with the number of patterns; only the backtracking patterns are
+//! tried one by one, and only where the caller still needs an answer.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use regex_automata::util::pool::Pool;
+use regex_automata::{Input, MatchKind, meta, nfa::thompson::WhichCaptures, util::syntax};
 
 /// Most backtracking steps one match of a look-around or back-reference pattern may take.
 pub const BACKTRACK_LIMIT: usize = 1_000_000;
@@ -44,6 +54,8 @@ enum Engine {
 #[derive(Clone, Debug)]
 pub struct Pattern {
     source: String,
+    /// Compiled with `re.I`.
+    ignore_case: bool,
     engine: Engine,
     /// Named groups and their indices (for aggregation templates).
     names: Vec<(String, usize)>,
@@ -73,6 +85,7 @@ impl Pattern {
                     .collect();
                 return Ok(Self {
                     source: source.to_owned(),
+                    ignore_case,
                     engine: Engine::Linear(re),
                     names,
                 });
@@ -94,6 +107,7 @@ impl Pattern {
             .collect();
         Ok(Self {
             source: source.to_owned(),
+            ignore_case,
             engine: Engine::Backtracking {
                 regex: Box::new(fancy),
                 warned: Arc::new(AtomicBool::new(false)),
@@ -183,6 +197,219 @@ impl<'t> Captures<'_, 't> {
     }
 }
 
+/// Most bytes the set's Thompson NFA may take; a table past it is matched one pattern at a
+/// time (see [`PatternSet::new`]).
+const SET_NFA_LIMIT: usize = 64 << 20;
+
+/// Memory of the lazy DFA's state cache, per thread matching a set. The default (2 MiB) makes
+/// a table of 1,000 rules fall back to the slow PikeVM on long names.
+const SET_DFA_CACHE: usize = 8 << 20;
+
+/// Scratch for one search of a [`PatternSet`]: which of its linear patterns matched.
+type Scratch = regex_automata::PatternSet;
+type ScratchPool = Pool<Scratch, Box<dyn Fn() -> Scratch + Send + Sync>>;
+
+/// Many [`Pattern`]s matched against one name in a single pass, reporting the positions of the
+/// patterns that match in order.
+///
+/// Linear patterns are compiled together into one `regex-automata` automaton searched for
+/// overlapping matches (as `regex::bytes::RegexSet` is), each with its own case flag, so a name
+/// costs one scan however many patterns there are. Backtracking patterns (look-around,
+/// back-references) cannot join it; [`for_each_match`](Self::for_each_match) tries them one
+/// by one, in their place, only while the caller still wants more matches — a rule table
+/// whose first linear match ends the search never runs the backtracking rules after it.
+#[derive(Debug)]
+pub struct PatternSet {
+    /// Every pattern, in the caller's order (the one-by-one path, and the backtracking ones).
+    patterns: Vec<Pattern>,
+    /// The linear patterns' automaton, `None` when there are none or it could not be built
+    /// (then every pattern is tried one by one).
+    automaton: Option<Automaton>,
+    /// Positions of the backtracking patterns, ascending (all positions without automaton).
+    one_by_one: Vec<usize>,
+}
+
+/// The linear patterns of a [`PatternSet`] in one automaton.
+struct Automaton {
+    regex: meta::Regex,
+    /// The caller's position of each automaton pattern, ascending.
+    positions: Vec<usize>,
+    scratch: ScratchPool,
+}
+
+impl std::fmt::Debug for Automaton {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Automaton")
+            .field("patterns", &self.positions.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Clone for PatternSet {
+    fn clone(&self) -> Self {
+        Self::new(self.patterns.clone())
+    }
+}
+
+impl PatternSet {
+    /// Compiles the linear ones of `patterns` into one automaton. Never fails: the patterns
+    /// compiled on their own already, and a table too large for one automaton (past 64 MiB of
+    /// NFA) is matched one pattern at a time, with the same results.
+    pub fn new(patterns: Vec<Pattern>) -> Self {
+        let positions: Vec<usize> = patterns
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.is_linear())
+            .map(|(i, _)| i)
+            .collect();
+        let automaton = (!positions.is_empty())
+            .then(|| Automaton::build(&patterns, positions))
+            .flatten();
+        let one_by_one = patterns
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| automaton.is_none() || !p.is_linear())
+            .map(|(i, _)| i)
+            .collect();
+        Self {
+            patterns,
+            automaton,
+            one_by_one,
+        }
+    }
+
+    #[cfg(test)]
+    /// The patterns, in order.
+    pub fn patterns(&self) -> &[Pattern] {
+        &self.patterns
+    }
+
+    /// True when the set has no pattern.
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    #[cfg(test)]
+    /// True when the linear patterns share one automaton (false: one by one).
+    pub fn is_combined(&self) -> bool {
+        self.automaton.is_some()
+    }
+
+    /// True when any pattern matches anywhere in `name` (the automaton stops at its first
+    /// match; backtracking patterns are tried only when no linear one matches).
+    pub fn is_match(&self, name: &[u8]) -> bool {
+        match &self.automaton {
+            Some(a) if a.regex.is_match(name) => true,
+            _ => self
+                .one_by_one
+                .iter()
+                .any(|&i| self.patterns[i].is_match(name)),
+        }
+    }
+
+    #[cfg(test)]
+    /// The position of the first pattern (in order) that matches `name`.
+    pub fn first_match(&self, name: &[u8]) -> Option<usize> {
+        let mut first = None;
+        self.for_each_match(name, |i| {
+            first = Some(i);
+            ControlFlow::Break(())
+        });
+        first
+    }
+
+    /// Calls `f` with the position of every pattern matching `name`, in ascending order, until
+    /// it returns [`ControlFlow::Break`]. Backtracking patterns are tried only when their turn
+    /// comes. One search of the automaton; no allocation once each thread has its scratch.
+    pub fn for_each_match(&self, name: &[u8], mut f: impl FnMut(usize) -> ControlFlow<()>) {
+        let Some(automaton) = &self.automaton else {
+            for &i in &self.one_by_one {
+                if self.patterns[i].is_match(name) && f(i).is_break() {
+                    return;
+                }
+            }
+            return;
+        };
+        let mut scratch = automaton.scratch.get();
+        scratch.clear();
+        automaton
+            .regex
+            .which_overlapping_matches(&Input::new(name), &mut scratch);
+        let mut linear = scratch
+            .iter()
+            .map(|id| automaton.positions[id.as_usize()])
+            .peekable();
+        let mut backtracking = self.one_by_one.iter().copied().peekable();
+        loop {
+            let next = match (linear.peek(), backtracking.peek()) {
+                (Some(&l), Some(&b)) if b < l => {
+                    backtracking.next();
+                    if !self.patterns[b].is_match(name) {
+                        continue;
+                    }
+                    b
+                }
+                (Some(&l), _) => {
+                    linear.next();
+                    l
+                }
+                (None, Some(&b)) => {
+                    backtracking.next();
+                    if !self.patterns[b].is_match(name) {
+                        continue;
+                    }
+                    b
+                }
+                (None, None) => return,
+            };
+            if f(next).is_break() {
+                return;
+            }
+        }
+    }
+}
+
+impl Automaton {
+    /// `None` when the patterns do not fit the limits of one automaton.
+    fn build(patterns: &[Pattern], positions: Vec<usize>) -> Option<Self> {
+        // The flags of each pattern apply to it alone: `(?i)` at the front is what
+        // `case_insensitive(true)` does for a single pattern.
+        let sources: Vec<String> = positions
+            .iter()
+            .map(|&i| {
+                let p = &patterns[i];
+                if p.ignore_case {
+                    format!("(?i){}", p.source)
+                } else {
+                    p.source.clone()
+                }
+            })
+            .collect();
+        let config = meta::Config::new()
+            .match_kind(MatchKind::All)
+            .utf8_empty(false)
+            .which_captures(WhichCaptures::None)
+            .nfa_size_limit(Some(SET_NFA_LIMIT))
+            .hybrid_cache_capacity(SET_DFA_CACHE);
+        let regex = meta::Builder::new()
+            .configure(config)
+            .syntax(syntax::Config::new().utf8(false))
+            .build_many(&sources)
+            .map_err(|e| {
+                tracing::warn!(patterns = sources.len(), error = %e,
+                    "patterns do not fit one automaton; matching them one by one");
+            })
+            .ok()?;
+        let len = regex.pattern_len();
+        let scratch: ScratchPool = Pool::new(Box::new(move || Scratch::new(len)));
+        Some(Self {
+            regex,
+            positions,
+            scratch,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,6 +459,80 @@ mod tests {
         let name = "a".repeat(64);
         assert!(!p.is_match(name.as_bytes()));
         assert!(p.is_match(b"aab"));
+    }
+
+    fn set(sources: &[(&str, bool)]) -> PatternSet {
+        PatternSet::new(
+            sources
+                .iter()
+                .map(|&(s, i)| {
+                    if i {
+                        Pattern::case_insensitive(s)
+                    } else {
+                        Pattern::new(s)
+                    }
+                    .expect("compiles")
+                })
+                .collect(),
+        )
+    }
+
+    fn all_matches(set: &PatternSet, name: &str) -> Vec<usize> {
+        let mut out = Vec::new();
+        set.for_each_match(name.as_bytes(), |i| {
+            out.push(i);
+            ControlFlow::Continue(())
+        });
+        out
+    }
+
+    #[test]
+    fn a_set_reports_what_each_pattern_alone_reports_in_order() {
+        let sources = [
+            (r"^servers\.(?!db\d)", true),
+            ("load", true),
+            ("LOAD", false),
+            (r"^(\w+)\.\1\.", false),
+            (r"\.cpu$", false),
+            ("(?-i:Cpu)", true),
+            ("^x", false),
+        ];
+        let s = set(&sources);
+        assert!(s.is_combined());
+        for name in [
+            "servers.web1.load.cpu",
+            "SERVERS.DB1.LOAD.cpu",
+            "web.web.LOAD.Cpu",
+            "x.y",
+            "nothing",
+            "servers.dbx.cpu",
+        ] {
+            let alone: Vec<usize> = s
+                .patterns()
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.is_match(name.as_bytes()))
+                .map(|(i, _)| i)
+                .collect();
+            assert_eq!(all_matches(&s, name), alone, "{name}");
+            assert_eq!(
+                s.first_match(name.as_bytes()),
+                alone.first().copied(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_set_stops_where_the_caller_stops_and_skips_later_backtracking() {
+        // The back-reference at 1 would hit its limit on this name (logged, no match); the
+        // caller stops at 0, so it is never tried.
+        let s = set(&[("^a", false), (r"^(a+)+\1b", false)]);
+        let name = "a".repeat(64);
+        assert_eq!(s.first_match(name.as_bytes()), Some(0));
+        assert!(!s.patterns()[1].is_match(name.as_bytes()));
+        let empty = set(&[]);
+        assert!(empty.is_empty() && !empty.is_match(b"x"));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use super::encode::{Encoded, Encoder};
 use super::{DEAD_AT_SHUTDOWN, DestinationConfig, DestinationSignals, Episode, Served, gather};
 use crate::batch::Batch;
-use crate::queue::{DestinationDropReason, DestinationQueue};
+use crate::queue::{DestinationDropReason, DestinationQueue, DestinationStats};
 
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
 type Writer = Box<dyn AsyncWrite + Send + Unpin>;
@@ -146,7 +146,8 @@ impl Sender {
                 timeout: self.write_timeout,
                 known_dead: episode.is_active(),
             };
-            let write = write_and_flush(&mut writer, &self.buf, limits, signals).await;
+            let write =
+                write_and_flush(&mut writer, &self.buf, limits, signals, queue.stats()).await;
             self.buf.clear();
             let Err(e) = write else {
                 unconfirmed.hold(std::mem::take(&mut self.in_flight), encoded);
@@ -199,32 +200,53 @@ impl Limits {
 }
 
 /// One write, pushed all the way to the socket (TLS buffers records until flushed). Each
-/// `write` and the `flush` must make progress within the limit.
+/// `write` and the `flush` must make progress within the limit; time spent waiting for the
+/// peer to take bytes is recorded in `stats` (the full wait judges by it).
 async fn write_and_flush(
     writer: &mut Writer,
     bytes: &[u8],
     limits: Limits,
     signals: &DestinationSignals,
+    stats: &DestinationStats,
 ) -> Result<(), WriteError> {
     let mut off = 0;
     while off < bytes.len() {
-        let n = timed(writer.write(&bytes[off..]), limits, signals).await?;
+        let n = timed(writer.write(&bytes[off..]), limits, signals, stats).await?;
         if n == 0 {
             return Err(WriteError::Io(std::io::ErrorKind::WriteZero.into()));
         }
         off += n;
     }
-    timed(writer.flush(), limits, signals).await
+    timed(writer.flush(), limits, signals, stats).await
 }
 
 /// Runs one I/O step (`write` or `flush`, both cancel-safe) within the limit; shortens the
-/// limit when shutdown starts draining while the destination is known dead.
+/// limit when shutdown starts draining while the destination is known dead. A step that is
+/// not ready at its first poll waits on the peer (the socket's send buffer is full): that
+/// time goes to `stats` as the peer's, and a step that completes at once costs no clock read.
 async fn timed<T>(
     step: impl std::future::Future<Output = std::io::Result<T>>,
     limits: Limits,
     signals: &DestinationSignals,
+    stats: &DestinationStats,
 ) -> Result<T, WriteError> {
     tokio::pin!(step);
+    let first = std::future::poll_fn(|cx| Poll::Ready(step.as_mut().poll(cx))).await;
+    if let Poll::Ready(r) = first {
+        return r.map_err(WriteError::Io);
+    }
+    stats.peer_wait_began();
+    let result = timed_wait(step, limits, signals).await;
+    stats.peer_wait_ended();
+    result
+}
+
+/// The rest of [`timed`]: the step waits on the peer.
+async fn timed_wait<T>(
+    mut step: Pin<&mut impl std::future::Future<Output = std::io::Result<T>>>,
+    limits: Limits,
+    signals: &DestinationSignals,
+) -> Result<T, WriteError> {
     loop {
         let shortened = limits.known_dead && signals.drain.is_cancelled();
         let limit = limits.limit(shortened);

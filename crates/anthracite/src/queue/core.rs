@@ -43,15 +43,16 @@ pub struct QueueLimits {
     /// (`drop_newest`, `drop_oldest` or `block`).
     pub spill_fallback: WhenFull,
     /// While the destination is connected and the memory tier is full, producers that can
-    /// wait (TCP receivers, embedders, Kinesis) are held back up to this long per episode
-    /// before `when_full` applies to what does not fit (spill, or a drop); an episode starts
-    /// when the tier is first found full and ends when it has drained below half of its
-    /// bounds; no push waits longer than this in all, and a batch larger than the whole tier
-    /// does not wait. A burst the destination is draining then costs back-pressure instead of disk
-    /// writes and replays, or drops; a destination that stays slow or hangs gets the policy
-    /// after the wait, one that is not connected, or whose connection failed or timed out a
-    /// write in the last minute, at once. UDP never waits. Zero applies the
-    /// policy at once (`block` waits regardless).
+    /// wait (TCP receivers, embedders, Kinesis) are held back for room; `when_full` applies
+    /// to what does not fit (spill, or a drop) only once the destination has stayed behind
+    /// its input for this long: over one such window its writes waited on the peer for at
+    /// least half of it. A destination whose writes complete as soon as
+    /// they are issued is keeping up, and when the relay itself is the bottleneck (CPU-bound
+    /// routing) its producers wait however long that lasts. Once judged behind, pushes that do
+    /// not fit get the policy at once until the tier drains below half (the episode's end).
+    /// A destination that is not connected, or whose connection failed or timed out a write in
+    /// the last minute, gets the policy at once; so does a batch larger than the whole tier.
+    /// UDP never waits. Zero applies the policy at once (`block` waits regardless).
     pub full_wait: Duration,
 }
 
@@ -129,6 +130,15 @@ pub(super) struct Run {
     pub(super) points: u64,
 }
 
+/// One window of a [full wait](QueueLimits::full_wait) episode: when it began, and the
+/// destination's books then, to judge at its end whether the destination kept up.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct FullWindow {
+    pub(super) start: Instant,
+    /// [`DestinationStats::peer_waited`] at `start`.
+    pub(super) peer_waited: Duration,
+}
+
 /// Everything a queue holds, under its lock.
 #[derive(Debug, Default)]
 pub(super) struct State {
@@ -158,9 +168,13 @@ pub(super) struct State {
     pub(super) spill_refused: bool,
     /// The position the next accepted datapoint gets.
     pub(super) next_position: u64,
-    /// When the memory tier was first found full in the current
-    /// [`full_wait`](QueueLimits::full_wait) episode.
-    pub(super) full_since: Option<Instant>,
+    /// The current window of the [`full_wait`](QueueLimits::full_wait) episode: `None` until
+    /// the memory tier is found full, and again once it has drained below half.
+    pub(super) full_window: Option<FullWindow>,
+    /// The destination was judged behind its input in the current
+    /// [`full_wait`](QueueLimits::full_wait) episode (from the tier being found full until it
+    /// drains below half): pushes that do not fit get the policy at once.
+    pub(super) behind: bool,
     /// No more pushes are taken.
     pub(super) closed: bool,
     /// Shut down: what is left stays where it is (spill log) or was counted as dropped.

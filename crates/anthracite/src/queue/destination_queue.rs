@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::core::{Core, PushOutcome, QueueLimits, State};
+use super::core::{Core, FullWindow, PushOutcome, QueueLimits, State};
 use super::destination_stats::DestinationStats;
 use super::memory;
-use super::policy::{DestinationDropReason, PushMode, WhenFull};
+use super::policy::{DestinationDropReason, OverflowCause, PushMode, WhenFull};
 use super::spares::Spares;
 use super::spill::SpillError;
 use super::spill::tier::{DiskTier, SpillSettings};
@@ -37,9 +37,17 @@ enum Step {
     /// The rest of the batch must wait for room (policy `block`, back-pressure, or a full
     /// hand-over buffer).
     Wait(Batch),
-    /// The batch waits for room until the deadline of [`QueueLimits::full_wait`], then the
-    /// policy applies.
+    /// The batch waits for room under the full wait until the end of its current window,
+    /// when the destination's progress is judged again.
     WaitUntil(Batch, Instant),
+}
+
+/// Whether a push that does not fit waits under the full wait.
+enum Hold {
+    /// Wait for room, at most until this instant (the end of the window), then judge again.
+    Until(Instant),
+    /// Apply the policy now, for this cause.
+    Apply(OverflowCause),
 }
 
 /// How a wait for delivery ended.
@@ -123,7 +131,7 @@ impl DestinationQueue {
             return out;
         }
         self.core.stats.add_routed(batch.len() as u64);
-        if let Step::Wait(rest) = self.try_push(batch, PushMode::NoWait, None, &mut out) {
+        if let Step::Wait(rest) = self.try_push(batch, PushMode::NoWait, &mut out) {
             self.core
                 .drop_counted(rest.len(), DestinationDropReason::QueueFull, &mut out);
         }
@@ -142,14 +150,11 @@ impl DestinationQueue {
         }
         self.core.stats.add_routed(batch.len() as u64);
         let mut batch = batch;
-        // The end of this push's full wait, once it started: an episode that ends and starts
-        // again while it waits does not give it a second one.
-        let mut held: Option<Instant> = None;
         loop {
             let room = self.core.room.notified();
             tokio::pin!(room);
             room.as_mut().enable();
-            match self.try_push(batch, mode, held, &mut out) {
+            match self.try_push(batch, mode, &mut out) {
                 Step::Done => {
                     // Woken for room that this push took part of: the next waiter may fit
                     // in what is left (if not, it waits again without waking another).
@@ -165,10 +170,9 @@ impl DestinationQueue {
                 }
                 Step::WaitUntil(rest, deadline) => {
                     batch = rest;
-                    if held.is_none() {
+                    if !out.waited {
                         self.core.stats.add_full_wait();
                     }
-                    let deadline = *held.get_or_insert(deadline);
                     out.waited = true;
                     let _ = tokio::time::timeout_at(deadline.into(), room).await;
                 }
@@ -178,7 +182,8 @@ impl DestinationQueue {
 
     /// The destination's connection was lost or timed out (recorded in its stats): producers
     /// held by the full wait look again now, find it no longer applies, and their policy
-    /// takes effect at once instead of at their deadline (up to `full_wait_ms` later).
+    /// takes effect at once instead of at the end of their window (up to `full_wait_ms`
+    /// later).
     pub fn connection_lost(&self) {
         self.core.room.notify_waiters();
     }
@@ -188,14 +193,8 @@ impl DestinationQueue {
         self.push_with(batch, PushMode::Wait).await
     }
 
-    /// One attempt; `held` is the end of this push's full wait if it started one.
-    fn try_push(
-        &self,
-        mut batch: Batch,
-        mode: PushMode,
-        held: Option<Instant>,
-        out: &mut PushOutcome,
-    ) -> Step {
+    /// One attempt.
+    fn try_push(&self, mut batch: Batch, mode: PushMode, out: &mut PushOutcome) -> Step {
         let total = batch.len();
         let mut s = self.core.lock();
         if s.closed {
@@ -206,8 +205,9 @@ impl DestinationQueue {
         }
         // The episode of the full wait ends once the memory tier is below half, however it
         // got there (written, moved to disk, evicted); only a push reads it.
-        if s.full_since.is_some() && self.core.limits.below_half(&s) {
-            s.full_since = None;
+        if s.full_window.is_some() && self.core.limits.below_half(&s) {
+            s.full_window = None;
+            s.behind = false;
         }
         if let Some(disk) = self.spilling() {
             if s.disk_points == 0 {
@@ -215,45 +215,61 @@ impl DestinationQueue {
                     memory::enqueue(&self.core, &mut s, batch, out);
                     return Step::Done;
                 }
-                if let Some(deadline) = self.full_deadline(&mut s, &batch, mode, held) {
-                    return Step::WaitUntil(batch, deadline);
+                match self.full_hold(&mut s, &batch, mode) {
+                    Hold::Until(deadline) => return Step::WaitUntil(batch, deadline),
+                    Hold::Apply(cause) => self.core.stats.add_overflow(cause),
                 }
             }
             return self.spill(s, disk, batch, mode, out);
         }
-        self.push_memory(s, batch, mode, held, out)
+        self.push_memory(s, batch, mode, out)
     }
 
-    /// With the memory tier full (and, with spill, nothing on disk): until when a producer that
-    /// can wait should wait for room before the policy applies (`None`: apply it now). Only
-    /// while the destination is connected and has not failed lately, a spill log takes data,
-    /// the batch would fit in the empty tier, and neither the episode's wait nor this push's
-    /// (`held`) is used up (see [`QueueLimits::full_wait`]).
-    fn full_deadline(
-        &self,
-        s: &mut State,
-        batch: &Batch,
-        mode: PushMode,
-        held: Option<Instant>,
-    ) -> Option<Instant> {
+    /// With the memory tier full (and, with spill, nothing on disk): whether a producer that
+    /// can wait is held back for room, and until when, or why the policy applies now (see
+    /// [`QueueLimits::full_wait`]).
+    ///
+    /// The wait runs in windows of `full_wait`, shared by every producer of the episode (from
+    /// the tier first found full until it drains below half). At the end of each, the
+    /// destination is judged *behind* when its writes waited on the peer for at least half of
+    /// the window (the peer takes less than the relay offers, or has stopped reading); then
+    /// the policy applies, and keeps applying at once until the episode ends. Otherwise the
+    /// destination is keeping up — what holds the producers back is the relay's own speed: a
+    /// sender task that gets little CPU completes few writes, but none of them waits — and a
+    /// new window begins. A write that makes no progress at all is ended by the write timeout,
+    /// which declares the destination down.
+    fn full_hold(&self, s: &mut State, batch: &Batch, mode: PushMode) -> Hold {
         let limits = &self.core.limits;
+        let stats = &self.core.stats;
         if mode == PushMode::NoWait
             || limits.full_wait.is_zero()
             || batch.len() > limits.max_datapoints
             || batch.size_bytes() > limits.max_bytes
             || s.spill_refused
-            || !self.core.stats.is_connected()
-            || self.core.stats.failed_within(HEALTHY_AFTER)
         {
-            return None;
+            return Hold::Apply(OverflowCause::NoWait);
+        }
+        if !stats.is_connected() || stats.failed_within(HEALTHY_AFTER) {
+            return Hold::Apply(OverflowCause::Down);
+        }
+        if s.behind {
+            return Hold::Apply(OverflowCause::Behind);
         }
         let now = Instant::now();
-        let episode = s
-            .full_since
-            .get_or_insert(now)
-            .checked_add(limits.full_wait)?;
-        let deadline = held.map_or(episode, |h| h.min(episode));
-        (now < deadline).then_some(deadline)
+        let here = FullWindow {
+            start: now,
+            peer_waited: stats.peer_waited(),
+        };
+        let window = s.full_window.get_or_insert(here);
+        let elapsed = now.saturating_duration_since(window.start);
+        if elapsed >= limits.full_wait {
+            if here.peer_waited.saturating_sub(window.peer_waited) * 2 >= elapsed {
+                s.behind = true;
+                return Hold::Apply(OverflowCause::Behind);
+            }
+            *window = here;
+        }
+        Hold::Until(window.start + limits.full_wait)
     }
 
     /// The memory-only path: the policy decides what does not fit.
@@ -262,7 +278,6 @@ impl DestinationQueue {
         mut s: std::sync::MutexGuard<'_, State>,
         mut batch: Batch,
         mode: PushMode,
-        held: Option<Instant>,
         out: &mut PushOutcome,
     ) -> Step {
         let limits = &self.core.limits;
@@ -273,11 +288,11 @@ impl DestinationQueue {
         };
         let total = batch.len();
         let mut fits = memory::fitting_prefix(limits, &s, &mut batch);
-        if fits < total
-            && matches!(policy, WhenFull::DropNewest | WhenFull::DropOldest)
-            && let Some(deadline) = self.full_deadline(&mut s, &batch, mode, held)
-        {
-            return Step::WaitUntil(batch, deadline);
+        if fits < total && matches!(policy, WhenFull::DropNewest | WhenFull::DropOldest) {
+            match self.full_hold(&mut s, &batch, mode) {
+                Hold::Until(deadline) => return Step::WaitUntil(batch, deadline),
+                Hold::Apply(cause) => self.core.stats.add_overflow(cause),
+            }
         }
         let mut evicted = 0;
         if fits < total && policy == WhenFull::DropOldest {

@@ -5,11 +5,11 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use metrics::{Counter, Gauge, counter, gauge};
 
-use super::policy::DestinationDropReason;
+use super::policy::{DestinationDropReason, OverflowCause};
 use crate::metric_names::facade;
 
 /// Current queue depth, readable without the queue's lock, and the peak since last read.
@@ -44,6 +44,55 @@ impl QueueDepth {
     }
 }
 
+/// Time a destination's writes spent waiting on its peer: a write that finds the socket's
+/// send buffer full waits until the peer reads. Microseconds since `origin`, so a wait in
+/// progress counts too (a hung peer's wait grows while it lasts). Updated once per write that
+/// waits, never per datapoint.
+#[derive(Debug)]
+struct PeerWait {
+    origin: Instant,
+    /// Completed waits.
+    total_us: AtomicU64,
+    /// Start of the wait in progress, plus one (0: none).
+    since_us: AtomicU64,
+}
+
+impl PeerWait {
+    fn new() -> Self {
+        Self {
+            origin: Instant::now(),
+            total_us: AtomicU64::new(0),
+            since_us: AtomicU64::new(0),
+        }
+    }
+
+    fn now_us(&self) -> u64 {
+        self.origin.elapsed().as_micros() as u64 + 1
+    }
+
+    fn began(&self) {
+        self.since_us.store(self.now_us(), Relaxed);
+    }
+
+    fn ended(&self) {
+        let since = self.since_us.swap(0, Relaxed);
+        if since > 0 {
+            self.total_us
+                .fetch_add(self.now_us().saturating_sub(since), Relaxed);
+        }
+    }
+
+    fn total(&self) -> Duration {
+        let since = self.since_us.load(Relaxed);
+        let running = if since > 0 {
+            self.now_us().saturating_sub(since)
+        } else {
+            0
+        };
+        Duration::from_micros(self.total_us.load(Relaxed) + running)
+    }
+}
+
 /// Counters for one destination.
 #[derive(Debug)]
 pub struct DestinationStats {
@@ -67,6 +116,9 @@ pub struct DestinationStats {
     write_timeouts_metric: Counter,
     full_waits: AtomicU64,
     full_waits_metric: Counter,
+    overflows: [AtomicU64; OverflowCause::ALL.len()],
+    overflows_metric: Vec<Counter>,
+    peer_wait: PeerWait,
     last_error: Mutex<Option<LastError>>,
     queue_datapoints_metric: Gauge,
     queue_bytes_metric: Gauge,
@@ -178,6 +230,14 @@ impl DestinationStats {
             ),
             full_waits: AtomicU64::new(0),
             full_waits_metric: counter!(facade::DESTINATION_FULL_WAITS, "destination" => l.clone()),
+            overflows: std::array::from_fn(|_| AtomicU64::new(0)),
+            overflows_metric: OverflowCause::ALL
+                .iter()
+                .map(|c| {
+                    counter!(facade::DESTINATION_OVERFLOWS, "destination" => l.clone(), "cause" => c.as_str())
+                })
+                .collect(),
+            peer_wait: PeerWait::new(),
             last_error: Mutex::new(None),
             queue_datapoints_metric: gauge!(facade::QUEUE_DATAPOINTS, "destination" => l.clone()),
             queue_bytes_metric: gauge!(facade::QUEUE_BYTES, "destination" => l.clone()),
@@ -248,6 +308,30 @@ impl DestinationStats {
     pub fn add_full_wait(&self) {
         self.full_waits.fetch_add(1, Relaxed);
         self.full_waits_metric.increment(1);
+    }
+
+    /// The memory tier's policy (spill or drop) applied to a batch that did not fit, for
+    /// `cause` (counted once per batch).
+    pub fn add_overflow(&self, cause: OverflowCause) {
+        self.overflows[cause as usize].fetch_add(1, Relaxed);
+        self.overflows_metric[cause as usize].increment(1);
+    }
+
+    /// A write found the socket's send buffer full: from now until
+    /// [`peer_wait_ended`](Self::peer_wait_ended) the destination waits on its peer.
+    pub fn peer_wait_began(&self) {
+        self.peer_wait.began();
+    }
+
+    /// The write that waited on the peer completed (or failed).
+    pub fn peer_wait_ended(&self) {
+        self.peer_wait.ended();
+    }
+
+    /// Total time the destination's writes have waited on the peer to take bytes, including
+    /// a wait in progress. The full wait compares its growth with the time that passed.
+    pub fn peer_waited(&self) -> Duration {
+        self.peer_wait.total()
     }
 
     /// True when the last connection failure, lost connection or write timeout happened less
@@ -363,6 +447,7 @@ impl DestinationStats {
             connect_failures: self.connect_failures.load(Relaxed),
             write_timeouts: self.write_timeouts.load(Relaxed),
             full_waits: self.full_waits.load(Relaxed),
+            overflows: std::array::from_fn(|i| self.overflows[i].load(Relaxed)),
             last_error: self
                 .last_error
                 .lock()
@@ -419,6 +504,9 @@ pub struct DestinationSnapshot {
     pub write_timeouts: u64,
     /// Batches whose producers waited for room under the full wait.
     pub full_waits: u64,
+    /// Batches the full policy (spill or drop) applied to, indexed by cause (`down`,
+    /// `behind`, `no_wait`: the queue's `OverflowCause` as `usize`).
+    pub overflows: [u64; OverflowCause::ALL.len()],
     /// The most recent connection error, and when it happened.
     pub last_error: Option<LastError>,
     /// The disk tier's counters.

@@ -109,7 +109,7 @@ pub mod spill;
 pub use self::core::{DEFAULT_FULL_WAIT, DEFAULT_MAX_BYTES, PushOutcome, QueueLimits};
 pub use destination_queue::{DestinationQueue, Settled};
 pub use destination_stats::{DestinationSnapshot, DestinationStats, LastError, SpillSnapshot};
-pub use policy::{DestinationDropReason, PushMode, WhenFull};
+pub use policy::{DestinationDropReason, OverflowCause, PushMode, WhenFull};
 pub use spill::tier::SpillSettings;
 
 #[cfg(test)]

@@ -104,6 +104,43 @@ impl DestinationDropReason {
     }
 }
 
+/// Why a full memory tier's policy (spill, `drop_newest`, `drop_oldest`) applied to a batch
+/// instead of holding its producer back (the `cause` label of
+/// `anthracite_destination_overflows_total`). A destination whose writes make progress and
+/// do not wait on its peer is never one of these: when the relay itself is the bottleneck its
+/// producers wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OverflowCause {
+    /// The destination is not connected, or its connection failed, was lost or timed out a
+    /// write in the last minute (declared dead).
+    Down,
+    /// The destination stayed behind its input for a whole full wait while connected: its
+    /// writes waited on the peer for at least half of it.
+    Behind,
+    /// Waiting does not apply: the producer cannot wait (UDP), `full_wait_ms = 0`, the batch
+    /// is larger than the whole memory tier, or the spill log is refusing data.
+    NoWait,
+}
+
+impl OverflowCause {
+    /// Every cause.
+    pub const ALL: [OverflowCause; 3] = [
+        OverflowCause::Down,
+        OverflowCause::Behind,
+        OverflowCause::NoWait,
+    ];
+
+    /// The `cause` label.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OverflowCause::Down => "down",
+            OverflowCause::Behind => "behind",
+            OverflowCause::NoWait => "no_wait",
+        }
+    }
+}
+
 /// How a producer hands a batch to a queue: whether it can wait, and for what.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PushMode {

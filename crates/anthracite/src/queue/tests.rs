@@ -195,7 +195,9 @@ async fn full_wait_is_bounded_ends_with_its_episode_and_is_skipped_when_disconne
     for i in 0..10 {
         assert!(!q.push_wait(seq_batch(i * 10, 10)).await.waited);
     }
-    // Full, connected, nothing drains: held back for the delay, then spilled.
+    // Full, connected, nothing drains because the peer does not read (a write waits on it):
+    // held back for the delay, then spilled.
+    q.stats().peer_wait_began();
     let started = Instant::now();
     let o = tokio::time::timeout(Duration::from_secs(20), q.push_wait(seq_batch(100, 10)))
         .await
@@ -211,8 +213,10 @@ async fn full_wait_is_bounded_ends_with_its_episode_and_is_skipped_when_disconne
     assert!(!o.waited && o.accepted == 10, "{o:?}");
     let s = q.stats().snapshot();
     assert!(s.queued_disk >= 20, "{s:?}");
+    q.stats().peer_wait_ended();
     assert_eq!(consume(&q, 120).await, (0..120).collect::<Vec<_>>());
     // Drained: the episode is over, and the next time the tier fills the wait starts afresh.
+    q.stats().peer_wait_began();
     for i in 12..22 {
         assert!(!q.push_wait(seq_batch(i * 10, 10)).await.waited);
     }
@@ -326,6 +330,87 @@ async fn a_lost_connection_ends_the_full_wait_at_once() {
         .expect("producer");
     assert_eq!((o.accepted, o.dropped), (0, 10), "{o:?}");
     assert!(o.waited);
+}
+
+/// Issue 24: a destination whose writes complete as soon as they are issued, behind producers
+/// that outrun it (the relay CPU-bound: its sender task gets little time), for many times the
+/// full wait. Before the fix the wait was wall-clock time and the producers' data was dropped
+/// as `queue_full` once it ran out; now they wait as long as the destination makes progress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destination_keeping_up_never_drops_however_long_producers_outrun_it() {
+    let q = Arc::new(connected_queue(Duration::from_millis(250)));
+    let producers: Vec<_> = (0..2)
+        .map(|p| {
+            let q = q.clone();
+            tokio::spawn(async move {
+                let mut dropped = 0;
+                for i in 0..200 {
+                    dropped += q.push_wait(seq_batch((p * 200 + i) * 10, 10)).await.dropped;
+                }
+                dropped
+            })
+        })
+        .collect();
+    // A consumer slower than its producers, its writes never waiting on a peer: 400 batches
+    // at about 3 ms each, several times the full wait.
+    let mut got = 0;
+    while got < 4000 {
+        let b = tokio::time::timeout(Duration::from_secs(20), q.pop())
+            .await
+            .expect("pop within 20 s")
+            .expect("queue not closed");
+        got += b.len();
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        q.ack(b.len(), 1);
+    }
+    for p in producers {
+        assert_eq!(p.await.expect("producer"), 0);
+    }
+    let s = q.stats().snapshot();
+    assert_eq!((s.sent, s.dropped_total()), (4000, 0), "{s:?}");
+    assert!(s.full_waits > 0, "the producers never waited: {s:?}");
+    assert_eq!(s.overflows, [0; OverflowCause::ALL.len()], "{s:?}");
+}
+
+/// The other side of the full wait: a destination whose writes wait on its peer (it takes
+/// less than it is offered) gets the policy after one window, counted as `behind`; one that
+/// is not connected at once, counted as `down`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destination_behind_its_peer_or_down_gets_the_policy_with_its_cause() {
+    let q = Arc::new(connected_queue(Duration::from_millis(100)));
+    for i in 0..10 {
+        q.push_wait(seq_batch(i * 10, 10)).await;
+    }
+    // Its writes make progress, slowly, while it waits on the peer all the time.
+    q.stats().peer_wait_began();
+    let consumer = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            while let Some(b) = q.pop().await {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                q.ack(b.len(), 1);
+            }
+        })
+    };
+    let mut dropped = 0;
+    for i in 10..40 {
+        dropped += q.push_wait(seq_batch(i * 10, 10)).await.dropped;
+    }
+    q.close();
+    consumer.await.expect("consumer");
+    let s = q.stats().snapshot();
+    assert!(dropped > 0, "{s:?}");
+    assert!(s.overflows[OverflowCause::Behind as usize] > 0, "{s:?}");
+    assert_eq!(s.overflows[OverflowCause::Down as usize], 0, "{s:?}");
+
+    let q = connected_queue(Duration::from_secs(600));
+    q.stats().set_connected(false);
+    for i in 0..11 {
+        q.push_wait(seq_batch(i * 10, 10)).await;
+    }
+    let s = q.stats().snapshot();
+    assert_eq!(s.dropped_total(), 10, "{s:?}");
+    assert_eq!(s.overflows[OverflowCause::Down as usize], 1, "{s:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

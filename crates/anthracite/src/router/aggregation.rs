@@ -122,6 +122,11 @@ impl AggregationRule {
         })
     }
 
+    /// The rule's input pattern, as compiled (anchored at the start, ending in `$`).
+    pub fn pattern(&self) -> &Pattern {
+        &self.regex
+    }
+
     /// The aggregate name `metric` resolves to, or `None` when the rule does not match.
     pub fn aggregate_name(&self, metric: &str) -> Option<String> {
         let caps = self.regex.captures(metric)?;

@@ -25,6 +25,7 @@
 //!   a pure function of the name.
 
 use std::fmt;
+use std::ops::ControlFlow;
 
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +44,8 @@ pub use ring::{ConsistentHashRing, FastHashOrder};
 
 use ring::{Node, Replication, RouteTable};
 use rules::Rules;
+
+use crate::pattern::PatternSet;
 
 /// A destination as written in carbon's `DESTINATIONS`: `host:port[:instance]`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -383,6 +386,9 @@ pub enum Strategy {
 pub struct AggregatedRouting {
     hash: HashRouting,
     rules: Vec<aggregation::AggregationRule>,
+    /// The rules' input patterns at the same positions, matched in one pass: only the rules
+    /// that match a name are asked for its aggregate name (their captures).
+    patterns: PatternSet,
 }
 
 impl AggregatedRouting {
@@ -395,12 +401,13 @@ impl AggregatedRouting {
         let text = std::str::from_utf8(name).ok();
         let mut resolved = false;
         if let Some(text) = text {
-            for rule in &self.rules {
-                if let Some(agg) = rule.aggregate_name(text) {
+            self.patterns.for_each_match(name, |i| {
+                if let Some(agg) = self.rules[i].aggregate_name(text) {
                     resolved = true;
                     self.hash.route_key_into(agg.as_bytes(), out);
                 }
-            }
+                ControlFlow::Continue(())
+            });
         }
         if !resolved {
             self.hash.route_key_into(name, out);
@@ -457,9 +464,16 @@ impl Router {
                 }
                 let hash = HashRouting::new(&spec);
                 if spec.method.is_aggregated() {
+                    let patterns = PatternSet::new(
+                        spec.aggregation_rules
+                            .iter()
+                            .map(|r| r.pattern().clone())
+                            .collect(),
+                    );
                     Strategy::Aggregated(AggregatedRouting {
                         hash,
                         rules: spec.aggregation_rules,
+                        patterns,
                     })
                 } else {
                     Strategy::Hash(hash)

@@ -8,23 +8,32 @@
 //! `continue = true`. Destinations yielded by several matching rules are yielded each time (carbon
 //! then sends the datapoint that many times).
 
-use crate::pattern::Pattern;
+//!
+//! The patterns are matched in one pass ([`PatternSet`]): one automaton reports every linear
+//! rule matching a name, and the rules are walked in that order; a Python-only pattern is
+//! tried only when its turn comes before the walk has stopped.
+
+use std::ops::ControlFlow;
+
+use crate::pattern::PatternSet;
 
 use super::{RouterError, RuleSpec};
 
-/// One compiled rule.
+/// What one rule yields.
 #[derive(Clone, Debug)]
 struct Rule {
-    /// `None` for the default rule.
-    regex: Option<Pattern>,
     destinations: Vec<u16>,
     continue_matching: bool,
 }
 
-/// The compiled rule table, default rule last.
+/// The compiled rule table.
 #[derive(Clone, Debug)]
 pub struct Rules {
+    /// The pattern rules, in order; `patterns` holds their regexes at the same positions.
     rules: Vec<Rule>,
+    patterns: PatternSet,
+    /// The default rule, always last.
+    default: Rule,
 }
 
 impl Rules {
@@ -35,6 +44,7 @@ impl Rules {
             return Err(RouterError::DefaultRuleCount(defaults));
         }
         let mut rules = Vec::with_capacity(specs.len());
+        let mut patterns = Vec::with_capacity(specs.len());
         let mut default = None;
         for (position, spec) in specs.iter().enumerate() {
             if let Some(&bad) = spec
@@ -48,30 +58,40 @@ impl Rules {
                 });
             }
             let rule = Rule {
-                regex: spec.pattern.clone(),
                 destinations: spec.destinations.clone(),
                 continue_matching: spec.continue_matching,
             };
-            if rule.regex.is_none() {
-                default = Some(rule);
-            } else {
-                rules.push(rule);
+            match &spec.pattern {
+                Some(pattern) => {
+                    rules.push(rule);
+                    patterns.push(pattern.clone());
+                }
+                None => default = Some(rule),
             }
         }
-        rules.extend(default);
-        Ok(Self { rules })
+        let default = default.ok_or(RouterError::DefaultRuleCount(0))?;
+        Ok(Self {
+            rules,
+            patterns: PatternSet::new(patterns),
+            default,
+        })
     }
 
     /// Appends the destinations carbon yields for `name` to `out`.
     pub fn route_into(&self, name: &[u8], out: &mut Vec<u16>) {
-        for rule in &self.rules {
-            let matches = rule.regex.as_ref().is_none_or(|r| r.is_match(name));
-            if matches {
-                out.extend_from_slice(&rule.destinations);
-                if !rule.continue_matching {
-                    return;
-                }
+        let mut stopped = false;
+        self.patterns.for_each_match(name, |i| {
+            let rule = &self.rules[i];
+            out.extend_from_slice(&rule.destinations);
+            if rule.continue_matching {
+                ControlFlow::Continue(())
+            } else {
+                stopped = true;
+                ControlFlow::Break(())
             }
+        });
+        if !stopped {
+            out.extend_from_slice(&self.default.destinations);
         }
     }
 }
@@ -143,6 +163,42 @@ mod tests {
         .unwrap();
         assert_eq!(route(&rules, "ab"), vec![0, 1, 1, 1]);
         assert_eq!(route(&rules, "z"), vec![1]);
+    }
+
+    #[test]
+    fn rules_in_one_pass_route_like_one_at_a_time_with_continue_and_look_ahead() {
+        // A table mixing linear and Python-only patterns, `continue` and case: every name
+        // routes as the rules tried one by one in order would route it.
+        let specs = [
+            rule(Some(r"^a\."), &[0], true),
+            rule(Some(r"^(?!a\.b)a"), &[1], false),
+            rule(Some("B"), &[2], true),
+            rule(Some(r"^(\w)\1"), &[3], false),
+            rule(Some("c$"), &[4], false),
+            rule(None, &[5], false),
+        ];
+        let rules = Rules::new(&specs, 6).unwrap();
+        assert!(rules.patterns.is_combined());
+        for name in [
+            "a.x", "a.b", "A.B.c", "bbc", "xbc", "zz", "q", "a.bc", "aab",
+        ] {
+            let mut want = Vec::new();
+            let mut stopped = false;
+            for spec in &specs[..5] {
+                let p = spec.pattern.as_ref().unwrap();
+                if p.is_match(name.as_bytes()) {
+                    want.extend_from_slice(&spec.destinations);
+                    if !spec.continue_matching {
+                        stopped = true;
+                        break;
+                    }
+                }
+            }
+            if !stopped {
+                want.push(5);
+            }
+            assert_eq!(route(&rules, name), want, "{name}");
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::figure::{Component, Figure, destination_component, path_component};
 use crate::ingest::Source;
 use crate::metric_names::{carbon as leaf, facade};
 use crate::protocol::DropReason;
-use crate::queue::{DestinationDropReason, DestinationSnapshot};
+use crate::queue::{DestinationDropReason, DestinationSnapshot, OverflowCause};
 use crate::router::DestinationSpec;
 
 /// The relay-wide figures: what the receivers took and rejected, per source, and the lists.
@@ -149,6 +149,19 @@ pub fn destination_figures(d: &DestinationSnapshot) -> Component {
             .series(facade::DESTINATION_FULL_WAITS, label())
             .carbon(leaf::FULL_WAITS),
     ];
+    for cause in OverflowCause::ALL {
+        figures.push(
+            Figure::counter(d.overflows[cause as usize])
+                .series(
+                    facade::DESTINATION_OVERFLOWS,
+                    vec![
+                        ("destination", d.name.clone()),
+                        ("cause", cause.as_str().to_string()),
+                    ],
+                )
+                .carbon(format!("{}.{}", leaf::OVERFLOWS, cause.as_str())),
+        );
+    }
     for reason in DestinationDropReason::ALL {
         figures.push(
             Figure::counter(d.dropped(reason))
