@@ -73,6 +73,7 @@
 #![warn(missing_docs)]
 
 mod admin;
+mod aggregator;
 mod batch;
 mod cache;
 mod config;
