@@ -72,6 +72,14 @@ struct ConfigArgs {
     /// aggregation-rules.conf (with --carbon-config), instead of <conf dir>/AGGREGATION_RULES.
     #[arg(long, global = true, value_name = "PATH")]
     aggregation_rules: Option<PathBuf>,
+    /// Run as carbon-aggregator (with --carbon-config): sections [aggregator] and
+    /// [aggregator:<instance>], aggregation and rewrite rules, consistent hashing.
+    #[arg(long, global = true)]
+    aggregator: bool,
+    /// rewrite-rules.conf (with --carbon-config --aggregator), instead of
+    /// <conf dir>/REWRITE_RULES.
+    #[arg(long, global = true, value_name = "PATH")]
+    rewrite_rules: Option<PathBuf>,
 }
 
 impl ConfigArgs {
@@ -89,6 +97,8 @@ impl ConfigArgs {
                 options.instance = self.instance.clone();
                 options.rules = self.rules.clone();
                 options.aggregation_rules = self.aggregation_rules.clone();
+                options.aggregator = self.aggregator;
+                options.rewrite_rules = self.rewrite_rules.clone();
                 Config::load_carbon(&options).map(|i| (i.config, i.warnings))
             }
         }

@@ -121,7 +121,7 @@
 //! - **Memory bound.** `max_series` bounds the output series and `max_values` the values held
 //!   for percentiles (the only values kept; other methods hold a few words per interval). A
 //!   datapoint that would create a series past the bound, or store a value past the bound, is
-//!   not aggregated and counted (`aggregator_dropped_total{reason="series_limit"|
+//!   not aggregated and counted (`anthracite_aggregator_dropped_total{reason="series_limit"|
 //!   "values_limit"}`, carbon self-metric `aggregateDatapointsDropped.<reason>`), logged once
 //!   per episode. It is still passed on when `FORWARD_ALL` says so.
 //! - **Restart.** On an orderly shutdown the series (name, frequency, method, timer phase and
@@ -134,13 +134,23 @@
 //!   tested against a name the first time it is seen. Once a series and its interval exist, a
 //!   datapoint allocates nothing (percentile value vectors are recycled).
 
+mod front;
 mod method;
 pub mod rewrite;
 mod rules;
 mod series;
 pub mod state;
 
+pub use front::{Aggregation, AggregationSettings, Staged};
 pub use method::{Accumulator, Method};
 pub use rewrite::{RewriteError, RewriteRules};
 pub use rules::{AggregationRules, RulesError};
 pub use series::{Aggregator, AggregatorLimits, AggregatorStats, Emitted};
+
+/// Seconds since the epoch as a float, like Python's `time.time()`.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
