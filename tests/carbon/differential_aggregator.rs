@@ -193,7 +193,9 @@ fn start_anthracite(root: &Path, conf: &Path, ports: &[u16]) -> ManagedChild {
 /// Deterministic input: every name family the rules cover, plus names no rule matches.
 fn batch(base: i64, phase: u32) -> Vec<(String, i64, f64)> {
     // Sums of these depend on the order they are added in.
-    let values = [1e16, 1.0, -1e16, 0.1, 0.2, 0.3, -0.0, 3.5, 7.25, -2.0, 1e-9, 42.0];
+    let values = [
+        1e16, 1.0, -1e16, 0.1, 0.2, 0.3, -0.0, 3.5, 7.25, -2.0, 1e-9, 42.0,
+    ];
     let mut out = Vec::new();
     let mut k = phase as usize * 5;
     let mut next = || {
@@ -357,6 +359,12 @@ fn aggregator_matches_carbon_aggregator() {
         has("svc.web.all.requests") && !has("fwd.web.all.requests"),
         "an aggregate output is not forwarded, and aggregates skip [post]"
     );
-    assert!(!maps[2].keys().any(|k| k.1.starts_with("fwd.")), "FORWARD_ALL off forwards nothing");
-    assert!(failures.is_empty(), "anthracite differs from carbon-aggregator 1.1.10:\n{failures}");
+    assert!(
+        !maps[2].keys().any(|k| k.1.starts_with("fwd.")),
+        "FORWARD_ALL off forwards nothing"
+    );
+    assert!(
+        failures.is_empty(),
+        "anthracite differs from carbon-aggregator 1.1.10:\n{failures}"
+    );
 }

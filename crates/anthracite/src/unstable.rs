@@ -7,6 +7,11 @@ pub mod admin {
     pub use crate::admin::*;
 }
 
+/// carbon-aggregator: rules, rewrite rules, buffers, the state file.
+pub mod aggregator {
+    pub use crate::aggregator::*;
+}
+
 /// Batches: the unit that moves between stages.
 pub mod batch {
     pub use crate::batch::*;

@@ -150,9 +150,10 @@ pub fn validate(
     };
     let (rules, rules_file) = if a.rules_file.is_empty() {
         let rules = AggregationRules::from_lines(&a.rules).map_err(|e| match e {
-            RulesError::Rule { line, error } => {
-                invalid(&format!("aggregation.rules[{}]", line - 1), &error.to_string())
-            }
+            RulesError::Rule { line, error } => invalid(
+                &format!("aggregation.rules[{}]", line - 1),
+                &error.to_string(),
+            ),
             RulesError::Frequency { line, .. } => invalid(
                 &format!("aggregation.rules[{}]", line - 1),
                 "frequency must be a positive number of seconds",

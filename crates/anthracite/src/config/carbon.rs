@@ -576,13 +576,15 @@ fn aggregator_settings(
         return Err(ConfigError::Invalid {
             file: rules.display().to_string(),
             key: String::new(),
-            message: "aggregation rules file does not exist (carbon-aggregator refuses to start too)"
-                .into(),
+            message:
+                "aggregation rules file does not exist (carbon-aggregator refuses to start too)"
+                    .into(),
         });
     }
-    let rewrite = options.rewrite_rules.clone().unwrap_or_else(|| {
-        conf_dir.join(s.str("REWRITE_RULES").unwrap_or("rewrite-rules.conf"))
-    });
+    let rewrite = options
+        .rewrite_rules
+        .clone()
+        .unwrap_or_else(|| conf_dir.join(s.str("REWRITE_RULES").unwrap_or("rewrite-rules.conf")));
     let write_back = match s.str("WRITE_BACK_FREQUENCY") {
         None | Some("None") | Some("") => 0.0,
         Some(v) => match ini::parse_float(v) {

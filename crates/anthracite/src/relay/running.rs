@@ -238,7 +238,12 @@ impl Relay {
             let stop = CancellationToken::new();
             background.aggregates = Some((
                 stop.clone(),
-                tokio::spawn(super::aggregates::run(agg, agg_config, pipeline.clone(), stop)),
+                tokio::spawn(super::aggregates::run(
+                    agg,
+                    agg_config,
+                    pipeline.clone(),
+                    stop,
+                )),
             ));
         }
         background
