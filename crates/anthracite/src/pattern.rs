@@ -181,7 +181,7 @@ impl Pattern {
     /// before it, as Python's `pattern.search(text, pos)`), filling `spans` with the match
     /// and its groups. The linear engine allocates nothing.
     pub fn find_at(&self, text: &str, pos: usize, spans: &mut Spans) -> bool {
-        let found = match (&self.engine, spans.linear.as_mut()) {
+        match (&self.engine, spans.linear.as_mut()) {
             (Engine::Linear(re), Some(locs)) => {
                 if re.captures_read_at(locs, text.as_bytes(), pos).is_none() {
                     return false;
@@ -204,8 +204,7 @@ impl Pattern {
                 true
             }
             (Engine::Linear(_), None) => false,
-        };
-        found
+        }
     }
 
     /// The result of a backtracking match; the limit being hit is logged once per pattern.

@@ -81,7 +81,7 @@ fn root_names() -> BTreeMap<String, String> {
             continue;
         };
         let module = rest.split("::").next().unwrap_or("").trim().to_string();
-        let items = rest.splitn(2, "::").nth(1).unwrap_or("");
+        let items = rest.split_once("::").map_or("", |x| x.1);
         for item in items.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
             if item.chars().next().is_some_and(char::is_uppercase) {
                 names.insert(item.to_string(), module.clone());
