@@ -72,8 +72,8 @@ struct ConfigArgs {
     /// aggregation-rules.conf (with --carbon-config), instead of <conf dir>/AGGREGATION_RULES.
     #[arg(long, global = true, value_name = "PATH")]
     aggregation_rules: Option<PathBuf>,
-    /// Run as carbon-aggregator (with --carbon-config): sections [aggregator] and
-    /// [aggregator:<instance>], aggregation and rewrite rules, consistent hashing.
+    /// Run as carbon-aggregator (with --carbon-config): the aggregator sections of carbon.conf
+    /// (plain, then the instance's), aggregation and rewrite rules, consistent hashing.
     #[arg(long, global = true)]
     aggregator: bool,
     /// rewrite-rules.conf (with --carbon-config --aggregator), instead of

@@ -109,7 +109,7 @@ struct Books {
     reloads_rejected: AtomicU64,
 }
 
-/// The shared aggregator of a relay. See the [module documentation](super).
+/// The shared aggregator of a relay. See the `aggregator` module documentation.
 #[derive(Debug)]
 pub struct Aggregation {
     settings: AggregationSettings,

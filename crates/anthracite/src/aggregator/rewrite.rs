@@ -1,6 +1,6 @@
 //! carbon's rewrite rules (`rewrite-rules.conf`, `carbon.rewrite`): Python `re.sub` on metric
 //! names, `[pre]` before aggregation and `[post]` on what is passed on. The semantics are in
-//! the [module documentation](super).
+//! the `aggregator` module documentation.
 
 use crate::pattern::{Pattern, Spans};
 

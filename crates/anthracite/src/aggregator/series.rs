@@ -112,7 +112,7 @@ pub(super) struct Table {
     pub(super) stats: AggregatorStats,
 }
 
-/// carbon-aggregator's buffers. See the [module documentation](super) for the semantics.
+/// carbon-aggregator's buffers. See the `aggregator` module documentation for the semantics.
 #[derive(Debug)]
 pub struct Aggregator {
     rules: Arc<AggregationRules>,
