@@ -77,7 +77,7 @@ struct ConfigArgs {
     #[arg(long, global = true)]
     aggregator: bool,
     /// rewrite-rules.conf (with --carbon-config --aggregator), instead of
-    /// <conf dir>/REWRITE_RULES.
+    /// CONF_DIR/REWRITE_RULES.
     #[arg(long, global = true, value_name = "PATH")]
     rewrite_rules: Option<PathBuf>,
 }
