@@ -70,6 +70,14 @@ struct ConfigArgs {
     /// aggregation-rules.conf (with --carbon-config), instead of <conf dir>/AGGREGATION_RULES.
     #[arg(long, global = true, value_name = "PATH")]
     aggregation_rules: Option<PathBuf>,
+    /// Run as carbon-aggregator (with --carbon-config): the aggregator sections of carbon.conf
+    /// (plain, then the instance's), aggregation and rewrite rules, consistent hashing.
+    #[arg(long, global = true)]
+    aggregator: bool,
+    /// rewrite-rules.conf (with --carbon-config --aggregator), instead of
+    /// CONF_DIR/REWRITE_RULES.
+    #[arg(long, global = true, value_name = "PATH")]
+    rewrite_rules: Option<PathBuf>,
 }
 
 impl ConfigArgs {
@@ -87,6 +95,8 @@ impl ConfigArgs {
                 options.instance = self.instance.clone();
                 options.rules = self.rules.clone();
                 options.aggregation_rules = self.aggregation_rules.clone();
+                options.aggregator = self.aggregator;
+                options.rewrite_rules = self.rewrite_rules.clone();
                 Config::load_carbon(&options).map(|i| (i.config, i.warnings))
             }
         }

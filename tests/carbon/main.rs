@@ -7,6 +7,7 @@ mod support;
 
 mod conf_example;
 mod differential;
+mod differential_aggregator;
 mod differential_dropin;
 mod e2e;
 mod pickle_python;

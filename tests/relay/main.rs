@@ -6,6 +6,7 @@
 mod support;
 
 mod admin;
+mod aggregator;
 mod cli;
 mod destinations;
 mod embedding;

@@ -377,3 +377,36 @@ impl CarbonRelay {
         self.process.pid()
     }
 }
+
+/// The real `carbon-aggregator.py` 1.1.10, instance `a`, on a carbon.conf with an
+/// `[aggregator]` section (its aggregation-rules.conf and rewrite-rules.conf beside it), stopped
+/// by PID on drop.
+pub struct CarbonAggregator {
+    process: ManagedChild,
+}
+
+impl CarbonAggregator {
+    /// Starts `carbon-aggregator.py --instance=a --debug --config=<conf> start` with
+    /// GRAPHITE_ROOT = `root` and waits until `ports` accept connections.
+    pub fn start(root: &Path, conf: &Path, ports: &[u16]) -> CarbonAggregator {
+        let venv = carbon_venv();
+        let cmd = carbon_command(&venv, "carbon-aggregator.py", "a", conf, root);
+        let log = root
+            .join("storage")
+            .join("log")
+            .join("carbon-aggregator-a.console.log");
+        let mut process = ManagedChild::spawn("carbon-aggregator a", cmd, log);
+        wait_for_ports(&mut process, ports);
+        CarbonAggregator { process }
+    }
+
+    /// The last `n` lines of the aggregator's log.
+    pub fn log_tail(&self, n: usize) -> String {
+        self.process.log_tail(n)
+    }
+
+    /// Panics with the log tail if the aggregator has died.
+    pub fn assert_running(&mut self, waiting_for: &str) {
+        self.process.assert_running(waiting_for);
+    }
+}

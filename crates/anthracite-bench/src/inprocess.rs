@@ -38,8 +38,23 @@ pub fn config_toml(scenario: &Scenario, sinks: &[SocketAddr], spill_dir: Option<
         ),
         None => String::new(),
     };
+    let aggregation = match &scenario.aggregation {
+        Some(a) => {
+            let rules: Vec<String> = a
+                .rules(&scenario.names)
+                .iter()
+                .map(|r| format!("{r:?}"))
+                .collect();
+            format!(
+                "[aggregation]\nforward_all = {}\nrules = [{}]\n",
+                a.forward_all,
+                rules.join(", ")
+            )
+        }
+        None => String::new(),
+    };
     format!(
-        "[listen]\nline_tcp = \"\"\npickle_tcp = \"\"\n\
+        "{aggregation}[listen]\nline_tcp = \"\"\npickle_tcp = \"\"\n\
          [router]\nmethod = \"consistent-hashing\"\nhash_type = \"carbon_ch\"\n\
          [telemetry]\ninterval_secs = 0\n\
          [destinations]\nservers = [{}]\nprotocol = \"{}\"\n\

@@ -90,6 +90,59 @@ pub struct Scenario {
     /// How the harness configures anthracite when it runs in-process.
     #[serde(default)]
     pub in_process: InProcess,
+    /// Aggregate in the relay (`[aggregation]`), with rules generated over the name set.
+    #[serde(default)]
+    pub aggregation: Option<Aggregation>,
+}
+
+/// Aggregation rules generated for the run: one rule per metric of the name set (the metric
+/// path after the host), summing groups of ten hosts: `agg.<hg>.<metric> (frequency) =
+/// method host-<hg>\d.<metric>` — with 100 rules over 1,000 hosts, 10,000 output series.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Aggregation {
+    /// Rules (metrics of the name set covered). Default 100.
+    pub rules: usize,
+    /// Seconds per interval. Default 60.
+    pub frequency: u64,
+    /// Methods, assigned to the rules in turn. Default `["sum", "avg", "p95"]`.
+    pub methods: Vec<String>,
+    /// Pass the originals on as well (`forward_all`). Default true.
+    pub forward_all: bool,
+}
+
+impl Default for Aggregation {
+    fn default() -> Self {
+        Self {
+            rules: 100,
+            frequency: 60,
+            methods: vec!["sum".into(), "avg".into(), "p95".into()],
+            forward_all: true,
+        }
+    }
+}
+
+impl Aggregation {
+    /// The generated rules for names shaped by `names`.
+    pub fn rules(&self, names: &Names) -> Vec<String> {
+        (0..self.rules)
+            .map(|m| {
+                let name = super::generator::name(names, m);
+                let metric = name
+                    .split_once('.')
+                    .map(|(_, rest)| rest.to_owned())
+                    .unwrap_or_default();
+                let method = self
+                    .methods
+                    .get(m % self.methods.len().max(1))
+                    .map_or("sum", String::as_str);
+                format!(
+                    "agg.<hg>.{metric} ({}) = {method} {}host-<hg>\\d.{metric}",
+                    self.frequency, names.prefix
+                )
+            })
+            .collect()
+    }
 }
 
 /// Offered load.
@@ -515,6 +568,33 @@ impl Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_aggregate_scenario_makes_10k_outputs_from_100_rules() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../bench/scenarios/aggregate.toml"
+        ))
+        .expect("read aggregate.toml");
+        let s = Scenario::from_toml_str(&text).expect("parses");
+        let a = s.aggregation.clone().expect("[aggregation]");
+        let rules = a.rules(&s.names);
+        assert_eq!(rules.len(), 100);
+        let addr: std::net::SocketAddr = "127.0.0.1:2104".parse().expect("addr");
+        let toml = crate::inprocess::config_toml(&s, &[addr], None);
+        anthracite::Config::from_toml_str(&toml).expect("the relay accepts the generated rules");
+        let parsed = anthracite::unstable::aggregator::AggregationRules::from_lines(&rules)
+            .expect("rules parse");
+        let mut outputs = std::collections::HashSet::new();
+        // Name `i` is metric `i % 100` of host `i / 100`: rule `i % 100` is the one for it.
+        for i in 0..s.names.count {
+            let name = crate::generator::name(&s.names, i);
+            if let Some(o) = parsed.rules[i % 100].rule.aggregate_name(&name) {
+                outputs.insert(o);
+            }
+        }
+        assert_eq!(outputs.len(), 10_000);
+    }
 
     #[test]
     fn unknown_keys_are_rejected() {

@@ -114,6 +114,7 @@
 #![cfg_attr(not(feature = "unstable"), allow(dead_code, unused_imports))]
 
 mod admin;
+mod aggregator;
 mod batch;
 mod cache;
 mod config;

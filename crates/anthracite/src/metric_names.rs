@@ -92,6 +92,20 @@ pub mod facade {
     /// Counter: datagrams the kernel dropped on the UDP socket because its receive buffer was
     /// full (`SO_RXQ_OVFL`).
     pub const UDP_KERNEL_DROPS: &str = "anthracite_udp_kernel_drops_total";
+    /// Counter: aggregates computed and sent (carbon's `aggregateDatapointsSent`).
+    pub const AGGREGATOR_SENT: &str = "anthracite_aggregator_sent_datapoints_total";
+    /// Gauge: output series held (carbon's `allocatedBuffers`).
+    pub const AGGREGATOR_SERIES: &str = "anthracite_aggregator_series";
+    /// Gauge: values in open intervals (carbon's `bufferedDatapoints`).
+    pub const AGGREGATOR_BUFFERED: &str = "anthracite_aggregator_buffered_datapoints";
+    /// Counter, label `reason` (`series_limit`, `values_limit`): datapoints not aggregated
+    /// at the aggregator's memory bound.
+    pub const AGGREGATOR_DROPPED: &str = "anthracite_aggregator_dropped_total";
+    /// Counter: datapoints no aggregation rule matched.
+    pub const AGGREGATOR_MISSES: &str = "anthracite_aggregator_misses_total";
+    /// Counter, label `result` (`applied`, `rejected`): reloads of the aggregation and
+    /// rewrite rule files.
+    pub const AGGREGATOR_RULE_RELOADS: &str = "anthracite_aggregator_rule_reloads_total";
 }
 
 /// Process series in `/metrics`, with the names Prometheus client libraries use.
@@ -113,6 +127,18 @@ pub mod process {
 pub mod carbon {
     /// Datapoints received in the interval.
     pub const METRICS_RECEIVED: &str = "metricsReceived";
+    /// Aggregator: aggregates sent in the interval (carbon's name).
+    pub const AGGREGATE_DATAPOINTS_SENT: &str = "aggregateDatapointsSent";
+    /// Aggregator: output series held (carbon's name).
+    pub const ALLOCATED_BUFFERS: &str = "allocatedBuffers";
+    /// Aggregator: values in open intervals (carbon's name).
+    pub const BUFFERED_DATAPOINTS: &str = "bufferedDatapoints";
+    /// Aggregator: datapoints not aggregated because `max_series` was reached (anthracite).
+    pub const AGGREGATE_DROPPED_SERIES_LIMIT: &str = "aggregateDatapointsDropped.series_limit";
+    /// Aggregator: datapoints not aggregated because `max_values` was reached (anthracite).
+    pub const AGGREGATE_DROPPED_VALUES_LIMIT: &str = "aggregateDatapointsDropped.values_limit";
+    /// Aggregator: datapoints no rule matched in the interval (anthracite).
+    pub const AGGREGATOR_MISSES: &str = "aggregatorMisses";
     /// Open client connections.
     pub const ACTIVE_CONNECTIONS: &str = "activeConnections";
     /// Datapoints dropped by the blacklist in the interval.
@@ -264,6 +290,12 @@ pub fn help(name: &str) -> &'static str {
         f::QUEUED_UNTIL_CONNECTED => "Datapoints routed while the destination was not connected.",
         f::CONFIG_RELOADS => "Configuration reloads, applied or rejected.",
         f::BUILD_INFO => "Version and Cargo features of this build (always 1).",
+        f::AGGREGATOR_SENT => "Aggregates computed and sent (aggregateDatapointsSent).",
+        f::AGGREGATOR_SERIES => "Aggregation output series held (allocatedBuffers).",
+        f::AGGREGATOR_BUFFERED => "Values in open aggregation intervals (bufferedDatapoints).",
+        f::AGGREGATOR_DROPPED => "Datapoints not aggregated at the memory bound, per reason.",
+        f::AGGREGATOR_MISSES => "Datapoints no aggregation rule matched.",
+        f::AGGREGATOR_RULE_RELOADS => "Reloads of the aggregation and rewrite rules.",
         k::MILLIS_BEHIND_LATEST => "How far the shard's reader is behind the tip, in ms.",
         k::RECORDS => "Kinesis records received.",
         k::LINES => "Non-empty lines handed to the parser.",

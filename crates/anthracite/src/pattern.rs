@@ -167,6 +167,60 @@ impl Pattern {
         })
     }
 
+    /// The index of the named group `name`.
+    pub fn group_index(&self, name: &str) -> Option<usize> {
+        self.names.iter().find(|(n, _)| n == name).map(|(_, i)| *i)
+    }
+
+    /// Groups in the pattern, not counting the whole match (Python's `pattern.groups`).
+    pub fn group_count(&self) -> usize {
+        match &self.engine {
+            Engine::Linear(re) => re.captures_len().saturating_sub(1),
+            Engine::Backtracking { regex, .. } => regex.captures_len().saturating_sub(1),
+        }
+    }
+
+    /// Reusable match positions for [`find_at`](Self::find_at).
+    pub fn spans(&self) -> Spans {
+        Spans {
+            linear: match &self.engine {
+                Engine::Linear(re) => Some(re.capture_locations()),
+                Engine::Backtracking { .. } => None,
+            },
+            groups: vec![None; self.group_count() + 1],
+        }
+    }
+
+    /// Searches `text` from byte offset `pos` (with `^` and look-behind seeing the text
+    /// before it, as Python's `pattern.search(text, pos)`), filling `spans` with the match
+    /// and its groups. The linear engine allocates nothing.
+    pub fn find_at(&self, text: &str, pos: usize, spans: &mut Spans) -> bool {
+        match (&self.engine, spans.linear.as_mut()) {
+            (Engine::Linear(re), Some(locs)) => {
+                if re.captures_read_at(locs, text.as_bytes(), pos).is_none() {
+                    return false;
+                }
+                for (i, g) in spans.groups.iter_mut().enumerate() {
+                    *g = locs.get(i);
+                }
+                true
+            }
+            (Engine::Backtracking { regex, warned }, _) => {
+                let Some(caps) = self
+                    .settle(regex.captures_from_pos(text, pos), warned)
+                    .flatten()
+                else {
+                    return false;
+                };
+                for (i, g) in spans.groups.iter_mut().enumerate() {
+                    *g = caps.get(i).map(|m| (m.start(), m.end()));
+                }
+                true
+            }
+            (Engine::Linear(_), None) => false,
+        }
+    }
+
     /// The result of a backtracking match; the limit being hit is logged once per pattern.
     fn settle<T>(&self, result: Result<T, fancy_regex::Error>, warned: &AtomicBool) -> Option<T> {
         match result {
@@ -179,6 +233,21 @@ impl Pattern {
                 None
             }
         }
+    }
+}
+
+/// The positions of one match and its groups (index 0 is the whole match), reused from
+/// search to search.
+#[derive(Clone, Debug)]
+pub struct Spans {
+    linear: Option<regex::bytes::CaptureLocations>,
+    groups: Vec<Option<(usize, usize)>>,
+}
+
+impl Spans {
+    /// The byte range of group `i` (0: the whole match), `None` when it did not take part.
+    pub fn get(&self, i: usize) -> Option<(usize, usize)> {
+        self.groups.get(i).copied().flatten()
     }
 }
 

@@ -6,6 +6,11 @@
 //! Every item is listed by name, so what leaves the crate is a decision: a test that needs an
 //! internal adds it here, beside the module path it lives at.
 
+/// carbon-aggregator: rules, rewrite rules, buffers, the state file.
+pub mod aggregator {
+    pub use crate::aggregator::{AggregationRules, Aggregator, AggregatorLimits};
+}
+
 /// Batches: the unit that moves between stages.
 pub mod batch {
     pub use crate::batch::{Batch, Datapoint};

@@ -19,7 +19,7 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["cache"],
     &["protocol"],
-    &["router", "filter"],
+    &["router", "filter", "aggregator"],
     &["queue"],
     &["destination"],
     &["ingest"],

@@ -35,8 +35,14 @@ pub struct CarbonOptions {
     pub instance: String,
     /// carbon-relay's `--rules`: relay-rules.conf instead of `CONF_DIR/RELAY_RULES`.
     pub rules: Option<PathBuf>,
-    /// carbon-relay's `--aggregation-rules`, instead of `CONF_DIR/AGGREGATION_RULES`.
+    /// carbon-relay's `--aggregation-rules` (carbon-aggregator's `--rules`), instead of
+    /// `CONF_DIR/AGGREGATION_RULES`.
     pub aggregation_rules: Option<PathBuf>,
+    /// Run as carbon-aggregator: read `[aggregator]` and `[aggregator:<instance>]`, aggregate
+    /// with the aggregation and rewrite rules, route by consistent hashing.
+    pub aggregator: bool,
+    /// carbon-aggregator's `--rewrite-rules`, instead of `CONF_DIR/REWRITE_RULES`.
+    pub rewrite_rules: Option<PathBuf>,
 }
 
 impl CarbonOptions {
@@ -47,6 +53,8 @@ impl CarbonOptions {
             instance: "a".into(),
             rules: None,
             aggregation_rules: None,
+            aggregator: false,
+            rewrite_rules: None,
         }
     }
 }
@@ -96,6 +104,15 @@ const HONOURED: &[&str] = &[
     "TAG_RELAY_NORMALIZED",
     "RELAY_RULES",
     "AGGREGATION_RULES",
+];
+
+/// Settings anthracite implements for carbon-aggregator (`--aggregator`) only.
+const HONOURED_AGGREGATOR: &[&str] = &[
+    "FORWARD_ALL",
+    "MAX_AGGREGATION_INTERVALS",
+    "WRITE_BACK_FREQUENCY",
+    "LOG_AGGREGATOR_MISSES",
+    "REWRITE_RULES",
 ];
 
 /// Every other key of carbon 1.1.10's `conf.defaults` (known to carbon, not implemented here).
@@ -284,8 +301,13 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
         message: e.to_string(),
     };
     let parsed = Ini::parse(text).map_err(syntax)?;
-    let instance_section = format!("relay:{}", options.instance);
-    let values = ini::overlay(&parsed, &["relay", &instance_section]).map_err(syntax)?;
+    let program = if options.aggregator {
+        "aggregator"
+    } else {
+        "relay"
+    };
+    let instance_section = format!("{program}:{}", options.instance);
+    let values = ini::overlay(&parsed, &[program, &instance_section]).map_err(syntax)?;
     let s = Settings {
         values,
         file: &file,
@@ -296,9 +318,9 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let mut warnings = Vec::new();
-    if !parsed.has_section("relay") && !parsed.has_section(&instance_section) {
+    if !parsed.has_section(program) && !parsed.has_section(&instance_section) {
         warnings.push(format!(
-            "{file}: no [relay] or [{instance_section}] section; carbon's defaults apply"
+            "{file}: no [{program}] or [{instance_section}] section; carbon's defaults apply"
         ));
     }
     let mut keys: Vec<&String> = s.values.keys().collect();
@@ -308,8 +330,10 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
             .values
             .get(key)
             .map(|(_, sec)| sec.as_str())
-            .unwrap_or("relay");
-        if HONOURED.contains(&key.as_str()) {
+            .unwrap_or(program);
+        if HONOURED.contains(&key.as_str())
+            || (options.aggregator && HONOURED_AGGREGATOR.contains(&key.as_str()))
+        {
             continue;
         }
         if KNOWN.contains(&key.as_str()) {
@@ -354,7 +378,17 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
         Some(_) => s.float("METRIC_CLIENT_IDLE_TIMEOUT", 0.0)?,
     };
 
-    let method_text = s.str("RELAY_METHOD").unwrap_or("rules");
+    // carbon-aggregator sets `RELAY_METHOD = 'consistent-hashing'` whatever the file says.
+    let method_text = if options.aggregator {
+        if let Some(m) = s.str("RELAY_METHOD").filter(|m| *m != "consistent-hashing") {
+            warnings.push(format!(
+                "{file}: RELAY_METHOD = {m}: carbon-aggregator always routes by consistent-hashing; ignored"
+            ));
+        }
+        "consistent-hashing"
+    } else {
+        s.str("RELAY_METHOD").unwrap_or("rules")
+    };
     let method = match method_text {
         "rules" => Method::Rules,
         "consistent-hashing" => Method::ConsistentHashing,
@@ -513,8 +547,71 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
         }
     }
 
+    if options.aggregator {
+        aggregator_settings(&s, options, &conf_dir, &mut raw)?;
+    }
+
     let config = Config::from_raw(raw, &file).map_err(|e| s.carbon_key(e))?;
     Ok(CarbonImport { config, warnings })
+}
+
+/// carbon-aggregator's settings: its rule files (the aggregation rules must exist, as carbon
+/// refuses to start without them), `FORWARD_ALL`, `MAX_AGGREGATION_INTERVALS`,
+/// `WRITE_BACK_FREQUENCY`, `LOG_AGGREGATOR_MISSES`, and the self-metrics under
+/// `<prefix>.aggregator.<host>-<instance>`.
+fn aggregator_settings(
+    s: &Settings<'_>,
+    options: &CarbonOptions,
+    conf_dir: &Path,
+    raw: &mut RawConfig,
+) -> Result<(), ConfigError> {
+    use super::aggregation::{RawAggregation, RawRewrite};
+    let rules = options.aggregation_rules.clone().unwrap_or_else(|| {
+        conf_dir.join(
+            s.str("AGGREGATION_RULES")
+                .unwrap_or("aggregation-rules.conf"),
+        )
+    });
+    if !rules.exists() {
+        return Err(ConfigError::Invalid {
+            file: rules.display().to_string(),
+            key: String::new(),
+            message:
+                "aggregation rules file does not exist (carbon-aggregator refuses to start too)"
+                    .into(),
+        });
+    }
+    let rewrite = options
+        .rewrite_rules
+        .clone()
+        .unwrap_or_else(|| conf_dir.join(s.str("REWRITE_RULES").unwrap_or("rewrite-rules.conf")));
+    let write_back = match s.str("WRITE_BACK_FREQUENCY") {
+        None | Some("None") | Some("") => 0.0,
+        Some(v) => match ini::parse_float(v) {
+            Some(f) if f > 0.0 && f.is_finite() => f,
+            _ => {
+                return Err(s.invalid(
+                    "WRITE_BACK_FREQUENCY",
+                    format!("{v:?} is not a positive number of seconds"),
+                ));
+            }
+        },
+    };
+    let max_intervals = s.uint("MAX_AGGREGATION_INTERVALS", 5)?;
+    raw.aggregation = Some(RawAggregation {
+        rules_file: rules.display().to_string(),
+        forward_all: s.bool("FORWARD_ALL", true)?,
+        max_intervals,
+        write_back_frequency_secs: write_back,
+        log_misses: s.bool("LOG_AGGREGATOR_MISSES", true)?,
+        ..RawAggregation::default()
+    });
+    raw.rewrite = Some(RawRewrite {
+        rules_file: rewrite.display().to_string(),
+        rules: String::new(),
+    });
+    raw.telemetry.role = "aggregator".into();
+    Ok(())
 }
 
 /// `DESTINATION_TRANSPORT` / `DESTINATION_SSL_CA`: carbon connects with TLS when the transport

@@ -4,6 +4,7 @@
 //! documented); [`Config`] is the validated result: parsed addresses, the destination list and
 //! a [`RouterSpec`] ready to build. Every cross-field rule reports the key it concerns.
 
+pub mod aggregation;
 mod builder;
 pub mod carbon;
 pub mod ini;
@@ -135,6 +136,8 @@ pub struct Config {
     /// Kinesis Data Streams sources (`[[kinesis]]`).
     #[cfg_attr(not(feature = "kinesis"), allow(dead_code))]
     pub(crate) kinesis: Vec<KinesisConfig>,
+    /// carbon-aggregator's stage (`[aggregation]`, `[rewrite]`; `None`: off).
+    pub(crate) aggregation: Option<aggregation::AggregationConfig>,
     /// The raw configuration with every default filled in (what `anthracite check` prints).
     pub(crate) resolved: RawConfig,
 }
@@ -206,7 +209,14 @@ impl Config {
         let admin_listen = validate::admin(&raw.admin, &ctx)?;
         let kinesis = kinesis::validate_all(&raw.kinesis.0, listen.max_line_length)
             .map_err(|(key, message)| ctx.invalid(&key, message))?;
+        let aggregation = aggregation::validate(
+            raw.aggregation.as_ref(),
+            raw.rewrite.as_ref(),
+            &raw.destinations.spill.dir,
+            file,
+        )?;
         Ok(Config {
+            aggregation,
             route_cache_bytes,
             listen,
             router,

@@ -32,6 +32,12 @@ pub struct RawConfig {
     pub admin: RawAdmin,
     /// `[log]`.
     pub log: RawLog,
+    /// `[aggregation]`: carbon-aggregator's rules (off when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aggregation: Option<super::aggregation::RawAggregation>,
+    /// `[rewrite]`: carbon's rewrite rules (with `[aggregation]` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<super::aggregation::RawRewrite>,
     /// `[[kinesis]]` (or one `[kinesis]`): Kinesis Data Streams sources. Default: none.
     #[serde(skip_serializing_if = "OneOrMany::is_empty")]
     pub kinesis: OneOrMany<RawKinesis>,
@@ -454,6 +460,9 @@ pub struct RawTelemetry {
     pub host: String,
     /// Instance part (`<host>-<instance>`). Default `a`.
     pub instance: String,
+    /// The carbon path component after the prefix: `relays` (default) or `aggregator`
+    /// (what a carbon.conf imported with `--aggregator` sets, as carbon-aggregator reports).
+    pub role: String,
 }
 
 impl Default for RawTelemetry {
@@ -463,6 +472,7 @@ impl Default for RawTelemetry {
             prefix: "carbon".into(),
             host: String::new(),
             instance: "a".into(),
+            role: "relays".into(),
         }
     }
 }

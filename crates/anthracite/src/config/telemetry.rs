@@ -13,14 +13,18 @@ pub struct TelemetryConfig {
     pub host: String,
     /// Instance name appended as `<host>-<instance>`.
     pub instance: String,
+    /// `relays`, or `aggregator` for a drop-in carbon-aggregator.
+    pub role: String,
 }
 
 impl TelemetryConfig {
-    /// `<prefix>.relays.<host>-<instance>`, as carbon names its relay metrics.
+    /// `<prefix>.<role>.<host>-<instance>`, as carbon names its relay (`relays`) and
+    /// aggregator (`aggregator`) metrics.
     pub fn metric_root(&self) -> String {
         format!(
-            "{}.relays.{}-{}",
+            "{}.{}.{}-{}",
             self.prefix,
+            self.role,
             self.host.replace('.', "_"),
             self.instance
         )

@@ -626,11 +626,15 @@ pub(super) fn telemetry(t: &RawTelemetry, ctx: &Ctx) -> Result<TelemetryConfig, 
     } else {
         t.host.clone()
     };
+    if t.role != "relays" && t.role != "aggregator" {
+        return Err(ctx.invalid("telemetry.role", "must be relays or aggregator"));
+    }
     Ok(TelemetryConfig {
         interval,
         prefix: t.prefix.clone(),
         host,
         instance: t.instance.clone(),
+        role: t.role.clone(),
     })
 }
 

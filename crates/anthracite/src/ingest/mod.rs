@@ -25,6 +25,7 @@ mod source;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::aggregator::{Aggregation, Staged};
 use crate::batch::Batch;
 use crate::filter::{NameFilter, SharedLists, Verdict};
 use crate::protocol::tags::TagNormalizer;
@@ -112,6 +113,12 @@ impl Pipeline {
                 None
             };
         })
+    }
+
+    /// Runs received datapoints through carbon-aggregator's stage (rewrite, aggregate,
+    /// forward) before routing.
+    pub fn with_aggregation(self, aggregation: Arc<Aggregation>) -> Self {
+        self.with_routing(|r| r.aggregation = Some(aggregation))
     }
 
     /// Filters received names through carbon's whitelist/blacklist (`USE_WHITELIST`).
@@ -258,6 +265,10 @@ pub struct Ingestor {
     filter: Option<NameFilter>,
     resolution: u64,
     tags: Option<TagNormalizer>,
+    /// carbon-aggregator's stage, for received (not internal) datapoints.
+    aggregation: Option<Arc<Aggregation>>,
+    /// Datapoints waiting for the aggregator (fed at the next flush).
+    staged: Staged,
 }
 
 impl Ingestor {
@@ -269,6 +280,8 @@ impl Ingestor {
             filter: Self::filter_for(&routing, source),
             resolution: Self::resolution_for(&routing, source),
             tags: Self::tags_for(&routing),
+            aggregation: Self::aggregation_for(&routing, source),
+            staged: Staged::default(),
             route: Vec::new(),
             run_routes: Vec::new(),
             pending: Pending::new(n),
@@ -310,6 +323,15 @@ impl Ingestor {
         }
     }
 
+    // carbon's generated datapoints (aggregates, self-metrics) take a pipeline that only
+    // relays.
+    fn aggregation_for(routing: &Routing, source: Source) -> Option<Arc<Aggregation>> {
+        routing
+            .aggregation
+            .clone()
+            .filter(|_| source != Source::Internal)
+    }
+
     fn tags_for(routing: &Routing) -> Option<TagNormalizer> {
         routing
             .tag_relay_normalized
@@ -345,6 +367,7 @@ impl Ingestor {
         self.resolution = Self::resolution_for(&routing, self.source);
         self.max_name_length = routing.max_name_length;
         self.tags = Self::tags_for(&routing);
+        self.aggregation = Self::aggregation_for(&routing, self.source);
         self.pending = Pending::new(n);
         self.routing = routing;
         self.version = version;
@@ -422,7 +445,7 @@ impl Ingestor {
     /// socket readers, which flush after every read (the per-datapoint [`Pushed`] is not
     /// reported).
     pub(crate) fn push_run(&mut self, points: &[(&[u8], f64, f64)]) {
-        if self.tags.is_some() || points.len() == 1 {
+        if self.tags.is_some() || self.aggregation.is_some() || points.len() == 1 {
             // The normalised name lives in the normaliser, one at a time; and a run of one
             // (the protobuf decoder's) has nothing to pipeline.
             for &(name, timestamp, value) in points {
@@ -555,6 +578,17 @@ impl Ingestor {
             Ok(tv) => tv,
             Err(pushed) => return pushed,
         };
+        if self.aggregation.is_some() {
+            // Rewritten, aggregated and forwarded at the next flush, under one lock.
+            self.staged.push(name, timestamp, value);
+            self.accepted += 1;
+            return Pushed::Accepted;
+        }
+        self.push_checked(name, timestamp, value)
+    }
+
+    /// Routes a checked datapoint (normalising a tagged name first).
+    fn push_checked(&mut self, name: &[u8], timestamp: f64, value: f64) -> Pushed {
         // carbon's RelayProcessor normalises after the receiver's checks (lists,
         // timestamps), then routes and sends the normalised name.
         let Some(mut tags) = self.tags.take() else {
@@ -677,6 +711,7 @@ impl Ingestor {
     /// reading its socket, a Kinesis reader stops polling. UDP cannot wait: its datapoints
     /// that do not fit are dropped and counted (`queue_full`).
     pub async fn flush(&mut self) -> Flushed {
+        self.aggregate();
         let mut out = Flushed::default();
         let mut batches = std::mem::take(&mut self.handing);
         self.pending.take_into(&mut batches);
@@ -688,6 +723,24 @@ impl Ingestor {
         self.publish_counters();
         self.now = unix_now();
         out
+    }
+
+    /// Feeds the staged datapoints to the aggregator and routes those it passes on.
+    fn aggregate(&mut self) {
+        let Some(aggregation) = self.aggregation.clone() else {
+            return;
+        };
+        if self.staged.is_empty() {
+            return;
+        }
+        let mut staged = std::mem::take(&mut self.staged);
+        // Counted as received when staged; routing the passed-on ones counts only its drops.
+        let accepted = self.accepted;
+        staged.process(&aggregation, &mut |name, timestamp, value| {
+            let _ = self.push_checked(name, timestamp, value);
+        });
+        self.accepted = accepted;
+        self.staged = staged;
     }
 
     async fn hand_over(&mut self, dest: usize, batch: Batch, out: &mut Flushed) {
@@ -753,6 +806,7 @@ impl Drop for Ingestor {
     // Pending data is handed to the queues without waiting, so it is queued or counted as
     // dropped (`queue_full`), never lost uncounted.
     fn drop(&mut self) {
+        self.aggregate();
         let mut batches = std::mem::take(&mut self.handing);
         self.pending.take_into(&mut batches);
         for (dest, batch) in batches {

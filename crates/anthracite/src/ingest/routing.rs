@@ -23,6 +23,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, RwLock};
 
+use crate::aggregator::Aggregation;
 use crate::cache::NameCache;
 use crate::filter::SharedLists;
 use crate::queue::DestinationQueue;
@@ -55,6 +56,9 @@ pub struct Routing {
     pub tag_relay_normalized: bool,
     /// Longer names are dropped as `name_too_long` (`listen.max_name_length`).
     pub max_name_length: usize,
+    /// carbon-aggregator's stage (`[aggregation]`): received datapoints go through it before
+    /// routing; the aggregator outlives generations (a reload carries it over).
+    pub aggregation: Option<Arc<Aggregation>>,
     /// Ingestors holding pending data routed by this generation.
     busy: AtomicUsize,
 }
@@ -79,6 +83,7 @@ impl Routing {
             min_timestamp_resolution: 0,
             tag_relay_normalized: false,
             max_name_length: super::DEFAULT_MAX_NAME_LENGTH,
+            aggregation: None,
             busy: AtomicUsize::new(0),
         }
     }
@@ -97,6 +102,7 @@ impl Routing {
             min_timestamp_resolution: self.min_timestamp_resolution,
             tag_relay_normalized: self.tag_relay_normalized,
             max_name_length: self.max_name_length,
+            aggregation: self.aggregation.clone(),
             busy: AtomicUsize::new(0),
         }
     }

@@ -13,6 +13,7 @@
 //! a memory-only queue, count it as dropped with reason `shutdown` and log it. Completion is
 //! tracked, never slept on.
 
+mod aggregates;
 mod destinations;
 mod listeners;
 mod reload;
@@ -93,6 +94,7 @@ pub struct Relay {
     /// One per destination, in `config.destinations` order.
     queues: Vec<Arc<DestinationQueue>>,
     lists: Option<crate::filter::ListWatcher>,
+    aggregation: Option<Arc<crate::aggregator::Aggregation>>,
     admin: Option<TcpListener>,
     line: Option<StreamListener>,
     pickle: Option<StreamListener>,
@@ -275,11 +277,24 @@ impl RelayBuilder {
         if let Some(w) = &lists {
             pipeline = pipeline.with_lists(w.shared());
         }
+        let aggregation = self.config.aggregation.as_ref().map(|a| {
+            let agg = Arc::new(crate::aggregator::Aggregation::new(
+                a.rules.clone(),
+                a.rewrite.clone(),
+                a.settings,
+            ));
+            aggregates::restore(&agg, a);
+            agg
+        });
+        if let Some(a) = &aggregation {
+            pipeline = pipeline.with_aggregation(a.clone());
+        }
         Ok(Relay {
             config: self.config,
             shared: Arc::new(Shared::new(pipeline).with_spill_locks(spill_locks)),
             queues,
             lists,
+            aggregation,
             admin: self.admin,
             line: self.line,
             pickle: self.pickle,

@@ -407,6 +407,8 @@ impl Running {
         next.min_timestamp_resolution = new.ingest.min_timestamp_resolution;
         next.tag_relay_normalized = new.ingest.tag_relay_normalized;
         next.max_name_length = new.listen.max_name_length;
+        // The aggregator's open series outlive a reload; its rule files reload themselves.
+        next.aggregation = current.aggregation.clone();
         let replaced = self.pipeline.install(next);
         self.past.push(replaced);
         // Retire what the new configuration no longer names.

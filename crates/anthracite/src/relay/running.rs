@@ -50,6 +50,9 @@ pub(super) struct Background {
     reporter: Option<(CancellationToken, JoinHandle<()>)>,
     lists: Option<(CancellationToken, JoinHandle<()>)>,
     episodes: JoinHandle<()>,
+    /// The aggregator's clock; stopped after the receivers, so the state it writes holds
+    /// everything received.
+    aggregates: Option<(CancellationToken, JoinHandle<()>)>,
 }
 
 impl Background {
@@ -145,6 +148,7 @@ impl Relay {
             shared,
             queues,
             lists,
+            aggregation,
             admin,
             line,
             pickle,
@@ -228,7 +232,21 @@ impl Relay {
             stop: stop_background,
             reporter: None,
             lists: None,
+            aggregates: None,
         };
+        if let (Some(agg), Some(agg_config)) = (aggregation, config.aggregation.clone()) {
+            shared.add_source(agg.clone());
+            let stop = CancellationToken::new();
+            background.aggregates = Some((
+                stop.clone(),
+                tokio::spawn(super::aggregates::run(
+                    agg,
+                    agg_config,
+                    pipeline.clone(),
+                    stop,
+                )),
+            ));
+        }
         background
             .start_reporter(&pipeline, shared.clone() as Arc<dyn Books>, &config)
             .await;
@@ -306,6 +324,10 @@ impl Running {
     /// Phase 2: the self-metrics reporter, the drop-episode logger and the list watcher stop.
     async fn stop_background(&mut self) {
         let b = &mut self.background;
+        if let Some((stop, task)) = b.aggregates.take() {
+            stop.cancel();
+            let _ = task.await;
+        }
         b.stop.cancel();
         for (_, task) in [b.reporter.take(), b.lists.take()].into_iter().flatten() {
             let _ = task.await;

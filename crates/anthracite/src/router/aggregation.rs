@@ -59,6 +59,10 @@ pub struct AggregationRule {
     template: Vec<Piece>,
     /// The line as written.
     pub source: String,
+    /// The method as written (one of [`METHODS`]).
+    pub method: &'static str,
+    /// The frequency as Python's `int()` reads it.
+    pub frequency: i64,
 }
 
 /// carbon's `build_regex`: the input pattern as a Python regex (without the `re.match` start
@@ -100,12 +104,12 @@ impl AggregationRule {
             return Err(syntax());
         };
         let freq = frequency.trim_start_matches('(').trim_end_matches(')');
-        if crate::protocol::number::parse_py_int(freq).is_none() {
+        let Some(freq) = crate::protocol::number::parse_py_int(freq) else {
             return Err(AggregationRuleError::Frequency(frequency.to_owned()));
-        }
-        if !METHODS.contains(&method) {
+        };
+        let Some(&method) = METHODS.iter().find(|m| **m == method) else {
             return Err(AggregationRuleError::Method(method.to_owned()));
-        }
+        };
         let pattern = input_pattern_regex(input);
         let regex = Pattern::new(&format!("\\A(?:{pattern})")).map_err(|e| {
             AggregationRuleError::Regex {
@@ -119,6 +123,8 @@ impl AggregationRule {
             regex,
             template,
             source: line.to_owned(),
+            method,
+            frequency: freq,
         })
     }
 

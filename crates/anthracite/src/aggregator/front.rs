@@ -1,0 +1,284 @@
+//! The aggregator as the relay shares it: the [`Aggregator`] behind one lock taken once per
+//! staged batch, the rewrite rules, the settings and the counters.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use super::rewrite::{self, RewriteRules, Scratch};
+use super::rules::AggregationRules;
+use super::series::{Aggregator, AggregatorLimits, AggregatorStats};
+use crate::episode::{Episode, Line};
+use crate::figure::{Component, Figure, Reporting};
+use crate::metric_names::{carbon as leaf, facade};
+
+/// How the aggregator behaves (carbon's `[aggregator]` settings and anthracite's bounds).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AggregationSettings {
+    /// carbon's `FORWARD_ALL`: pass on every datapoint that is not itself an aggregate output.
+    pub forward_all: bool,
+    /// carbon's `LOG_AGGREGATOR_MISSES`: log names no rule matched (once per episode).
+    pub log_misses: bool,
+    /// Bounds and timing.
+    pub limits: AggregatorLimits,
+}
+
+/// Datapoints of one read, staged for the aggregator: names in one buffer, no allocation per
+/// datapoint once grown.
+#[derive(Debug, Default)]
+pub struct Staged {
+    names: Vec<u8>,
+    points: Vec<(u32, u32, f64, f64)>,
+    rewritten: Vec<u8>,
+    rewritten_points: Vec<(u32, u32, f64, f64)>,
+    forward: Vec<bool>,
+    text: String,
+    scratch: Scratch,
+}
+
+impl Staged {
+    /// Stages one checked datapoint.
+    #[inline]
+    pub fn push(&mut self, name: &[u8], timestamp: f64, value: f64) {
+        let start = self.names.len() as u32;
+        self.names.extend_from_slice(name);
+        self.points
+            .push((start, name.len() as u32, timestamp, value));
+    }
+
+    /// True when nothing is staged.
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
+    /// Runs the staged datapoints through `[pre]`, the aggregator and `[post]`, handing each
+    /// datapoint to pass on to `forward` (in arrival order); empties the stage.
+    pub fn process(&mut self, aggregation: &Aggregation, forward: &mut dyn FnMut(&[u8], f64, f64)) {
+        let rules = aggregation.rewrite_rules();
+        self.rewritten.clear();
+        self.rewritten_points.clear();
+        for &(start, len, ts, v) in &self.points {
+            let name = self
+                .names
+                .get(start as usize..(start + len) as usize)
+                .unwrap_or_default();
+            let out = self.rewritten.len() as u32;
+            match std::str::from_utf8(name) {
+                Ok(text)
+                    if !rules.pre.is_empty()
+                        && rewrite::apply(&rules.pre, text, &mut self.text, &mut self.scratch) =>
+                {
+                    self.rewritten.extend_from_slice(self.text.as_bytes());
+                }
+                _ => self.rewritten.extend_from_slice(name),
+            }
+            let len = self.rewritten.len() as u32 - out;
+            self.rewritten_points.push((out, len, ts, v));
+        }
+        self.forward.clear();
+        aggregation.feed(&self.rewritten, &self.rewritten_points, &mut self.forward);
+        for (&(start, len, ts, v), &pass) in self.rewritten_points.iter().zip(&self.forward) {
+            if !pass {
+                continue;
+            }
+            let name = self
+                .rewritten
+                .get(start as usize..(start + len) as usize)
+                .unwrap_or_default();
+            match std::str::from_utf8(name) {
+                Ok(text)
+                    if !rules.post.is_empty()
+                        && rewrite::apply(&rules.post, text, &mut self.text, &mut self.scratch) =>
+                {
+                    forward(self.text.as_bytes(), ts, v);
+                }
+                _ => forward(name, ts, v),
+            }
+        }
+        self.names.clear();
+        self.points.clear();
+    }
+}
+
+/// Counters kept beside the aggregator (the rest are its own [`AggregatorStats`]).
+#[derive(Debug, Default)]
+struct Books {
+    received: AtomicU64,
+    misses: AtomicU64,
+    reloads_applied: AtomicU64,
+    reloads_rejected: AtomicU64,
+}
+
+/// The shared aggregator of a relay. See the `aggregator` module documentation.
+#[derive(Debug)]
+pub struct Aggregation {
+    settings: AggregationSettings,
+    core: Mutex<Aggregator>,
+    rewrite: Mutex<Arc<RewriteRules>>,
+    books: Books,
+    misses: Mutex<Episode>,
+    drops: Mutex<Episode>,
+}
+
+impl Aggregation {
+    /// An aggregator with these rules and settings and no series.
+    pub fn new(
+        rules: AggregationRules,
+        rewrite: RewriteRules,
+        settings: AggregationSettings,
+    ) -> Self {
+        Self {
+            core: Mutex::new(Aggregator::new(Arc::new(rules), settings.limits)),
+            rewrite: Mutex::new(Arc::new(rewrite)),
+            settings,
+            books: Books::default(),
+            misses: Mutex::new(Episode::default()),
+            drops: Mutex::new(Episode::default()),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> AggregationSettings {
+        self.settings
+    }
+
+    /// The aggregator, locked.
+    pub fn lock(&self) -> MutexGuard<'_, Aggregator> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The rewrite rules in force.
+    pub fn rewrite_rules(&self) -> Arc<RewriteRules> {
+        self.rewrite
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Puts new aggregation rules in force (a reload that parsed whole).
+    pub fn set_rules(&self, rules: AggregationRules) {
+        self.lock().set_rules(Arc::new(rules));
+        self.books.reloads_applied.fetch_add(1, Relaxed);
+    }
+
+    /// Puts new rewrite rules in force (a reload that parsed whole).
+    pub fn set_rewrite(&self, rules: RewriteRules) {
+        *self.rewrite.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(rules);
+        self.books.reloads_applied.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a reload refused for a file that did not parse.
+    pub fn count_rejected_reload(&self) {
+        self.books.reloads_rejected.fetch_add(1, Relaxed);
+    }
+
+    /// Feeds a staged batch under one lock; `forward[i]` says whether datapoint `i` is passed
+    /// on (`FORWARD_ALL` and not an output of its own rules).
+    fn feed(&self, names: &[u8], points: &[(u32, u32, f64, f64)], forward: &mut Vec<bool>) {
+        let now = super::unix_now();
+        let mut misses = 0u64;
+        let before;
+        let after;
+        {
+            let mut core = self.lock();
+            before = core.stats();
+            for &(start, len, ts, v) in points {
+                let name = names
+                    .get(start as usize..(start + len) as usize)
+                    .unwrap_or_default();
+                let e = core.feed(name, ts, v, now);
+                if !e.matched {
+                    misses += 1;
+                }
+                forward.push(self.settings.forward_all && !e.is_output);
+            }
+            after = core.stats();
+        }
+        self.books.received.fetch_add(points.len() as u64, Relaxed);
+        if misses > 0 {
+            self.books.misses.fetch_add(misses, Relaxed);
+            // carbon logs a miss only when it passes the datapoint on (FORWARD_ALL).
+            if self.settings.log_misses && self.settings.forward_all {
+                let line = self
+                    .misses
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .occurred(misses, Instant::now());
+                if let Some(Line::Started(c) | Line::Ongoing(c)) = line {
+                    tracing::info!(
+                        datapoints = c.amount,
+                        forwarded = self.settings.forward_all,
+                        "datapoints matched no aggregation rule"
+                    );
+                }
+            }
+        }
+        let series = after.dropped_series_limit - before.dropped_series_limit;
+        let values = after.dropped_values_limit - before.dropped_values_limit;
+        if series + values > 0 {
+            let line = self
+                .drops
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .occurred(series + values, Instant::now());
+            if let Some(Line::Started(c) | Line::Ongoing(c)) = line {
+                tracing::warn!(
+                    datapoints = c.amount,
+                    series = after.series,
+                    held_values = after.held_values,
+                    "aggregator at its memory bound: datapoints not aggregated (aggregator.max_series / max_values)"
+                );
+            }
+        }
+    }
+
+    /// The aggregator's counters and sizes.
+    pub fn stats(&self) -> AggregatorStats {
+        self.lock().stats()
+    }
+}
+
+impl Reporting for Aggregation {
+    fn component(&self) -> Component {
+        let s = self.stats();
+        let b = &self.books;
+        let c = |v: u64| Figure::counter(v);
+        Component {
+            path: String::new(),
+            figures: vec![
+                c(s.sent)
+                    .series(facade::AGGREGATOR_SENT, vec![])
+                    .carbon(leaf::AGGREGATE_DATAPOINTS_SENT),
+                Figure::gauge(s.series as f64)
+                    .series(facade::AGGREGATOR_SERIES, vec![])
+                    .carbon(leaf::ALLOCATED_BUFFERS),
+                Figure::gauge(s.buffered as f64)
+                    .series(facade::AGGREGATOR_BUFFERED, vec![])
+                    .carbon(leaf::BUFFERED_DATAPOINTS),
+                c(s.dropped_series_limit)
+                    .series(
+                        facade::AGGREGATOR_DROPPED,
+                        vec![("reason", "series_limit".to_owned())],
+                    )
+                    .carbon(leaf::AGGREGATE_DROPPED_SERIES_LIMIT),
+                c(s.dropped_values_limit)
+                    .series(
+                        facade::AGGREGATOR_DROPPED,
+                        vec![("reason", "values_limit".to_owned())],
+                    )
+                    .carbon(leaf::AGGREGATE_DROPPED_VALUES_LIMIT),
+                c(b.misses.load(Relaxed))
+                    .series(facade::AGGREGATOR_MISSES, vec![])
+                    .carbon(leaf::AGGREGATOR_MISSES),
+                c(b.reloads_applied.load(Relaxed)).series(
+                    facade::AGGREGATOR_RULE_RELOADS,
+                    vec![("result", "applied".to_owned())],
+                ),
+                c(b.reloads_rejected.load(Relaxed)).series(
+                    facade::AGGREGATOR_RULE_RELOADS,
+                    vec![("result", "rejected".to_owned())],
+                ),
+            ],
+        }
+    }
+}

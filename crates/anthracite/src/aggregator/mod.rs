@@ -1,0 +1,155 @@
+//! carbon-aggregator: aggregation rules, rewrite rules and the aggregation buffers, exactly as
+//! carbon 1.1.10's `carbon-aggregator.py` computes them, bounded and restartable.
+//!
+//! This is the design document; the code follows it. What carbon does is read from its own
+//! source (`lib/carbon/aggregator/{rules,buffers,processor}.py`, `rewrite.py`, `service.py`,
+//! `pipeline.py`, `conf.py` of the PyPI package 1.1.10), and what the output depends on is
+//! checked against the running daemon by `tests/carbon/differential_aggregator.rs`.
+//!
+//! # The pipeline
+//!
+//! carbon-aggregator runs every received datapoint through
+//! `['rewrite:pre', 'aggregate', 'rewrite:post', 'relay']` (`service.createAggregatorService`,
+//! which also forces `RELAY_METHOD = consistent-hashing`). What the aggregate step *generates*
+//! takes `metricGenerated`, whose pipeline holds only `relay`: **aggregates are neither
+//! rewritten nor aggregated again**, and neither are the daemon's own self-metrics. So:
+//!
+//! 1. `[pre]` rewrite rules rename the received name ([`rewrite`]).
+//! 2. Every aggregation rule is tried on that name, in file order; each that matches resolves
+//!    it to an output name and the datapoint is added to that output's buffer ([`Aggregator`]).
+//! 3. With `FORWARD_ALL` (default on), the datapoint is passed on unless its own name is among
+//!    the output names just resolved (`metric not in aggregate_metrics`); `[post]` rewrite rules
+//!    rename what is passed on, and it is routed and sent like any relayed datapoint. With
+//!    `LOG_AGGREGATOR_MISSES` (default on) a name no rule matched is logged (carbon logs every
+//!    such datapoint; anthracite once per episode, with the count).
+//! 4. Aggregates computed by the series timers (below) are routed and sent as they are.
+//!
+//! In anthracite the received datapoints of a connection are staged by its ingestor and fed to
+//! the shared [`Aggregator`] under one lock per read (never one per datapoint); the passed-on
+//! ones then go through the ordinary route → per-destination queue path (spill included), and
+//! so do the aggregates, which a timer task hands to an internal ingestor.
+//!
+//! # Aggregation rules (`aggregation-rules.conf`)
+//!
+//! One rule per line, `output_template (frequency) = method input_pattern`; blank lines and
+//! lines starting with `#` (after stripping) are skipped. The line is split at the first `=`;
+//! each side must split on white space into exactly two words; the frequency is
+//! `int(word.lstrip('(').rstrip(')'))`. The input pattern is split on `.` and each part becomes
+//! a regex part: `pre<<field>>post` → `pre(?P<field>.+?)post` (may span dots),
+//! `pre<field>post` → `pre(?P<field>[^.]+?)post`, a lone `*` → `[^.]+`, otherwise every `*` →
+//! `[^.]*`, the rest of the part being regex as written. The parts are joined with `\.`, `$` is
+//! appended and the regex is used with `re.match` (anchored at the start). The output template
+//! has `<field>` replaced by `%(field)s` and is `%`-formatted with the match's named groups.
+//! (`crate::router::aggregation` holds this translation; the aggregated routers use it too.)
+//!
+//! Methods (`values` are an interval's values in arrival order):
+//!
+//! | method | value |
+//! |---|---|
+//! | `sum` | Python 3.11 `sum(values)`: `0 + v1 + v2 + …` left to right in arrival order, starting from the integer 0, so `sum([-0.0])` is `0.0` and the result depends on the order of addition |
+//! | `avg` | `float(sum(values)) / len(values)` |
+//! | `min`, `max` | Python's `min`/`max`: the first value no later value is `<` (`>`) than, so `-0.0` is kept when it comes first |
+//! | `count` | `len(values)` |
+//! | `p50 p75 p80 p90 p95 p99 p999` | `sorted(values)`; `rank = f * (n - 1)`; with `l = floor(rank)`, `r = ceil(rank)`: `v[l]` when `l == r`, else `v[l] * (r - rank) + v[r] * (rank - l)` |
+//!
+//! `sum`, `avg`, `min`, `max` and `count` are kept as running values (the fold *is* Python's
+//! left-to-right order, so the result is bit-identical); only the percentiles keep the values,
+//! sorted into a scratch buffer once per emission.
+//!
+//! Differences, all on input carbon fails on: a frequency ≤ 0 (carbon divides by it at the
+//! first datapoint), an unknown method, a regex that does not compile, an output template with
+//! a field the input does not capture or a `%` (carbon's formatting raises for every matching
+//! datapoint) are errors naming the file and line — at start (exit 2) and for a reload (which
+//! is then rejected whole and counted). carbon raises at start for the first three and drops
+//! the datapoint (and the rules after it) for the last.
+//!
+//! # The buffers and their timing
+//!
+//! Output series are keyed by output name (`BufferManager.get_buffer`). The **first rule that
+//! creates a series fixes its frequency and method**: a second rule with the same output but a
+//! different method or frequency adds its datapoints to the same buffers. A datapoint lands in
+//! interval `ts - ts % frequency` (Python float `%`: the remainder has the sign of the
+//! frequency), created on demand; an interval becomes *active* when it receives a value.
+//!
+//! Each series has its **own timer**, started when the series is created, firing every
+//! `min(WRITE_BACK_FREQUENCY, frequency)` seconds (just `frequency` when `WRITE_BACK_FREQUENCY`
+//! is unset), first one period after creation (`LoopingCall.start(…, now=False)`, which keeps
+//! the period's phase and skips missed ticks). At each tick, with
+//! `now = int(time.time())`, `current = now - now % frequency` and
+//! `threshold = current - MAX_AGGREGATION_INTERVALS * frequency`, each interval in creation
+//! order:
+//!
+//! 1. if active, its value over **all values it holds so far** is sent as `(interval, value)`
+//!    and it becomes inactive (`aggregateDatapointsSent` += 1);
+//! 2. if `interval < threshold`, it is freed — so a late datapoint for it starts again from
+//!    empty, is sent once at the next tick and freed again; and when the series has no
+//!    interval left it is deleted, its timer stopped: the next datapoint sets it up again under
+//!    the first rule it matches (with a new timer phase).
+//!
+//! So an interval is sent again at every tick after it received data, until it ages out of the
+//! window of `MAX_AGGREGATION_INTERVALS` (default 5); a consumer keeps the last value sent.
+//! There is no other bound in carbon.
+//!
+//! # Rewrite rules (`rewrite-rules.conf`)
+//!
+//! Lines after stripping; `#` comments and blank lines skipped; `[section]` (lower-cased)
+//! starts a section *and clears its rules* (a repeated header discards the rules before it);
+//! `pattern = replacement` splits at the first `=`, both sides stripped; the rule is
+//! `re.compile(pattern).sub(replacement, name)`: every non-overlapping match, leftmost first,
+//! replaced; an empty match is allowed right after a non-empty one but not at the position of
+//! the previous empty match (Python ≥ 3.7); the replacement is a Python template — `\1`…`\99`,
+//! `\g<1>`, `\g<name>` (an unmatched group gives the empty string), `\n`-style escapes, octal
+//! `\0`/`\NNN`, any other `\` + non-letter kept as both characters. Rules apply in file order,
+//! each to the previous one's result. Only `[pre]` and `[post]` are used.
+//!
+//! carbon logs and skips a rule whose regex does not compile and a line that is neither a
+//! header nor a rule; anthracite refuses the file, naming the line, and refuses templates
+//! carbon would raise on at every datapoint (a bad escape, a group the pattern lacks).
+//!
+//! # Reloading
+//!
+//! carbon re-reads each rules file every 10 s when its mtime grows (and clears every rule when
+//! the file vanishes), and re-reading the aggregation rules **clears every buffer** (their
+//! open intervals are lost). anthracite checks the files at the same period and applies a new
+//! version **whole or not at all**: a file that does not parse is rejected (counted, logged
+//! with file and line) and the rules in force stay. Open series are kept across a reload with
+//! the frequency and method they were created with, until they age out; new series follow the
+//! new rules. A vanished file is, as in carbon, an empty rule set.
+//!
+//! # Past carbon: bounds and restarts
+//!
+//! - **Memory bound.** `max_series` bounds the output series and `max_values` the values held
+//!   for percentiles (the only values kept; other methods hold a few words per interval). A
+//!   datapoint that would create a series past the bound, or store a value past the bound, is
+//!   not aggregated and counted (`anthracite_aggregator_dropped_total{reason="series_limit"|
+//!   "values_limit"}`, carbon self-metric `aggregateDatapointsDropped.<reason>`), logged once
+//!   per episode. It is still passed on when `FORWARD_ALL` says so.
+//! - **Restart.** On an orderly shutdown the series (name, frequency, method, timer phase and
+//!   every open interval's accumulator) are written to `aggregator.state` in the spill
+//!   directory ([`state`] describes the format), and read back at start: an interval that spans
+//!   the restart is emitted with the value it would have had. The file is deleted once read. A
+//!   crash (SIGKILL) loses the open intervals, as carbon always does.
+//! - **Speed.** A series' buffers live in a slab, found by a hash of the output name; the
+//!   rules' verdict per input name is cached (bounded, cleared when full), so rules are only
+//!   tested against a name the first time it is seen. Once a series and its interval exist, a
+//!   datapoint allocates nothing (percentile value vectors are recycled).
+
+mod front;
+mod method;
+pub mod rewrite;
+mod rules;
+mod series;
+pub mod state;
+
+pub use front::{Aggregation, AggregationSettings, Staged};
+pub use rewrite::RewriteRules;
+pub use rules::{AggregationRules, RulesError};
+pub use series::{Aggregator, AggregatorLimits};
+
+/// Seconds since the epoch as a float, like Python's `time.time()`.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}

@@ -1,0 +1,239 @@
+//! The aggregation stage as a process: its state file across SIGTERM, its memory bound, and
+//! bad rule files (at start: exit 2 naming file and line; at run time: a counted, refused
+//! reload). Its agreement with carbon-aggregator.py is `tests/carbon/differential_aggregator.rs`.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::support;
+
+use anthracite::unstable::aggregator::{AggregationRules, Aggregator, AggregatorLimits};
+use support::http::{get, parse_metrics, value, wait_ready};
+use support::process::ManagedChild;
+use support::sink::{CountingSink, SinkProtocol};
+use support::{free_ports, send_lines};
+
+const RULES: &str = "\
+agg.sum (60) = sum in.*
+agg.p90 (60) = p90 in.*
+agg.min (60) = min in.*
+";
+
+struct Setup {
+    dir: tempfile::TempDir,
+    line: SocketAddr,
+    admin: SocketAddr,
+    sink: CountingSink,
+}
+
+impl Setup {
+    fn new(aggregation: &str) -> Setup {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sink = CountingSink::start("cache", SinkProtocol::Pickle);
+        let ports = free_ports(2);
+        let line = SocketAddr::from(([127, 0, 0, 1], ports[0]));
+        let admin = SocketAddr::from(([127, 0, 0, 1], ports[1]));
+        std::fs::write(dir.path().join("rules.conf"), RULES).expect("write rules");
+        let toml = format!(
+            "[listen]\nline_tcp = \"{line}\"\npickle_tcp = \"\"\n\
+             [admin]\nlisten = \"{admin}\"\n\
+             [destinations]\nservers = [\"127.0.0.1:{}:a\"]\n\
+             [destinations.spill]\ndir = \"{}\"\n\
+             [telemetry]\ninterval_secs = 0\n\
+             [aggregation]\nrules_file = \"{}\"\nwrite_back_frequency_secs = 1\n{aggregation}\n",
+            sink.port(),
+            dir.path().join("spill").display(),
+            dir.path().join("rules.conf").display(),
+        );
+        std::fs::write(dir.path().join("relay.toml"), toml).expect("write relay.toml");
+        Setup {
+            dir,
+            line,
+            admin,
+            sink,
+        }
+    }
+
+    fn start(&self) -> ManagedChild {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
+        cmd.arg("run")
+            .arg("--config")
+            .arg(self.dir.path().join("relay.toml"))
+            .env("NO_COLOR", "1");
+        static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = self.dir.path().join(format!("anthracite-{run}.log"));
+        let mut child = ManagedChild::spawn("anthracite", cmd, log);
+        wait_ready(self.admin, &mut child);
+        child
+    }
+
+    /// The last value the sink got for `name` at `interval`, as bits.
+    fn last(&self, name: &str, interval: f64) -> Option<u64> {
+        self.sink
+            .received()
+            .iter()
+            .rev()
+            .find(|r| r.path == name && r.timestamp == interval)
+            .map(|r| r.value.to_bits())
+    }
+
+    fn wait_for(&self, relay: &mut ManagedChild, what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            relay.assert_running(what);
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}\n{}",
+                relay.log_tail(30)
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn metrics(&self) -> std::collections::BTreeMap<String, f64> {
+        let (status, body) = get(self.admin, "/metrics").expect("GET /metrics");
+        assert_eq!(status, 200);
+        parse_metrics(&body)
+    }
+}
+
+/// What one aggregator that never restarted computes over `values` (the reference).
+fn expected(values: &[f64], interval: f64) -> Vec<(String, u64)> {
+    let rules = AggregationRules::parse(RULES).expect("rules");
+    let mut a = Aggregator::new(Arc::new(rules), AggregatorLimits::default());
+    for (i, v) in values.iter().enumerate() {
+        a.feed(format!("in.h{i}").as_bytes(), interval + 1.0, *v, 0.0);
+    }
+    let mut out = Vec::new();
+    a.tick(1e12, &mut |n, _, v| out.push((n.to_owned(), v.to_bits())));
+    out.sort();
+    out
+}
+
+#[test]
+fn sigterm_mid_interval_keeps_the_interval_value() {
+    let s = Setup::new("");
+    let now = support::unix_now();
+    let interval = (now - now.rem_euclid(60)) as f64;
+    let first = [1e16, 1.0, 0.25, -0.0];
+    let second = [-1e16, 3.5, 2.0];
+    let points = |vals: &[f64], offset: usize| -> Vec<(String, i64, f64)> {
+        vals.iter()
+            .enumerate()
+            .map(|(i, v)| (format!("in.h{}", i + offset), interval as i64 + 1, *v))
+            .collect()
+    };
+    let mut relay = s.start();
+    send_lines(s.line, &points(&first, 0));
+    s.wait_for(&mut relay, "the first aggregate", || {
+        s.last("agg.sum", interval).is_some()
+    });
+    relay.stop();
+    let state = s.dir.path().join("spill").join("aggregator.state");
+    assert!(
+        state.exists(),
+        "SIGTERM writes the state file\n{}",
+        relay.log_tail(20)
+    );
+
+    let mut relay = s.start();
+    assert!(!state.exists(), "the state file is read once");
+    send_lines(s.line, &points(&second, first.len()));
+    let all: Vec<f64> = first.iter().chain(&second).copied().collect();
+    let want = expected(&all, interval);
+    s.wait_for(&mut relay, "the aggregates over both runs", || {
+        want.iter()
+            .all(|(name, bits)| s.last(name, interval) == Some(*bits))
+    });
+    // Without the state file the sum would be over the second run alone.
+    let lost = expected(&second, interval);
+    assert_ne!(
+        lost, want,
+        "the test tells a restored interval from a lost one"
+    );
+}
+
+#[test]
+fn series_past_the_bound_are_dropped_and_counted() {
+    let s = Setup::new("max_series = 3\n");
+    std::fs::write(
+        s.dir.path().join("rules.conf"),
+        "out.<x> (60) = sum in.<x>\n",
+    )
+    .expect("write rules");
+    let mut relay = s.start();
+    let now = support::unix_now();
+    let points: Vec<(String, i64, f64)> = (0..20).map(|i| (format!("in.n{i}"), now, 1.0)).collect();
+    send_lines(s.line, &points);
+    s.wait_for(&mut relay, "the drops to be counted", || {
+        let m = s.metrics();
+        value(
+            &m,
+            "anthracite_aggregator_dropped_total",
+            &[("reason", "series_limit")],
+        ) == Some(17.0)
+    });
+    let m = s.metrics();
+    assert_eq!(value(&m, "anthracite_aggregator_series", &[]), Some(3.0));
+    // Forwarded all the same (FORWARD_ALL).
+    s.wait_for(&mut relay, "the originals", || {
+        s.sink
+            .received()
+            .iter()
+            .filter(|r| r.path.starts_with("in."))
+            .count()
+            == 20
+    });
+}
+
+#[test]
+fn bad_rule_files_exit_2_at_start_and_are_refused_at_reload() {
+    let s = Setup::new("reload_interval_secs = 0.2\n");
+    let rules = s.dir.path().join("rules.conf");
+    std::fs::write(
+        &rules,
+        "# ok\nout.a (60) = sum in.*\nout.b (60) = median in.*\n",
+    )
+    .expect("write rules");
+    let out = Command::new(env!("CARGO_BIN_EXE_anthracite"))
+        .args(["check", "--config"])
+        .arg(s.dir.path().join("relay.toml"))
+        .output()
+        .expect("run anthracite check");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rules.conf") && err.contains("line 3"),
+        "{err}"
+    );
+    assert!(err.contains("median"), "{err}");
+
+    std::fs::write(&rules, "out.a (60) = sum in.*\n").expect("write rules");
+    let mut relay = s.start();
+    write_later(&rules, "out.a (60) = sum in.*\nout.b (0) = sum in.*\n");
+    s.wait_for(&mut relay, "the rejected reload", || {
+        value(
+            &s.metrics(),
+            "anthracite_aggregator_rule_reloads_total",
+            &[("result", "rejected")],
+        ) == Some(1.0)
+    });
+    // The rules in force stay.
+    let now = support::unix_now();
+    send_lines(s.line, &[("in.x".to_owned(), now, 2.0)]);
+    let interval = (now - now.rem_euclid(60)) as f64;
+    s.wait_for(&mut relay, "an aggregate by the old rules", || {
+        s.last("out.a", interval) == Some(2.0f64.to_bits())
+    });
+}
+
+/// Rewrites `path` with a modification time the watcher cannot mistake for the previous one.
+fn write_later(path: &Path, text: &str) {
+    thread::sleep(Duration::from_millis(20));
+    std::fs::write(path, text).expect("rewrite rules");
+}
