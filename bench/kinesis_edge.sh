@@ -43,6 +43,9 @@ line_tcp = ""
 pickle_tcp = ""
 [destinations]
 servers = ["127.0.0.1:$sink_port:a"]
+# The harness's sink exists only during a run: reconnect quickly when it comes back.
+backoff_min_ms = 20
+backoff_max_ms = 200
 [telemetry]
 interval_secs = 0
 [[kinesis]]

@@ -753,7 +753,7 @@ async fn a_joining_worker_gets_its_share_by_handoff_resuming_exactly_where_the_o
     let took = take(&sim, &b).await;
     assert_eq!(
         took.taken,
-        [shard.clone()],
+        std::slice::from_ref(&shard),
         "handed over: taken, not stolen"
     );
     let view = sim.workers[&b].leases.subscribe().borrow().clone();

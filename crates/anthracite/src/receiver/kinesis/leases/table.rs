@@ -88,9 +88,9 @@ pub enum Update {
         /// The worker asking for the lease.
         worker: String,
     },
-    /// `leaseOwner = to` (the worker that marked it), counter + 1, `ownerSwitchesSinceCheckpoint`
-    /// + 1, the mark kept: the owner hands the lease over after its final checkpoint. `to`
-    /// takes the row it now owns but does not hold yet; that take removes the mark.
+    /// `leaseOwner = to` (the worker that marked it), counter and owner switches each one
+    /// higher, the mark kept: the owner hands the lease over after its final checkpoint, and
+    /// `to` takes the row it now owns but does not hold yet (that take removes the mark).
     Transfer {
         /// The new owner.
         to: String,
