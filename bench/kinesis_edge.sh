@@ -4,12 +4,14 @@
 # kinesalite (installed by the test support: `cargo test --test kinesis` once, or
 # `npm ci --prefix tests/kinesalite`) on a fixed port; a consumer relay (not measured) reads
 # the stream into the harness's sink so deliveries are counted end to end. Needs a release
-# build (cargo build --release) and curl. Logs and JSON go to $1 (default bench-results/).
+# build (cargo build --release; BIN=path overrides the binary) and curl. Logs and JSON go to $1
+# (default bench-results/); further arguments go to `anthracite bench` (e.g. --datapoints 300000); ROUNDS=n sets the rounds (default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-bench-results}"
+shift || true
 mkdir -p "$out"
-bin=target/release/anthracite
+bin="${BIN:-target/release/anthracite}"
 kport=14567
 sink_port=14104
 work=$(mktemp -d)
@@ -60,6 +62,6 @@ TOML
 pids+=($!)
 K="kinesis=$bin run --config {config:$work/kinesis-edge.toml}"
 T="tcp=$bin run --config {config:bench/relays/tcp-edge.toml}"
-"$bin" bench bench/scenarios/kinesis-edge-1m.toml --rounds 3 --sink-ports "$sink_port" \
-    --compare "$K" "$T" --json "$out/kinesis-edge-1m.json" >"$out/kinesis-edge-1m.log" 2>&1
+"$bin" bench bench/scenarios/kinesis-edge-1m.toml --rounds "${ROUNDS:-3}" --sink-ports "$sink_port" \
+    --compare "$K" "$T" --json "$out/kinesis-edge-1m.json" "$@" >"$out/kinesis-edge-1m.log" 2>&1
 sed -n '/^compare/,$p' "$out/kinesis-edge-1m.log"

@@ -69,9 +69,7 @@ pub enum Update {
         worker: String,
     },
     /// Counter + 1. Also requires that no handoff is pending: a renewal that fails on a mark
-    /// tells the owner a peer asked for the lease (see [`Fenced::HandoffRequested`]).
-    ///
-    /// [`Fenced::HandoffRequested`]: super::held::Fenced::HandoffRequested
+    /// tells the owner a peer asked for the lease.
     Renew,
     /// `checkpoint`, `checkpointSubSequenceNumber`; `ownerSwitchesSinceCheckpoint = 0`. The
     /// counter is unchanged: only ownership writes move it, so peers judge liveness by
