@@ -16,7 +16,11 @@ kport=14567
 sink_port=14104
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
 trap cleanup EXIT
 
 # kinesalite exits when its stdin closes: a FIFO this shell holds open until it exits.
