@@ -582,7 +582,8 @@ async fn sigterm_one_of_three_its_shards_move_with_zero_duplicates() {
     assert_checkpoints_monotonic(&samples);
 }
 
-/// The lease key and whether the call was a take (sets the owner to a new value).
+/// The lease key and whether the call was a take (sets the owner to a new value); `None` for
+/// other calls and for handoff marks.
 fn parse_update(e: &proxy::Exchange) -> Option<(String, bool)> {
     if !e.target.ends_with(".UpdateItem") {
         return None;
@@ -590,6 +591,10 @@ fn parse_update(e: &proxy::Exchange) -> Option<(String, bool)> {
     let v: serde_json::Value = serde_json::from_str(&e.body).ok()?;
     let key = v["Key"]["leaseKey"]["S"].as_str()?.to_string();
     let expr = v["UpdateExpression"].as_str().unwrap_or_default();
+    // A handoff mark asks the owner for the lease; it writes neither ownership nor checkpoint.
+    if expr == "SET #ho = :ho" {
+        return None;
+    }
     Some((key, expr.contains("#lo = :nw")))
 }
 

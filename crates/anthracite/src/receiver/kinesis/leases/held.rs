@@ -310,10 +310,16 @@ impl Holder {
                 Err(e) => out.errors.push(e),
             }
         }
-        // Leases not renewed for one lease duration count as lost by this worker's clock
-        // (a lease being handed off too: its owner did not finish within its validity).
+        // Leases not renewed for one lease duration count as lost by this worker's clock. A
+        // lease being handed off is no longer renewed: its reader stops when its validity runs
+        // out, but the final checkpoint and the transfer, both fenced, may still land (they
+        // fail if a peer took the lease meanwhile); it is dropped a lease duration later.
         for (key, held) in &self.leases {
-            if now >= held.valid_until && !out.lost.iter().any(|l| &l.key == key) {
+            let until = match held.handoff {
+                Some(_) => held.valid_until + self.duration,
+                None => held.valid_until,
+            };
+            if now >= until && !out.lost.iter().any(|l| &l.key == key) {
                 out.lost.push(Lost {
                     key: key.clone(),
                     why: Loss::Expired,

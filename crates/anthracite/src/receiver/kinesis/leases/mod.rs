@@ -105,8 +105,10 @@
 //! 2. **Owner learns at its next renewal.** Renewals require no mark, so the owner's next
 //!    renewal of that lease fails its condition; the read that double-checks every failed
 //!    counter write finds the row unchanged but marked, and the lease is flagged *handoff*
-//!    instead of lost. It is no longer renewed (its validity runs out one lease duration
-//!    after its last renewal, bounding the handoff) and no new reader starts for it.
+//!    instead of lost. It is no longer renewed and no new reader starts for it; its guard
+//!    still runs out one lease duration after the last renewal, but the fenced checkpoint and
+//!    transfer below may land later (on a loaded machine) as long as no peer has taken the
+//!    lease meanwhile. The worker forgets the lease a second lease duration later.
 //! 3. **Owner hands over.** The coordinator stops the shard's reader, which delivers the
 //!    batch in hand and publishes its position; then it commits the checkpoint (fenced, as
 //!    every checkpoint) and transfers the lease: `leaseOwner` = the asker, counter + 1, mark
