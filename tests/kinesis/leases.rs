@@ -26,6 +26,8 @@ struct World {
     dir: PathBuf,
     stream: String,
     table: String,
+    /// The relays' lease duration.
+    lease_secs: f64,
 }
 
 impl World {
@@ -42,6 +44,7 @@ impl World {
             dir: fleet::scratch(test),
             stream,
             table: format!("{test}-leases"),
+            lease_secs: fleet::LEASE_SECS,
         }
     }
 
@@ -54,6 +57,7 @@ impl World {
             dynamodb,
             table: &self.table,
             checkpoint_dir: None,
+            lease_secs: self.lease_secs,
         }
     }
 
@@ -382,6 +386,172 @@ async fn sigkill_one_of_three_its_shards_taken_within_a_lease_duration_duplicate
     assert_checkpoints_monotonic(&samples);
 }
 
+/// The lease duration of the handoff tests.
+const HANDOFF_LEASE_SECS: f64 = 10.0;
+
+/// Starts r0 and r1 (each with its own sink) and waits until they hold three leases each and
+/// have settled.
+async fn balanced_pair(w: &World) -> (Vec<RelayProcess>, Vec<Received>, Sampler) {
+    let mut sinks = Vec::new();
+    let mut relays = Vec::new();
+    for id in ["r0", "r1"] {
+        let (addr, received) = sink::start("127.0.0.1:0").await;
+        relays.push(w.relay(id, addr));
+        sinks.push(received);
+    }
+    let sampler = w.sampler();
+    // Samples 100 ms apart spanning more than a lease duration.
+    let settled = (w.lease_secs * 15.0) as usize;
+    wait_for("three leases each, settled", LONG, || {
+        let done =
+            balanced(&sampler.last(), &[("r0", 3), ("r1", 3)]) && sampler.unchanged_for(settled);
+        async move { done }
+    })
+    .await;
+    (relays, sinks, sampler)
+}
+
+/// Writes `count` records in the background (24 keys over the shards) and returns once 60
+/// have arrived.
+async fn producing(w: &World, sinks: &[Received], count: u32) -> tokio::task::JoinHandle<Puts> {
+    let producer = tokio::spawn(put(
+        w.k.client(),
+        w.stream.clone(),
+        0..count,
+        24,
+        Duration::from_millis(15),
+    ));
+    wait_for("the first records", LONG, || {
+        let n: usize = sinks.iter().map(|s| s.len()).sum();
+        async move { n >= 60 }
+    })
+    .await;
+    producer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_joining_a_balanced_pair_takes_its_share_by_handoff_with_zero_duplicates() {
+    // A lease long enough that renewals never lapse on a loaded machine: a lapse moves a
+    // lease the old way (re-reading since the last checkpoint), which is not what this tests.
+    let mut w = World::new("join-handoff", 6).await;
+    w.lease_secs = HANDOFF_LEASE_SECS;
+    let (mut relays, mut sinks, sampler) = balanced_pair(&w).await;
+    let producer = producing(&w, &sinks, 400).await;
+    let (addr, received) = sink::start("127.0.0.1:0").await;
+    relays.push(w.relay("r2", addr));
+    sinks.push(received);
+    let puts = producer.await.expect("producer");
+    let all: Vec<&Received> = sinks.iter().collect();
+    wait_for("every record, and two leases each", LONG, || {
+        let done = delivered_all(&all, &puts)
+            && balanced(&sampler.last(), &[("r0", 2), ("r1", 2), ("r2", 2)]);
+        async move { done }
+    })
+    .await;
+    for r in &mut relays {
+        r.assert_running("the end of the test");
+    }
+    let samples = sampler.stop().await;
+    let marks: BTreeSet<&str> = samples
+        .iter()
+        .flat_map(|s| &s.rows)
+        .filter(|r| r.handoff.as_deref() == Some("r2"))
+        .map(|r| r.key.as_str())
+        .collect();
+    assert!(!marks.is_empty(), "r2 never asked for a lease");
+    let log = std::fs::read_to_string(relays[2].log_path()).expect("r2's log");
+    assert!(
+        !log.contains("steal=true"),
+        "r2 fell back to stealing:\n{}",
+        relays[2].log_tail(40)
+    );
+    let c = counts(&all);
+    let twice: Vec<u32> = puts
+        .keys()
+        .filter(|v| c.get(v).copied().unwrap_or(0) > 1)
+        .copied()
+        .collect();
+    assert!(twice.is_empty(), "delivered twice: {twice:?}");
+    assert_eq!(c.len(), puts.len(), "every record exactly once");
+    // r2 took its share while records flowed, from where the old owners stopped.
+    assert!(!sinks[2].all().is_empty(), "r2 delivered nothing");
+    eprintln!(
+        "r2 asked for {marks:?}; delivered r0 {}, r1 {}, r2 {}",
+        sinks[0].len(),
+        sinks[1].len(),
+        sinks[2].len()
+    );
+    assert_checkpoints_monotonic(&samples);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_killed_during_a_handoff_loses_nothing() {
+    // A lease long enough that renewals never lapse on a loaded machine: a lapse moves a
+    // lease the old way (re-reading since the last checkpoint), which is not what this tests.
+    let mut w = World::new("handoff-kill", 6).await;
+    w.lease_secs = HANDOFF_LEASE_SECS;
+    let (mut relays, mut sinks, sampler) = balanced_pair(&w).await;
+    let producer = producing(&w, &sinks, 400).await;
+    let (addr, received) = sink::start("127.0.0.1:0").await;
+    relays.push(w.relay("r2", addr));
+    sinks.push(received);
+    // The moment a lease of r0 or r1 is marked for r2, its owner dies (before or while it
+    // hands the lease over).
+    let mut victim = None;
+    wait_for("r2 asking for a lease", LONG, || {
+        victim = sampler.last().and_then(|s| {
+            s.rows
+                .iter()
+                .find(|r| r.handoff.as_deref() == Some("r2") && r.owner.as_deref() != Some("r2"))
+                .and_then(|r| r.owner.clone())
+        });
+        let done = victim.is_some();
+        async move { done }
+    })
+    .await;
+    let victim = victim.expect("an owner");
+    let (dead, survivor) = if victim == "r0" { (0, 1) } else { (1, 0) };
+    relays[dead].signal("KILL");
+    relays[dead].exit_status(LONG).await;
+    let puts = producer.await.expect("producer");
+    let all: Vec<&Received> = sinks.iter().collect();
+    let survivor_id = format!("r{survivor}");
+    wait_for(
+        "every record, and three leases each for the survivors",
+        LONG,
+        || {
+            let done = delivered_all(&all, &puts)
+                && balanced(&sampler.last(), &[(survivor_id.as_str(), 3), ("r2", 3)]);
+            async move { done }
+        },
+    )
+    .await;
+    let samples = sampler.stop().await;
+    // Nothing lost; a record is read twice only if the dead relay had delivered it (past its
+    // last checkpoint).
+    let c = counts(&all);
+    let from_dead: BTreeSet<u32> = sinks[dead]
+        .all()
+        .iter()
+        .map(|(_, _, v)| *v as u32)
+        .collect();
+    let mut duplicated = 0;
+    for v in puts.keys() {
+        let n = c.get(v).copied().unwrap_or(0);
+        assert!(n >= 1, "record {v} lost");
+        assert!(n <= 2, "record {v} delivered {n} times");
+        if n == 2 {
+            duplicated += 1;
+            assert!(
+                from_dead.contains(v),
+                "record {v} duplicated but not by {victim}"
+            );
+        }
+    }
+    eprintln!("{victim} killed during a handoff: {duplicated} records delivered twice");
+    assert_checkpoints_monotonic(&samples);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_one_of_three_its_shards_move_with_zero_duplicates() {
     let w = World::new("sigterm", 6).await;
@@ -412,7 +582,8 @@ async fn sigterm_one_of_three_its_shards_move_with_zero_duplicates() {
     assert_checkpoints_monotonic(&samples);
 }
 
-/// The lease key and whether the call was a take (sets the owner to a new value).
+/// The lease key and whether the call was a take (sets the owner to a new value); `None` for
+/// other calls and for handoff marks.
 fn parse_update(e: &proxy::Exchange) -> Option<(String, bool)> {
     if !e.target.ends_with(".UpdateItem") {
         return None;
@@ -420,6 +591,10 @@ fn parse_update(e: &proxy::Exchange) -> Option<(String, bool)> {
     let v: serde_json::Value = serde_json::from_str(&e.body).ok()?;
     let key = v["Key"]["leaseKey"]["S"].as_str()?.to_string();
     let expr = v["UpdateExpression"].as_str().unwrap_or_default();
+    // A handoff mark asks the owner for the lease; it writes neither ownership nor checkpoint.
+    if expr == "SET #ho = :ho" {
+        return None;
+    }
     Some((key, expr.contains("#lo = :nw")))
 }
 
@@ -766,6 +941,9 @@ async fn dynamodb_local_agrees_with_the_in_memory_model_and_sixteen_racers_get_o
     let take = |w: &str| Update::Take {
         worker: w.to_string(),
     };
+    let mark = |w: &str| Update::Mark {
+        worker: w.to_string(),
+    };
     let mut a = Lease::new("shard-a", Checkpoint::TrimHorizon);
     a.parents = vec!["p1".into(), "p2".into()];
     a.hash_range = Some(("0".into(), "42".into()));
@@ -797,9 +975,29 @@ async fn dynamodb_local_agrees_with_the_in_memory_model_and_sixteen_racers_get_o
             Update::Checkpoint(seq("7", 0)),
         ),
         Op::Update("shard-a", fence(2, Some("w1")), take("w2")),
-        Op::Update("shard-a", fence(3, Some("w2")), Update::Release),
-        Op::Update("shard-a", fence(4, None), take("w3")),
-        Op::Update("shard-a", fence(5, Some("w3")), Update::End),
+        // A graceful handoff: w9 marks, w2's renewal and a second mark fail on the mark, w2
+        // checkpoints and transfers, w9 takes what it was handed.
+        Op::Update("shard-a", fence(3, Some("w2")), mark("w9")),
+        Op::Update("shard-a", fence(3, Some("w2")), mark("w8")),
+        Op::Update("shard-a", fence(3, Some("w2")), Update::Renew),
+        Op::Update(
+            "shard-a",
+            fence(3, Some("w2")),
+            Update::Checkpoint(seq(
+                "49590338271490256608559692538361571095921575989136588802",
+                5,
+            )),
+        ),
+        Op::Update(
+            "shard-a",
+            fence(3, Some("w2")),
+            Update::Transfer { to: "w9".into() },
+        ),
+        Op::Update("shard-a", fence(4, Some("w9")), take("w9")),
+        Op::Update("shard-a", fence(5, Some("w9")), Update::Renew),
+        Op::Update("shard-a", fence(6, Some("w9")), Update::Release),
+        Op::Update("shard-a", fence(7, None), take("w3")),
+        Op::Update("shard-a", fence(8, Some("w3")), Update::End),
         Op::Delete("shard-a"),
         Op::Create(Lease::new("shard-b", Checkpoint::Latest)),
         Op::AddChild("shard-b", "c1"),

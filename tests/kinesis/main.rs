@@ -8,6 +8,7 @@ mod support;
 #[path = "../support_kinesis/mod.rs"]
 mod support_kinesis;
 
+mod destination;
 mod ingest;
 mod kpl_vectors;
 mod leases;

@@ -32,6 +32,8 @@ pub struct RelaySpec<'a> {
     pub table: &'a str,
     /// Empty: none.
     pub checkpoint_dir: Option<&'a Path>,
+    /// The lease duration (normally [`LEASE_SECS`]).
+    pub lease_secs: f64,
 }
 
 impl RelaySpec<'_> {
@@ -45,8 +47,8 @@ impl RelaySpec<'_> {
         }
         if !self.table.is_empty() {
             k.push_str(&format!(
-                "lease_table = \"{}\"\ndynamodb_endpoint_url = \"{}\"\nworker_id = \"{}\"\nlease_duration_secs = {LEASE_SECS}\n",
-                self.table, self.dynamodb, self.worker
+                "lease_table = \"{}\"\ndynamodb_endpoint_url = \"{}\"\nworker_id = \"{}\"\nlease_duration_secs = {}\n",
+                self.table, self.dynamodb, self.worker, self.lease_secs
             ));
         }
         format!(
@@ -66,8 +68,14 @@ impl RelayProcess {
     /// Writes `<dir>/<worker>.toml` and runs `anthracite run` on it, logging to
     /// `<dir>/<worker>.log`.
     pub fn start(dir: &Path, spec: &RelaySpec<'_>) -> RelayProcess {
-        let config = dir.join(format!("{}.toml", spec.worker));
-        std::fs::write(&config, spec.toml()).expect("write relay.toml");
+        Self::start_toml(dir, spec.worker, &spec.toml())
+    }
+
+    /// Writes `<dir>/<name>.toml` with `toml` and runs `anthracite run` on it (AWS credentials
+    /// for the local servers in its environment), logging to `<dir>/<name>.log`.
+    pub fn start_toml(dir: &Path, name: &str, toml: &str) -> RelayProcess {
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(&config, toml).expect("write relay.toml");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
         cmd.arg("run")
             .arg("--config")
@@ -82,10 +90,10 @@ impl RelayProcess {
                 "AWS_SHARED_CREDENTIALS_FILE",
                 dir.join("no-aws-credentials"),
             );
-        let log = dir.join(format!("{}.log", spec.worker));
+        let log = dir.join(format!("{name}.log"));
         RelayProcess {
-            worker: spec.worker.to_string(),
-            child: ManagedChild::spawn(spec.worker, cmd, log),
+            worker: name.to_string(),
+            child: ManagedChild::spawn(name, cmd, log),
         }
     }
 

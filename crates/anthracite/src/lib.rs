@@ -22,8 +22,9 @@
 //!    module documentation is the design), driven by a dedicated thread and replayed oldest
 //!    first.
 //! 5. **send** — `src/destination/`: one task per destination drains its queue, encodes
-//!    pickle, line or protobuf messages (or packs lines into UDP datagrams), writes in large
-//!    batches, over TLS where configured, and reconnects with capped, jittered backoff.
+//!    pickle, line or protobuf messages (or packs lines into UDP datagrams, or KPL aggregates
+//!    into a Kinesis stream), writes in large batches, over TLS where configured, and
+//!    reconnects with capped, jittered backoff.
 //!
 //! `src/config/` reads `relay.toml`, or an unchanged carbon `carbon.conf` with its relay-rules
 //! and aggregation-rules files, into a validated [`Config`].
@@ -58,7 +59,8 @@
 //!
 //! ## Cargo features
 //!
-//! - `kinesis`: the AWS Kinesis Data Streams source (the AWS SDK). Off by default.
+//! - `kinesis`: the AWS Kinesis Data Streams source and destination (the AWS SDK). Off
+//!   by default.
 //! - `kpl`: KPL de-aggregation alone (part of `kinesis`).
 //! - `unstable`: the internals gate above.
 //!

@@ -47,7 +47,7 @@ pub mod admin {
 #[cfg(feature = "kpl")]
 pub mod kpl {
     pub use crate::protocol::kpl::{
-        AggregatedRecord, Deaggregated, Record, aggregate, deaggregate,
+        AggregatedRecord, Aggregator, Deaggregated, Record, aggregate, deaggregate,
     };
 }
 

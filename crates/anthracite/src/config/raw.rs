@@ -189,7 +189,8 @@ pub struct RawDestinations {
     /// `host:port[:instance]` strings (or tables with per-destination overrides), in ring
     /// insertion order. Required.
     pub servers: Vec<RawServer>,
-    /// `pickle` (default), `line`, `protobuf` or `udp` (plaintext lines in datagrams).
+    /// `pickle` (default), `line`, `protobuf`, `udp` (plaintext lines in datagrams) or
+    /// `kinesis` (per server, with `stream`: KPL-aggregated records in a Kinesis stream).
     pub protocol: OutputProtocol,
     /// Datapoints per pickle or protobuf message. Default 500 (carbon's
     /// `MAX_DATAPOINTS_PER_MESSAGE`).
@@ -371,6 +372,15 @@ pub struct RawServerDetail {
     /// Overrides `destinations.spill.replay_rate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_rate: Option<u64>,
+    /// `protocol = "kinesis"`: the stream written to. Required with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
+    /// `protocol = "kinesis"`: the AWS region (default: the SDK's chain, `AWS_REGION`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// `protocol = "kinesis"`: endpoint override (kinesalite, LocalStack, a VPC endpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_url: Option<String>,
 }
 
 impl RawServer {

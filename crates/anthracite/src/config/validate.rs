@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::TelemetryConfig;
 use super::raw::{self, RawDestinations, RawIngest, RawListen, RawRouter, RawRule, RawTelemetry};
 use super::{ConfigError, IngestConfig, ListenConfig};
-use crate::destination::{DestinationConfig, MAX_UDP_PAYLOAD, OutputProtocol};
+use crate::destination::{DestinationConfig, KinesisTarget, MAX_UDP_PAYLOAD, OutputProtocol};
 use crate::filter::ListsConfig;
 use crate::queue::spill::{FsyncPolicy, SpillConfig};
 use crate::queue::{QueueLimits, SpillSettings, WhenFull};
@@ -259,6 +259,7 @@ pub(super) fn destinations(
                 ),
             ));
         }
+        let kinesis = kinesis_target(protocol, &o, &key, ctx)?;
         let queue = queue_limits(d, &o, &key, ctx)?;
         let spill = if d.spill.dir.is_empty() {
             None
@@ -268,7 +269,8 @@ pub(super) fn destinations(
         out.push(DestinationConfig {
             spec,
             protocol,
-            tls: tls.clone(),
+            // Kinesis speaks HTTPS through the AWS SDK; `destinations.tls` is for TCP.
+            tls: tls.clone().filter(|_| kinesis.is_none()),
             max_datagram_bytes: d.max_datagram_bytes,
             max_datapoints_per_message: d.max_datapoints_per_message,
             queue,
@@ -281,9 +283,52 @@ pub(super) fn destinations(
                 .then(|| Duration::from_millis(d.write_timeout_ms)),
             keepalive: (d.keepalive_secs > 0).then(|| Duration::from_secs(d.keepalive_secs)),
             spill,
+            kinesis,
         });
     }
     Ok(out)
+}
+
+/// A server's Kinesis stream: `stream` required with `protocol = "kinesis"`, and `stream`,
+/// `region`, `endpoint_url` only with it.
+fn kinesis_target(
+    protocol: OutputProtocol,
+    o: &raw::RawServerDetail,
+    key: &str,
+    ctx: &Ctx,
+) -> Result<Option<KinesisTarget>, ConfigError> {
+    if protocol != OutputProtocol::Kinesis {
+        for (name, set) in [
+            ("stream", o.stream.is_some()),
+            ("region", o.region.is_some()),
+            ("endpoint_url", o.endpoint_url.is_some()),
+        ] {
+            if set {
+                return Err(
+                    ctx.invalid(&format!("{key}.{name}"), "only for protocol = \"kinesis\"")
+                );
+            }
+        }
+        return Ok(None);
+    }
+    if !cfg!(feature = "kinesis") {
+        return Err(ctx.invalid(
+            &format!("{key}.protocol"),
+            "\"kinesis\" needs anthracite built with the `kinesis` feature",
+        ));
+    }
+    let stream = o.stream.clone().unwrap_or_default();
+    if stream.is_empty() {
+        return Err(ctx.invalid(
+            &format!("{key}.stream"),
+            "protocol = \"kinesis\" needs the stream's name",
+        ));
+    }
+    Ok(Some(KinesisTarget {
+        stream,
+        region: o.region.clone(),
+        endpoint_url: o.endpoint_url.clone(),
+    }))
 }
 
 /// One server's queue bounds and policies (its overrides over `[destinations.queue]`).

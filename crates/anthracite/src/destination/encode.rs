@@ -44,7 +44,8 @@ impl Encoder {
         let mut points = batches.iter().flat_map(|b| b.iter());
         let mut e = Encoded::default();
         match self.protocol {
-            OutputProtocol::Line | OutputProtocol::Udp => {
+            // Kinesis destinations encode KPL aggregates themselves; never reached for them.
+            OutputProtocol::Line | OutputProtocol::Udp | OutputProtocol::Kinesis => {
                 for dp in points {
                     line::encode_line(dp, out);
                 }

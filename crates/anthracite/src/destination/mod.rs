@@ -12,6 +12,9 @@
 //! - [`udp`]: plaintext lines packed into datagrams. UDP has no connection to lose: a datagram
 //!   the kernel refuses is counted as dropped (`send_failed`).
 //!
+//! - [`kinesis`] (Cargo feature `kinesis`): KPL-aggregated records into a Kinesis stream with
+//!   `PutRecords`, counted as sent only once the stream acknowledged them.
+//!
 //! `encode` (private) turns in-flight batches into bytes for either. A slow or dead destination only
 //! ever fills its own queue; a TLS certificate that does not verify is a failed connection
 //! attempt like a refused one (logged with the reason, counted, retried with backoff), so the
@@ -38,6 +41,8 @@
 //! [`DEAD_AT_SHUTDOWN`] before the destination gives up.
 
 mod encode;
+#[cfg(feature = "kinesis")]
+pub mod kinesis;
 pub mod stream;
 pub mod udp;
 
@@ -68,6 +73,9 @@ pub enum OutputProtocol {
     Protobuf,
     /// Plaintext lines in UDP datagrams (carbon-cache's `UDP_RECEIVER_PORT`).
     Udp,
+    /// KPL-aggregated records in a Kinesis stream (Cargo feature `kinesis`); the destination's
+    /// `host:port:instance` only names it (in the ring and in metrics).
+    Kinesis,
 }
 
 impl OutputProtocol {
@@ -78,6 +86,7 @@ impl OutputProtocol {
             OutputProtocol::Line => "line",
             OutputProtocol::Protobuf => "protobuf",
             OutputProtocol::Udp => "udp",
+            OutputProtocol::Kinesis => "kinesis",
         }
     }
 }
@@ -117,6 +126,19 @@ pub struct DestinationConfig {
     pub write_timeout: Option<Duration>,
     /// TCP keepalive idle time (`None`: no keepalive).
     pub keepalive: Option<Duration>,
+    /// With [`OutputProtocol::Kinesis`]: the stream.
+    pub kinesis: Option<KinesisTarget>,
+}
+
+/// Where a Kinesis destination writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KinesisTarget {
+    /// The stream's name.
+    pub stream: String,
+    /// AWS region (default: the SDK's chain: `AWS_REGION`, the profile).
+    pub region: Option<String>,
+    /// Endpoint override (kinesalite, LocalStack, a VPC endpoint).
+    pub endpoint_url: Option<String>,
 }
 
 /// Capped exponential backoff with jitter (each delay uniformly in `[d/2, d]`).
@@ -248,6 +270,9 @@ enum Link {
     Stream(stream::Halves),
     /// A connected UDP socket.
     Datagram(tokio::net::UdpSocket),
+    /// A Kinesis stream whose shards were listed.
+    #[cfg(feature = "kinesis")]
+    Kinesis,
 }
 
 /// Runs one destination until its queue is closed and drained, `signals.abort` fires, or it
@@ -262,6 +287,8 @@ pub async fn run(
     let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
     let mut stream_sender = stream::Sender::new(&config);
     let mut datagram_sender = udp::Sender::new(&config);
+    #[cfg(feature = "kinesis")]
+    let mut kinesis_sender = kinesis::Sender::new(&config);
     let mut episode = Episode::default();
     let gave_up =
         || warn!(destination = %name, "known dead at shutdown: not waiting for the grace period");
@@ -269,9 +296,19 @@ pub async fn run(
         if queue_closed_and_empty(&queue) {
             return;
         }
+        let attempt = async {
+            #[cfg(feature = "kinesis")]
+            if let Some(k) = kinesis_sender.as_mut() {
+                return k
+                    .connect(config.connect_timeout)
+                    .await
+                    .map(|()| Link::Kinesis);
+            }
+            connect(&config).await
+        };
         let connected = tokio::select! {
             _ = signals.abort.cancelled() => return,
-            c = connect(&config) => c,
+            c = attempt => c,
         };
         let failure = match connected {
             Ok(link) => {
@@ -289,6 +326,11 @@ pub async fn run(
                             .serve(&socket, &queue, &signals, &name)
                             .await
                     }
+                    #[cfg(feature = "kinesis")]
+                    Link::Kinesis => match kinesis_sender.as_mut() {
+                        Some(k) => k.serve(&queue, &signals, &mut episode).await,
+                        None => Served::Aborted,
+                    },
                 };
                 stats.set_connected(false);
                 match outcome {

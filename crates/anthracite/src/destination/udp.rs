@@ -191,6 +191,7 @@ mod tests {
             max_datagram_bytes,
             write_timeout: None,
             keepalive: None,
+            kinesis: None,
         }
     }
 

@@ -1,4 +1,4 @@
-//! KPL de-aggregation: one Kinesis record → its user records.
+//! KPL aggregation: one Kinesis record ↔ its user records.
 //!
 //! The Kinesis Producer Library packs many user records into one Kinesis record:
 //! `F3 89 9A C2` ‖ protobuf `AggregatedRecord` ‖ MD5(protobuf). Every user record shares the
@@ -10,9 +10,17 @@
 //! leases; one relay reading every shard needs none).
 //!
 //! Payloads are [`Bytes`] slices of the outer record: nothing is copied.
+//!
+//! [`Aggregator`] is the other direction, for the Kinesis destination: it writes the protobuf
+//! by hand, field by field in number order as the KPL and `aws-kinesis-agg` do (so it
+//! reproduces their bytes), de-duplicating partition and explicit hash keys, and allocates
+//! nothing per user record once its buffers are warm.
 
-use bytes::Bytes;
+use std::collections::HashMap;
+
+use bytes::{BufMut, Bytes};
 use md5::{Digest, Md5};
+use prost::encoding::{encode_varint, encoded_len_varint};
 
 /// The four bytes that open an aggregated record.
 pub const MAGIC: [u8; 4] = [0xF3, 0x89, 0x9A, 0xC2];
@@ -141,6 +149,174 @@ pub fn aggregate(agg: &AggregatedRecord) -> Vec<u8> {
     out
 }
 
+/// The largest Kinesis record (data plus partition key), in bytes.
+pub const MAX_RECORD_BYTES: usize = 1 << 20;
+
+/// One key table of an aggregate (`partition_key_table` or `explicit_hash_key_table`): the
+/// encoded entries, and an index from a key's hash to its position for de-duplication.
+#[derive(Debug, Default)]
+struct KeyTable {
+    /// Protobuf field `tag`: every entry, encoded.
+    encoded: Vec<u8>,
+    /// Per entry: where its text sits in `encoded`.
+    spans: Vec<(usize, usize)>,
+    /// Key hash → entry index. A hash collision with different text adds a second entry
+    /// (still a valid aggregate, just not de-duplicated).
+    index: HashMap<u64, u64>,
+}
+
+impl KeyTable {
+    /// The index of `key`, adding it when new.
+    fn index_of(&mut self, tag: u8, key: &[u8]) -> u64 {
+        let h = xxhash_rust::xxh3::xxh3_64(key);
+        if let Some(&i) = self.index.get(&h)
+            && let Some(&(from, len)) = usize::try_from(i).ok().and_then(|i| self.spans.get(i))
+            && self.encoded.get(from..from + len) == Some(key)
+        {
+            return i;
+        }
+        let i = self.spans.len() as u64;
+        self.encoded.push(tag);
+        encode_varint(key.len() as u64, &mut self.encoded);
+        self.spans.push((self.encoded.len(), key.len()));
+        self.encoded.extend_from_slice(key);
+        self.index.entry(h).or_insert(i);
+        i
+    }
+
+    /// Bytes a new entry for a key of `len` bytes would add.
+    fn entry_len(len: usize) -> usize {
+        1 + encoded_len_varint(len as u64) + len
+    }
+
+    fn clear(&mut self) {
+        self.encoded.clear();
+        self.spans.clear();
+        self.index.clear();
+    }
+}
+
+/// Builds one aggregated record from user records (the inverse of [`deaggregate`]).
+///
+/// Push user records, check [`encoded_len`](Self::encoded_len) against the size wanted, then
+/// [`finish`](Self::finish) into the output buffer; the aggregator is empty again afterwards
+/// and keeps its buffers.
+#[derive(Debug, Default)]
+pub struct Aggregator {
+    keys: KeyTable,
+    hash_keys: KeyTable,
+    records: Vec<u8>,
+    count: usize,
+    /// The first user record's partition key: the outer record's, so Kinesis routes the
+    /// aggregate where it routes that record.
+    first_key: Vec<u8>,
+}
+
+/// Protobuf tags: field number << 3 | wire type 2 (length-delimited) or 0 (varint).
+const TAG_PARTITION_KEY_TABLE: u8 = 1 << 3 | 2;
+const TAG_EXPLICIT_HASH_KEY_TABLE: u8 = 2 << 3 | 2;
+const TAG_RECORDS: u8 = 3 << 3 | 2;
+const TAG_RECORD_PARTITION_KEY_INDEX: u8 = 1 << 3;
+const TAG_RECORD_EXPLICIT_HASH_KEY_INDEX: u8 = 2 << 3;
+const TAG_RECORD_DATA: u8 = 3 << 3 | 2;
+
+impl Aggregator {
+    /// An empty aggregator.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// User records pushed since the last [`finish`](Self::finish).
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// No user record pushed yet.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The partition key of the first user record (the outer record's partition key).
+    pub fn first_partition_key(&self) -> &[u8] {
+        &self.first_key
+    }
+
+    /// The size of the finished record: magic, protobuf and digest.
+    pub fn encoded_len(&self) -> usize {
+        MAGIC.len()
+            + self.keys.encoded.len()
+            + self.hash_keys.encoded.len()
+            + self.records.len()
+            + DIGEST_LEN
+    }
+
+    /// At most the bytes [`push`](Self::push) would add for a record of `data_len` bytes
+    /// under a new partition key of `key_len` bytes (no explicit hash key).
+    pub fn push_len(key_len: usize, data_len: usize) -> usize {
+        let inner = 1 + 10 + 1 + encoded_len_varint(data_len as u64) + data_len;
+        KeyTable::entry_len(key_len) + 1 + encoded_len_varint(inner as u64) + inner
+    }
+
+    /// Adds a user record. `partition_key` must be UTF-8 (a protobuf `string`).
+    pub fn push(&mut self, partition_key: &str, explicit_hash_key: Option<&str>, data: &[u8]) {
+        self.push_bytes(
+            partition_key.as_bytes(),
+            explicit_hash_key.map(str::as_bytes),
+            data,
+        );
+    }
+
+    /// [`push`](Self::push) for keys the caller has checked are UTF-8.
+    pub(crate) fn push_bytes(
+        &mut self,
+        partition_key: &[u8],
+        explicit_hash_key: Option<&[u8]>,
+        data: &[u8],
+    ) {
+        if self.count == 0 {
+            self.first_key.clear();
+            self.first_key.extend_from_slice(partition_key);
+        }
+        let pk = self.keys.index_of(TAG_PARTITION_KEY_TABLE, partition_key);
+        let ehk =
+            explicit_hash_key.map(|k| self.hash_keys.index_of(TAG_EXPLICIT_HASH_KEY_TABLE, k));
+        let inner = 1
+            + encoded_len_varint(pk)
+            + ehk.map_or(0, |i| 1 + encoded_len_varint(i))
+            + 1
+            + encoded_len_varint(data.len() as u64)
+            + data.len();
+        let r = &mut self.records;
+        r.push(TAG_RECORDS);
+        encode_varint(inner as u64, r);
+        r.push(TAG_RECORD_PARTITION_KEY_INDEX);
+        encode_varint(pk, r);
+        if let Some(i) = ehk {
+            r.push(TAG_RECORD_EXPLICIT_HASH_KEY_INDEX);
+            encode_varint(i, r);
+        }
+        r.push(TAG_RECORD_DATA);
+        encode_varint(data.len() as u64, r);
+        r.extend_from_slice(data);
+        self.count += 1;
+    }
+
+    /// Appends the aggregated record to `out` and empties the aggregator.
+    pub fn finish(&mut self, out: &mut impl BufMut) {
+        let mut digest = Md5::new();
+        out.put_slice(&MAGIC);
+        for part in [&self.keys.encoded, &self.hash_keys.encoded, &self.records] {
+            out.put_slice(part);
+            digest.update(part);
+        }
+        out.put_slice(&digest.finalize());
+        self.keys.clear();
+        self.hash_keys.clear();
+        self.records.clear();
+        self.count = 0;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,5 +368,40 @@ mod tests {
             deaggregate(&Bytes::from_static(b"a 1 1\n")),
             Deaggregated::Plain(_)
         ));
+    }
+
+    #[test]
+    fn the_aggregator_writes_what_deaggregate_reads_keys_shared() {
+        let mut a = Aggregator::new();
+        let mut out = Vec::new();
+        for round in 0..2 {
+            for i in 0..300u64 {
+                let key = format!("k{}", i % 7);
+                let ehk = (i % 5 == 0).then_some("170141183460469231731687303715884105728");
+                a.push(&key, ehk, format!("m.{i} {round} 1\n").as_bytes());
+            }
+            assert_eq!(a.first_partition_key(), b"k0");
+            let before = out.len();
+            let predicted = a.encoded_len();
+            a.finish(&mut out);
+            assert_eq!(out.len() - before, predicted);
+            assert!(a.is_empty());
+            let Deaggregated::Aggregated(agg) =
+                deaggregate(&Bytes::copy_from_slice(&out[before..]))
+            else {
+                panic!("not an aggregate");
+            };
+            assert_eq!(agg.partition_key_table.len(), 7, "keys de-duplicated");
+            assert_eq!(agg.explicit_hash_key_table.len(), 1);
+            assert_eq!(agg.records.len(), 300);
+            for (i, r) in agg.records.iter().enumerate() {
+                assert_eq!(agg.partition_key(r), format!("k{}", i % 7));
+                assert_eq!(agg.explicit_hash_key(r).is_some(), i % 5 == 0);
+                assert_eq!(r.data, format!("m.{i} {round} 1\n").as_bytes());
+            }
+            // The same bytes as prost's encoding of the same message.
+            assert_eq!(aggregate(&agg), out[before..]);
+        }
+        assert!(Aggregator::push_len(2, 12) >= 4 + 2 + 1 + 12 + 2);
     }
 }

@@ -6,8 +6,9 @@
 //! (`shards.rs`).
 //!
 //! With a lease table it also runs the worker's renewer and taker ([`super::leases`]), syncs
-//! listed shards into lease rows, follows the lease view, and at shutdown stops taking,
-//! commits the final checkpoint, then releases every lease.
+//! listed shards into lease rows, follows the lease view, hands a lease a peer asked for over
+//! (stop its reader, commit, release), and at shutdown stops taking, commits the final
+//! checkpoint, then releases every lease.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -139,6 +140,39 @@ impl Readers {
     fn is_empty(&self) -> bool {
         self.set.is_empty()
     }
+
+    /// Stops one shard's reader (it delivers the batch in hand and publishes its position);
+    /// false when none runs.
+    fn stop_one(&self, shard: &str) -> bool {
+        match self.tokens.get(shard) {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The stream's checkpoint store and what it last committed.
+struct Commits<'a> {
+    store: &'a Arc<dyn CheckpointStore>,
+    progress: &'a Mutex<StreamCheckpoint>,
+    stats: &'a KinesisStats,
+    config: &'a KinesisConfig,
+}
+
+impl Commits<'_> {
+    async fn commit(&self, committed: &StreamCheckpoint) -> StreamCheckpoint {
+        commit_now(
+            self.store,
+            self.progress,
+            committed,
+            self.stats,
+            self.config,
+        )
+        .await
+    }
 }
 
 /// The next lease view (pending forever without leases).
@@ -187,6 +221,12 @@ pub(crate) async fn run(parts: Parts, shutdown: CancellationToken) -> Result<(),
     let mut lease_tasks = leases.as_ref().map(|l| spawn_leases(l, &stop_leases));
     let mut view = leases.as_ref().map(|l| l.subscribe());
     let mut committed = snapshot(&progress);
+    let commits = Commits {
+        store: &store,
+        progress: &progress,
+        stats: &stats,
+        config: &config,
+    };
     let mut last_commit = Instant::now();
     let mut first_listing = true;
     let mut list_backoff = config.backoff_min;
@@ -215,15 +255,36 @@ pub(crate) async fn run(parts: Parts, shutdown: CancellationToken) -> Result<(),
                         graph.add_children(children);
                         sync.reset_immediately();
                     }
-                    // Shutdown, a lost lease, or a panic: the shard may start again (with
-                    // leases, only while held).
-                    (Some(n), _) => n.run = Run::Waiting,
+                    // Shutdown, a lost lease, a handoff, or a panic: the shard may start again
+                    // (with leases, only while held).
+                    (Some(n), _) => {
+                        n.run = Run::Waiting;
+                        // Handoff: everything the reader delivered is in the progress now;
+                        // commit it, then release, so the peer resumes exactly there.
+                        if n.lease.as_ref().is_some_and(|l| l.handoff)
+                            && let (Some(l), Some(shard)) = (&leases, shard.as_deref())
+                        {
+                            committed = commits.commit(&committed).await;
+                            last_commit = Instant::now();
+                            l.release_handoff(shard).await;
+                        }
+                    }
                     (None, _) => {}
                 }
                 readers.start_ready(&mut graph);
             }
             v = view_changed(&mut view) => {
                 graph.apply_view(&v);
+                // A peer asked for these leases: a running reader stops first (its exit
+                // finishes the handoff below); one not running has nothing in hand.
+                for shard in graph.handoffs() {
+                    if !readers.stop_one(&shard)
+                        && let Some(l) = &leases
+                    {
+                        committed = commits.commit(&committed).await;
+                        l.release_handoff(&shard).await;
+                    }
+                }
                 readers.start_ready(&mut graph);
             }
             _ = sync.tick() => {

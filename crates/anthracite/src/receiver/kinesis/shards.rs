@@ -247,6 +247,18 @@ impl Graph {
         }
     }
 
+    /// Lease mode: shards whose lease a peer asked for, sorted.
+    pub fn handoffs(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.lease.as_ref().is_some_and(|l| l.handoff))
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+
     fn parent_ended(&self, p: &str) -> bool {
         match self.nodes.get(p) {
             Some(n) => n.run == Run::Ended,
@@ -262,7 +274,10 @@ impl Graph {
             .iter()
             .filter(|(_, n)| n.run == Run::Waiting)
             .filter(|(_, n)| {
-                !self.leased || n.lease.as_ref().is_some_and(|l| l.guard.valid_at(now))
+                !self.leased
+                    || n.lease
+                        .as_ref()
+                        .is_some_and(|l| !l.handoff && l.guard.valid_at(now))
             })
             .filter(|(_, n)| n.parents.iter().all(|p| self.parent_ended(p)))
             .map(|(id, _)| id.clone())

@@ -182,6 +182,9 @@ pub fn to_item(lease: &Lease) -> HashMap<String, AttributeValue> {
         item.insert(attr::STARTING_HASH_KEY.to_string(), s(start));
         item.insert(attr::ENDING_HASH_KEY.to_string(), s(end));
     }
+    if let Some(w) = &lease.handoff {
+        item.insert(attr::HANDOFF_TO.to_string(), s(w));
+    }
     item
 }
 
@@ -247,6 +250,7 @@ pub fn parse_item(item: &HashMap<String, AttributeValue>) -> Result<Lease, (Stri
         parents: set(attr::PARENT_SHARD_IDS)?,
         children: set(attr::CHILD_SHARD_IDS)?,
         hash_range,
+        handoff: string(attr::HANDOFF_TO)?,
         key,
     })
 }
@@ -257,6 +261,7 @@ const N_OWNER: &str = "#lo";
 const N_CHECKPOINT: &str = "#cp";
 const N_SUB: &str = "#cs";
 const N_SWITCHES: &str = "#sw";
+const N_HANDOFF: &str = "#ho";
 const V_FENCE_COUNTER: &str = ":fc";
 const V_FENCE_OWNER: &str = ":fo";
 const V_NEW_OWNER: &str = ":nw";
@@ -266,6 +271,7 @@ const V_SUB: &str = ":csv";
 const V_ZERO: &str = ":zero";
 const V_ONE: &str = ":one";
 const V_SHARD_END: &str = ":end";
+const V_HANDOFF: &str = ":ho";
 
 /// The condition and update expressions of a fenced update, with only the names and values
 /// they use (DynamoDB rejects unused ones).
@@ -277,19 +283,22 @@ pub(crate) struct Expressions {
 }
 
 pub(crate) fn expressions(fence: &Fence, update: &Update) -> Expressions {
-    let condition = match &fence.owner {
+    let mut condition = match &fence.owner {
         Some(_) => format!("{N_COUNTER} = {V_FENCE_COUNTER} AND {N_OWNER} = {V_FENCE_OWNER}"),
         None => format!("{N_COUNTER} = {V_FENCE_COUNTER} AND attribute_not_exists({N_OWNER})"),
     };
+    if update.requires_unmarked() {
+        condition.push_str(&format!(" AND attribute_not_exists({N_HANDOFF})"));
+    }
     let update_expr = match update {
         Update::Take { worker } => {
             let switch = fence.owner.as_deref().is_some_and(|o| o != worker);
             if switch {
                 format!(
-                    "SET {N_OWNER} = {V_NEW_OWNER}, {N_COUNTER} = {V_NEXT}, {N_SWITCHES} = if_not_exists({N_SWITCHES}, {V_ZERO}) + {V_ONE}"
+                    "SET {N_OWNER} = {V_NEW_OWNER}, {N_COUNTER} = {V_NEXT}, {N_SWITCHES} = if_not_exists({N_SWITCHES}, {V_ZERO}) + {V_ONE} REMOVE {N_HANDOFF}"
                 )
             } else {
-                format!("SET {N_OWNER} = {V_NEW_OWNER}, {N_COUNTER} = {V_NEXT}")
+                format!("SET {N_OWNER} = {V_NEW_OWNER}, {N_COUNTER} = {V_NEXT} REMOVE {N_HANDOFF}")
             }
         }
         Update::Renew => format!("SET {N_COUNTER} = {V_NEXT}"),
@@ -297,9 +306,13 @@ pub(crate) fn expressions(fence: &Fence, update: &Update) -> Expressions {
             "SET {N_CHECKPOINT} = {V_CHECKPOINT}, {N_SUB} = {V_SUB}, {N_SWITCHES} = {V_ZERO}"
         ),
         Update::End => format!(
-            "SET {N_CHECKPOINT} = {V_SHARD_END}, {N_SUB} = {V_ZERO}, {N_SWITCHES} = {V_ZERO}, {N_COUNTER} = {V_NEXT} REMOVE {N_OWNER}"
+            "SET {N_CHECKPOINT} = {V_SHARD_END}, {N_SUB} = {V_ZERO}, {N_SWITCHES} = {V_ZERO}, {N_COUNTER} = {V_NEXT} REMOVE {N_OWNER}, {N_HANDOFF}"
         ),
-        Update::Release => format!("SET {N_COUNTER} = {V_NEXT} REMOVE {N_OWNER}"),
+        Update::Release => format!("SET {N_COUNTER} = {V_NEXT} REMOVE {N_OWNER}, {N_HANDOFF}"),
+        Update::Mark { .. } => format!("SET {N_HANDOFF} = {V_HANDOFF}"),
+        Update::Transfer { .. } => format!(
+            "SET {N_OWNER} = {V_NEW_OWNER}, {N_COUNTER} = {V_NEXT}, {N_SWITCHES} = if_not_exists({N_SWITCHES}, {V_ZERO}) + {V_ONE}"
+        ),
     };
     let all_names = [
         (N_COUNTER, attr::LEASE_COUNTER),
@@ -307,6 +320,7 @@ pub(crate) fn expressions(fence: &Fence, update: &Update) -> Expressions {
         (N_CHECKPOINT, attr::CHECKPOINT),
         (N_SUB, attr::CHECKPOINT_SUB_SEQUENCE),
         (N_SWITCHES, attr::OWNER_SWITCHES),
+        (N_HANDOFF, attr::HANDOFF_TO),
     ];
     let mut all_values = vec![
         (V_FENCE_COUNTER, n(fence.counter)),
@@ -318,8 +332,11 @@ pub(crate) fn expressions(fence: &Fence, update: &Update) -> Expressions {
     if let Some(o) = &fence.owner {
         all_values.push((V_FENCE_OWNER, s(o)));
     }
-    if let Update::Take { worker } = update {
+    if let Update::Take { worker } | Update::Transfer { to: worker } = update {
         all_values.push((V_NEW_OWNER, s(worker)));
+    }
+    if let Update::Mark { worker } = update {
+        all_values.push((V_HANDOFF, s(worker)));
     }
     if let Update::Checkpoint(cp) = update {
         let (c, sub) = cp.to_attrs();
@@ -513,6 +530,7 @@ mod tests {
             parents: vec!["shardId-000000000000".into()],
             children: vec![],
             hash_range: Some(("0".into(), "170141183460469231731687303715884105727".into())),
+            handoff: Some("host-2".into()),
         };
         let item = to_item(&lease);
         for name in [
@@ -525,6 +543,7 @@ mod tests {
             "parentShardId",
             "startingHashKey",
             "endingHashKey",
+            "handoffTo",
         ] {
             assert!(item.contains_key(name), "{name} missing from {item:?}");
         }
@@ -552,7 +571,18 @@ mod tests {
         assert!(!x.update.contains("#lc"), "a checkpoint keeps the counter");
         assert!(!x.values.contains_key(":nx"));
         let x = expressions(&fence, &Update::End);
-        assert!(x.update.contains("REMOVE #lo"));
+        assert!(x.update.contains("REMOVE #lo, #ho"));
         assert!(x.values.contains_key(":end"));
+        let x = expressions(&fence, &Update::Renew);
+        assert!(x.condition.contains("attribute_not_exists(#ho)"));
+        let x = expressions(&fence, &Update::Mark { worker: "w".into() });
+        assert!(x.condition.contains("attribute_not_exists(#ho)"));
+        assert!(!x.update.contains("#lc"), "a mark keeps the counter");
+        assert_eq!(x.values[":ho"], AttributeValue::S("w".into()));
+        let x = expressions(&fence, &Update::Checkpoint(Checkpoint::TrimHorizon));
+        assert!(
+            !x.condition.contains("#ho"),
+            "a checkpoint is allowed during a handoff"
+        );
     }
 }

@@ -96,6 +96,9 @@ pub(crate) struct HeldLease {
     pub written: Checkpoint,
     /// Renewed within one lease duration before this instant.
     pub valid_until: Instant,
+    /// A peer marked the lease for handoff: this worker stops its reader, checkpoints what
+    /// it delivered and releases the lease; it no longer renews it.
+    pub handoff: Option<String>,
 }
 
 /// A lease lost during an operation.
@@ -120,6 +123,17 @@ pub(crate) struct Saved {
     pub errors: Vec<TableError>,
 }
 
+/// What a renewal cycle found.
+#[derive(Debug, Default)]
+pub(crate) struct Renewed {
+    /// Leases lost (a peer took them, or they expired by this worker's clock).
+    pub lost: Vec<Lost>,
+    /// `(shard, peer)`: leases a peer asked for; this worker hands them off.
+    pub handoffs: Vec<(String, String)>,
+    /// Calls that failed (retried next cycle).
+    pub errors: Vec<TableError>,
+}
+
 /// The leases this worker holds.
 #[derive(Debug)]
 pub(crate) struct Holder {
@@ -140,29 +154,47 @@ pub(crate) fn ahead(new: &Checkpoint, old: &Checkpoint) -> bool {
     }
 }
 
+/// What a fenced write did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Fenced {
+    /// The condition held and the row was written.
+    Written,
+    /// The write failed its condition, but a read shows it had landed (the SDK retried a
+    /// request that had in fact been applied).
+    WrittenLate,
+    /// The row changed since it was read: another worker wrote it.
+    Conflict,
+    /// A renewal found the row unchanged but marked: `worker` asks for the lease.
+    HandoffRequested(String),
+}
+
 /// Runs one fenced write. A conflict on a counter-moving write is double-checked with a read:
 /// when the SDK retried a request that had in fact landed, the row shows this write's result
-/// (counter + 1, the new owner) and the write counts as done.
+/// (counter + 1, the new owner) and the write counts as done; when a renewal failed only on a
+/// handoff mark, the row is as this worker left it plus the mark.
 pub(crate) async fn fenced(
     table: &dyn LeaseTable,
     key: &str,
     fence: &Fence,
     update: &Update,
-) -> Result<(Outcome, bool), TableError> {
+) -> Result<Fenced, TableError> {
     match table.update(key, fence, update).await? {
-        Outcome::Written => Ok((Outcome::Written, false)),
+        Outcome::Written => Ok(Fenced::Written),
         Outcome::Conflict if update.bumps_counter() => {
-            let landed = table.get(key).await?.is_some_and(|row| {
-                row.counter == fence.counter.saturating_add(1)
-                    && row.owner.as_deref() == update.owner_after(fence.owner.as_deref())
-            });
-            Ok(if landed {
-                (Outcome::Written, true)
-            } else {
-                (Outcome::Conflict, false)
+            let Some(row) = table.get(key).await? else {
+                return Ok(Fenced::Conflict);
+            };
+            let landed = row.counter == fence.counter.saturating_add(1)
+                && row.owner.as_deref() == update.owner_after(fence.owner.as_deref());
+            Ok(match row.handoff {
+                _ if landed => Fenced::WrittenLate,
+                Some(to) if *update == Update::Renew && fence.matches(&row) => {
+                    Fenced::HandoffRequested(to)
+                }
+                _ => Fenced::Conflict,
             })
         }
-        Outcome::Conflict => Ok((Outcome::Conflict, false)),
+        Outcome::Conflict => Ok(Fenced::Conflict),
     }
 }
 
@@ -216,6 +248,7 @@ impl Holder {
                 start: row.checkpoint.clone(),
                 written: row.checkpoint.clone(),
                 valid_until,
+                handoff: None,
             },
         ) {
             old.guard.lose();
@@ -230,28 +263,23 @@ impl Holder {
         }
     }
 
-    /// Renews every held lease (concurrently), `now` being when the requests are sent.
-    /// Returns the leases lost and the errors seen.
-    pub async fn renew(
-        &mut self,
-        table: &Arc<dyn LeaseTable>,
-        now: Instant,
-    ) -> (Vec<Lost>, Vec<TableError>) {
+    /// Renews every held lease not being handed off (concurrently), `now` being when the
+    /// requests are sent.
+    pub async fn renew(&mut self, table: &Arc<dyn LeaseTable>, now: Instant) -> Renewed {
         let mut calls = JoinSet::new();
-        for (key, held) in &self.leases {
+        for (key, held) in self.leases.iter().filter(|(_, h)| h.handoff.is_none()) {
             let (table, key, fence) = (table.clone(), key.clone(), self.fence(held));
             calls.spawn(async move {
                 let r = fenced(table.as_ref(), &key, &fence, &Update::Renew).await;
                 (key, r)
             });
         }
-        let mut lost = Vec::new();
-        let mut errors = Vec::new();
+        let mut out = Renewed::default();
         let mut results = Vec::with_capacity(self.leases.len());
         while let Some(joined) = calls.join_next().await {
             match joined {
                 Ok(r) => results.push(r),
-                Err(e) => errors.push(TableError::Service {
+                Err(e) => out.errors.push(TableError::Service {
                     table: table.name().to_string(),
                     operation: "renew task",
                     message: e.to_string(),
@@ -263,35 +291,67 @@ impl Holder {
                 continue;
             };
             match r {
-                Ok((Outcome::Written, confirmed_late)) => {
+                Ok(Fenced::Written) => {
                     held.counter += 1;
-                    // A write found landed by a read may have landed before `now`: it does
-                    // not extend validity (the next renewal will).
-                    if !confirmed_late {
-                        held.valid_until = now + self.duration;
-                        held.guard.extend(held.valid_until);
-                    }
+                    held.valid_until = now + self.duration;
+                    held.guard.extend(held.valid_until);
                 }
-                Ok((Outcome::Conflict, _)) => lost.push(Lost {
+                // A write found landed by a read may have landed before `now`: it does not
+                // extend validity (the next renewal will).
+                Ok(Fenced::WrittenLate) => held.counter += 1,
+                Ok(Fenced::HandoffRequested(to)) => {
+                    held.handoff = Some(to.clone());
+                    out.handoffs.push((key, to));
+                }
+                Ok(Fenced::Conflict) => out.lost.push(Lost {
                     key,
                     why: Loss::Conflict,
                 }),
-                Err(e) => errors.push(e),
+                Err(e) => out.errors.push(e),
             }
         }
-        // Leases not renewed for one lease duration count as lost by this worker's clock.
+        // Leases not renewed for one lease duration count as lost by this worker's clock. A
+        // lease being handed off is no longer renewed: its reader stops when its validity runs
+        // out, but the final checkpoint and the transfer, both fenced, may still land (they
+        // fail if a peer took the lease meanwhile); it is dropped a lease duration later.
         for (key, held) in &self.leases {
-            if now >= held.valid_until && !lost.iter().any(|l| &l.key == key) {
-                lost.push(Lost {
+            let until = match held.handoff {
+                Some(_) => held.valid_until + self.duration,
+                None => held.valid_until,
+            };
+            if now >= until && !out.lost.iter().any(|l| &l.key == key) {
+                out.lost.push(Lost {
                     key: key.clone(),
                     why: Loss::Expired,
                 });
             }
         }
-        for l in &lost {
+        for l in &out.lost {
             self.lose(&l.key);
         }
-        (lost, errors)
+        out
+    }
+
+    /// Hands one lease over to the peer that asked, after its reader stopped and its
+    /// checkpoint was written: the peer takes it from that checkpoint. `Ok(false)` when this
+    /// worker no longer held it or a peer wrote the row meanwhile.
+    pub async fn release_handoff(
+        &mut self,
+        table: &Arc<dyn LeaseTable>,
+        key: &str,
+    ) -> Result<bool, TableError> {
+        let Some(held) = self.leases.get(key) else {
+            return Ok(false);
+        };
+        let Some(to) = held.handoff.clone() else {
+            return Ok(false);
+        };
+        let fence = self.fence(held);
+        // The reader has stopped; dropping the lease first means no new reader starts while
+        // the transfer is out.
+        self.lose(key);
+        let r = fenced(table.as_ref(), key, &fence, &Update::Transfer { to }).await?;
+        Ok(matches!(r, Fenced::Written | Fenced::WrittenLate))
     }
 
     /// Writes `checkpoints` (shard → checkpoint) for the leases held, skipping any that is not
@@ -325,7 +385,7 @@ impl Holder {
                 continue;
             };
             match r {
-                Ok((Outcome::Written, _)) => {
+                Ok(Fenced::Written | Fenced::WrittenLate) => {
                     saved.written += 1;
                     match update {
                         Update::End => {
@@ -340,7 +400,7 @@ impl Holder {
                         _ => {}
                     }
                 }
-                Ok((Outcome::Conflict, _)) => {
+                Ok(Fenced::Conflict | Fenced::HandoffRequested(_)) => {
                     self.lose(&key);
                     saved.lost.push(Lost {
                         key,
@@ -376,9 +436,9 @@ impl Holder {
         let mut errors = Vec::new();
         while let Some(joined) = calls.join_next().await {
             match joined {
-                Ok(Ok((Outcome::Written, _))) => released += 1,
+                Ok(Ok(Fenced::Written | Fenced::WrittenLate)) => released += 1,
                 // Already taken by a peer: nothing to release.
-                Ok(Ok((Outcome::Conflict, _))) => {}
+                Ok(Ok(Fenced::Conflict | Fenced::HandoffRequested(_))) => {}
                 Ok(Err(e)) => errors.push(e),
                 Err(_) => {}
             }

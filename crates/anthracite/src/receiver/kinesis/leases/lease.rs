@@ -28,6 +28,9 @@ pub mod attr {
     pub const STARTING_HASH_KEY: &str = "startingHashKey";
     /// S: the last hash key of the shard's range (decimal).
     pub const ENDING_HASH_KEY: &str = "endingHashKey";
+    /// S: the worker that asked the owner to hand the lease over (anthracite's own attribute;
+    /// absent when no handoff is pending).
+    pub const HANDOFF_TO: &str = "handoffTo";
 }
 
 /// KCL's sentinel checkpoint values.
@@ -120,6 +123,8 @@ pub struct Lease {
     pub children: Vec<String>,
     /// `startingHashKey` and `endingHashKey`.
     pub hash_range: Option<(String, String)>,
+    /// `handoffTo`: the worker waiting for the owner to hand the lease over.
+    pub handoff: Option<String>,
 }
 
 impl Lease {
@@ -134,6 +139,7 @@ impl Lease {
             parents: Vec::new(),
             children: Vec::new(),
             hash_range: None,
+            handoff: None,
         }
     }
 

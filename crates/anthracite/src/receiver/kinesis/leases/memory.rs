@@ -71,7 +71,7 @@ impl LeaseTable for MemTable {
         update: &'a Update,
     ) -> TableFuture<'a, Outcome> {
         ready(self.with(|rows| match rows.get_mut(key) {
-            Some(row) if fence.matches(row) => {
+            Some(row) if update.condition_holds(fence, row) => {
                 update.apply(row);
                 Outcome::Written
             }

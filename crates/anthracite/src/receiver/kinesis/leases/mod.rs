@@ -4,9 +4,10 @@
 //! table laid out like the Kinesis Client Library 2.x's, so KCL-aware tooling can read it. A
 //! relay is a *worker*; it reads only the shards whose lease it holds, and keeps their
 //! checkpoints in the lease rows instead of a local file. This is KCL 2.x's algorithm
-//! (`LeaseTaker`, `LeaseRenewer`), without KCL 3's leader election and CPU balancing. This
-//! module owns the table and the worker's lease state; the coordinator asks it which shards
-//! to read, and it stops a reader whose lease is gone.
+//! (`LeaseTaker`, `LeaseRenewer`) with KCL 3.x's graceful lease handoff for balancing, without
+//! KCL 3's leader election and CPU balancing. This module owns the table and the worker's
+//! lease state; the coordinator asks it which shards to read, and it stops a reader whose
+//! lease is gone or asked for.
 //!
 //! ## The table
 //!
@@ -24,6 +25,12 @@
 //! | `parentShardId` | the shard's parents (a set; KCL's name) |
 //! | `childShardIds` | its children, once resharding closed it |
 //! | `startingHashKey`, `endingHashKey` | its hash key range |
+//! | `handoffTo` | a worker that asked the owner to hand the lease over; absent otherwise |
+//!
+//! `handoffTo` is anthracite's own. KCL 3.x marks a handoff by moving `leaseOwner` to the new
+//! owner and keeping the old one in `checkpointOwner`, which its leader-driven assignment
+//! needs; here `leaseOwner` stays with the worker reading the shard until it releases, so KCL
+//! 2.x tooling reads every row as it is.
 //!
 //! One table holds one stream. `worker_id` (default `<hostname>-<pid>`) must be unique among
 //! the live workers.
@@ -42,11 +49,13 @@
 //! | write | who, when | condition | effect |
 //! |---|---|---|---|
 //! | create row | shard sync | `attribute_not_exists(leaseKey)` | new unowned row, counter 0 |
-//! | take | taker | `leaseCounter` and `leaseOwner` as last seen (owner absent if none) | owner = me, counter + 1, `ownerSwitchesSinceCheckpoint` + 1 from another owner |
-//! | renew | renewer, every `lease_duration / 3` | `leaseCounter = held ∧ leaseOwner = me` | counter + 1 |
-//! | checkpoint | checkpoint commit | same | `checkpoint`, sub-sequence; owner switches 0; counter unchanged |
-//! | shard end | commit when a reader reached SHARD_END | same | `SHARD_END`, owner removed, counter + 1 |
-//! | release | graceful shutdown, after the final checkpoint | same | owner removed, counter + 1 |
+//! | take | taker | `leaseCounter` and `leaseOwner` as last seen (owner absent if none) | owner = me, counter + 1, `ownerSwitchesSinceCheckpoint` + 1 from another owner, mark removed |
+//! | mark | taker, to balance | `leaseCounter` and `leaseOwner` as last seen ∧ no mark | `handoffTo` = me; counter unchanged |
+//! | renew | renewer, every `lease_duration / 3` | `leaseCounter = held ∧ leaseOwner = me` ∧ no mark | counter + 1 |
+//! | checkpoint | checkpoint commit, handoff | `leaseCounter = held ∧ leaseOwner = me` | `checkpoint`, sub-sequence; owner switches 0; counter unchanged |
+//! | shard end | commit when a reader reached SHARD_END | same | `SHARD_END`, owner and mark removed, counter + 1 |
+//! | release | graceful shutdown, after the final checkpoint | same | owner and mark removed, counter + 1 |
+//! | transfer | handoff, after the reader's final checkpoint | same | owner = the asker (mark kept), counter + 1, owner switches + 1 |
 //! | add child | shard sync | `attribute_exists(leaseKey)` | `ADD childShardIds` (metadata only) |
 //! | delete | shard sync, shard past retention | `checkpoint = SHARD_END` | row removed |
 //!
@@ -68,9 +77,10 @@
 //! - **Taker**, every `lease_duration / 3` and when woken (new rows, a shard ended): scans,
 //!   then with `n` unfinished leases and `w` workers holding one (itself included), target
 //!   ⌈n/w⌉ (1 if w ≥ n). Below target it takes unowned and expired leases, in random order;
-//!   with none available it steals at most one per cycle from the most loaded worker when
+//!   with none available it asks for at most one per cycle from the most loaded worker when
 //!   that one holds more than the target, or exactly the target while this worker is short
-//!   by two or more. Fleets settle at ⌈n/w⌉ or ⌊n/w⌋ each.
+//!   by two or more (a *handoff*, below). A lease marked for handoff counts for the worker
+//!   that asked, in everyone's targets. Fleets settle at ⌈n/w⌉ or ⌊n/w⌋ each.
 //! - **Readers** run only for held leases whose parents' rows all hold `SHARD_END` (or are
 //!   gone with their shard past retention). Before delivering each GetRecords batch a reader
 //!   checks its [`LeaseGuard`]: lost, or not renewed within `lease_duration`, and it stops
@@ -82,6 +92,39 @@
 //! saw that renewal's counter + lease_duration`, and it can only see the counter after the
 //! write, which follows the send. With clocks that run at the same rate, the old owner's
 //! validity has ended before a peer's take.
+//!
+//! ## Graceful handoff (balancing)
+//!
+//! KCL 3.x's graceful lease handoff, without its leader: a worker below target never takes a
+//! live worker's lease outright, which made the new owner re-read everything delivered since
+//! the old owner's last checkpoint. Instead:
+//!
+//! 1. **Mark.** The taker writes `handoffTo = me` on one lease of the most loaded worker,
+//!    fenced on the counter and owner it saw and on no mark being there (one asker at a
+//!    time). The counter does not move: the owner keeps its lease.
+//! 2. **Owner learns at its next renewal.** Renewals require no mark, so the owner's next
+//!    renewal of that lease fails its condition; the read that double-checks every failed
+//!    counter write finds the row unchanged but marked, and the lease is flagged *handoff*
+//!    instead of lost. It is no longer renewed and no new reader starts for it; its guard
+//!    still runs out one lease duration after the last renewal, but the fenced checkpoint and
+//!    transfer below may land later (on a loaded machine) as long as no peer has taken the
+//!    lease meanwhile. The worker forgets the lease a second lease duration later.
+//! 3. **Owner hands over.** The coordinator stops the shard's reader, which delivers the
+//!    batch in hand and publishes its position; then it commits the checkpoint (fenced, as
+//!    every checkpoint) and transfers the lease: `leaseOwner` = the asker, counter + 1, mark
+//!    kept. A plain release would not do: a worker holding no lease is invisible to its
+//!    peers' targets, so the old owner's own taker would take the lease straight back.
+//! 4. **New owner resumes.** The asker's next taker cycle finds a row it owns and is marked
+//!    for it but that it does not hold, and takes it (fenced; mark removed), valid at once
+//!    (the old reader stopped before the transfer was sent), at exactly the position the old
+//!    owner delivered: zero duplicates.
+//!
+//! Fallbacks, each today's take: an owner that dies mid-handoff stops renewing, so its lease
+//! expires and is taken (by anyone) from its last checkpoint — the one written in step 3 if
+//! it landed; an owner that keeps renewing but never hands over (a relay from before
+//! handoffs, which ignores marks) loses the lease to a plain steal once the asker has seen its
+//! mark for one lease duration by its own clock. A lease transferred to an asker that died
+//! meanwhile stops being renewed and expires like any dead worker's.
 //!
 //! ## Checkpoints
 //!
@@ -118,9 +161,15 @@
 //!   its guard check when the pause began can still be delivered late.
 //! - **Table unreachable**: renewals fail; after `lease_duration` this worker stops reading
 //!   (expired by its own clock), whether or not a peer could take over.
-//! - **Steal** (balancing): the old owner learns at its next renewal or checkpoint, within
-//!   `lease_duration / 3`; records it delivered after its last checkpoint are read again by
-//!   the new owner.
+//! - **Handoff** (balancing): the owner learns at its next renewal, within
+//!   `lease_duration / 3`, stops the shard's reader, checkpoints and transfers the lease; the
+//!   asker takes it at its next taker cycle and resumes where the owner stopped: no
+//!   duplicates.
+//!   The owner dying meanwhile costs what a crash costs (records since its last checkpoint
+//!   read twice, nothing lost).
+//! - **Steal** (fallback, an owner that ignores marks for a lease duration): the old owner
+//!   learns at its next renewal or checkpoint; records it delivered after its last
+//!   checkpoint are read again by the new owner.
 //!
 //! ## Migration from a checkpoint file
 //!
@@ -132,7 +181,8 @@
 //!
 //! The table sits behind [`LeaseTable`]: [`DynamoDbTable`] in production, [`MemTable`] (the
 //! same conditional semantics in a map) in `model_tests`, which race several workers with
-//! simulated clocks, crashes, pauses and shutdowns against the invariants above. The
+//! simulated clocks, crashes, pauses, shutdowns and handoffs (owners dying mid-handoff
+//! included) against the invariants above. The
 //! integration tests run real relays on DynamoDB Local and kinesalite.
 
 mod dynamo;

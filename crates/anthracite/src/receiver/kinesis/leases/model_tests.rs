@@ -3,7 +3,8 @@
 //!
 //! 1. at every instant, at most one worker's guard is valid for a shard;
 //! 2. a row's checkpoint never moves backwards (a stale owner never overwrites a new one's);
-//! 3. after a graceful shutdown the next owner resumes exactly where the last one stopped;
+//! 3. after a graceful shutdown or a handoff the next owner resumes exactly where the last
+//!    one stopped;
 //! 4. once the fleet is stable, every unfinished lease is held by exactly one live worker
 //!    and each holds ⌊n/w⌋ or ⌈n/w⌉.
 
@@ -72,7 +73,8 @@ struct Sim {
     rng: fastrand::Rng,
     /// Highest checkpoint seen per row.
     high: HashMap<String, Checkpoint>,
-    /// Shard → position a gracefully stopped worker had delivered and released at.
+    /// Shard → position a gracefully stopped worker had delivered and released at, or a
+    /// handing-off worker had delivered and handed over at.
     released_at: HashMap<String, u64>,
     seed: u64,
     /// What happened, for failure messages.
@@ -167,17 +169,18 @@ impl Sim {
         (!ids.is_empty()).then(|| ids[self.rng.usize(..ids.len())].clone())
     }
 
-    /// Delivers a few records on every shard whose guard is valid, then commits.
-    async fn deliver_and_save(&mut self, id: &str, end_shard: bool) {
+    /// Delivers a few records on every shard whose guard is valid and whose lease is not
+    /// being handed off (that reader has stopped); returns the positions to commit.
+    fn deliver(&mut self, id: &str, end_shard: bool) -> StreamCheckpoint {
+        let mut cp = StreamCheckpoint::default();
         let Some(w) = self.workers.get(id) else {
-            return;
+            return cp;
         };
         let now = self.now(w);
         let view = w.leases.subscribe().borrow().clone();
-        let mut cp = StreamCheckpoint::default();
         let mut delivered = w.delivered.clone();
         for (shard, held) in &view.held {
-            if !held.guard.valid_at(now) {
+            if !held.guard.valid_at(now) || held.handoff {
                 continue;
             }
             let entry = delivered
@@ -195,13 +198,62 @@ impl Sim {
                 },
             );
         }
-        let w = self.workers.get_mut(id).unwrap_or_else(|| unreachable!());
-        w.delivered = delivered;
+        if let Some(w) = self.workers.get_mut(id) {
+            w.delivered = delivered;
+        }
+        cp
+    }
+
+    /// Delivers a few records on every shard it may read, then commits.
+    async fn deliver_and_save(&mut self, id: &str, end_shard: bool) {
+        let cp = self.deliver(id, end_shard);
+        let Some(w) = self.workers.get(id) else {
+            return;
+        };
         let r = w.leases.save(&cp).await;
         self.note(format!(
             "{id} save {:?} {r:?}",
             cp.shards.keys().collect::<Vec<_>>()
         ));
+    }
+
+    /// What the coordinator does for each lease a peer asked for: its reader has stopped;
+    /// commit what it delivered, then hand over. Records where each was handed over.
+    async fn complete_handoffs(&mut self, id: &str) {
+        let Some(w) = self.workers.get(id) else {
+            return;
+        };
+        let view = w.leases.subscribe().borrow().clone();
+        let mut cp = StreamCheckpoint::default();
+        for (shard, held) in view.held.iter().filter(|(_, h)| h.handoff) {
+            let at = match w.delivered.get(shard) {
+                Some((tenure, at)) if *tenure == held.tenure => *at,
+                _ => number(&held.start),
+            };
+            if at > 0 {
+                cp.shards.insert(
+                    shard.clone(),
+                    ShardCheckpoint {
+                        position: Some(pos(at)),
+                        ended: false,
+                    },
+                );
+            }
+        }
+        if view.held.values().all(|h| !h.handoff) {
+            return;
+        }
+        let _ = w.leases.save(&cp).await;
+        for (shard, _) in view.held.iter().filter(|(_, h)| h.handoff) {
+            w.leases.release_handoff(shard).await;
+            if let Some(row) = self.table.rows().into_iter().find(|r| &r.key == shard)
+                && row.owner.as_deref() != Some(id)
+            {
+                self.released_at
+                    .insert(shard.clone(), number(&row.checkpoint));
+            }
+        }
+        self.note(format!("{id} handed off"));
     }
 
     async fn step(&mut self, churn: bool) {
@@ -222,9 +274,14 @@ impl Sim {
                     self.take(&id).await;
                 }
             }
-            70..=89 => {
+            70..=84 => {
                 if let Some(id) = self.pick(State::Running) {
                     self.deliver_and_save(&id, churn).await;
+                }
+            }
+            85..=89 => {
+                if let Some(id) = self.pick(State::Running) {
+                    self.complete_handoffs(&id).await;
                 }
             }
             90..=92 if churn => {
@@ -342,6 +399,7 @@ impl Sim {
                 let w = &self.workers[id];
                 let now = self.now(w);
                 w.leases.renew_at(now).await;
+                self.complete_handoffs(id).await;
             }
             for id in &ids {
                 self.take(id).await;
@@ -382,7 +440,8 @@ impl Sim {
         for (w, c) in &counts {
             assert!(
                 (n / wk..=n.div_ceil(wk)).contains(c),
-                "seed {seed}: {w} holds {c} of {n} over {wk} workers: {counts:?}"
+                "seed {seed}: {w} holds {c} of {n} over {wk} workers: {counts:?}\n{}",
+                self.history()
             );
         }
     }
@@ -612,4 +671,160 @@ async fn table_unreachable_for_a_lease_duration_expires_the_lease_by_the_own_clo
     assert_eq!(lost.len(), 1);
     assert_eq!(lost[0].why, super::held::Loss::Expired);
     assert!(guard.lost().is_cancelled());
+}
+
+/// Two workers with clocks from one origin, `shards` leases all held by the first.
+async fn one_holds_everything(seed: u64, shards: usize) -> (Sim, String, String) {
+    let mut sim = Sim::new(seed);
+    let a = sim.join();
+    sim.workers[&a]
+        .leases
+        .sync_shards(&listed(shards))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let b = sim.join();
+    for w in sim.workers.values_mut() {
+        w.offset = Duration::ZERO;
+    }
+    let now = sim.now(&sim.workers[&a]);
+    let took = sim.workers[&a].leases.take_at(|| now).await;
+    assert_eq!(took.taken.len(), shards, "a alone takes every lease");
+    (sim, a, b)
+}
+
+async fn take(sim: &Sim, id: &str) -> super::worker::Took {
+    let now = sim.now(&sim.workers[id]);
+    sim.workers[id].leases.take_at(|| now).await
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_joining_worker_gets_its_share_by_handoff_resuming_exactly_where_the_owner_stopped() {
+    let (mut sim, a, b) = one_holds_everything(21, 2).await;
+    sim.deliver_and_save(&a, false).await;
+    // Delivered past the last checkpoint: a plain steal would read these records again.
+    let _ = sim.deliver(&a, false);
+    let took = take(&sim, &b).await;
+    assert_eq!(took.marked.len(), 1, "{took:?}");
+    assert!(took.taken.is_empty() && took.stolen.is_empty());
+    let shard = took.marked[0].clone();
+    let delivered = sim.workers[&a].delivered[&shard].1;
+    assert!(
+        number(
+            &sim.table
+                .rows()
+                .into_iter()
+                .find(|r| r.key == shard)
+                .unwrap_or_else(|| unreachable!())
+                .checkpoint
+        ) < delivered
+    );
+    // b waits for the owner: its pending mark counts as its own lease.
+    assert_eq!(take(&sim, &b).await, Default::default());
+    sim.t += L / 3;
+    let now = sim.now(&sim.workers[&a]);
+    assert!(sim.workers[&a].leases.renew_at(now).await.is_empty());
+    let view = sim.workers[&a].leases.subscribe().borrow().clone();
+    assert!(view.held[&shard].handoff, "the renewal found the mark");
+    assert!(
+        !view
+            .held
+            .values()
+            .filter(|h| !h.handoff)
+            .any(|h| !h.guard.valid_at(now))
+    );
+    sim.complete_handoffs(&a).await;
+    sim.check().await;
+    let row = sim
+        .table
+        .rows()
+        .into_iter()
+        .find(|r| r.key == shard)
+        .unwrap_or_else(|| unreachable!());
+    assert_eq!(
+        (row.owner.as_deref(), row.handoff.as_deref()),
+        (Some(b.as_str()), Some(b.as_str())),
+        "handed over, awaiting b's take"
+    );
+    assert_eq!(
+        number(&row.checkpoint),
+        delivered,
+        "the owner committed what it delivered"
+    );
+    let took = take(&sim, &b).await;
+    assert_eq!(
+        took.taken,
+        std::slice::from_ref(&shard),
+        "handed over: taken, not stolen"
+    );
+    let view = sim.workers[&b].leases.subscribe().borrow().clone();
+    assert_eq!(
+        number(&view.held[&shard].start),
+        delivered,
+        "zero duplicates"
+    );
+    assert!(
+        view.held[&shard].guard.valid_at(sim.now(&sim.workers[&b])),
+        "readable at once"
+    );
+    sim.check().await;
+    assert_eq!(sim.workers[&a].leases.subscribe().borrow().held.len(), 1);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_owner_dying_mid_handoff_loses_nothing_its_successor_resumes_at_the_last_checkpoint() {
+    for dies_after_checkpoint in [false, true] {
+        let (mut sim, a, b) = one_holds_everything(22, 2).await;
+        sim.deliver_and_save(&a, false).await;
+        let _ = sim.deliver(&a, false);
+        let took = take(&sim, &b).await;
+        let shard = took.marked[0].clone();
+        let delivered = sim.workers[&a].delivered[&shard].1;
+        let now = sim.now(&sim.workers[&a]);
+        sim.workers[&a].leases.renew_at(now).await;
+        assert!(sim.workers[&a].leases.subscribe().borrow().held[&shard].handoff);
+        if dies_after_checkpoint {
+            let mut cp = StreamCheckpoint::default();
+            cp.shards.insert(
+                shard.clone(),
+                ShardCheckpoint {
+                    position: Some(pos(delivered)),
+                    ended: false,
+                },
+            );
+            sim.workers[&a]
+                .leases
+                .save(&cp)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let checkpoint = number(
+            &sim.table
+                .rows()
+                .into_iter()
+                .find(|r| r.key == shard)
+                .unwrap_or_else(|| unreachable!())
+                .checkpoint,
+        );
+        // a dies before releasing: nothing happens to the row until it expires.
+        sim.workers.remove(&a);
+        sim.t += L / 2;
+        assert_eq!(
+            take(&sim, &b).await,
+            Default::default(),
+            "neither released nor expired"
+        );
+        sim.t += L;
+        let took = take(&sim, &b).await;
+        assert!(took.taken.contains(&shard), "expired: taken ({took:?})");
+        let start = number(&sim.workers[&b].leases.subscribe().borrow().held[&shard].start);
+        assert_eq!(start, checkpoint, "resumes at the last checkpoint");
+        assert!(start <= delivered, "nothing a delivered is skipped");
+        if dies_after_checkpoint {
+            assert_eq!(
+                start, delivered,
+                "the checkpoint had landed: no duplicates either"
+            );
+        }
+        sim.check().await;
+    }
 }

@@ -68,7 +68,8 @@ pub enum Update {
         /// The new owner.
         worker: String,
     },
-    /// Counter + 1.
+    /// Counter + 1. Also requires that no handoff is pending: a renewal that fails on a mark
+    /// tells the owner a peer asked for the lease.
     Renew,
     /// `checkpoint`, `checkpointSubSequenceNumber`; `ownerSwitchesSinceCheckpoint = 0`. The
     /// counter is unchanged: only ownership writes move it, so peers judge liveness by
@@ -79,19 +80,44 @@ pub enum Update {
     End,
     /// Owner removed, counter + 1: a peer may take it at once.
     Release,
+    /// `handoffTo = worker`, counter unchanged: asks the owner to checkpoint and hand the
+    /// lease over at its next renewal. Also requires that no handoff is pending.
+    Mark {
+        /// The worker asking for the lease.
+        worker: String,
+    },
+    /// `leaseOwner = to` (the worker that marked it), counter and owner switches each one
+    /// higher, the mark kept: the owner hands the lease over after its final checkpoint, and
+    /// `to` takes the row it now owns but does not hold yet (that take removes the mark).
+    Transfer {
+        /// The new owner.
+        to: String,
+    },
 }
 
 impl Update {
-    /// Whether the write moves `leaseCounter` (everything but a checkpoint).
+    /// Whether the write moves `leaseCounter` (everything but a checkpoint and a mark).
     pub fn bumps_counter(&self) -> bool {
-        !matches!(self, Update::Checkpoint(_))
+        !matches!(self, Update::Checkpoint(_) | Update::Mark { .. })
+    }
+
+    /// Whether the write also requires `attribute_not_exists(handoffTo)`.
+    pub fn requires_unmarked(&self) -> bool {
+        matches!(self, Update::Renew | Update::Mark { .. })
+    }
+
+    /// Whether the write's whole condition holds for `row` (the model of the condition
+    /// expression).
+    pub fn condition_holds(&self, fence: &Fence, row: &Lease) -> bool {
+        fence.matches(row) && !(self.requires_unmarked() && row.handoff.is_some())
     }
 
     /// The owner the row has after the write, given the owner it had.
     pub fn owner_after<'a>(&'a self, before: Option<&'a str>) -> Option<&'a str> {
         match self {
             Update::Take { worker } => Some(worker),
-            Update::Renew | Update::Checkpoint(_) => before,
+            Update::Transfer { to } => Some(to),
+            Update::Renew | Update::Checkpoint(_) | Update::Mark { .. } => before,
             Update::End | Update::Release => None,
         }
     }
@@ -104,6 +130,8 @@ impl Update {
             Update::Checkpoint(_) => "checkpoint",
             Update::End => "shard end",
             Update::Release => "release",
+            Update::Mark { .. } => "handoff mark",
+            Update::Transfer { .. } => "handoff transfer",
         }
     }
 
@@ -118,8 +146,14 @@ impl Update {
                     row.owner_switches += 1;
                 }
                 row.owner = Some(worker.clone());
+                row.handoff = None;
             }
             Update::Renew => {}
+            Update::Mark { worker } => row.handoff = Some(worker.clone()),
+            Update::Transfer { to } => {
+                row.owner = Some(to.clone());
+                row.owner_switches += 1;
+            }
             Update::Checkpoint(cp) => {
                 row.checkpoint = cp.clone();
                 row.owner_switches = 0;
@@ -128,8 +162,12 @@ impl Update {
                 row.checkpoint = Checkpoint::ShardEnd;
                 row.owner_switches = 0;
                 row.owner = None;
+                row.handoff = None;
             }
-            Update::Release => row.owner = None,
+            Update::Release => {
+                row.owner = None;
+                row.handoff = None;
+            }
         }
     }
 }
@@ -155,7 +193,8 @@ pub trait LeaseTable: Send + Sync + fmt::Debug {
     fn get<'a>(&'a self, key: &'a str) -> TableFuture<'a, Option<Lease>>;
     /// Writes `lease` if no row has its key (`attribute_not_exists(leaseKey)`).
     fn create<'a>(&'a self, lease: &'a Lease) -> TableFuture<'a, Outcome>;
-    /// Applies `update` if the row matches `fence`.
+    /// Applies `update` if the row matches `fence` (and, for a renewal or a mark, has no
+    /// pending handoff).
     fn update<'a>(
         &'a self,
         key: &'a str,

@@ -1,5 +1,6 @@
 //! Which leases to take: KCL 2.x's `LeaseTaker` rules, as pure functions of what one worker
-//! has observed and its own clock.
+//! has observed and its own clock, with KCL 3.x's graceful handoff in place of a balancing
+//! steal: the taker marks a live worker's lease and waits for its owner to release it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -13,6 +14,8 @@ struct Seen {
     /// When this worker first saw the row's current counter (its own clock). `None`: first
     /// seen unowned, so never renewed.
     changed_at: Option<Instant>,
+    /// When this worker first saw the row's current handoff mark (its own clock).
+    marked_at: Option<Instant>,
 }
 
 /// The rows of the last scan, each with the time its counter last changed as this worker saw
@@ -23,13 +26,25 @@ pub(crate) struct Observer {
     seen: HashMap<String, Seen>,
 }
 
-/// A lease to take.
+/// What to do with a lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Act {
+    /// Take it: unowned or expired.
+    Take,
+    /// Ask its live owner to hand it over (a balancing move): write the handoff mark.
+    Mark,
+    /// Take it from a live owner at once: the handoff this worker asked for was not done
+    /// within one lease duration (an owner that ignores marks), so balance the old way.
+    Steal,
+}
+
+/// A lease to act on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Choice {
-    /// The row as last seen (its counter and owner fence the take).
+    /// The row as last seen (its counter and owner fence the write).
     pub lease: Lease,
-    /// Taken from a live worker to balance (not unowned, not expired).
-    pub steal: bool,
+    /// What to write.
+    pub act: Act,
 }
 
 impl Observer {
@@ -52,7 +67,19 @@ impl Observer {
                 None if lease.owner.is_some() => Some(at),
                 None => None,
             };
-            next.insert(lease.key.clone(), Seen { lease, changed_at });
+            let marked_at = match (self.seen.get(&lease.key), &lease.handoff) {
+                (_, None) => None,
+                (Some(old), Some(to)) if old.lease.handoff.as_ref() == Some(to) => old.marked_at,
+                (_, Some(_)) => Some(at),
+            };
+            next.insert(
+                lease.key.clone(),
+                Seen {
+                    lease,
+                    changed_at,
+                    marked_at,
+                },
+            );
         }
         self.seen = next;
     }
@@ -69,15 +96,19 @@ impl Observer {
                     .is_none_or(|t| now.saturating_duration_since(t) > self.duration))
     }
 
-    /// The leases worker `me` (holding `held`) should take at `now`:
+    /// The leases worker `me` (holding `held`) should act on at `now`:
     ///
     /// - target per worker: ⌈leases ÷ workers⌉ (1 when there are at least as many workers as
     ///   leases), counting only unfinished leases and only workers that hold a live lease,
-    ///   plus `me`;
+    ///   plus `me`; a lease marked for handoff counts for the worker that asked for it;
+    /// - a lease handed over to `me` (owned by and marked for `me`, not held yet): take it;
+    /// - a lease `me` marked and its owner did not hand over within one lease duration: steal
+    ///   it (the fallback to a plain take);
     /// - if below target and some leases are unowned or expired: up to the shortfall of them,
     ///   in random order so workers do not all race for the same row;
-    /// - else steal at most one from the most loaded worker, if it holds more than the target,
-    ///   or exactly the target while `me` is short by more than one.
+    /// - else mark at most one unmarked lease of the most loaded worker for handoff, if it
+    ///   holds more than the target, or exactly the target while `me` is short by more than
+    ///   one.
     pub fn plan(
         &self,
         me: &str,
@@ -87,19 +118,47 @@ impl Observer {
     ) -> Vec<Choice> {
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         let mut available = Vec::new();
+        let mut overdue = Vec::new();
+        let mut adopt = Vec::new();
         let mut live = 0usize;
         for s in self.seen.values() {
             if s.lease.ended() {
                 continue;
             }
             live += 1;
+            let handed_to_me =
+                s.lease.owner.as_deref() == Some(me) && s.lease.handoff.as_deref() == Some(me);
             if held.contains(&s.lease.key) {
                 *counts.entry(me).or_default() += 1;
+            } else if handed_to_me {
+                *counts.entry(me).or_default() += 1;
+                adopt.push(&s.lease);
             } else if self.available(s, now) {
                 available.push(&s.lease);
+            } else if let Some(to) = s.lease.handoff.as_deref() {
+                *counts.entry(to).or_default() += 1;
+                let late = s
+                    .marked_at
+                    .is_some_and(|t| now.saturating_duration_since(t) > self.duration);
+                if to == me && late {
+                    overdue.push(&s.lease);
+                }
             } else if let Some(owner) = s.lease.owner.as_deref() {
                 *counts.entry(owner).or_default() += 1;
             }
+        }
+        if !adopt.is_empty() || !overdue.is_empty() {
+            adopt.sort_by(|a, b| a.key.cmp(&b.key));
+            overdue.sort_by(|a, b| a.key.cmp(&b.key));
+            let adopt = adopt.into_iter().map(|l| (l, Act::Take));
+            let overdue = overdue.into_iter().map(|l| (l, Act::Steal));
+            return adopt
+                .chain(overdue)
+                .map(|(l, act)| Choice {
+                    lease: l.clone(),
+                    act,
+                })
+                .collect();
         }
         let mine = *counts.entry(me).or_default();
         if live == 0 {
@@ -122,7 +181,7 @@ impl Observer {
                 .take(needed)
                 .map(|l| Choice {
                     lease: l.clone(),
-                    steal: false,
+                    act: Act::Take,
                 })
                 .collect();
         }
@@ -144,6 +203,7 @@ impl Observer {
             .filter(|s| {
                 !s.lease.ended()
                     && s.lease.owner.as_deref() == Some(victim)
+                    && s.lease.handoff.is_none()
                     && !self.available(s, now)
             })
             .map(|s| &s.lease)
@@ -155,7 +215,7 @@ impl Observer {
             .take(1)
             .map(|l| Choice {
                 lease: l.clone(),
-                steal: true,
+                act: Act::Mark,
             })
             .collect()
     }
@@ -195,7 +255,7 @@ mod tests {
             &mut rng,
         );
         assert_eq!(plan.len(), 1);
-        assert!(!plan[0].steal);
+        assert_eq!(plan[0].act, Act::Take);
         // A renewal resets the observer's timer.
         o.observe(vec![lease("a", Some("w1"), 6)], t0 + d * 2);
         assert!(
@@ -205,7 +265,7 @@ mod tests {
     }
 
     #[test]
-    fn steals_one_from_the_most_loaded_towards_ceiling_or_floor() {
+    fn marks_one_of_the_most_loaded_towards_ceiling_or_floor() {
         let t0 = Instant::now();
         let mut o = Observer::new(Duration::from_secs(10));
         let mut rng = fastrand::Rng::with_seed(2);
@@ -215,7 +275,7 @@ mod tests {
         o.observe(rows, t0);
         let plan = o.plan("c", &held(&[]), t0, &mut rng);
         assert_eq!(plan.len(), 1, "at most one per cycle");
-        assert!(plan[0].steal);
+        assert_eq!(plan[0].act, Act::Mark, "a live owner is asked, not robbed");
         assert_eq!(plan[0].lease.owner.as_deref(), Some("a"));
         // Balanced 2/2/2: nobody steals.
         let rows: Vec<Lease> = (0..6)
@@ -252,5 +312,41 @@ mod tests {
         let plan = o.plan("me", &held(&[]), t0, &mut rng);
         assert_eq!(plan.len(), 1);
         assert_eq!(plan[0].lease.key, "s1");
+    }
+
+    #[test]
+    fn a_pending_mark_counts_for_the_asker_and_falls_back_to_a_steal_after_a_lease_duration() {
+        let t0 = Instant::now();
+        let d = Duration::from_secs(9);
+        let mut o = Observer::new(d);
+        let mut rng = fastrand::Rng::with_seed(4);
+        // a holds 3, c asked for one of them: c counts it as its own and asks for nothing more.
+        let mut rows: Vec<Lease> = (0..4)
+            .map(|i| lease(&format!("s{i}"), Some(if i < 3 { "a" } else { "b" }), 1))
+            .collect();
+        rows[0].handoff = Some("c".into());
+        o.observe(rows.clone(), t0);
+        assert!(o.plan("c", &held(&[]), t0, &mut rng).is_empty());
+        // Nobody else marks a marked lease, nor counts it for its owner.
+        let plan = o.plan("d", &held(&[]), t0, &mut rng);
+        assert!(plan.iter().all(|c| c.lease.key != "s0"), "{plan:?}");
+        // The owner keeps renewing but never releases (it ignores marks): after one lease
+        // duration since c first saw its mark, c takes it the old way.
+        for (i, r) in rows.iter_mut().enumerate() {
+            r.counter = 2 + i as u64;
+        }
+        o.observe(rows.clone(), t0 + d);
+        assert!(o.plan("c", &held(&[]), t0 + d, &mut rng).is_empty());
+        for r in rows.iter_mut() {
+            r.counter += 10;
+        }
+        let late = t0 + d + Duration::from_millis(1);
+        o.observe(rows, late);
+        let plan = o.plan("c", &held(&[]), late, &mut rng);
+        assert_eq!(plan.len(), 1);
+        assert_eq!(
+            (plan[0].lease.key.as_str(), plan[0].act),
+            ("s0", Act::Steal)
+        );
     }
 }

@@ -12,11 +12,11 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::held::{Holder, LeaseGuard, Loss, Lost, fenced};
+use super::held::{Fenced, Holder, LeaseGuard, Loss, Lost, fenced};
 use super::lease::Checkpoint;
 use super::sync::{Initial, plan};
 use super::table::{Fence, LeaseTable, Outcome, TableError, Update};
-use super::taker::Observer;
+use super::taker::{Act, Observer};
 use crate::receiver::kinesis::checkpoint::StreamCheckpoint;
 use crate::receiver::kinesis::kinesis_stats::{KinesisStats, LeaseMetrics};
 use crate::receiver::kinesis::shards::ListedShard;
@@ -49,6 +49,8 @@ pub(crate) struct HeldView {
     pub guard: Arc<LeaseGuard>,
     pub tenure: u64,
     pub start: Checkpoint,
+    /// A peer asked for the lease: stop the reader, commit, then [`Leases::release_handoff`].
+    pub handoff: bool,
 }
 
 /// The table as of the last scan, and the leases held now.
@@ -63,6 +65,8 @@ pub(crate) struct LeaseView {
 pub(crate) struct Took {
     pub taken: Vec<String>,
     pub stolen: Vec<String>,
+    /// Leases marked for handoff to this worker (their owners release them).
+    pub marked: Vec<String>,
 }
 
 /// The worker's lease state for one stream, shared by the renewer, the taker, the checkpoint
@@ -180,6 +184,7 @@ impl Leases {
                         guard: h.guard.clone(),
                         tenure: h.tenure,
                         start: h.start.clone(),
+                        handoff: h.handoff.is_some(),
                     },
                 )
             })
@@ -202,21 +207,38 @@ impl Leases {
         }
     }
 
-    /// One renewer cycle; `now` is when the renewals are sent.
+    /// One renewer cycle; `now` is when the renewals are sent. A renewal that finds a handoff
+    /// mark flags the lease in the view: the coordinator stops its reader, commits, and calls
+    /// [`release_handoff`](Self::release_handoff).
     pub async fn renew_at(&self, now: Instant) -> Vec<Lost> {
         let mut holder = self.holder.lock().await;
         if holder.leases().is_empty() {
             return Vec::new();
         }
-        let (lost, errors) = holder.renew(&self.table, now).await;
-        for e in errors {
+        let renewed = holder.renew(&self.table, now).await;
+        for e in renewed.errors {
             self.ok::<()>(Err(e));
         }
-        if !lost.is_empty() {
-            self.report_lost(&lost);
+        for (shard, to) in &renewed.handoffs {
+            info!(stream = %self.settings.stream, %shard, worker = %self.settings.worker, to = %to, "shard lease requested by a peer; handing it off after the final checkpoint");
+        }
+        if !renewed.lost.is_empty() || !renewed.handoffs.is_empty() {
+            self.report_lost(&renewed.lost);
             self.publish(&holder);
         }
-        lost
+        renewed.lost
+    }
+
+    /// Releases a lease being handed off, once its reader stopped and the checkpoint of what
+    /// it delivered was committed: the peer that asked takes it from there.
+    pub async fn release_handoff(&self, shard: &str) {
+        let mut holder = self.holder.lock().await;
+        let r = holder.release_handoff(&self.table, shard).await;
+        if let Some(released) = self.ok(r) {
+            info!(stream = %self.settings.stream, %shard, worker = %self.settings.worker, released, "shard lease handed off");
+        }
+        self.publish(&holder);
+        drop(holder);
     }
 
     /// One taker cycle: scan, judge expiry at `clock()` after the scan, take what the rules
@@ -242,36 +264,43 @@ impl Leases {
                 counter: lease.counter,
                 owner: lease.owner.clone(),
             };
-            let take = Update::Take {
-                worker: self.settings.worker.clone(),
+            let worker = self.settings.worker.clone();
+            let update = match choice.act {
+                Act::Mark => Update::Mark { worker },
+                Act::Take | Act::Steal => Update::Take { worker },
             };
             let sent = clock();
-            let r = fenced(self.table.as_ref(), &lease.key, &fence, &take).await;
-            match self.ok(r) {
-                Some((Outcome::Written, _)) => {
-                    let answered = clock();
-                    self.holder
-                        .lock()
-                        .await
-                        .insert_taken(lease, sent, answered, choice.steal);
-                    self.metrics.taken(choice.steal);
-                    info!(
-                        stream = %self.settings.stream,
-                        shard = %lease.key,
-                        worker = %self.settings.worker,
-                        from = lease.owner.as_deref().unwrap_or("nobody"),
-                        steal = choice.steal,
-                        checkpoint = %lease.checkpoint,
-                        "shard lease taken"
-                    );
-                    if choice.steal {
-                        took.stolen.push(lease.key.clone());
-                    } else {
-                        took.taken.push(lease.key.clone());
-                    }
-                }
+            let r = fenced(self.table.as_ref(), &lease.key, &fence, &update).await;
+            let Some(Fenced::Written | Fenced::WrittenLate) = self.ok(r) else {
                 // Someone else wrote the row since the scan; the next cycle sees it.
-                Some((Outcome::Conflict, _)) | None => {}
+                continue;
+            };
+            let from = lease.owner.as_deref().unwrap_or("nobody");
+            if choice.act == Act::Mark {
+                info!(stream = %self.settings.stream, shard = %lease.key, worker = %self.settings.worker, from, "asked the owner to hand the shard lease over");
+                took.marked.push(lease.key.clone());
+                continue;
+            }
+            let steal = choice.act == Act::Steal;
+            let answered = clock();
+            self.holder
+                .lock()
+                .await
+                .insert_taken(lease, sent, answered, steal);
+            self.metrics.taken(steal);
+            info!(
+                stream = %self.settings.stream,
+                shard = %lease.key,
+                worker = %self.settings.worker,
+                from,
+                steal,
+                checkpoint = %lease.checkpoint,
+                "shard lease taken"
+            );
+            if steal {
+                took.stolen.push(lease.key.clone());
+            } else {
+                took.taken.push(lease.key.clone());
             }
         }
         let holder = self.holder.lock().await;

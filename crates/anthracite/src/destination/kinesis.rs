@@ -1,0 +1,545 @@
+//! Kinesis destinations (Cargo feature `kinesis`): datapoints → KPL-aggregated records →
+//! `PutRecords`.
+//!
+//! Each datapoint becomes one user record: its plaintext line, under the metric name as
+//! partition key, so a series always maps to one shard. User records are packed per shard
+//! into KPL aggregates ([`crate::protocol::kpl::Aggregator`]) of at most
+//! `AGGREGATE_BYTES`, the KPL's default `AggregationMaxSize`: the shard comes from the
+//! name's MD5, as Kinesis computes it, against the open shards' hash ranges listed when the
+//! destination connects, and the aggregate's outer partition key is its first user record's,
+//! so Kinesis routes it where every record inside belongs. A name that is not UTF-8 or is
+//! longer than Kinesis' 256-character limit is keyed by the hex of its MD5 instead. Any
+//! anthracite Kinesis source (and the KCL) de-aggregates the records.
+//!
+//! The same queue as a carbon-cache sits in front (full policy, spill, replay). "Connecting"
+//! lists the stream's shards, so a wrong endpoint, missing credentials or a missing stream
+//! are connection failures (logged once per episode, retried with backoff, the data
+//! queued). A round takes batches from the queue, encodes them, and `PutRecords` them, at
+//! most 500 records or 5 MiB per call; records the service rejects (throttling, internal
+//! errors) are retried alone with backoff until acknowledged. The round's datapoints count as
+//! sent only once every record holding them was acknowledged. A round that makes no progress
+//! for `write_timeout` (calls failing or timing out, every record throttled) marks the
+//! destination dead like a hung carbon-cache: its batches go back to the queue (records the
+//! stream had already acknowledged are sent again: at-least-once) and it reconnects.
+
+use std::time::{Duration, Instant};
+
+use aws_config::{BehaviorVersion, Region};
+use aws_sdk_kinesis::Client;
+use aws_sdk_kinesis::primitives::Blob;
+use aws_sdk_kinesis::types::PutRecordsRequestEntry;
+use bytes::{Bytes, BytesMut};
+use md5::{Digest, Md5};
+use tracing::{debug, warn};
+
+use super::{
+    Backoff, DestinationConfig, DestinationSignals, Episode, KinesisTarget, Served, gather,
+};
+use crate::batch::Batch;
+use crate::protocol::kpl::{Aggregator, MAX_RECORD_BYTES};
+use crate::protocol::line;
+use crate::queue::{DestinationDropReason, DestinationQueue};
+
+/// The KPL's default `AggregationMaxSize`: an aggregate of this size carries hundreds of
+/// datapoints while a shard's 1 MiB/s write limit still takes about twenty of them a second.
+const AGGREGATE_BYTES: usize = 51_200;
+/// `PutRecords` limits: records and bytes (data plus partition keys) per call.
+const CALL_RECORDS: usize = 500;
+const CALL_BYTES: usize = 5 << 20;
+/// Kinesis' limit on a partition key, in Unicode characters (checked in bytes: stricter).
+const MAX_PARTITION_KEY: usize = 256;
+
+/// One aggregated record waiting for its acknowledgement.
+struct Pending {
+    data: Bytes,
+    key: String,
+}
+
+/// An open shard's hash key range, inclusive.
+#[derive(Clone, Copy, Debug)]
+struct Range {
+    start: u128,
+    end: u128,
+}
+
+/// The Kinesis side of a destination task: the client and the encoding state it reuses.
+pub(crate) struct Sender {
+    name: String,
+    target: KinesisTarget,
+    flush_bytes: usize,
+    linger: Duration,
+    write_timeout: Option<Duration>,
+    backoff: (Duration, Duration),
+    client: Option<Client>,
+    shards: Vec<Range>,
+    aggregators: Vec<Aggregator>,
+    line: BytesMut,
+    out: Vec<u8>,
+    in_flight: Vec<Batch>,
+}
+
+/// Why a round stopped short.
+enum RoundError {
+    /// A call failed in a way retrying will not fix on this "connection" (stream missing,
+    /// credentials, endpoint): reconnect.
+    Lost(std::io::Error),
+    /// No progress for the write timeout.
+    Stalled(std::io::Error),
+    GaveUp,
+    Aborted,
+}
+
+impl Sender {
+    pub(crate) fn new(config: &DestinationConfig) -> Option<Self> {
+        let target = config.kinesis.clone()?;
+        Some(Self {
+            name: config.spec.to_string(),
+            target,
+            flush_bytes: config.flush_bytes,
+            linger: config.linger,
+            write_timeout: config.write_timeout,
+            backoff: (config.backoff_min, config.backoff_max),
+            client: None,
+            shards: Vec::new(),
+            aggregators: Vec::new(),
+            line: BytesMut::with_capacity(512),
+            out: Vec::with_capacity(AGGREGATE_BYTES + 1024),
+            in_flight: Vec::new(),
+        })
+    }
+
+    async fn client(&mut self) -> Client {
+        if let Some(c) = &self.client {
+            return c.clone();
+        }
+        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        if let Some(r) = &self.target.region {
+            loader = loader.region(Region::new(r.clone()));
+        }
+        let sdk = loader.load().await;
+        let mut conf = aws_sdk_kinesis::config::Builder::from(&sdk);
+        if let Some(url) = &self.target.endpoint_url {
+            conf = conf.endpoint_url(url);
+        }
+        let client = Client::from_conf(conf.build());
+        self.client = Some(client.clone());
+        client
+    }
+
+    /// Lists the stream's open shards (the destination's "connect").
+    pub(crate) async fn connect(&mut self, timeout: Duration) -> std::io::Result<()> {
+        let client = self.client().await;
+        let list = async {
+            let mut ranges = Vec::new();
+            let mut token: Option<String> = None;
+            loop {
+                let req = match token.take() {
+                    Some(t) => client.list_shards().next_token(t),
+                    None => client.list_shards().stream_name(&self.target.stream),
+                };
+                let out = req.send().await.map_err(|e| io_error(&e))?;
+                for s in out.shards() {
+                    let open = s
+                        .sequence_number_range()
+                        .is_some_and(|r| r.ending_sequence_number().is_none());
+                    let Some(r) = s.hash_key_range() else {
+                        continue;
+                    };
+                    let parse = |t: &str| t.parse::<u128>().ok();
+                    if let (true, Some(start), Some(end)) = (
+                        open,
+                        parse(r.starting_hash_key()),
+                        parse(r.ending_hash_key()),
+                    ) {
+                        ranges.push(Range { start, end });
+                    }
+                }
+                match out.next_token() {
+                    Some(t) if !t.is_empty() => token = Some(t.to_string()),
+                    _ => break,
+                }
+            }
+            Ok::<_, std::io::Error>(ranges)
+        };
+        let mut ranges = tokio::time::timeout(timeout, list).await.map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::TimedOut, "ListShards timed out")
+        })??;
+        if ranges.is_empty() {
+            return Err(std::io::Error::other(format!(
+                "stream {} has no open shard",
+                self.target.stream
+            )));
+        }
+        ranges.sort_by_key(|r| r.start);
+        self.shards = ranges;
+        self.aggregators
+            .resize_with(self.shards.len(), Aggregator::new);
+        Ok(())
+    }
+
+    pub(crate) async fn serve(
+        &mut self,
+        queue: &DestinationQueue,
+        signals: &DestinationSignals,
+        episode: &mut Episode,
+    ) -> Served {
+        let connected_at = Instant::now();
+        loop {
+            let first = tokio::select! {
+                biased;
+                _ = signals.abort.cancelled() => return Served::Aborted,
+                b = queue.pop() => b,
+            };
+            let Some(first) = first else {
+                return Served::Drained;
+            };
+            gather(
+                queue,
+                first,
+                self.flush_bytes,
+                self.linger,
+                &mut self.in_flight,
+            )
+            .await;
+            let mut records = Vec::new();
+            let encoded = self.encode(&mut records);
+            match self.put_all(records, signals, episode.is_active()).await {
+                Ok(()) => {
+                    queue.recycle(self.in_flight.drain(..));
+                    queue.settle(
+                        encoded.datapoints,
+                        encoded.records(),
+                        &[(DestinationDropReason::Unencodable, encoded.unencodable)],
+                    );
+                    episode.delivered(&self.name, connected_at);
+                }
+                Err(e) => {
+                    queue.requeue(std::mem::take(&mut self.in_flight));
+                    return match e {
+                        RoundError::Lost(e) => Served::Lost(e),
+                        RoundError::Stalled(e) => Served::Hung(e),
+                        RoundError::GaveUp => Served::GaveUp,
+                        RoundError::Aborted => Served::Aborted,
+                    };
+                }
+            }
+        }
+    }
+
+    /// The shard whose hash range holds `hash` (the last one when the listing has a gap).
+    fn shard_of(&self, hash: u128) -> usize {
+        let i = self.shards.partition_point(|r| r.start <= hash);
+        let i = i.saturating_sub(1);
+        debug_assert!(
+            self.shards
+                .get(i)
+                .is_none_or(|r| hash <= r.end || i + 1 == self.shards.len())
+        );
+        i
+    }
+
+    /// Encodes the in-flight batches into aggregated records, per shard.
+    fn encode(&mut self, records: &mut Vec<Pending>) -> EncodedRound {
+        let mut round = EncodedRound::default();
+        let batches = std::mem::take(&mut self.in_flight);
+        let mut hex = [0u8; 32];
+        for dp in batches.iter().flat_map(|b| b.iter()) {
+            let digest: [u8; 16] = Md5::digest(dp.name).into();
+            let key: &[u8] = match std::str::from_utf8(dp.name) {
+                Ok(k) if !k.is_empty() && k.len() <= MAX_PARTITION_KEY => dp.name,
+                _ => {
+                    hex_into(&digest, &mut hex);
+                    &hex
+                }
+            };
+            self.line.clear();
+            line::encode_line(dp, &mut self.line);
+            let need = Aggregator::push_len(key.len(), self.line.len());
+            if need + key.len() + 32 > MAX_RECORD_BYTES {
+                round.unencodable += 1;
+                continue;
+            }
+            let shard = if self.shards.len() > 1 {
+                self.shard_of(u128::from_be_bytes(digest))
+            } else {
+                0
+            };
+            let Some(agg) = self.aggregators.get_mut(shard) else {
+                round.unencodable += 1;
+                continue;
+            };
+            if !agg.is_empty() && agg.encoded_len() + need > AGGREGATE_BYTES {
+                finish(agg, &mut self.out, records);
+                round.records += 1;
+            }
+            agg.push_bytes(key, None, &self.line);
+            round.datapoints += 1;
+        }
+        for agg in self.aggregators.iter_mut().filter(|a| !a.is_empty()) {
+            finish(agg, &mut self.out, records);
+            round.records += 1;
+        }
+        self.in_flight = batches;
+        round
+    }
+
+    /// Puts every record, retrying the ones the service rejects, until all are acknowledged.
+    async fn put_all(
+        &mut self,
+        mut pending: Vec<Pending>,
+        signals: &DestinationSignals,
+        known_dead: bool,
+    ) -> Result<(), RoundError> {
+        let client = self.client().await;
+        let mut backoff = Backoff::new(self.backoff.0, self.backoff.1);
+        let mut progress_at = Instant::now();
+        let mut warned = false;
+        while !pending.is_empty() {
+            if signals.abort.is_cancelled() {
+                return Err(RoundError::Aborted);
+            }
+            let limit = match (
+                self.write_timeout,
+                signals.drain.is_cancelled() && known_dead,
+            ) {
+                (_, true) => Some(super::DEAD_AT_SHUTDOWN),
+                (t, false) => t,
+            };
+            if let Some(limit) = limit
+                && progress_at.elapsed() >= limit
+            {
+                if signals.drain.is_cancelled() && known_dead {
+                    return Err(RoundError::GaveUp);
+                }
+                return Err(RoundError::Stalled(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no record acknowledged for {} ms", limit.as_millis()),
+                )));
+            }
+            let (mut n, mut bytes) = (0, 0);
+            for p in &pending {
+                let size = p.data.len() + p.key.len();
+                if n == CALL_RECORDS || (n > 0 && bytes + size > CALL_BYTES) {
+                    break;
+                }
+                n += 1;
+                bytes += size;
+            }
+            let entries: Vec<PutRecordsRequestEntry> = pending[..n]
+                .iter()
+                .filter_map(|p| {
+                    PutRecordsRequestEntry::builder()
+                        .data(Blob::new(p.data.clone()))
+                        .partition_key(&p.key)
+                        .build()
+                        .ok()
+                })
+                .collect();
+            let call = client
+                .put_records()
+                .stream_name(&self.target.stream)
+                .set_records(Some(entries))
+                .send();
+            let response = tokio::select! {
+                _ = signals.abort.cancelled() => return Err(RoundError::Aborted),
+                r = with_limit(limit, call) => r,
+            };
+            let failed_at: Vec<usize> = match response {
+                Some(Ok(out)) => out
+                    .records()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.error_code().is_some())
+                    .map(|(i, _)| i)
+                    .collect(),
+                Some(Err(e)) => {
+                    let missing = e
+                        .as_service_error()
+                        .is_some_and(|s| s.is_resource_not_found_exception());
+                    let throttled = e.as_service_error().is_some_and(|s| {
+                        s.is_provisioned_throughput_exceeded_exception()
+                            || s.is_kms_throttling_exception()
+                    });
+                    if !throttled && (missing || e.as_service_error().is_none()) {
+                        return Err(RoundError::Lost(io_error(&e)));
+                    }
+                    if !warned {
+                        warned = true;
+                        warn!(destination = %self.name, error = %error_text(&e), "PutRecords failed; retrying with backoff");
+                    }
+                    (0..n).collect()
+                }
+                // The call outlived the limit: judged by the stall check above.
+                None => (0..n).collect(),
+            };
+            let acknowledged = n - failed_at.len();
+            if acknowledged > 0 {
+                progress_at = Instant::now();
+                backoff.reset();
+            }
+            // Failed records stay, in order, ahead of the ones not sent yet.
+            let mut keep = failed_at.into_iter().peekable();
+            let mut i = 0;
+            pending.retain(|_| {
+                let k = i;
+                i += 1;
+                if k >= n {
+                    return true;
+                }
+                if keep.peek() == Some(&k) {
+                    keep.next();
+                    return true;
+                }
+                false
+            });
+            if acknowledged < n {
+                debug!(destination = %self.name, rejected = n - acknowledged, "records rejected (throttled or failed); retrying them");
+                let wait = backoff.next_delay();
+                tokio::select! {
+                    _ = signals.abort.cancelled() => return Err(RoundError::Aborted),
+                    _ = tokio::time::sleep(wait) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Round counts: datapoints encoded, records made, datapoints too large for a record.
+#[derive(Debug, Default)]
+struct EncodedRound {
+    datapoints: usize,
+    records: usize,
+    unencodable: usize,
+}
+
+impl EncodedRound {
+    fn records(&self) -> usize {
+        self.records
+    }
+}
+
+fn finish(agg: &mut Aggregator, out: &mut Vec<u8>, records: &mut Vec<Pending>) {
+    // Keys are UTF-8 (checked when pushed); a lossy conversion would never change them.
+    let key = String::from_utf8_lossy(agg.first_partition_key()).into_owned();
+    out.clear();
+    agg.finish(out);
+    records.push(Pending {
+        data: Bytes::copy_from_slice(out),
+        key,
+    });
+}
+
+fn hex_into(digest: &[u8; 16], out: &mut [u8; 32]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (i, b) in digest.iter().enumerate() {
+        out[2 * i] = HEX[usize::from(b >> 4)];
+        out[2 * i + 1] = HEX[usize::from(b & 0xf)];
+    }
+}
+
+async fn with_limit<F: std::future::Future>(limit: Option<Duration>, f: F) -> Option<F::Output> {
+    match limit {
+        Some(l) => tokio::time::timeout(l, f).await.ok(),
+        None => Some(f.await),
+    }
+}
+
+/// The full error chain, for logs.
+pub(crate) fn error_text<E: std::error::Error + 'static>(e: &E) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}
+
+fn io_error<E: std::error::Error + 'static>(e: &E) -> std::io::Error {
+    std::io::Error::other(error_text(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::kpl::{Deaggregated, deaggregate};
+
+    fn sender(shards: &[(u128, u128)]) -> Sender {
+        let mut s = Sender {
+            name: "k".into(),
+            target: KinesisTarget {
+                stream: "s".into(),
+                region: None,
+                endpoint_url: None,
+            },
+            flush_bytes: 1 << 16,
+            linger: Duration::ZERO,
+            write_timeout: None,
+            backoff: (Duration::from_millis(1), Duration::from_millis(2)),
+            client: None,
+            shards: shards
+                .iter()
+                .map(|&(start, end)| Range { start, end })
+                .collect(),
+            aggregators: Vec::new(),
+            line: BytesMut::new(),
+            out: Vec::new(),
+            in_flight: Vec::new(),
+        };
+        s.aggregators.resize_with(shards.len(), Aggregator::new);
+        s
+    }
+
+    #[test]
+    fn datapoints_are_aggregated_per_shard_keyed_by_name() {
+        let half = u128::MAX / 2;
+        let mut s = sender(&[(0, half), (half + 1, u128::MAX)]);
+        let mut b = Batch::new();
+        for i in 0..2000 {
+            b.push(
+                format!("servers.host{i}.cpu").as_bytes(),
+                1_700_000_000.0,
+                i as f64,
+            )
+            .expect("room");
+        }
+        b.push(&[0xff, 0xfe], 1.0, 1.0).expect("room");
+        b.push(&vec![b'x'; MAX_RECORD_BYTES], 1.0, 1.0)
+            .expect("room");
+        s.in_flight.push(b);
+        let mut records = Vec::new();
+        let round = s.encode(&mut records);
+        assert_eq!((round.datapoints, round.unencodable), (2001, 1));
+        assert_eq!(round.records, records.len());
+        assert!(records.len() * 50 < 2001, "{} records", records.len());
+        let mut seen = 0;
+        for r in &records {
+            assert!(r.data.len() <= AGGREGATE_BYTES, "{}", r.data.len());
+            let Deaggregated::Aggregated(agg) = deaggregate(&r.data) else {
+                panic!("not an aggregate");
+            };
+            let outer = s.shard_of(u128::from_be_bytes(Md5::digest(r.key.as_bytes()).into()));
+            for u in &agg.records {
+                let key = agg.partition_key(u);
+                let Ok(line) = std::str::from_utf8(&u.data) else {
+                    assert_eq!(
+                        key.len(),
+                        32,
+                        "a name that is not UTF-8 is keyed by its MD5"
+                    );
+                    continue;
+                };
+                assert!(line.starts_with(&format!("{key} ")), "{key} / {line}");
+                let shard = s.shard_of(u128::from_be_bytes(Md5::digest(key.as_bytes()).into()));
+                assert_eq!(
+                    shard, outer,
+                    "every record of an aggregate belongs to its shard"
+                );
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, 2000);
+    }
+}
