@@ -92,6 +92,12 @@ pub mod kinesis {
     pub use crate::receiver::kinesis::*;
 }
 
+/// The Kafka source.
+#[cfg(feature = "kafka")]
+pub mod kafka {
+    pub use crate::receiver::kafka::*;
+}
+
 /// KPL de-aggregation (Cargo feature `kpl`, part of `kinesis`).
 #[cfg(feature = "kpl")]
 pub mod kpl {

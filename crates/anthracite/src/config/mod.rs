@@ -7,6 +7,7 @@
 mod builder;
 pub mod carbon;
 pub mod ini;
+pub mod kafka;
 pub mod kinesis;
 mod placement;
 pub mod raw;
@@ -26,6 +27,7 @@ pub use telemetry::TelemetryConfig;
 
 pub use builder::ConfigBuilder;
 pub use carbon::{CarbonImport, CarbonOptions};
+pub use kafka::KafkaConfig;
 pub use kinesis::KinesisConfig;
 pub use raw::{LogFormat, RawConfig};
 
@@ -135,6 +137,9 @@ pub struct Config {
     /// Kinesis Data Streams sources (`[[kinesis]]`).
     #[cfg_attr(not(feature = "kinesis"), allow(dead_code))]
     pub(crate) kinesis: Vec<KinesisConfig>,
+    /// Kafka sources (`[[kafka]]`).
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    pub(crate) kafka: Vec<KafkaConfig>,
     /// The raw configuration with every default filled in (what `anthracite check` prints).
     pub(crate) resolved: RawConfig,
 }
@@ -206,6 +211,8 @@ impl Config {
         let admin_listen = validate::admin(&raw.admin, &ctx)?;
         let kinesis = kinesis::validate_all(&raw.kinesis.0, listen.max_line_length)
             .map_err(|(key, message)| ctx.invalid(&key, message))?;
+        let kafka = kafka::validate_all(&raw.kafka.0, listen.max_line_length)
+            .map_err(|(key, message)| ctx.invalid(&key, message))?;
         Ok(Config {
             route_cache_bytes,
             listen,
@@ -218,6 +225,7 @@ impl Config {
             admin_listen,
             source: file.to_string(),
             kinesis,
+            kafka,
             resolved: raw,
         })
     }
