@@ -44,7 +44,7 @@ impl Encoder {
         let mut points = batches.iter().flat_map(|b| b.iter());
         let mut e = Encoded::default();
         match self.protocol {
-            OutputProtocol::Line | OutputProtocol::Udp => {
+            OutputProtocol::Line | OutputProtocol::Udp | OutputProtocol::Kafka => {
                 for dp in points {
                     line::encode_line(dp, out);
                 }
