@@ -107,7 +107,7 @@ async fn group_of_three_balances_and_hands_over_on_sigkill_and_sigterm() {
         "{duplicates} duplicates, more than the {bound} messages between the last commits and the end of the partitions at the kill"
     );
     eprintln!(
-        "SIGKILL: {duplicates} duplicate datapoints (bound {bound}: messages after the killed relay's last commit)"
+        "SIGKILL: {duplicates} duplicate datapoints (bound {bound}: messages between its last commits and the partitions' ends at the kill)"
     );
 
     // Phase 3: SIGTERM relay 1 mid-stream: it commits what it delivered before releasing

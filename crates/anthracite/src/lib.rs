@@ -23,7 +23,8 @@
 //!    first.
 //! 5. **send** — `src/destination/`: one task per destination drains its queue, encodes
 //!    pickle, line or protobuf messages (or packs lines into UDP datagrams), writes in large
-//!    batches, over TLS where configured, and reconnects with capped, jittered backoff.
+//!    batches, over TLS where configured, and reconnects with capped, jittered backoff; a
+//!    `protocol = "kafka"` destination writes to a Kafka topic instead (`destination/kafka.rs`).
 //!
 //! `src/config/` reads `relay.toml`, or an unchanged carbon `carbon.conf` with its relay-rules
 //! and aggregation-rules files, into a validated [`Config`].
@@ -36,7 +37,9 @@
 //! and `/destinations`. Other
 //! sources join at step 3 through an [`Ingestor`]: the Kinesis Data Streams reader
 //! (`src/receiver/kinesis/`, Cargo feature `kinesis`; its `leases/` share a stream's shards across
-//! relays through a DynamoDB lease table) and any embedding program, via
+//! relays through a DynamoDB lease table), the Kafka consumer (`src/receiver/kafka/`, Cargo
+//! feature `kafka`; relays in one consumer group share a topic's partitions) and any embedding
+//! program, via
 //! [`RelayHandle::ingestor`]. `src/bench/` (Cargo feature `bench`) is the capacity-planning
 //! harness behind `anthracite bench`.
 //!
@@ -52,6 +55,8 @@
 //! ## Cargo features
 //!
 //! - `kinesis`: the AWS Kinesis Data Streams source (the AWS SDK). Opt in when embedding.
+//! - `kafka`: the Kafka source and destination (librdkafka, built from source); `kafka-tls`
+//!   adds OpenSSL for TLS and SCRAM to the brokers.
 //! - `cli`, `bench`: the `anthracite` binary and its benchmark harness.
 //!
 //! `default-features = false` gives the relay core alone (no clap, plotters, indicatif,

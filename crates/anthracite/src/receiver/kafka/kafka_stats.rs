@@ -2,7 +2,7 @@
 //! rebalance and per statistics report, never per message; mirrored to the `metrics` facade
 //! (names in [`crate::metric_names::kafka`]).
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -63,6 +63,8 @@ struct Handles {
 /// One partition's counters.
 #[derive(Debug)]
 pub(crate) struct PartitionCounters {
+    /// Assigned to this relay now (a released partition's commit age is not ours to report).
+    assigned: AtomicBool,
     lag: AtomicI64,
     messages: AtomicU64,
     lines: AtomicU64,
@@ -170,6 +172,7 @@ impl KafkaStats {
             ("partition", partition.to_string()),
         ];
         let c = Arc::new(PartitionCounters {
+            assigned: AtomicBool::new(false),
             lag: AtomicI64::new(0),
             messages: AtomicU64::new(0),
             lines: AtomicU64::new(0),
@@ -234,12 +237,26 @@ impl PartitionCounters {
         self.lag_gauge.set(lag as f64);
     }
 
+    /// The partition was assigned (`true`) or released.
+    pub(crate) fn set_assigned(&self, on: bool) {
+        self.assigned.store(on, Relaxed);
+        if on {
+            *self.committed_at.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        } else {
+            self.lag(0);
+        }
+        self.commit_age_gauge.set(0.0);
+    }
+
     pub(crate) fn committed_now(&self) {
         *self.committed_at.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         self.commit_age_gauge.set(0.0);
     }
 
     fn commit_age(&self) -> f64 {
+        if !self.assigned.load(Relaxed) {
+            return 0.0;
+        }
         let age = self
             .committed_at
             .lock()

@@ -39,6 +39,7 @@ impl Positions {
     /// A partition joins (a rebalance assigned it).
     pub(crate) fn assign(&mut self, topic: &str, partition: i32, counters: Arc<PartitionCounters>) {
         if self.find(topic, partition).is_none() {
+            counters.set_assigned(true);
             self.parts.push(Part {
                 topic: topic.to_string(),
                 partition,
@@ -53,8 +54,13 @@ impl Positions {
 
     /// A partition leaves (revoked or lost); what it had accepted is committed before.
     pub(crate) fn revoke(&mut self, topic: &str, partition: i32) {
-        self.parts
-            .retain(|p| !(p.topic == topic && p.partition == partition));
+        self.parts.retain(|p| {
+            let gone = p.topic == topic && p.partition == partition;
+            if gone {
+                p.counters.set_assigned(false);
+            }
+            !gone
+        });
         self.last = 0;
     }
 
