@@ -7,7 +7,7 @@ use crate::support_kafka::client;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_starts_and_round_trips_a_message() {
-    let _turn = exclusive();
+    let _turn = exclusive().await;
     let broker = Broker::shared();
     broker.create_topic("support-smoke", 2).await;
     let p = client::producer(&broker.bootstrap);

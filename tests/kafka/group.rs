@@ -43,7 +43,7 @@ fn produce_slowly(bootstrap: String, messages: Vec<(i32, Vec<u8>)>) -> tokio::ta
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_of_three_balances_and_hands_over_on_sigkill_and_sigterm() {
-    let _turn = exclusive();
+    let _turn = exclusive().await;
     let broker = Broker::shared();
     broker.create_topic(TOPIC, PARTITIONS).await;
     let (sink, received) = crate::sink::start("127.0.0.1:0").await;

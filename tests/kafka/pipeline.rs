@@ -59,7 +59,7 @@ async fn wait_all(sinks: &[&Received], tag: &str, n: usize, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edge_to_kafka_to_caches_delivers_once_and_survives_a_broker_outage() {
-    let _turn = exclusive();
+    let _turn = exclusive().await;
     let broker = Broker::shared();
     broker.create_topic(TOPIC, 4).await;
     let (a, got_a) = crate::sink::start("127.0.0.1:0").await;

@@ -23,7 +23,7 @@ fn relay_toml(sink: SocketAddr, admin: u16, kafka: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_from_a_timestamp_reads_exactly_the_messages_after_it() {
-    let _turn = exclusive();
+    let _turn = exclusive().await;
     let broker = Broker::shared();
     let topic = "backfill";
     broker.create_topic(topic, 2).await;
@@ -89,7 +89,7 @@ async fn backfill_from_a_timestamp_reads_exactly_the_messages_after_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_messages_and_dead_brokers_are_counted_and_never_stall_other_sources() {
-    let _turn = exclusive();
+    let _turn = exclusive().await;
     let broker = Broker::shared();
     broker.create_topic("bad-lines", 1).await;
     broker.create_topic("bad-pickle", 1).await;

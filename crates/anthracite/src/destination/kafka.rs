@@ -14,7 +14,7 @@
 //! carbon-cache; messages of that write already acknowledged are sent again (at-least-once).
 //!
 //! The partition count comes from the topic's metadata at each (re)connection and is
-//! refreshed every [`METADATA_REFRESH`]; adding partitions moves series, as it does for any
+//! refreshed every `METADATA_REFRESH`; adding partitions moves series, as it does for any
 //! keyed Kafka producer.
 
 use std::sync::Arc;
@@ -203,7 +203,7 @@ async fn send(
 /// The topic's partition count (blocking metadata request on the blocking pool).
 async fn partitions(producer: &FutureProducer, topic: &str) -> Result<i32, String> {
     let (p, t) = (producer.clone(), topic.to_string());
-    let metadata = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         p.client()
             .fetch_metadata(Some(&t), METADATA_TIMEOUT)
             .map_err(|e| e.to_string())
@@ -214,10 +214,7 @@ async fn partitions(producer: &FutureProducer, topic: &str) -> Result<i32, Strin
                     .find(|x| x.name() == t)
                     .ok_or_else(|| format!("topic {t} not in the metadata"))?;
                 if let Some(e) = topic.error() {
-                    return Err(format!(
-                        "topic {t}: {:?}",
-                        rdkafka::types::RDKafkaRespErr::from(e)
-                    ));
+                    return Err(format!("topic {t}: {:?}", e));
                 }
                 match topic.partitions().len() {
                     0 => Err(format!("topic {t} has no partitions (does it exist?)")),
@@ -226,8 +223,7 @@ async fn partitions(producer: &FutureProducer, topic: &str) -> Result<i32, Strin
             })
     })
     .await
-    .map_err(|e| e.to_string())?;
-    metadata
+    .map_err(|e| e.to_string())?
 }
 
 /// Runs a `protocol = "kafka"` destination until its queue is closed and drained, `abort`
@@ -389,7 +385,7 @@ mod tests {
         let m = encode(std::slice::from_ref(&b), 4, MessageFormat::Lines, 2);
         assert_eq!(m.datapoints, 10);
         for (p, payload) in &m.out {
-            let lines: Vec<&[u8]> = payload
+            let lines: Vec<&[u8]> = payload[..]
                 .split(|&c| c == b'\n')
                 .filter(|l| !l.is_empty())
                 .collect();

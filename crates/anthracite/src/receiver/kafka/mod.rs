@@ -5,21 +5,21 @@
 //!
 //! One [`KafkaSource`] per `[[kafka]]` entry: one librdkafka consumer (built from source by
 //! the `rdkafka` crate) in the entry's consumer group, polled by one dedicated thread
-//! ([`consumer`]). Relays sharing a `group_id` share the topics' partitions; the group uses
+//! (`consumer.rs`). Relays sharing a `group_id` share the topics' partitions; the group uses
 //! the **cooperative-sticky** assignor, so a rebalance moves only the partitions that change
 //! owner and the others keep flowing. A relay that dies stops heart-beating; after
 //! `session.timeout.ms` (45 s by default; a pass-through property) the group gives its
 //! partitions to the others.
 //!
 //! Each message is one or more Graphite lines, or one carbon pickle payload (`format`),
-//! decoded into the thread's own [`Ingestor`](crate::ingest::Ingestor) ([`payload`]) and
+//! decoded into the thread's own [`Ingestor`](crate::ingest::Ingestor) (`payload.rs`) and
 //! flushed into the destination queues when the consumer is idle, every 16 384 datapoints, or
 //! 50 ms after the oldest unflushed one.
 //!
 //! # Delivery guarantee: at least once
 //!
 //! Offsets are committed by the relay only (`enable.auto.commit = false`), and only offsets
-//! whose messages were flushed into the destination queues ([`positions`]): every
+//! whose messages were flushed into the destination queues (`positions.rs`): every
 //! `commit_interval_ms`, and synchronously **before a partition is released** — librdkafka
 //! calls the rebalance callback on the polling thread, which flushes and commits there and
 //! then lets the partition go. A graceful handoff (a relay joins or leaves, SIGTERM) therefore
