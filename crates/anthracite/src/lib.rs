@@ -24,7 +24,8 @@
 //! 5. **send** — `src/destination/`: one task per destination drains its queue, encodes
 //!    pickle, line or protobuf messages (or packs lines into UDP datagrams, or KPL aggregates
 //!    into a Kinesis stream), writes in large batches, over TLS where configured, and
-//!    reconnects with capped, jittered backoff.
+//!    reconnects with capped, jittered backoff; a `protocol = "kafka"` destination writes to
+//!    a Kafka topic instead (`destination/kafka.rs`).
 //!
 //! `src/config/` reads `relay.toml`, or an unchanged carbon `carbon.conf` with its relay-rules
 //! and aggregation-rules files, into a validated [`Config`].
@@ -37,7 +38,9 @@
 //! `/metrics`, `/healthz`, `/ready` and `/destinations`. Other sources join at step 3 through
 //! an [`Ingestor`]: the Kinesis Data Streams reader (`src/receiver/kinesis/`, Cargo feature
 //! `kinesis`; its `leases/` share a stream's shards across relays through a DynamoDB lease
-//! table) and any embedding program, via [`RelayHandle::ingestor`].
+//! table), the Kafka consumer (`src/receiver/kafka/`, Cargo feature `kafka`; relays in one
+//! consumer group share a topic's partitions) and any embedding program, via
+//! [`RelayHandle::ingestor`].
 //!
 //! ## Layers
 //!
@@ -63,6 +66,8 @@
 //!   by default.
 //! - `kpl`: KPL de-aggregation alone (part of `kinesis`).
 //! - `unstable`: the internals gate above.
+//! - `kafka`: the Kafka source and destination (librdkafka, built from source); `kafka-tls`
+//!   adds OpenSSL for TLS and SCRAM to the brokers.
 //!
 //! The crate's dependencies hold no command-line, harness or AWS crate; the `anthracite`
 //! binary (the workspace root) and the harness (`crates/anthracite-bench`) bring theirs.

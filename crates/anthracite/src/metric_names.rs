@@ -209,6 +209,21 @@ pub mod carbon {
     pub const LEASES_STOLEN: &str = "leasesStolen";
     /// Kinesis lease table mode: leases lost (taken by a peer, or expired) in the interval.
     pub const LEASES_LOST: &str = "leasesLost";
+    /// Per Kafka consumer group, under `kafka.<group>.`: the largest consumer lag (messages
+    /// between the committed offset and the end) over its partitions, sampled at report time.
+    pub const CONSUMER_LAG: &str = "consumerLag";
+    /// Per Kafka consumer group: messages read in the interval.
+    pub const MESSAGES_READ: &str = "messagesRead";
+    /// Per Kafka consumer group: non-empty lines (or pickle entries) read in the interval.
+    pub const LINES_READ: &str = "linesRead";
+    /// Per Kafka consumer group: the largest time since a partition's last committed offset,
+    /// in seconds, sampled at report time.
+    pub const COMMIT_AGE_SECONDS: &str = "commitAgeSeconds";
+    /// Per Kafka consumer group: partition assignments and revocations in the interval.
+    pub const REBALANCES: &str = "rebalances";
+    /// Per Kafka consumer group, under `badMessages.<reason>`: messages that held no
+    /// datapoint in the interval, per reason.
+    pub const BAD_MESSAGES: &str = "badMessages";
 }
 
 /// Kinesis source metrics (`metrics` facade). Labels: `stream`, and `shard` where noted.
@@ -247,9 +262,39 @@ pub mod kinesis {
     pub const LEASES_LOST: &str = "anthracite_kinesis_leases_lost_total";
 }
 
+/// Kafka source metrics (`metrics` facade). Labels: `group`, and `topic`, `partition` where
+/// noted.
+pub mod kafka {
+    /// Gauge, labels `group`, `topic`, `partition`: messages between the group's committed
+    /// offset and the partition's end (librdkafka's `consumer_lag`).
+    pub const CONSUMER_LAG: &str = "anthracite_kafka_consumer_lag";
+    /// Counter, labels `group`, `topic`, `partition`: messages read.
+    pub const MESSAGES: &str = "anthracite_kafka_messages_total";
+    /// Counter, labels `group`, `topic`, `partition`: non-empty lines (or pickle entries)
+    /// handed to the parser.
+    pub const LINES: &str = "anthracite_kafka_lines_total";
+    /// Counter, labels `group`, `topic`, `partition`: message payload bytes read.
+    pub const BYTES: &str = "anthracite_kafka_bytes_total";
+    /// Gauge, labels `group`, `topic`, `partition`: seconds since the partition's last
+    /// committed offset (since its assignment while nothing was committed).
+    pub const COMMIT_AGE: &str = "anthracite_kafka_commit_age_seconds";
+    /// Counter, labels `group`, `kind` (`assign`, `revoke`): rebalance events.
+    pub const REBALANCES: &str = "anthracite_kafka_rebalances_total";
+    /// Counter, label `group`: offset commits that succeeded.
+    pub const COMMITS: &str = "anthracite_kafka_commits_total";
+    /// Counter, labels `group`, `reason` (`not_graphite`, `bad_pickle`): messages that held
+    /// no datapoint; their lines or entries are also counted as invalid datapoints.
+    pub const BAD_MESSAGES: &str = "anthracite_kafka_bad_messages_total";
+    /// Counter, label `group`: client errors (brokers unreachable, a missing topic, a failed
+    /// commit).
+    pub const ERRORS: &str = "anthracite_kafka_errors_total";
+    /// Gauge, label `group`: partitions assigned to this relay.
+    pub const ASSIGNED_PARTITIONS: &str = "anthracite_kafka_assigned_partitions";
+}
+
 /// The `# HELP` text of a `/metrics` series (one line; the doc comments above say more).
 pub fn help(name: &str) -> &'static str {
-    use {facade as f, kinesis as k, process as p};
+    use {facade as f, kafka as kf, kinesis as k, process as p};
     match name {
         f::RECEIVED => "Datapoints accepted by a receiver, after parsing.",
         f::INVALID => "Lines, entries or frames rejected while parsing, per reason.",
@@ -310,6 +355,16 @@ pub fn help(name: &str) -> &'static str {
         k::LEASES_TAKEN => "Unowned or expired shard leases this worker took.",
         k::LEASES_STOLEN => "Shard leases this worker took from a live worker to balance.",
         k::LEASES_LOST => "Shard leases this worker lost.",
+        kf::CONSUMER_LAG => "Messages between the group's committed offset and the end.",
+        kf::MESSAGES => "Kafka messages read.",
+        kf::LINES => "Lines or pickle entries handed to the parser.",
+        kf::BYTES => "Kafka message payload bytes read.",
+        kf::COMMIT_AGE => "Seconds since the partition's last committed offset.",
+        kf::REBALANCES => "Partition assignments and revocations.",
+        kf::COMMITS => "Offset commits that succeeded.",
+        kf::BAD_MESSAGES => "Kafka messages that held no datapoint, per reason.",
+        kf::ERRORS => "Kafka client errors (brokers unreachable, missing topic, failed commit).",
+        kf::ASSIGNED_PARTITIONS => "Partitions assigned to this relay.",
         p::RESIDENT_MEMORY => "Resident memory size in bytes.",
         p::CPU_SECONDS => "User and system CPU time spent, in seconds.",
         p::OPEN_FDS => "Open file descriptors.",

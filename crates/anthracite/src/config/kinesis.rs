@@ -428,7 +428,7 @@ pub fn validate_all(
 }
 
 /// Seconds since the epoch of a TOML offset datetime.
-fn datetime_to_epoch(t: &toml::value::Datetime) -> Option<f64> {
+pub(crate) fn datetime_to_epoch(t: &toml::value::Datetime) -> Option<f64> {
     let date = t.date?;
     let time = t.time?;
     let offset_minutes = match t.offset? {

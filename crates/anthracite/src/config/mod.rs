@@ -8,6 +8,7 @@ pub mod aggregation;
 mod builder;
 pub mod carbon;
 pub mod ini;
+pub mod kafka;
 pub mod kinesis;
 mod placement;
 pub mod raw;
@@ -27,6 +28,7 @@ pub use telemetry::TelemetryConfig;
 
 pub use builder::ConfigBuilder;
 pub use carbon::{CarbonImport, CarbonOptions};
+pub use kafka::KafkaConfig;
 pub use kinesis::KinesisConfig;
 pub use raw::{LogFormat, RawConfig};
 
@@ -138,6 +140,9 @@ pub struct Config {
     pub(crate) kinesis: Vec<KinesisConfig>,
     /// carbon-aggregator's stage (`[aggregation]`, `[rewrite]`; `None`: off).
     pub(crate) aggregation: Option<aggregation::AggregationConfig>,
+    /// Kafka sources (`[[kafka]]`).
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    pub(crate) kafka: Vec<KafkaConfig>,
     /// The raw configuration with every default filled in (what `anthracite check` prints).
     pub(crate) resolved: RawConfig,
 }
@@ -215,6 +220,8 @@ impl Config {
             &raw.destinations.spill.dir,
             file,
         )?;
+        let kafka = kafka::validate_all(&raw.kafka.0, listen.max_line_length)
+            .map_err(|(key, message)| ctx.invalid(&key, message))?;
         Ok(Config {
             aggregation,
             route_cache_bytes,
@@ -228,6 +235,7 @@ impl Config {
             admin_listen,
             source: file.to_string(),
             kinesis,
+            kafka,
             resolved: raw,
         })
     }

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::kafka::{RawKafka, RawKafkaSink};
 use super::kinesis::{OneOrMany, RawKinesis};
 use crate::destination::OutputProtocol;
 use crate::queue::WhenFull;
@@ -41,6 +42,9 @@ pub struct RawConfig {
     /// `[[kinesis]]` (or one `[kinesis]`): Kinesis Data Streams sources. Default: none.
     #[serde(skip_serializing_if = "OneOrMany::is_empty")]
     pub kinesis: OneOrMany<RawKinesis>,
+    /// `[[kafka]]` (or one `[kafka]`): Apache Kafka sources. Default: none.
+    #[serde(skip_serializing_if = "OneOrMany::is_empty")]
+    pub kafka: OneOrMany<RawKafka>,
 }
 
 /// `[listen]`: receivers.
@@ -381,6 +385,11 @@ pub struct RawServerDetail {
     /// `protocol = "kinesis"`: endpoint override (kinesalite, LocalStack, a VPC endpoint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint_url: Option<String>,
+    /// With `protocol = "kafka"`: the topic (`{ topic, brokers, format, client_id,
+    /// properties }`); the address is then the destination's name on the ring, and its
+    /// `host:port` the bootstrap broker unless `brokers` is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<RawKafkaSink>,
 }
 
 impl RawServer {

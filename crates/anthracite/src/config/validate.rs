@@ -260,6 +260,34 @@ pub(super) fn destinations(
             ));
         }
         let kinesis = kinesis_target(protocol, &o, &key, ctx)?;
+        let kafka = match (protocol, &o.kafka) {
+            (OutputProtocol::Kafka, Some(k)) => {
+                if tls.is_some() {
+                    return Err(ctx.invalid(
+                        "destinations.tls",
+                        format!("{spec} uses protocol \"kafka\": its TLS settings are librdkafka properties in its kafka table"),
+                    ));
+                }
+                let host_port = format!("{}:{}", spec.host, spec.port);
+                Some(
+                    k.validate(&key, &host_port)
+                        .map_err(|(k, m)| ctx.invalid(&k, m))?,
+                )
+            }
+            (OutputProtocol::Kafka, None) => {
+                return Err(ctx.invalid(
+                    &key,
+                    format!("{spec} uses protocol \"kafka\": it needs a kafka table with a topic"),
+                ));
+            }
+            (_, Some(_)) => {
+                return Err(ctx.invalid(
+                    &format!("{key}.kafka"),
+                    "only used with protocol = \"kafka\"".to_string(),
+                ));
+            }
+            (_, None) => None,
+        };
         let queue = queue_limits(d, &o, &key, ctx)?;
         let spill = if d.spill.dir.is_empty() {
             None
@@ -284,6 +312,7 @@ pub(super) fn destinations(
             keepalive: (d.keepalive_secs > 0).then(|| Duration::from_secs(d.keepalive_secs)),
             spill,
             kinesis,
+            kafka,
         });
     }
     Ok(out)

@@ -44,8 +44,12 @@ impl Encoder {
         let mut points = batches.iter().flat_map(|b| b.iter());
         let mut e = Encoded::default();
         match self.protocol {
-            // Kinesis destinations encode KPL aggregates themselves; never reached for them.
-            OutputProtocol::Line | OutputProtocol::Udp | OutputProtocol::Kinesis => {
+            // Kinesis and Kafka destinations encode their messages themselves; never reached
+            // for Kinesis.
+            OutputProtocol::Line
+            | OutputProtocol::Udp
+            | OutputProtocol::Kinesis
+            | OutputProtocol::Kafka => {
                 for dp in points {
                     line::encode_line(dp, out);
                 }

@@ -9,6 +9,9 @@
 //!   to `flush_bytes` or a `linger`; a write is counted as sent only once the connection is
 //!   seen alive after it (carbon's protocols have no acknowledgement), and batches whose write
 //!   failed go back to the front of the queue for the next connection.
+//! - `kafka` (Cargo feature `kafka`): a Kafka topic. Datapoints are partitioned by metric
+//!   name and sent as line or pickle messages through librdkafka's idempotent producer; a
+//!   batch counts as sent only once the broker acknowledged every message of it (`acks=all`).
 //! - [`udp`]: plaintext lines packed into datagrams. UDP has no connection to lose: a datagram
 //!   the kernel refuses is counted as dropped (`send_failed`).
 //!
@@ -41,6 +44,8 @@
 //! [`DEAD_AT_SHUTDOWN`] before the destination gives up.
 
 mod encode;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 #[cfg(feature = "kinesis")]
 pub mod kinesis;
 pub mod stream;
@@ -76,6 +81,8 @@ pub enum OutputProtocol {
     /// KPL-aggregated records in a Kinesis stream (Cargo feature `kinesis`); the destination's
     /// `host:port:instance` only names it (in the ring and in metrics).
     Kinesis,
+    /// Messages on a Kafka topic (the destination's `kafka` table: topic, brokers, format).
+    Kafka,
 }
 
 impl OutputProtocol {
@@ -87,8 +94,36 @@ impl OutputProtocol {
             OutputProtocol::Protobuf => "protobuf",
             OutputProtocol::Udp => "udp",
             OutputProtocol::Kinesis => "kinesis",
+            OutputProtocol::Kafka => "kafka",
         }
     }
+}
+
+/// What one stream message (Kafka) holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageFormat {
+    /// One or more Graphite plaintext lines (default).
+    #[default]
+    Lines,
+    /// One carbon pickle payload (a list of `(name, (timestamp, value))`), without the
+    /// 4-byte length prefix of the TCP protocol.
+    Pickle,
+}
+
+/// Where a `protocol = "kafka"` destination writes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KafkaTarget {
+    /// `bootstrap.servers`.
+    pub brokers: String,
+    /// The topic.
+    pub topic: String,
+    /// Message payload format.
+    pub format: MessageFormat,
+    /// Client id.
+    pub client_id: String,
+    /// Passed-through librdkafka producer properties.
+    pub properties: std::collections::BTreeMap<String, String>,
 }
 
 /// Largest payload a UDP datagram can carry (IPv4).
@@ -128,6 +163,8 @@ pub struct DestinationConfig {
     pub keepalive: Option<Duration>,
     /// With [`OutputProtocol::Kinesis`]: the stream.
     pub kinesis: Option<KinesisTarget>,
+    /// With [`OutputProtocol::Kafka`]: the topic and its brokers.
+    pub kafka: Option<KafkaTarget>,
 }
 
 /// Where a Kinesis destination writes.
@@ -282,6 +319,10 @@ pub async fn run(
     queue: Arc<DestinationQueue>,
     signals: DestinationSignals,
 ) {
+    #[cfg(feature = "kafka")]
+    if config.protocol == OutputProtocol::Kafka {
+        return kafka::run(config, queue, signals).await;
+    }
     let name = config.spec.to_string();
     let stats = queue.stats().clone();
     let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);

@@ -179,6 +179,7 @@ mod tests {
         DestinationConfig {
             spec: DestinationSpec::parse("127.0.0.1:1").expect("spec"),
             protocol: super::super::OutputProtocol::Udp,
+            kafka: None,
             max_datapoints_per_message: 500,
             queue: QueueLimits::default(),
             flush_bytes: 1 << 16,

@@ -10,7 +10,9 @@
 //! - [`stream`]: a client connection, plain or TLS;
 //! - [`udp`]: plaintext datagrams, with the kernel's drop counter (`SO_RXQ_OVFL`);
 //! - `kinesis` (Cargo feature `kinesis`, on by default): AWS Kinesis Data Streams shards,
-//!   read by one task per shard into the same pipeline.
+//!   read by one task per shard into the same pipeline;
+//! - `kafka` (Cargo feature `kafka`): Apache Kafka partitions, read by one consumer thread
+//!   per `[[kafka]]` entry as a member of a consumer group.
 //!
 //! Each connection owns an `Ingestor` and flushes it after every read, so counters and queue
 //! locks are touched once per read, not per datapoint. On shutdown a connection stops waiting
@@ -19,6 +21,8 @@
 pub mod admission;
 pub mod buffer;
 pub mod framed;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 #[cfg(feature = "kinesis")]
 pub mod kinesis;
 mod listener;

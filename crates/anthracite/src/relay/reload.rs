@@ -25,6 +25,7 @@
 //! | white/blacklist files | re-read now (a new generation carries them) |
 //! | `[shutdown]` | applies to the next shutdown |
 //! | `[[kinesis]]` | **rejected**: needs a restart |
+//! | `[[kafka]]` | **rejected**: needs a restart |
 //! | `[log]` | applies at the next start (logged) |
 //!
 //! ## Ordering guarantees
@@ -247,6 +248,12 @@ impl Running {
             return Err(ReloadError::NeedsRestart {
                 key: "kinesis".into(),
                 message: "Kinesis sources cannot change while the relay runs".into(),
+            });
+        }
+        if section(&old.resolved.kafka) != section(&new.resolved.kafka) {
+            return Err(ReloadError::NeedsRestart {
+                key: "kafka".into(),
+                message: "Kafka sources cannot change while the relay runs".into(),
             });
         }
         // A finished retirement closed its queue: the destination may come back with other

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-#[cfg(feature = "kinesis")]
+#[cfg(any(feature = "kinesis", feature = "kafka"))]
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -40,6 +40,8 @@ pub(super) struct Running {
     connections: TaskTracker,
     #[cfg(feature = "kinesis")]
     kinesis: JoinSet<()>,
+    #[cfg(feature = "kafka")]
+    kafka: JoinSet<()>,
     pub(super) background: Background,
     pub(super) admin: Admin,
 }
@@ -222,6 +224,14 @@ impl Relay {
         }
         #[cfg(feature = "kinesis")]
         let kinesis = crate::receiver::kinesis::spawn(kinesis_sources, &pipeline, &stop_receivers);
+        #[cfg(feature = "kafka")]
+        let kafka = {
+            let sources = crate::receiver::kafka::prepare(&config.kafka);
+            for source in &sources {
+                shared.add_source(source.stats());
+            }
+            crate::receiver::kafka::spawn(sources, &pipeline, &stop_receivers)
+        };
 
         let stop_background = CancellationToken::new();
         let mut background = Background {
@@ -263,6 +273,8 @@ impl Relay {
             connections,
             #[cfg(feature = "kinesis")]
             kinesis,
+            #[cfg(feature = "kafka")]
+            kafka,
             background,
             admin,
         };
@@ -306,12 +318,15 @@ impl Running {
     }
 
     /// Phase 1: stop accepting; every connection parses what its client already sent and
-    /// flushes; Kinesis readers flush what they parsed and commit their final checkpoint.
+    /// flushes; Kinesis readers flush what they parsed and commit their final checkpoint;
+    /// Kafka consumers flush, commit what was delivered and leave their groups.
     async fn stop_receivers(&mut self, deadline: Instant) {
         self.stop_receivers.cancel();
         self.listeners.stop().await;
         #[cfg(feature = "kinesis")]
         crate::receiver::kinesis::join(std::mem::take(&mut self.kinesis), deadline).await;
+        #[cfg(feature = "kafka")]
+        crate::receiver::kafka::join(std::mem::take(&mut self.kafka), deadline).await;
         self.connections.close();
         if tokio::time::timeout_at(deadline, self.connections.wait())
             .await

@@ -85,7 +85,7 @@ impl Shared {
     }
 
     /// Another source reports figures of its own from now on.
-    #[cfg_attr(not(feature = "kinesis"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "kinesis", feature = "kafka")), allow(dead_code))]
     pub(crate) fn add_source(&self, source: Arc<dyn Reporting>) {
         self.sources
             .lock()

@@ -103,6 +103,9 @@ pub fn features() -> Vec<&'static str> {
     if cfg!(feature = "kinesis") {
         out.push("kinesis");
     }
+    if cfg!(feature = "kafka") {
+        out.push("kafka");
+    }
     out
 }
 

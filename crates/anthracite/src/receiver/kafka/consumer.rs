@@ -1,0 +1,497 @@
+//! The consumer thread of one Kafka source: poll → payload → ingestor → flush → commit, and
+//! the rebalance callback that commits before a partition is released.
+//!
+//! librdkafka runs rebalance callbacks inside `poll`, on the thread that polls. That thread
+//! is ours and is not a runtime worker, so the callback can finish the work in hand: flush the
+//! ingestor into the destination queues (`Handle::block_on`) and commit synchronously, before
+//! librdkafka hands the partition to another member. The state the loop and the callback
+//! share sits behind one mutex the loop releases before every `poll`, so it is never
+//! contended.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rdkafka::client::ClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::statistics::Statistics;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::RDKafkaRespErr;
+use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::kafka_stats::{BadMessage, KafkaStats};
+use super::payload::Payloads;
+use super::positions::Positions;
+use crate::config::kafka::{InitialOffset, KafkaConfig};
+use crate::episode::{Episode, Line};
+use crate::ingest::{Ingestor, Pipeline};
+
+/// Datapoints parsed before an intermediate flush.
+const FLUSH_EVERY: u64 = 16_384;
+/// Longest a parsed datapoint waits in the ingestor while messages keep coming.
+const FLUSH_LINGER: Duration = Duration::from_millis(50);
+/// `poll` timeout with nothing in hand: also how soon shutdown is noticed.
+const IDLE_POLL: Duration = Duration::from_millis(100);
+/// Broker calls made from the rebalance callback and at shutdown.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the loop and the rebalance callback share.
+struct State {
+    ingestor: Ingestor,
+    payloads: Payloads,
+    positions: Positions,
+    /// Datapoints in the ingestor not yet flushed since this instant.
+    pending_since: Option<Instant>,
+    bad: Episode,
+}
+
+/// Log episodes of client-level conditions.
+#[derive(Default)]
+struct Episodes {
+    unreachable: Episode,
+    missing_topic: Episode,
+    other: Episode,
+}
+
+/// librdkafka's view of our source: callbacks for rebalances, statistics, errors and logs.
+pub(crate) struct Context {
+    config: Arc<KafkaConfig>,
+    stats: Arc<KafkaStats>,
+    runtime: Handle,
+    state: Mutex<State>,
+    episodes: Mutex<Episodes>,
+}
+
+impl Context {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Flushes what was parsed into the queues, then commits every accepted offset.
+    fn flush_and_commit(&self, consumer: &BaseConsumer<Context>, st: &mut State) {
+        self.flush(st);
+        self.commit(consumer, st);
+    }
+
+    fn flush(&self, st: &mut State) {
+        if st.pending_since.take().is_some() {
+            self.runtime.block_on(st.ingestor.flush());
+        }
+        for p in st.positions.accept_all() {
+            let c = std::mem::take(&mut p.counts);
+            if c.messages > 0 {
+                self.stats.read(&p.counters, c);
+            }
+        }
+    }
+
+    fn commit(&self, consumer: &BaseConsumer<Context>, st: &mut State) {
+        let offsets = st.positions.to_commit();
+        if offsets.is_empty() {
+            return;
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (topic, partition, offset) in &offsets {
+            if let Err(e) = tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset)) {
+                warn!(group = %self.config.group_id, error = %e, "kafka: cannot express an offset to commit");
+                return;
+            }
+        }
+        match consumer.commit(&tpl, CommitMode::Sync) {
+            Ok(()) => {
+                st.positions.committed(&offsets);
+                self.stats.committed();
+            }
+            Err(e) => {
+                self.stats.error();
+                self.client_episode(Condition::Other, &format!("offset commit failed: {e}"));
+            }
+        }
+    }
+
+    fn on_assign(&self, consumer: &BaseConsumer<Context>, tpl: &mut TopicPartitionList) {
+        if self.config.initial_offset == InitialOffset::Timestamp {
+            self.start_at_timestamp(consumer, tpl);
+        }
+        let assigned = match consumer.rebalance_protocol() {
+            RebalanceProtocol::Cooperative => consumer.incremental_assign(tpl),
+            _ => consumer.assign(tpl),
+        };
+        if let Err(e) = assigned {
+            self.stats.error();
+            warn!(group = %self.config.group_id, error = %e, "kafka: assigning partitions failed");
+            return;
+        }
+        let mut st = self.state();
+        for e in tpl.elements() {
+            st.positions.assign(
+                e.topic(),
+                e.partition(),
+                self.stats.partition(e.topic(), e.partition()),
+            );
+        }
+        let n = st.positions.len();
+        drop(st);
+        self.stats.rebalanced(true, tpl.count(), n);
+        info!(group = %self.config.group_id, partitions = %names(tpl), assigned = n, "kafka: partitions assigned");
+    }
+
+    /// Partitions without a committed offset start at the first message at or after the
+    /// configured timestamp (a backfill); the others resume where the group left them.
+    fn start_at_timestamp(&self, consumer: &BaseConsumer<Context>, tpl: &mut TopicPartitionList) {
+        let Some(ts) = self.config.initial_timestamp_ms else {
+            return;
+        };
+        let committed = match consumer.committed_offsets(tpl.clone(), CALL_TIMEOUT) {
+            Ok(c) => c,
+            Err(e) => {
+                self.stats.error();
+                warn!(group = %self.config.group_id, error = %e, "kafka: cannot read committed offsets; partitions without one start at the earliest message");
+                return;
+            }
+        };
+        let mut query = TopicPartitionList::new();
+        for e in committed.elements() {
+            if !matches!(e.offset(), Offset::Offset(_)) {
+                let _ = query.add_partition_offset(e.topic(), e.partition(), Offset::Offset(ts));
+            }
+        }
+        if query.count() == 0 {
+            return;
+        }
+        match consumer.offsets_for_times(query, CALL_TIMEOUT) {
+            Ok(found) => {
+                for e in found.elements() {
+                    let _ = tpl.set_partition_offset(e.topic(), e.partition(), e.offset());
+                }
+            }
+            Err(e) => {
+                self.stats.error();
+                warn!(group = %self.config.group_id, error = %e, "kafka: cannot look up offsets for the initial timestamp; those partitions start at the earliest message");
+            }
+        }
+    }
+
+    fn on_revoke(&self, consumer: &BaseConsumer<Context>, tpl: &TopicPartitionList) {
+        let mut st = self.state();
+        if consumer.assignment_lost() {
+            // The group already moved them: a commit would be refused. What was parsed is
+            // still delivered (a duplicate of the new owner's read, never a loss).
+            self.flush(&mut st);
+            warn!(group = %self.config.group_id, partitions = %names(tpl), "kafka: partitions lost (session expired); their uncommitted messages will be read again by their new owner");
+        } else {
+            self.flush_and_commit(consumer, &mut st);
+        }
+        for e in tpl.elements() {
+            st.positions.revoke(e.topic(), e.partition());
+        }
+        let n = st.positions.len();
+        drop(st);
+        let released = match consumer.rebalance_protocol() {
+            RebalanceProtocol::Cooperative => consumer.incremental_unassign(tpl),
+            _ => consumer.unassign(),
+        };
+        if let Err(e) = released {
+            self.stats.error();
+            warn!(group = %self.config.group_id, error = %e, "kafka: releasing partitions failed");
+        }
+        self.stats.rebalanced(false, tpl.count(), n);
+        info!(group = %self.config.group_id, partitions = %names(tpl), assigned = n, "kafka: partitions released after committing what was delivered");
+    }
+
+    /// Logs a client-level condition once per episode.
+    fn client_episode(&self, condition: Condition, what: &str) {
+        let mut e = self.episodes.lock().unwrap_or_else(|p| p.into_inner());
+        let episode = match condition {
+            Condition::Unreachable => &mut e.unreachable,
+            Condition::MissingTopic => &mut e.missing_topic,
+            Condition::Other => &mut e.other,
+        };
+        let group = &self.config.group_id;
+        match episode.occurred(1, Instant::now()) {
+            Some(Line::Started(_)) => {
+                warn!(%group, brokers = %self.config.brokers, "kafka: {what} (retrying; repeats are counted)")
+            }
+            Some(Line::Ongoing(c)) => {
+                warn!(%group, brokers = %self.config.brokers, occurrences = c.occurrences, seconds = c.over.as_secs(), "kafka: still failing: {what}")
+            }
+            _ => debug!(%group, "kafka: {what}"),
+        }
+    }
+
+    fn clear_unreachable(&self) {
+        let mut e = self.episodes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(Line::Ended(c)) = e.unreachable.cleared(Instant::now()) {
+            info!(group = %self.config.group_id, failures = c.occurrences, "kafka: brokers reachable again");
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Condition {
+    Unreachable,
+    MissingTopic,
+    Other,
+}
+
+fn names(tpl: &TopicPartitionList) -> String {
+    tpl.elements()
+        .iter()
+        .map(|e| format!("{}/{}", e.topic(), e.partition()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn is_unreachable(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::AllBrokersDown
+            | RDKafkaErrorCode::BrokerTransportFailure
+            | RDKafkaErrorCode::Resolve
+            | RDKafkaErrorCode::BrokerNotAvailable
+    )
+}
+
+impl ClientContext for Context {
+    // librdkafka's own lines go to debug: what an operator needs is logged once per episode
+    // by `error` below.
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        debug!(target: "librdkafka", ?level, facility = fac, "{message}");
+    }
+
+    fn stats(&self, statistics: Statistics) {
+        for (name, topic) in &statistics.topics {
+            for (&partition, p) in &topic.partitions {
+                // -1 is librdkafka's internal "unassigned" partition.
+                if partition >= 0 && p.consumer_lag >= 0 {
+                    self.stats.partition(name, partition).lag(p.consumer_lag);
+                }
+            }
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.stats.error();
+        match error.rdkafka_error_code() {
+            Some(code) if is_unreachable(code) => self.client_episode(
+                Condition::Unreachable,
+                &format!("brokers unreachable: {reason}"),
+            ),
+            _ => self.client_episode(Condition::Other, &format!("{error}: {reason}")),
+        }
+    }
+}
+
+impl ConsumerContext for Context {
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => self.on_assign(consumer, tpl),
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => self.on_revoke(consumer, tpl),
+            other => {
+                self.stats.error();
+                warn!(group = %self.config.group_id, error = ?other, "kafka: rebalance failed; releasing every partition");
+                let mut st = self.state();
+                self.flush(&mut st);
+                drop(st);
+                let _ = consumer.unassign();
+            }
+        }
+    }
+}
+
+/// The librdkafka configuration of a source: the relay's keys, then the pass-through ones.
+fn client_config(config: &KafkaConfig) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &config.brokers)
+        .set("group.id", &config.group_id)
+        .set("client.id", &config.client_id)
+        .set("partition.assignment.strategy", "cooperative-sticky")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set(
+            "auto.offset.reset",
+            match config.initial_offset {
+                InitialOffset::Latest => "latest",
+                InitialOffset::Earliest | InitialOffset::Timestamp => "earliest",
+            },
+        )
+        .set("allow.auto.create.topics", "false")
+        .set("statistics.interval.ms", "5000");
+    for (k, v) in &config.properties {
+        c.set(k, v);
+    }
+    c
+}
+
+/// What a consumer thread needs.
+pub(crate) struct Parts {
+    pub config: Arc<KafkaConfig>,
+    pub stats: Arc<KafkaStats>,
+    pub pipeline: Pipeline,
+    pub runtime: Handle,
+}
+
+/// Creates the consumer and subscribes; an error here is a configuration problem
+/// (an unknown property, a value librdkafka refuses).
+pub(crate) fn create(parts: Parts) -> Result<BaseConsumer<Context>, KafkaError> {
+    let Parts {
+        config,
+        stats,
+        pipeline,
+        runtime,
+    } = parts;
+    let context = Context {
+        state: Mutex::new(State {
+            ingestor: pipeline
+                .ingestor(crate::ingest::Source::Embedded)
+                .with_backpressure(),
+            payloads: Payloads::new(config.format, config.max_line_length),
+            positions: Positions::default(),
+            pending_since: None,
+            bad: Episode::default(),
+        }),
+        episodes: Mutex::new(Episodes::default()),
+        config: config.clone(),
+        stats,
+        runtime,
+    };
+    let consumer: BaseConsumer<Context> = client_config(&config).create_with_context(context)?;
+    let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
+    consumer.subscribe(&topics)?;
+    Ok(consumer)
+}
+
+/// Polls until `shutdown`; then flushes, commits what was delivered and leaves the group
+/// (dropping the consumer revokes its partitions through the callback above).
+pub(crate) fn run(
+    consumer: BaseConsumer<Context>,
+    pipeline: &Pipeline,
+    shutdown: &CancellationToken,
+) {
+    let ctx = consumer.context().clone();
+    let config = ctx.config.clone();
+    let mut last_commit = Instant::now();
+    let mut paused = false;
+    while !shutdown.is_cancelled() {
+        let wait = if ctx.state().pending_since.is_some() {
+            Duration::ZERO
+        } else {
+            IDLE_POLL
+        };
+        let polled = consumer.poll(wait);
+        let idle = polled.is_none();
+        let mut st = ctx.state();
+        match polled {
+            Some(Ok(message)) => {
+                ctx.clear_unreachable();
+                feed(&ctx, &mut st, &message);
+            }
+            Some(Err(e)) => {
+                ctx.stats.error();
+                match e.rdkafka_error_code() {
+                    Some(
+                        RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic,
+                    ) => ctx.client_episode(
+                        Condition::MissingTopic,
+                        &format!(
+                            "a subscribed topic does not exist ({:?}): {e}",
+                            config.topics
+                        ),
+                    ),
+                    Some(code) if is_unreachable(code) => ctx.client_episode(
+                        Condition::Unreachable,
+                        &format!("brokers unreachable: {e}"),
+                    ),
+                    _ => ctx.client_episode(Condition::Other, &format!("consume failed: {e}")),
+                }
+            }
+            None => {}
+        }
+        // Flush when idle, when enough is pending, or when the oldest pending datapoint has
+        // waited long enough; then see whether the queues want us to stop fetching.
+        let due = match st.pending_since {
+            Some(since) => {
+                idle || st.ingestor.pending_datapoints() >= FLUSH_EVERY
+                    || since.elapsed() >= FLUSH_LINGER
+            }
+            None => idle,
+        };
+        if due {
+            ctx.flush(&mut st);
+            let backlogged = pipeline.backlogged(config.queue_high_water);
+            if backlogged != paused {
+                paused = backlogged;
+                pause(&consumer, paused);
+            }
+        }
+        if last_commit.elapsed() >= config.commit_interval {
+            ctx.commit(&consumer, &mut st);
+            last_commit = Instant::now();
+        }
+    }
+    let mut st = ctx.state();
+    ctx.flush_and_commit(&consumer, &mut st);
+    drop(st);
+    info!(group = %config.group_id, "kafka: delivered offsets committed; leaving the group");
+    // Leaving runs the revoke callback (nothing left to commit) and closes the client.
+    drop(consumer);
+}
+
+fn feed(ctx: &Context, st: &mut State, message: &BorrowedMessage<'_>) {
+    let payload = message.payload().unwrap_or_default();
+    let State {
+        ingestor,
+        payloads,
+        positions,
+        pending_since,
+        bad,
+    } = st;
+    let fed = payloads.feed(payload, ingestor);
+    if ingestor.pending_datapoints() > 0 && pending_since.is_none() {
+        *pending_since = Some(Instant::now());
+    }
+    if let Some(p) = positions.parsed(message.topic(), message.partition(), message.offset()) {
+        p.counts.messages += 1;
+        p.counts.lines += fed.lines;
+        p.counts.bytes += payload.len() as u64;
+    }
+    if let Some(reason) = fed.bad {
+        ctx.stats.bad_messages(reason, 1);
+        let what = match reason {
+            BadMessage::NotGraphite => "held no Graphite line",
+            BadMessage::BadPickle => "was not a valid pickle payload",
+        };
+        if let Some(Line::Started(_) | Line::Ongoing(_)) = bad.occurred(1, Instant::now()) {
+            warn!(
+                group = %ctx.config.group_id,
+                topic = message.topic(),
+                partition = message.partition(),
+                offset = message.offset(),
+                "kafka: a message {what}; dropped and counted (badMessages, invalidDatapoints); further ones are counted, logged at most every 10 s"
+            );
+        }
+    }
+}
+
+fn pause(consumer: &BaseConsumer<Context>, on: bool) {
+    let Ok(assignment) = consumer.assignment() else {
+        return;
+    };
+    let result = if on {
+        consumer.pause(&assignment)
+    } else {
+        consumer.resume(&assignment)
+    };
+    if let Err(e) = result {
+        debug!(error = %e, "kafka: pause/resume failed");
+    }
+}

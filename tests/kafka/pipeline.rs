@@ -1,0 +1,138 @@
+//! The durable pipeline end to end, as processes: senders → edge relay → Kafka destination →
+//! topic → consumer relay → two carbon_ch destinations (capture sinks). Every datapoint
+//! arrives once at the destination carbon_ch gives it; with the broker stopped for 20 s the
+//! edge queues and spills, then replays, and nothing is lost.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anthracite::Config;
+
+use crate::common::{LONG, consumer_toml, metric};
+use crate::sink::Received;
+use crate::support::{free_ports, send_lines, unix_now};
+use crate::support_kafka::broker::{Broker, exclusive};
+use crate::support_kafka::fleet::{RelayProcess, scratch};
+use crate::support_kafka::wait_for;
+
+const TOPIC: &str = "pipeline";
+
+fn edge_toml(line: u16, admin: u16, bootstrap: &str, spill: &std::path::Path) -> String {
+    format!(
+        "[listen]\nline_tcp = \"127.0.0.1:{line}\"\npickle_tcp = \"\"\n\
+         [destinations]\nbackoff_min_ms = 50\nbackoff_max_ms = 1000\n\
+         servers = [{{ address = \"{bootstrap}:kafka\", protocol = \"kafka\", kafka = {{ topic = \"{TOPIC}\", format = \"pickle\", properties = {{ \"message.timeout.ms\" = \"3000\" }} }} }}]\n\
+         [destinations.queue]\nmax_datapoints = 2000\nwhen_full = \"spill\"\n\
+         [destinations.spill]\ndir = \"{}\"\n\
+         [telemetry]\ninterval_secs = 0\n[shutdown]\ngrace_secs = 10\n\
+         [admin]\nlisten = \"127.0.0.1:{admin}\"\n",
+        spill.display()
+    )
+}
+
+fn points(tag: &str, n: usize) -> Vec<(String, i64, f64)> {
+    let now = unix_now();
+    (0..n)
+        .map(|i| (format!("{tag}.m{i}"), now, i as f64))
+        .collect()
+}
+
+/// Per name, the sinks (0: a, 1: b) it arrived at, with repeats.
+fn arrivals(sinks: &[&Received], tag: &str) -> BTreeMap<String, Vec<u16>> {
+    let mut m: BTreeMap<String, Vec<u16>> = BTreeMap::new();
+    for (i, s) in sinks.iter().enumerate() {
+        for (name, _, _) in s.all() {
+            if name.starts_with(tag) {
+                m.entry(name).or_default().push(i as u16);
+            }
+        }
+    }
+    m
+}
+
+async fn wait_all(sinks: &[&Received], tag: &str, n: usize, what: &str) {
+    wait_for(what, LONG, || async { arrivals(sinks, tag).len() >= n }).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_to_kafka_to_caches_delivers_once_and_survives_a_broker_outage() {
+    let _turn = exclusive().await;
+    let broker = Broker::shared();
+    broker.create_topic(TOPIC, 4).await;
+    let (a, got_a) = crate::sink::start("127.0.0.1:0").await;
+    let (b, got_b) = crate::sink::start("127.0.0.1:0").await;
+    let sinks = [format!("{a}:a"), format!("{b}:b")];
+    let dir = scratch("pipeline");
+    let ports = free_ports(3);
+    let edge_admin = SocketAddr::from(([127, 0, 0, 1], ports[1]));
+    let edge_line = SocketAddr::from(([127, 0, 0, 1], ports[0]));
+    let _edge = RelayProcess::start(
+        &dir,
+        "edge",
+        &edge_toml(ports[0], ports[1], &broker.bootstrap, &dir.join("spill")),
+    );
+    let consumer = consumer_toml(
+        &broker.bootstrap,
+        TOPIC,
+        "caches",
+        &sinks,
+        ports[2],
+        "format = \"pickle\"",
+    );
+    let _consumer = RelayProcess::start(&dir, "consumer", &consumer);
+    wait_for("the edge relay listens", LONG, || async {
+        std::net::TcpStream::connect(edge_line).is_ok()
+    })
+    .await;
+
+    // carbon_ch, as the consumer relay routes.
+    let router = anthracite::Placement::new(&Config::from_toml_str(&consumer).expect("config"))
+        .expect("router");
+    let all = router.all_destinations();
+    let place = |name: &str| {
+        let first = &router.destinations(name)[0];
+        all.iter().position(|d| d == first).expect("a destination") as u16
+    };
+    let sinks = [&got_a, &got_b];
+
+    // Phase 1: every datapoint arrives once, where carbon_ch puts it.
+    let one = points("one", 5000);
+    for chunk in one.chunks(1000) {
+        send_lines(edge_line, chunk);
+    }
+    wait_all(&sinks, "one", one.len(), "phase 1 through Kafka").await;
+    for (name, at) in arrivals(&sinks, "one") {
+        assert_eq!(at, vec![place(&name)], "{name} arrived at {at:?}");
+    }
+
+    // Phase 2: the broker stops for 20 s while the senders go on; the edge spills and
+    // replays once it is back.
+    broker.stop();
+    let two = points("two", 10_000);
+    for chunk in two.chunks(500) {
+        send_lines(edge_line, chunk);
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    wait_for("the edge spilled", LONG, || async {
+        metric(edge_admin, "anthracite_spilled_datapoints_total", &[]) > 0.0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(20).saturating_sub(Duration::from_millis(800))).await;
+    broker.start();
+    wait_all(&sinks, "two", two.len(), "phase 2 after the outage").await;
+    let arrived = arrivals(&sinks, "two");
+    let twice = arrived.values().filter(|at| at.len() > 1).count();
+    for (name, at) in &arrived {
+        assert!(
+            at.iter().all(|&s| s == place(name)),
+            "{name} arrived at {at:?}"
+        );
+    }
+    eprintln!(
+        "broker outage: {} datapoints sent, {} distinct delivered, {twice} delivered more than once",
+        two.len(),
+        arrived.len()
+    );
+    assert_eq!(arrived.len(), two.len(), "datapoints lost in the outage");
+}
