@@ -112,6 +112,7 @@ impl Admin {
             let state = AdminState {
                 books: shared.clone() as Arc<dyn Books>,
                 health: shared.health.clone(),
+                overview: shared.overview.clone(),
             };
             tokio::spawn(admin::serve(l, state, stop.clone()))
         });
@@ -249,6 +250,7 @@ impl Relay {
         };
         shared.health.set(Phase::Ready);
         running.log_running();
+        shared.overview.set_config(running.summary());
         Ok(running)
     }
 }
@@ -269,6 +271,46 @@ impl Running {
             destinations = %self.config.destination_names().join(","),
             "anthracite running"
         );
+    }
+
+    /// The configuration in brief, for the status page: what the startup line says, plus the
+    /// routing and the disk tier.
+    pub(super) fn summary(&self) -> Vec<(String, String)> {
+        let addr = |a: Option<SocketAddr>| a.map_or_else(|| "off".to_string(), |a| a.to_string());
+        let l = &self.listeners;
+        let c = &self.config;
+        let spill: Vec<String> = c
+            .destinations
+            .iter()
+            .filter_map(|d| Some(d.spill.as_ref()?.dir.display().to_string()))
+            .collect();
+        [
+            ("config", c.source.clone()),
+            ("line_tcp", addr(l.local(Kind::Line))),
+            ("pickle_tcp", addr(l.local(Kind::Pickle))),
+            ("protobuf_tcp", addr(l.local(Kind::Protobuf))),
+            ("line_udp", addr(l.local(Kind::Udp))),
+            ("admin", addr(self.admin.local)),
+            ("routing", c.summary()),
+            ("destinations", c.destination_names().join(", ")),
+            (
+                "spill",
+                if spill.is_empty() {
+                    "off".to_string()
+                } else {
+                    spill.join(", ")
+                },
+            ),
+            (
+                "self-metrics",
+                c.telemetry
+                    .interval
+                    .map_or("off".to_string(), |i| format!("every {i:?}")),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
     }
 
     /// Shuts down upstream first, each phase bounded by one grace period and tracked to
