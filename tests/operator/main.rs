@@ -7,5 +7,6 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod deb;
 mod prometheus;
 mod status_page;
