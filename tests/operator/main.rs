@@ -9,4 +9,5 @@ mod support;
 
 mod deb;
 mod prometheus;
+mod quickstart;
 mod status_page;

@@ -140,13 +140,25 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads and validates a `relay.toml` file.
+    /// Reads and validates a `relay.toml` file. A relative `destinations.spill.dir` is
+    /// taken relative to the file's directory, not to wherever the relay was started.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::parse(&text, &path.display().to_string())
+        let file = path.display().to_string();
+        let mut raw: RawConfig = toml::from_str(&text).map_err(|e| ConfigError::Syntax {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        let spill = &mut raw.destinations.spill.dir;
+        if !spill.is_empty() && Path::new(spill.as_str()).is_relative() {
+            let base = path.parent().unwrap_or(Path::new(""));
+            let base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
+            *spill = base.join(spill.as_str()).display().to_string();
+        }
+        Self::from_raw(raw, &file)
     }
 
     /// Parses and validates `relay.toml` text.

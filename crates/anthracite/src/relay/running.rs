@@ -269,8 +269,25 @@ impl Running {
             line_udp = %addr(l.local(Kind::Udp)),
             admin = %addr(self.admin.local),
             destinations = %self.config.destination_names().join(","),
+            spill = %self.spill_dirs(),
             "anthracite running"
         );
+    }
+
+    /// Where the destinations spill (absolute when the configuration file named a relative
+    /// directory), or `off`.
+    fn spill_dirs(&self) -> String {
+        let dirs: Vec<String> = self
+            .config
+            .destinations
+            .iter()
+            .filter_map(|d| Some(d.spill.as_ref()?.dir.display().to_string()))
+            .collect();
+        if dirs.is_empty() {
+            "off".to_string()
+        } else {
+            dirs.join(", ")
+        }
     }
 
     /// The configuration in brief, for the status page: what the startup line says, plus the
@@ -279,11 +296,6 @@ impl Running {
         let addr = |a: Option<SocketAddr>| a.map_or_else(|| "off".to_string(), |a| a.to_string());
         let l = &self.listeners;
         let c = &self.config;
-        let spill: Vec<String> = c
-            .destinations
-            .iter()
-            .filter_map(|d| Some(d.spill.as_ref()?.dir.display().to_string()))
-            .collect();
         [
             ("config", c.source.clone()),
             ("line_tcp", addr(l.local(Kind::Line))),
@@ -293,14 +305,7 @@ impl Running {
             ("admin", addr(self.admin.local)),
             ("routing", c.summary()),
             ("destinations", c.destination_names().join(", ")),
-            (
-                "spill",
-                if spill.is_empty() {
-                    "off".to_string()
-                } else {
-                    spill.join(", ")
-                },
-            ),
+            ("spill", self.spill_dirs()),
             (
                 "self-metrics",
                 c.telemetry
