@@ -256,6 +256,21 @@ mod tests {
     use crate::queue::spill::FsyncPolicy;
 
     #[test]
+    fn relative_spill_dir_is_next_to_the_config_file_not_the_working_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("relay.toml");
+        std::fs::write(
+            &file,
+            "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\n\
+             [destinations.spill]\ndir = \"spill\"\n",
+        )
+        .expect("write relay.toml");
+        let c = Config::load(&file).expect("loads");
+        let spill = c.destinations[0].spill.as_ref().expect("spill settings");
+        assert_eq!(spill.dir, dir.path().join("spill").join("127.0.0.1_2104_a"));
+    }
+
+    #[test]
     fn defaults_are_carbon_ports_and_validation_names_keys() {
         let c = Config::from_toml_str("[destinations]\nservers = [\"127.0.0.1:2104:a\"]\n")
             .expect("minimal config");
