@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 use anthracite::{CarbonOptions, Config, LogFormat, Placement, Relay, RelayError, RelayHandle};
 use anyhow::Context;
+mod try_it;
+
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
@@ -117,6 +119,22 @@ enum Command {
     /// Ask a running relay to reload its configuration (sends SIGHUP to the process in
     /// --pid-file).
     Reload,
+    /// Print every datapoint received (pickle or plaintext) as a line: a stand-in
+    /// carbon-cache for trying the relay.
+    Sink {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:2104")]
+        listen: std::net::SocketAddr,
+    },
+    /// Send plaintext lines (`name value timestamp`) to a relay.
+    Send {
+        /// The relay's plaintext listener.
+        #[arg(long, default_value = "127.0.0.1:2003")]
+        to: std::net::SocketAddr,
+        /// Lines to send, one per argument.
+        #[arg(required = true)]
+        lines: Vec<String>,
+    },
     /// Capacity-planning benchmark: load generator + counting sinks + report, against
     /// anthracite in-process or any relay by address or command (see bench/scenarios/).
     Bench(Box<anthracite_bench::BenchArgs>),
@@ -176,6 +194,20 @@ fn main() -> ExitCode {
             }
         };
     }
+    let tried = match &command {
+        Command::Sink { listen } => Some(try_it::sink(*listen)),
+        Command::Send { to, lines } => Some(try_it::send(*to, lines)),
+        _ => None,
+    };
+    if let Some(result) = tried {
+        return match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("anthracite: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Command::Bench(args) = command {
         init_logging(cli_format.unwrap_or_default());
         // The harness builds its own relay configuration; no relay.toml is read.
@@ -201,7 +233,7 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Run => run(config, &cli.run, cli.pid_file.as_deref()),
         Command::Reload => Ok(()),
-        Command::Bench(_) => run(config, &cli.run, cli.pid_file.as_deref()),
+        Command::Bench(_) | Command::Sink { .. } | Command::Send { .. } => Ok(()),
         Command::Check => check(&config, cli.run.source(), &warnings),
         Command::Route { names } => route(config, names),
     };

@@ -2,6 +2,7 @@
 //!
 //! Everything here talks to real processes over loopback sockets:
 //!
+//! - [`apt`]: Debian packages (Chromium, Prometheus, lintian) installed when missing.
 //! - [`venv`]: one Python 3.11 venv per checkout with `carbon==1.1.10`, `whisper==1.1.10` and
 //!   `mmh3`, built once and shared by every test binary (file lock + completion marker).
 //! - [`carbon`]: real `carbon-cache.py` instances ([`carbon::CarbonCaches`]) and a real
@@ -19,6 +20,7 @@
 //! Each `tests/*.rs` that needs this does `mod support;`; not every binary uses every item.
 #![allow(dead_code)]
 
+pub mod apt;
 pub mod carbon;
 pub mod differential;
 pub mod http;

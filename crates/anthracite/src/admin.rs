@@ -7,7 +7,10 @@
 //! - `GET /ready`: 200 once every listener is bound and while the relay is not shutting down,
 //!   503 otherwise, with a one-line reason;
 //! - `GET /destinations`: JSON, per destination: address, connection, memory and disk queue,
-//!   oldest spilled record, last error.
+//!   oldest spilled record, last error;
+//! - `GET /`: the status page ([`status`]), a picture of the running relay for a browser;
+//! - `GET /status`: JSON, what the page shows besides the figures: build, phase, the
+//!   configuration in brief, the recent reloads.
 //!
 //! HTTP/1.1 through hyper, one task per connection, at most [`MAX_CONNECTIONS`] at once. No
 //! client can keep the listener from an orchestrator's probe or a scrape: a client must send
@@ -42,6 +45,10 @@ use crate::metric_names::facade;
 use crate::queue::DestinationSnapshot;
 use crate::telemetry::prometheus;
 use crate::telemetry::reporter::{Books, all_components};
+
+mod status;
+
+pub use status::Overview;
 
 /// Most admin connections served at once; more are closed at accept.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -79,6 +86,15 @@ pub enum Phase {
 
 impl Phase {
     const ALL: [Phase; 3] = [Phase::Starting, Phase::Ready, Phase::ShuttingDown];
+
+    /// The phase's name in `/status`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Starting => "starting",
+            Phase::Ready => "ready",
+            Phase::ShuttingDown => "shutting_down",
+        }
+    }
 
     /// The one-line reason `/ready` gives.
     pub fn reason(self) -> &'static str {
@@ -120,6 +136,8 @@ pub struct AdminState {
     pub health: Arc<Health>,
     /// Evictions and refusals at the admin connection limit.
     pub counters: Arc<AdminCounters>,
+    /// The configuration in brief and the reload history, for `/status`.
+    pub overview: Arc<Overview>,
 }
 
 /// A served admin connection: when it last started a request, and how to close it.
@@ -217,6 +235,15 @@ fn respond(state: &AdminState, req: &Request<Incoming>) -> Response<Full<Bytes>>
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n".into());
     }
     match req.uri().path() {
+        "/" => {
+            let mut r = text(StatusCode::OK, status::PAGE.into());
+            r.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            r
+        }
+        "/status" => json(state.overview.json(state.health.phase())),
         "/metrics" => {
             let mut figures: Vec<_> = all_components(&*state.books)
                 .into_iter()
@@ -231,6 +258,10 @@ fn respond(state: &AdminState, req: &Request<Incoming>) -> Response<Full<Bytes>>
             figures.push(
                 Figure::counter(c.refused.load(Ordering::Relaxed))
                     .series(facade::ADMIN_REFUSED, Vec::new()),
+            );
+            let ready = state.health.phase() == Phase::Ready;
+            figures.push(
+                Figure::gauge(if ready { 1.0 } else { 0.0 }).series(facade::READY, Vec::new()),
             );
             let mut r = text(StatusCode::OK, prometheus::render(&figures));
             r.headers_mut().insert(
@@ -264,18 +295,23 @@ fn respond(state: &AdminState, req: &Request<Incoming>) -> Response<Full<Bytes>>
                     )
                     .collect(),
             };
-            let body = serde_json::to_string_pretty(&list)
-                .unwrap_or_else(|e| format!("{{\"error\": {:?}}}", e.to_string()));
-            let mut r = text(StatusCode::OK, body + "\n");
-            r.headers_mut()
-                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            r
+            json(
+                serde_json::to_string_pretty(&list)
+                    .unwrap_or_else(|e| format!("{{\"error\": {:?}}}", e.to_string())),
+            )
         }
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found; try /metrics, /healthz, /ready, /destinations\n".into(),
+            "not found; try /, /metrics, /healthz, /ready, /destinations, /status\n".into(),
         ),
     }
+}
+
+fn json(body: String) -> Response<Full<Bytes>> {
+    let mut r = text(StatusCode::OK, body + "\n");
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
 }
 
 fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {

@@ -73,6 +73,9 @@ pub mod facade {
     pub const DESTINATION_OVERFLOWS: &str = "anthracite_destination_overflows_total";
     /// Counter, label `result` (`applied`, `rejected`): configuration reloads (SIGHUP).
     pub const CONFIG_RELOADS: &str = "anthracite_config_reloads_total";
+    /// Gauge: 1 while the relay is ready (what `/ready` answers 200 for), 0 while it starts or
+    /// shuts down.
+    pub const READY: &str = "anthracite_ready";
     /// Gauge, labels `version`, `features`: always 1; the build's version and Cargo features.
     pub const BUILD_INFO: &str = "anthracite_build_info";
     /// Counter, label `source`: idle connections closed to admit a new one at the limit.
@@ -334,6 +337,7 @@ pub fn help(name: &str) -> &'static str {
         f::WHITELIST_REJECTS => "Datapoints dropped for not being on the whitelist.",
         f::QUEUED_UNTIL_CONNECTED => "Datapoints routed while the destination was not connected.",
         f::CONFIG_RELOADS => "Configuration reloads, applied or rejected.",
+        f::READY => "1 while the relay is ready (every listener bound, not shutting down).",
         f::BUILD_INFO => "Version and Cargo features of this build (always 1).",
         f::AGGREGATOR_SENT => "Aggregates computed and sent (aggregateDatapointsSent).",
         f::AGGREGATOR_SERIES => "Aggregation output series held (allocatedBuffers).",

@@ -148,13 +148,25 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads and validates a `relay.toml` file.
+    /// Reads and validates a `relay.toml` file. A relative `destinations.spill.dir` is
+    /// taken relative to the file's directory, not to wherever the relay was started.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::parse(&text, &path.display().to_string())
+        let file = path.display().to_string();
+        let mut raw: RawConfig = toml::from_str(&text).map_err(|e| ConfigError::Syntax {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        let spill = &mut raw.destinations.spill.dir;
+        if !spill.is_empty() && Path::new(spill.as_str()).is_relative() {
+            let base = path.parent().unwrap_or(Path::new(""));
+            let base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
+            *spill = base.join(spill.as_str()).display().to_string();
+        }
+        Self::from_raw(raw, &file)
     }
 
     /// Parses and validates `relay.toml` text.
@@ -260,6 +272,21 @@ mod tests {
     use super::*;
     use crate::queue::WhenFull;
     use crate::queue::spill::FsyncPolicy;
+
+    #[test]
+    fn relative_spill_dir_is_next_to_the_config_file_not_the_working_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("relay.toml");
+        std::fs::write(
+            &file,
+            "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\n\
+             [destinations.spill]\ndir = \"spill\"\n",
+        )
+        .expect("write relay.toml");
+        let c = Config::load(&file).expect("loads");
+        let spill = c.destinations[0].spill.as_ref().expect("spill settings");
+        assert_eq!(spill.dir, dir.path().join("spill").join("127.0.0.1_2104_a"));
+    }
 
     #[test]
     fn defaults_are_carbon_ports_and_validation_names_keys() {

@@ -128,16 +128,16 @@ pub(super) async fn reload(
     };
     match &result {
         Ok(r) => {
-            shared.count_reload(true);
             let changes = if r.changes.is_empty() {
                 "no changes".to_string()
             } else {
                 r.changes.join("; ")
             };
             info!(%changes, "configuration reloaded");
+            shared.count_reload(true, changes);
         }
         Err(e) => {
-            shared.count_reload(false);
+            shared.count_reload(false, e.to_string());
             error!(error = %e, "configuration reload rejected; still running on the previous configuration");
         }
     }
@@ -480,6 +480,7 @@ impl Running {
             warn!("log.format changes only at the next start");
         }
         self.config = new;
+        shared.overview.set_config(self.summary());
         Reloaded { changes }
     }
 }

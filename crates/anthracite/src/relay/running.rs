@@ -118,6 +118,7 @@ impl Admin {
                 books: shared.clone() as Arc<dyn Books>,
                 health: shared.health.clone(),
                 counters: Arc::default(),
+                overview: shared.overview.clone(),
             };
             tokio::spawn(admin::serve(l, state, stop.clone()))
         });
@@ -280,6 +281,7 @@ impl Relay {
         };
         shared.health.set(Phase::Ready);
         running.log_running();
+        shared.overview.set_config(running.summary());
         Ok(running)
     }
 }
@@ -298,8 +300,53 @@ impl Running {
             line_udp = %addr(l.local(Kind::Udp)),
             admin = %addr(self.admin.local),
             destinations = %self.config.destination_names().join(","),
+            spill = %self.spill_dirs(),
             "anthracite running"
         );
+    }
+
+    /// Where the destinations spill (absolute when the configuration file named a relative
+    /// directory), or `off`.
+    fn spill_dirs(&self) -> String {
+        let dirs: Vec<String> = self
+            .config
+            .destinations
+            .iter()
+            .filter_map(|d| Some(d.spill.as_ref()?.dir.display().to_string()))
+            .collect();
+        if dirs.is_empty() {
+            "off".to_string()
+        } else {
+            dirs.join(", ")
+        }
+    }
+
+    /// The configuration in brief, for the status page: what the startup line says, plus the
+    /// routing and the disk tier.
+    pub(super) fn summary(&self) -> Vec<(String, String)> {
+        let addr = |a: Option<SocketAddr>| a.map_or_else(|| "off".to_string(), |a| a.to_string());
+        let l = &self.listeners;
+        let c = &self.config;
+        [
+            ("config", c.source.clone()),
+            ("line_tcp", addr(l.local(Kind::Line))),
+            ("pickle_tcp", addr(l.local(Kind::Pickle))),
+            ("protobuf_tcp", addr(l.local(Kind::Protobuf))),
+            ("line_udp", addr(l.local(Kind::Udp))),
+            ("admin", addr(self.admin.local)),
+            ("routing", c.summary()),
+            ("destinations", c.destination_names().join(", ")),
+            ("spill", self.spill_dirs()),
+            (
+                "self-metrics",
+                c.telemetry
+                    .interval
+                    .map_or("off".to_string(), |i| format!("every {i:?}")),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
     }
 
     /// Shuts down upstream first, each phase bounded by one grace period and tracked to

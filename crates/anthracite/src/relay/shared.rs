@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use metrics::{Counter, counter};
 
 use super::running::Running;
-use crate::admin::Health;
+use crate::admin::{Health, Overview};
 use crate::figure::{Component, Reporting};
 use crate::ingest::Pipeline;
 use crate::metric_names::facade;
@@ -20,6 +20,8 @@ use crate::telemetry::{ReloadCounts, StatsSnapshot};
 pub(crate) struct Shared {
     pub(crate) pipeline: Pipeline,
     pub(crate) health: Arc<Health>,
+    /// The configuration in brief and the reload history, for the status page.
+    pub(crate) overview: Arc<Overview>,
     sources: Mutex<Vec<Arc<dyn Reporting>>>,
     reloads: ReloadBooks,
     /// What a running relay owns: set by `Relay::run` once started, taken by shutdown; a
@@ -57,6 +59,7 @@ impl Shared {
         Self {
             pipeline,
             health: Arc::new(Health::default()),
+            overview: Arc::new(Overview::default()),
             sources: Mutex::new(Vec::new()),
             reloads: ReloadBooks {
                 applied: AtomicU64::new(0),
@@ -93,8 +96,9 @@ impl Shared {
             .push(source);
     }
 
-    /// A reload was applied (`true`) or rejected.
-    pub(crate) fn count_reload(&self, applied: bool) {
+    /// A reload was applied (`true`) or rejected; `detail` says what changed or why not.
+    pub(crate) fn count_reload(&self, applied: bool, detail: String) {
+        self.overview.record_reload(applied, detail);
         let r = &self.reloads;
         if applied {
             r.applied.fetch_add(1, Relaxed);
