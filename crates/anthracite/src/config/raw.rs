@@ -346,7 +346,7 @@ pub enum RawServer {
     /// `"host:port[:instance]"`.
     Address(String),
     /// `{ address = "host:port:instance", when_full = "drop_newest", … }`.
-    Detailed(RawServerDetail),
+    Detailed(Box<RawServerDetail>),
 }
 
 /// Per-destination overrides.
@@ -408,7 +408,7 @@ impl RawServer {
                 address: a.clone(),
                 ..RawServerDetail::default()
             },
-            RawServer::Detailed(d) => d.clone(),
+            RawServer::Detailed(d) => d.as_ref().clone(),
         }
     }
 }
