@@ -3,7 +3,7 @@
 //! the two-step decode (parse, then emit) the receivers use answers as the one-call decode.
 #![no_main]
 
-use anthracite::unstable::protocol::DropCounts;
+use anthracite::DropCounts;
 use anthracite::unstable::protocol::pickle::{DECODED_POINT_BYTES, DECODER_KEEP_BYTES};
 use anthracite::unstable::protocol::protobuf::ProtobufDecoder;
 use libfuzzer_sys::fuzz_target;
