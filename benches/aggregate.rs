@@ -1,4 +1,4 @@
-//! Aggregation cost per datapoint (the `aggregate` shape of issue 27: 100k input names, 100
+//! Aggregation cost per datapoint (the `aggregate` scenario's shape: 100k input names, 100
 //! rules, 10k output series, 60 s frequency), on the aggregator alone (no sockets):
 //!
 //! - `aggregate/warm/*`: every series and every name's rule verdict exist — the steady state,

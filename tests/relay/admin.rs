@@ -340,7 +340,7 @@ fn two_relays_in_one_process_render_their_own_metrics() {
     assert_eq!(sink.count(), 140);
 }
 
-/// Issue 23: 64 idle connections (the admin connection limit) refused `/healthz` and
+/// 64 idle connections (the admin connection limit) refused `/healthz` and
 /// `/metrics` for ~10 s, with refusals only at debug level and no counter: an orchestrator
 /// would restart a healthy relay. At the limit the connection silent the longest is now closed
 /// to admit the new one, counted: with 70 idle admin connections held, `/healthz` and

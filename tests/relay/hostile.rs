@@ -413,7 +413,7 @@ fn listen_backlog_is_configured_and_defaults_to_1024() {
     }
 }
 
-/// Issue 23: pickle and protobuf names holding `\n`, `\r`, tab or space passed through, and a
+/// Pickle and protobuf names holding `\n`, `\r`, tab or space passed through, and a
 /// line destination received `evil.a 1 1700000000\nevil.injected 1 …` as two metrics, one
 /// named by the sender, nothing counted. Every such name is now dropped where every source
 /// passes (ingest), counted as `whitespace_in_name`: 0 forged names reach a line sink.
@@ -475,7 +475,7 @@ fn forged_names_with_whitespace_never_reach_a_line_sink() {
     relay.stop();
 }
 
-/// Issue 23: with forced kernel drops the counter reported 124,925 of 125,561: a drop is
+/// With forced kernel drops the counter reported 124,925 of 125,561: a drop is
 /// carried by the next datagram the kernel queues, so the drops after the last one were never
 /// read. The socket's own counter is read at shutdown: with no datagram sent after the burst,
 /// every datagram is either received or counted as dropped.

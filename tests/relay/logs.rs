@@ -112,7 +112,7 @@ fn version_names_the_enabled_features() {
     assert!(text.contains("kinesis"), "{text}");
 }
 
-/// Issue 23: one client reconnecting in a loop, each connection sending one over-limit length
+/// One client reconnecting in a loop, each connection sending one over-limit length
 /// prefix, wrote 142,680 WARN lines in 10 s (one per connection), and mutated protobuf frames
 /// 11,459 in 30 s. Per-connection warnings are now one relay-wide episode each: 10 s of
 /// reconnecting bad clients (pickle and protobuf, over-limit prefixes and frames that do not

@@ -125,7 +125,7 @@ fn memo_pickle_frame(name: &str, repeats: usize) -> Vec<u8> {
     frame
 }
 
-/// Issue 23: the frame budget counted a frame's bytes, not what they decode into. A ~0.94 MB
+/// The frame budget counted a frame's bytes, not what they decode into. A ~0.94 MB
 /// protobuf frame holding one 4 KB name with 55,000 points turns into ~230 MB of datapoints
 /// (16 connections: 3.8 GB peak), and a 0.2 MB pickle frame whose memo repeats one 4 KB name
 /// 100,000 times into ~410 MB (4 connections: 2.2 GB). What a frame decodes into now comes out

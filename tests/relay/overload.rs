@@ -1,4 +1,4 @@
-//! Overload is back-pressure (issue 24): when the relay itself is the bottleneck (CPU-bound
+//! Overload is back-pressure: when the relay itself is the bottleneck (CPU-bound
 //! routing through hundreds of rules) and every destination is connected and reading, clients
 //! are held back; no destination drops anything. Before the fix the full wait was wall-clock
 //! time: a destination whose queue stayed near full because the relay could not keep up —

@@ -495,7 +495,7 @@ fn spill_disk_full_loses_no_more_than_memory_policy() {
     relay.stop();
 }
 
-/// Issue 23: after `rm -rf` of the spill directory and `mkdir` again, nothing spilled any more
+/// After `rm -rf` of the spill directory and `mkdir` again, nothing spilled any more
 /// (the per-destination directory was not made again: every later datapoint dropped), and the
 /// replay looped on `ENOENT` with the lost records shown as queued, so the destination received
 /// nothing once back. The disk tier now makes its directory again and goes on; the records
@@ -554,7 +554,7 @@ fn spill_dir_removed_and_recreated_resumes_and_delivers_what_was_spilled_after()
     relay.stop();
 }
 
-/// Issue 23: a second relay started on the same spill directory started and replayed the first
+/// A second relay started on the same spill directory started and replayed the first
 /// one's logs (duplicates, or acknowledgements lost). The spill directory is now locked
 /// (`flock`) for a relay's life: the second relay exits with the configuration-error code and
 /// says which directory is in use, and the first goes on.

@@ -337,7 +337,7 @@ fn client_ca_refuses_clients_without_a_certificate() {
     assert_eq!(sink.count(), 100);
 }
 
-/// Issue 23: a self-signed certificate made by the usual `openssl req -x509 -newkey rsa:2048
+/// A self-signed certificate made by the usual `openssl req -x509 -newkey rsa:2048
 /// -nodes …` one-liner (which sets `CA:TRUE`) given as the destination's trusted CA worked with
 /// carbon-relay and failed with anthracite (`CaUsedAsEndEntity`; 0 of 3,624 delivered). A
 /// destination presenting exactly a certificate configured as trusted is now accepted.
@@ -357,7 +357,7 @@ fn ca_true_self_signed_destination_certificate_configured_as_trusted_is_accepted
     relay.stop();
 }
 
-/// Issue 23, the receivers' side: a client presenting exactly the CA:TRUE self-signed
+/// The receivers' side: a client presenting exactly the CA:TRUE self-signed
 /// certificate configured as `client_ca` is accepted (pinned), as OpenSSL would.
 #[test]
 fn ca_true_self_signed_client_certificate_configured_as_client_ca_is_accepted() {
@@ -384,7 +384,7 @@ fn ca_true_self_signed_client_certificate_configured_as_client_ca_is_accepted() 
     relay.stop();
 }
 
-/// Issue 23: with `max_connections = 1000`, 1,500 clients that open TLS connections and never
+/// With `max_connections = 1000`, 1,500 clients that open TLS connections and never
 /// finish the handshake locked a valid client out for 4–5 s per wave: a connection in its
 /// handshake could not be evicted, and failures had no counter. Handshakes now hold an
 /// admitted slot that is evicted like an idle connection's, time out after 5 s, and count

@@ -332,7 +332,7 @@ async fn a_lost_connection_ends_the_full_wait_at_once() {
     assert!(o.waited);
 }
 
-/// Issue 24: a destination whose writes complete as soon as they are issued, behind producers
+/// A destination whose writes complete as soon as they are issued, behind producers
 /// that outrun it (the relay CPU-bound: its sender task gets little time), for many times the
 /// full wait. Before the fix the wait was wall-clock time and the producers' data was dropped
 /// as `queue_full` once it ran out; now they wait as long as the destination makes progress.
