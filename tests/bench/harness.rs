@@ -650,7 +650,9 @@ async fn sweep_compare_gives_every_relay_a_row_per_rate_and_a_knee() {
         no_progress: true,
         ..Default::default()
     };
-    let r = anthracite_bench::run_sweep(args).await.unwrap();
+    let anthracite_bench::Swept::Rates(r) = anthracite_bench::run_sweep(args).await.unwrap() else {
+        panic!("a sweep over rates reports rates");
+    };
     assert!(r.is_consistent(), "{}", r.table());
     assert_eq!(r.targets, ["inproc", "proc"]);
     let parsed: serde_json::Value =

@@ -40,8 +40,10 @@ pub struct BenchArgs {
     #[arg(long)]
     pub capacity_rate: Option<f64>,
 
-    /// Capacity sweep: run the scenario once per offered rate (`[sweep] rates` or `--rates`),
-    /// print a row per rate and the knee (highest rate with no loss and p99 within target).
+    /// Sweep: the capacity sweep runs the scenario once per offered rate (`[sweep] rates` or
+    /// `--rates`), printing a row per rate and the knee (highest rate with no loss and p99
+    /// within target); the configuration sweep (`[sweep] rules`, `destinations`,
+    /// `replication`) prints the relay's CPU per million datapoints at each point.
     #[arg(long, conflicts_with = "rate")]
     pub sweep: bool,
     /// Offered rates of `--sweep`, datapoints/s, comma-separated (overrides `[sweep] rates`).
@@ -60,7 +62,9 @@ pub struct BenchArgs {
     pub relay_pid: Option<u32>,
     /// Start this relay command for the run; placeholders: {line_port} {pickle_port}
     /// {sink_ports} {sink_addrs} {dest_list} (carbon `host:port:inst, …`) {c_relay_servers}
-    /// (`host:port=inst …`) {toml_servers} {sink_protocol} {config} {config_dir};
+    /// (`host:port=inst …`) {toml_servers} {sink_protocol} {config} {config_dir}
+    /// {router_toml} {c_relay_routes} {replication} (the scenario's `[routing]`)
+    /// {aggregation_toml} {aggregation_rules} (its `[aggregation]`);
     /// `{config:PATH}` renders template PATH with the same placeholders and expands to its path.
     #[arg(long, conflicts_with = "compare")]
     pub relay_cmd: Option<String>,
@@ -71,8 +75,9 @@ pub struct BenchArgs {
     /// `NAME=in-process` compares the in-process relay.
     #[arg(long, num_args = 1.., value_name = "NAME=CMD")]
     pub compare: Vec<String>,
-    /// Rounds of `--compare` (A B A B …); default 3. `--sweep` runs each relay once per rate.
-    #[arg(long, conflicts_with = "sweep")]
+    /// Rounds of `--compare` (A B A B …); default 3. A configuration `--sweep` runs each
+    /// point this many times per relay (default 1); a rate `--sweep` runs each rate once.
+    #[arg(long)]
     pub rounds: Option<usize>,
     /// Fixed sink ports (comma-separated) instead of ephemeral ones, for `--target ADDR`.
     #[arg(long, value_delimiter = ',')]

@@ -7,6 +7,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use super::BenchError;
+use super::costs::{Axis, CostReport};
 use super::report::Report;
 use super::sweep::SweepReport;
 
@@ -17,6 +18,11 @@ fn chart_err(e: impl std::fmt::Display) -> BenchError {
 /// Writes the chart of `report.timeline` to `path` as SVG.
 pub fn write_svg(report: &Report, path: &Path) -> Result<(), BenchError> {
     write(path, render_svg(report)?)
+}
+
+/// Writes the chart of a configuration sweep to `path` as SVG.
+pub fn write_costs_svg(report: &CostReport, path: &Path) -> Result<(), BenchError> {
+    write(path, render_costs_svg(report)?)
 }
 
 /// Writes the chart of a sweep to `path` as SVG.
@@ -143,6 +149,90 @@ pub fn render_sweep_svg(report: &SweepReport) -> Result<String, BenchError> {
         c.configure_series_labels()
             .border_style(BLACK)
             .background_style(WHITE.mix(0.8))
+            .draw()
+            .map_err(chart_err)?;
+        root.present().map_err(chart_err)?;
+    }
+    Ok(out)
+}
+
+/// Renders a configuration sweep: CPU-seconds per million datapoints delivered (per copy)
+/// against the swept value, both axes logarithmic (rules cost spans decades between relays),
+/// one colour per relay and one line per replication factor.
+pub fn render_costs_svg(report: &CostReport) -> Result<String, BenchError> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (1000, 600)).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_err)?;
+        let xs = || report.points.iter().map(|p| p.on(report.axis) as f64);
+        let x_min = xs().fold(f64::INFINITY, f64::min).max(1.0) / 1.3;
+        let x_max = xs().fold(1.0, f64::max) * 1.3;
+        let ys = || {
+            report
+                .figures
+                .iter()
+                .filter_map(|f| f.per_million_delivered)
+        };
+        let y_min = ys().fold(f64::INFINITY, f64::min).clamp(1e-4, 1.0) / 2.0;
+        let y_max = ys().fold(y_min * 4.0, f64::max) * 2.0;
+        let what = match report.axis {
+            Axis::Rules => "rules",
+            Axis::Destinations => "destinations",
+            Axis::Replication => "replication factor",
+        };
+        let mut c = ChartBuilder::on(&root)
+            .caption(
+                format!("{}: relay CPU against {what}", report.scenario),
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d((x_min..x_max).log_scale(), (y_min..y_max).log_scale())
+            .map_err(chart_err)?;
+        c.configure_mesh()
+            .x_desc(format!("{what} (log)"))
+            .y_desc("CPU-s per 1M delivered (log)")
+            .draw()
+            .map_err(chart_err)?;
+        let mut replications: Vec<usize> = report.points.iter().map(|p| p.replication).collect();
+        replications.sort_unstable();
+        replications.dedup();
+        let by_replication = report.axis == Axis::Destinations && replications.len() > 1;
+        for (i, t) in report.targets.iter().enumerate() {
+            let colour = Palette99::pick(i).to_rgba();
+            let groups: Vec<Option<usize>> = if by_replication {
+                replications.iter().map(|&r| Some(r)).collect()
+            } else {
+                vec![None]
+            };
+            for (g, repl) in groups.into_iter().enumerate() {
+                let line: Vec<(f64, f64)> = report
+                    .figures
+                    .iter()
+                    .filter(|f| &f.target == t && repl.is_none_or(|r| f.point.replication == r))
+                    .filter_map(|f| {
+                        f.per_million_delivered
+                            .map(|v| (f.point.on(report.axis) as f64, v))
+                    })
+                    .collect();
+                let label = match repl {
+                    Some(r) => format!("{t}, replication {r}"),
+                    None => t.clone(),
+                };
+                let width = 1 + g as u32 * 2;
+                c.draw_series(LineSeries::new(line, colour.stroke_width(width)).point_size(3))
+                    .map_err(chart_err)?
+                    .label(label)
+                    .legend(move |(x, y)| {
+                        PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(width))
+                    });
+            }
+        }
+        c.configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .position(SeriesLabelPosition::UpperLeft)
             .draw()
             .map_err(chart_err)?;
         root.present().map_err(chart_err)?;

@@ -38,25 +38,14 @@ pub fn config_toml(scenario: &Scenario, sinks: &[SocketAddr], spill_dir: Option<
         ),
         None => String::new(),
     };
-    let aggregation = match &scenario.aggregation {
-        Some(a) => {
-            let rules: Vec<String> = a
-                .rules(&scenario.names)
-                .iter()
-                .map(|r| format!("{r:?}"))
-                .collect();
-            format!(
-                "[aggregation]\nforward_all = {}\nrules = [{}]\n",
-                a.forward_all,
-                rules.join(", ")
-            )
-        }
-        None => String::new(),
-    };
+    let aggregation = scenario
+        .aggregation
+        .as_ref()
+        .map_or_else(String::new, |a| a.anthracite_toml(&scenario.names));
+    let router = scenario.routing.anthracite_toml(&servers, &scenario.names);
     format!(
         "{aggregation}[listen]\nline_tcp = \"\"\npickle_tcp = \"\"\n\
-         [router]\nmethod = \"consistent-hashing\"\nhash_type = \"carbon_ch\"\n\
-         [telemetry]\ninterval_secs = 0\n\
+         {router}[telemetry]\ninterval_secs = 0\n\
          [destinations]\nservers = [{}]\nprotocol = \"{}\"\n\
          [destinations.queue]\nmax_datapoints = {}\nmax_bytes = 1073741824\n{spill}",
         servers.join(", "),

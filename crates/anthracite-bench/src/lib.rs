@@ -63,6 +63,7 @@
 pub mod args;
 pub mod chart;
 pub mod compare;
+pub mod costs;
 pub mod generator;
 pub mod histogram;
 pub mod inprocess;
@@ -71,6 +72,7 @@ pub mod placement;
 pub mod process;
 pub mod progress;
 pub mod report;
+pub mod routing;
 pub mod runner;
 pub mod scenario;
 pub mod sink;
@@ -80,6 +82,7 @@ pub mod target;
 use std::net::SocketAddr;
 
 pub use args::{BenchArgs, TargetSpec};
+pub use costs::CostReport;
 pub use report::Report;
 pub use runner::{RunOptions, run_once};
 pub use scenario::Scenario;
@@ -139,14 +142,48 @@ fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(
     })
 }
 
-/// Runs `anthracite bench --sweep`: the scenario at every offered rate against the target
-/// or every `--compare` relay; prints the table ending in the `knee:` line, writes `--json`
-/// (rows and knees) and `--svg` (latency and loss against offered rate).
-pub async fn run_sweep(args: BenchArgs) -> Result<SweepReport, BenchError> {
+/// What `anthracite bench --sweep` produced.
+#[derive(Clone, Debug)]
+pub enum Swept {
+    /// `[sweep] rates`: the capacity sweep.
+    Rates(SweepReport),
+    /// `[sweep] rules | destinations | replication`: the cost of the configuration.
+    Costs(CostReport),
+}
+
+impl Swept {
+    /// Counts add up and every derived figure follows from the runs.
+    pub fn is_consistent(&self) -> bool {
+        match self {
+            Swept::Rates(r) => r.is_consistent(),
+            Swept::Costs(r) => r.is_consistent(),
+        }
+    }
+}
+
+/// Runs `anthracite bench --sweep`. Over rates: the scenario at every offered rate against the
+/// target or every `--compare` relay; prints the table ending in the `knee:` line, writes
+/// `--json` (rows and knees) and `--svg` (latency and loss against offered rate). Over the
+/// configuration (`[sweep] rules`, `destinations`, `replication`): every point `--rounds`
+/// times (default 1) per relay; prints CPU per million datapoints at each point, writes
+/// `--json` and `--svg` (cost against the swept value).
+pub async fn run_sweep(args: BenchArgs) -> Result<Swept, BenchError> {
     let overrides = args.overrides();
     let scenario = Scenario::load(&args.scenario)?.validate(&overrides)?;
     let targets = args.named_targets()?;
-    let report = sweep::run(&scenario, &targets, &overrides, &run_options(&args)).await?;
+    let opts = run_options(&args);
+    if costs::points(&scenario).is_some() {
+        let report = costs::run(&scenario, &targets, args.rounds.unwrap_or(1), &opts).await?;
+        print!("{}", report.table());
+        if let Some(path) = &args.json {
+            write_json(path, &report)?;
+        }
+        if let Some(path) = &args.svg {
+            chart::write_costs_svg(&report, path)?;
+        }
+        return Ok(Swept::Costs(report));
+    }
+    let report = sweep::run(&scenario, &targets, &overrides, &opts).await?;
     print!("{}", report.table());
     if let Some(path) = &args.json {
         write_json(path, &report)?;
@@ -154,7 +191,7 @@ pub async fn run_sweep(args: BenchArgs) -> Result<SweepReport, BenchError> {
     if let Some(path) = &args.svg {
         chart::write_sweep_svg(&report, path)?;
     }
-    Ok(report)
+    Ok(Swept::Rates(report))
 }
 
 /// Runs `anthracite bench`: loads the scenario, runs it (or the `--compare`), prints the

@@ -378,11 +378,13 @@ pub async fn run_once(
             .map(|s| s.delivered.load(Ordering::Relaxed))
             .sum::<u64>()
     };
+    // Replication delivers several copies of each datapoint.
+    let want = sent * scenario.routing.copies();
     let mut last = delivered_now();
     let mut last_change = Instant::now();
     loop {
         let d = delivered_now();
-        if d >= sent {
+        if d >= want {
             break;
         }
         if d != last {
@@ -468,13 +470,18 @@ pub async fn run_once(
         .iter()
         .map(|c| c.sent.load(Ordering::Relaxed))
         .collect();
-    let expected = placement::expected_per_sink(
-        &names,
-        &sink_addrs,
-        scenario.names.shared,
-        &sent_per_connection,
-        &cycles,
-    );
+    // Only the plain ring's placement is predicted; rules and replicas place elsewhere.
+    let expected = if scenario.routing.is_plain_ring() {
+        placement::expected_per_sink(
+            &names,
+            &sink_addrs,
+            scenario.names.shared,
+            &sent_per_connection,
+            &cycles,
+        )
+    } else {
+        None
+    };
     let names_count = names.len();
     drop(names);
     let sink_reports = stats
@@ -528,7 +535,7 @@ pub async fn run_once(
         offered_rate: l.rate,
         sent,
         delivered,
-        lost: sent as i64 - delivered as i64,
+        lost: want as i64 - delivered as i64,
         sinks: sink_reports,
         send_secs,
         delivery_secs,

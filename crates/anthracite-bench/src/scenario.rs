@@ -9,6 +9,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::routing::Routing;
+
 use super::BenchError;
 
 /// Upper bound on datapoints in one run (count mode); keeps pre-rendered payloads in memory.
@@ -23,6 +25,8 @@ pub const MAX_GENERATOR_CONNECTIONS: usize = 10_000;
 pub const MAX_NAMES: usize = 10_000_000;
 /// Upper bound on the rates of one sweep.
 pub const MAX_SWEEP_RATES: usize = 64;
+/// Most generated routing rules.
+pub const MAX_RULES: usize = 10_000;
 /// Default p99 latency target of a sweep step, in milliseconds.
 pub const DEFAULT_P99_TARGET_MS: f64 = 100.0;
 
@@ -93,6 +97,9 @@ pub struct Scenario {
     /// Aggregate in the relay (`[aggregation]`), with rules generated over the name set.
     #[serde(default)]
     pub aggregation: Option<Aggregation>,
+    /// How the relay routes: consistent hashing with N copies, or N generated regex rules.
+    #[serde(default)]
+    pub routing: Routing,
 }
 
 /// Aggregation rules generated for the run: one rule per metric of the name set (the metric
@@ -142,6 +149,16 @@ impl Aggregation {
                 )
             })
             .collect()
+    }
+
+    /// The `[aggregation]` section of anthracite's `relay.toml` with the generated rules.
+    pub fn anthracite_toml(&self, names: &Names) -> String {
+        let rules: Vec<String> = self.rules(names).iter().map(|r| format!("{r:?}")).collect();
+        format!(
+            "[aggregation]\nforward_all = {}\nrules = [{}]\n",
+            self.forward_all,
+            rules.join(", ")
+        )
     }
 }
 
@@ -314,6 +331,12 @@ pub struct Sweep {
     pub step_secs: Option<f64>,
     /// p99 end-to-end latency a step may reach and still count (ms). Default 100.
     pub p99_target_ms: f64,
+    /// Cost sweep over the rule count (`[routing] rules` at each point). Default none.
+    pub rules: Vec<usize>,
+    /// Cost sweep over the destination count (`[sinks] count` at each point). Default none.
+    pub destinations: Vec<usize>,
+    /// Replication factors crossed with `destinations` (or swept alone). Default none.
+    pub replication: Vec<usize>,
 }
 
 impl Default for Sweep {
@@ -322,6 +345,9 @@ impl Default for Sweep {
             rates: Vec::new(),
             step_secs: None,
             p99_target_ms: DEFAULT_P99_TARGET_MS,
+            rules: Vec::new(),
+            destinations: Vec::new(),
+            replication: Vec::new(),
         }
     }
 }
@@ -500,6 +526,44 @@ impl Scenario {
         }
         if self.sinks.count == 0 || self.sinks.count > MAX_CONNECTIONS {
             return bad("sinks.count", "must be in [1, 256]");
+        }
+        if self.routing.rules > MAX_RULES {
+            return bad("routing.rules", "must be in [0, 10000]");
+        }
+        if self.routing.replication == 0 || self.routing.replication > self.sinks.count {
+            return bad("routing.replication", "must be in [1, sinks.count]");
+        }
+        let sw = &self.sweep;
+        let costs =
+            !(sw.rules.is_empty() && sw.destinations.is_empty() && sw.replication.is_empty());
+        if costs && !sw.rates.is_empty() {
+            return bad(
+                "sweep",
+                "sweeps either rates or the configuration (rules, destinations, replication), not both",
+            );
+        }
+        if !sw.rules.is_empty() && !(sw.destinations.is_empty() && sw.replication.is_empty()) {
+            return bad(
+                "sweep.rules",
+                "cannot be crossed with destinations or replication",
+            );
+        }
+        if sw.rules.iter().any(|&r| r == 0 || r > MAX_RULES) {
+            return bad("sweep.rules", "must each be in [1, 10000]");
+        }
+        if sw
+            .destinations
+            .iter()
+            .any(|&d| d == 0 || d > MAX_CONNECTIONS)
+        {
+            return bad("sweep.destinations", "must each be in [1, 256]");
+        }
+        if sw
+            .replication
+            .iter()
+            .any(|&r| r == 0 || r > MAX_CONNECTIONS)
+        {
+            return bad("sweep.replication", "must each be in [1, 256]");
         }
         for s in &self.sinks.slow {
             if s.index >= self.sinks.count || s.bytes_per_sec == 0 {

@@ -10,7 +10,8 @@ use super::args::TargetSpec;
 use super::inprocess::InProcessRelay;
 use super::measure::{CpuTracker, RELAY_THREAD_NAME};
 use super::process::RelayProcess;
-use super::scenario::{Protocol, Scenario};
+use super::routing::{Routing, carbon_aggregation_rules};
+use super::scenario::{Aggregation, Names, Protocol, Scenario};
 
 /// Pause between a started relay accepting connections and the run starting.
 pub const STARTUP_SETTLE: Duration = Duration::from_secs(1);
@@ -30,6 +31,12 @@ pub struct Placeholders {
     pub config: Option<PathBuf>,
     /// A fresh directory for this run's rendered files, logs and pid files.
     pub config_dir: PathBuf,
+    /// How the relay routes (`{router_toml}`, `{c_relay_routes}`, `{replication}`).
+    pub routing: Routing,
+    /// The generated names the rules and aggregates are written for.
+    pub names: Names,
+    /// The scenario's aggregation (`{aggregation_toml}`, `{aggregation_rules}`).
+    pub aggregation: Option<Aggregation>,
 }
 
 impl Placeholders {
@@ -50,23 +57,43 @@ impl Placeholders {
             .map(|(i, a)| format!("{a}={}", instance(i)))
             .collect();
         let toml: Vec<String> = dests.iter().map(|d| format!("\"{d}\"")).collect();
-        text.replace("{line_port}", &self.line_port.to_string())
-            .replace("{pickle_port}", &self.pickle_port.to_string())
-            .replace("{sink_ports}", &ports.join(","))
-            .replace("{sink_addrs}", &addrs.join(" "))
-            .replace("{dest_list}", &dests.join(", "))
-            .replace("{c_relay_servers}", &c_relay.join(" "))
-            .replace("{toml_servers}", &toml.join(", "))
-            .replace("{sink_protocol}", self.sink_protocol.as_str())
-            .replace("{config_dir}", &self.config_dir.display().to_string())
-            .replace(
-                "{config}",
-                &self
-                    .config
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default(),
-            )
+        let aggregation = self.aggregation.as_ref();
+        text.replace(
+            "{router_toml}",
+            &self.routing.anthracite_toml(&toml, &self.names),
+        )
+        .replace(
+            "{c_relay_routes}",
+            &self
+                .routing
+                .c_relay_conf(&c_relay, &self.names, aggregation),
+        )
+        .replace("{replication}", &self.routing.replication.to_string())
+        .replace(
+            "{aggregation_toml}",
+            &aggregation.map_or_else(String::new, |a| a.anthracite_toml(&self.names)),
+        )
+        .replace(
+            "{aggregation_rules}",
+            &aggregation.map_or_else(String::new, |a| carbon_aggregation_rules(a, &self.names)),
+        )
+        .replace("{line_port}", &self.line_port.to_string())
+        .replace("{pickle_port}", &self.pickle_port.to_string())
+        .replace("{sink_ports}", &ports.join(","))
+        .replace("{sink_addrs}", &addrs.join(" "))
+        .replace("{dest_list}", &dests.join(", "))
+        .replace("{c_relay_servers}", &c_relay.join(" "))
+        .replace("{toml_servers}", &toml.join(", "))
+        .replace("{sink_protocol}", self.sink_protocol.as_str())
+        .replace("{config_dir}", &self.config_dir.display().to_string())
+        .replace(
+            "{config}",
+            &self
+                .config
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        )
     }
 }
 
@@ -212,6 +239,9 @@ impl RunningTarget {
                     sink_protocol: scenario.sinks.protocol,
                     config: None,
                     config_dir: conf_dir.clone(),
+                    routing: scenario.routing.clone(),
+                    names: scenario.names.clone(),
+                    aggregation: scenario.aggregation.clone(),
                 };
                 if let Some(t) = template {
                     let name = t
@@ -357,6 +387,9 @@ mod tests {
             sink_protocol: Protocol::Pickle,
             config: Some(PathBuf::from("/tmp/x.conf")),
             config_dir: PathBuf::from("/tmp"),
+            routing: Routing::default(),
+            names: Names::default(),
+            aggregation: None,
         };
         assert_eq!(
             ph.render("DESTINATIONS = {dest_list}"),
