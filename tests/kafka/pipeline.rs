@@ -1,13 +1,15 @@
 //! The durable pipeline end to end, as processes: senders → edge relay → Kafka destination →
 //! topic → consumer relay → two carbon_ch destinations (capture sinks). Every datapoint
 //! arrives once at the destination carbon_ch gives it; with the broker stopped for 20 s the
-//! edge queues and spills, then replays, and nothing is lost.
+//! edge queues and spills, then replays, and nothing is lost. Each message on the topic is
+//! keyed by a metric name it holds, on that key's murmur2 partition.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use anthracite::Config;
+use anthracite::unstable::kafka::partition_for;
 
 use crate::common::{LONG, consumer_toml, metric};
 use crate::sink::Received;
@@ -49,6 +51,62 @@ fn arrivals(sinks: &[&Received], tag: &str) -> BTreeMap<String, Vec<u16>> {
         }
     }
     m
+}
+
+/// The metric names of a pickle message (`[(name, (timestamp, value)), …]`, no length
+/// prefix).
+fn pickle_names(payload: &[u8]) -> Vec<Vec<u8>> {
+    use serde_pickle::Value;
+    let value = serde_pickle::value_from_slice(payload, serde_pickle::DeOptions::new())
+        .expect("a pickle message");
+    let Value::List(entries) = value else {
+        panic!("a pickle message is not a list: {value:?}")
+    };
+    entries
+        .into_iter()
+        .map(|entry| match entry {
+            Value::Tuple(t) | Value::List(t) => match t.first() {
+                Some(Value::String(s)) => s.clone().into_bytes(),
+                Some(Value::Bytes(b)) => b.clone(),
+                other => panic!("an entry without a name: {other:?}"),
+            },
+            other => panic!("an entry that is not a pair: {other:?}"),
+        })
+        .collect()
+}
+
+/// Every message on the topic is keyed by a metric name it holds, and its partition is
+/// what Kafka's default partitioner (murmur2 of the key, as the Java client) gives that key,
+/// so a consumer partitioning by name agrees with the edge.
+async fn messages_are_keyed_by_a_name_they_hold(bootstrap: &str) {
+    let bootstrap = bootstrap.to_string();
+    let messages = tokio::task::spawn_blocking(move || {
+        let total: i64 = crate::support_kafka::client::end_offsets(&bootstrap, TOPIC, 4)
+            .values()
+            .sum();
+        crate::support_kafka::client::read_all(&bootstrap, TOPIC, total as usize, LONG)
+    })
+    .await
+    .expect("read the topic");
+    assert!(!messages.is_empty());
+    for (partition, key, payload) in &messages {
+        let key = key.as_deref().expect("every message has a key");
+        let names = pickle_names(payload);
+        assert!(
+            names.iter().any(|n| n == key),
+            "key {:?} is not a name in its message",
+            String::from_utf8_lossy(key)
+        );
+        assert_eq!(
+            partition_for(key, 4),
+            *partition,
+            "key {:?} is not on its murmur2 partition",
+            String::from_utf8_lossy(key)
+        );
+        for n in &names {
+            assert_eq!(partition_for(n, 4), *partition);
+        }
+    }
 }
 
 async fn wait_all(sinks: &[&Received], tag: &str, n: usize, what: &str) {
@@ -105,6 +163,7 @@ async fn edge_to_kafka_to_caches_delivers_once_and_survives_a_broker_outage() {
     for (name, at) in arrivals(&sinks, "one") {
         assert_eq!(at, vec![place(&name)], "{name} arrived at {at:?}");
     }
+    messages_are_keyed_by_a_name_they_hold(&broker.bootstrap).await;
 
     // Phase 2: the broker stops for 20 s while the senders go on; the edge spills and
     // replays once it is back.

@@ -1,6 +1,7 @@
 //! `dist/`'s alert rules and Grafana dashboard against Debian's Prometheus: `promtool check
 //! rules` and `promtool test rules` (a unit test for every alert), then a real Prometheus on
-//! loopback scraping a relay (one destination up, one down and spilling, some bad input) must
+//! loopback scraping a relay (one destination up, one down and spilling, some bad input, a
+//! Kinesis stream read through a lease table and a Kafka topic read in a consumer group) must
 //! return series for every expression of the dashboard.
 
 use std::net::SocketAddr;
@@ -8,11 +9,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support;
+use crate::{support, support_kafka, support_kinesis};
 use support::http::get;
 use support::process::{ManagedChild, output_with_timeout};
-use support::relay::{TestRelay, config_for};
 use support::sink::{CountingSink, SinkProtocol};
+use support_kafka::broker::Broker;
+use support_kinesis::dynamodb::DynamoDbLocal;
+use support_kinesis::fleet::RelayProcess;
+use support_kinesis::kinesalite::Kinesalite;
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -126,26 +130,110 @@ fn series(prometheus: SocketAddr, expr: &str) -> usize {
     v["data"]["result"].as_array().map_or(0, Vec::len)
 }
 
+/// The streams the scraped relay reads, so the Kinesis, Kinesis-lease and Kafka panels have
+/// series too: kinesalite with a lease table in DynamoDB Local, and a topic on the Kafka
+/// broker, each holding a few datapoints. The servers stay up while the returned guard lives.
+struct Streams {
+    kinesalite: Kinesalite,
+    dynamodb: &'static DynamoDbLocal,
+    kafka: &'static Broker,
+    producer: rdkafka::producer::FutureProducer,
+}
+
+const STREAM: &str = "dashboard";
+const TOPIC: &str = "dashboard";
+
+impl Streams {
+    fn start(rt: &tokio::runtime::Runtime) -> Streams {
+        let dynamodb = DynamoDbLocal::shared();
+        let kafka = Broker::shared();
+        let kinesalite = rt.block_on(async {
+            let k = Kinesalite::start().await;
+            k.create_stream(STREAM, 2).await;
+            kafka.create_topic(TOPIC, 2).await;
+            k
+        });
+        Streams {
+            kinesalite,
+            dynamodb,
+            kafka,
+            producer: support_kafka::client::producer(&kafka.bootstrap),
+        }
+    }
+
+    /// The relay's `[[kinesis]]` (lease table mode) and `[[kafka]]` sections.
+    fn sources_toml(&self) -> String {
+        format!(
+            "[[kinesis]]\nstream = \"{STREAM}\"\nendpoint_url = \"{}\"\n\
+             poll_idle_ms = 200\npoll_busy_ms = 200\nshard_sync_interval_secs = 1\n\
+             checkpoint_interval_secs = 0.5\nlease_table = \"dashboard-leases\"\n\
+             dynamodb_endpoint_url = \"{}\"\nworker_id = \"scraped\"\nlease_duration_secs = 3\n\
+             [[kafka]]\nbrokers = [\"{}\"]\ntopics = [\"{TOPIC}\"]\ngroup_id = \"dashboard\"\n\
+             commit_interval_ms = 200\n\
+             properties = {{ \"statistics.interval.ms\" = \"1000\" }}\n",
+            self.kinesalite.endpoint, self.dynamodb.endpoint, self.kafka.bootstrap
+        )
+    }
+
+    /// A few datapoints into every shard of the stream and every partition of the topic.
+    fn put(&self, rt: &tokio::runtime::Runtime, round: u64) {
+        let now = support::unix_now();
+        rt.block_on(async {
+            for key in ["a", "b", "c", "d"] {
+                let line = format!("stream.kinesis.{key} {round} {now}\n");
+                self.kinesalite.put(STREAM, key, line.as_bytes()).await;
+            }
+            for partition in 0..2 {
+                let line = format!("stream.kafka.p{partition} {round} {now}\n");
+                support_kafka::client::send(
+                    &self.producer,
+                    TOPIC,
+                    partition,
+                    line.as_bytes(),
+                    None,
+                )
+                .await;
+            }
+        });
+    }
+}
+
 #[test]
 fn every_dashboard_query_returns_series_from_prometheus_scraping_a_relay() {
     support::apt::require("prometheus", "prometheus");
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let streams = Streams::start(&rt);
     let up = CountingSink::start("up", SinkProtocol::Pickle);
-    let ports = support::free_ports(3);
-    let (down_port, admin_port, prom_port) = (ports[0], ports[1], ports[2]);
+    let ports = support::free_ports(4);
+    let (down_port, admin_port, prom_port, line_port) = (ports[0], ports[1], ports[2], ports[3]);
     let dir = tempfile::tempdir().expect("tempdir");
-    let dests = vec![
-        format!("127.0.0.1:{}:a", up.port()),
-        format!("127.0.0.1:{down_port}:b"),
-    ];
-    let mut toml = config_for(&dests, "");
-    toml.push_str(&format!(
-        "[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\
+    // A relay process (not in-process): the Kinesis source takes its AWS credentials from
+    // the environment the support sets, and the process_* series are the relay's own.
+    let toml = format!(
+        "[listen]\nline_tcp = \"127.0.0.1:{line_port}\"\npickle_tcp = \"\"\n\
+         [destinations]\nservers = [\"127.0.0.1:{}:a\", \"127.0.0.1:{down_port}:b\"]\n\
+         backoff_min_ms = 20\nbackoff_max_ms = 200\n\
          [destinations.queue]\nmax_datapoints = 2000\n\
-         [destinations.spill]\ndir = {:?}\n",
-        dir.path().join("spill").display().to_string()
-    ));
-    let relay = TestRelay::start(&toml);
+         [destinations.spill]\ndir = {:?}\n\
+         [telemetry]\ninterval_secs = 0\n[shutdown]\ngrace_secs = 10\n\
+         [admin]\nlisten = \"127.0.0.1:{admin_port}\"\n{}",
+        up.port(),
+        dir.path().join("spill").display().to_string(),
+        streams.sources_toml()
+    );
+    let mut relay = RelayProcess::start_toml(dir.path(), "scraped", &toml);
     let admin: SocketAddr = ([127, 0, 0, 1], admin_port).into();
+    let line: SocketAddr = ([127, 0, 0, 1], line_port).into();
+    let deadline = Instant::now() + WAIT;
+    while !matches!(get(admin, "/ready"), Ok((200, _))) {
+        relay.assert_running("the relay to be ready");
+        assert!(
+            Instant::now() < deadline,
+            "the relay was not ready after {WAIT:?}:\n{}",
+            relay.log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     let config = dir.path().join("prometheus.yml");
     std::fs::write(
@@ -167,14 +255,17 @@ fn every_dashboard_query_returns_series_from_prometheus_scraping_a_relay() {
     let mut server = ManagedChild::spawn("prometheus", cmd, dir.path().join("prometheus.log"));
     let prometheus: SocketAddr = ([127, 0, 0, 1], prom_port).into();
 
-    // Traffic for a while, so rates have two samples to work with.
+    // Traffic on every source for a while, so rates have two samples to work with.
     let queries = dashboard_queries();
     assert!(queries.len() >= 20, "{queries:?}");
-    let (kinesis, relay_side): (Vec<_>, Vec<_>) = queries
-        .iter()
-        .partition(|(row, _)| row.starts_with("Kinesis"));
+    for row in ["Kinesis", "Kinesis leases", "Kafka"] {
+        assert!(
+            queries.iter().any(|(r, _)| r == row),
+            "the dashboard has no {row} row"
+        );
+    }
     let deadline = Instant::now() + WAIT;
-    let mut missing: Vec<&str>;
+    let mut missing: Vec<String>;
     let mut round = 0u64;
     loop {
         round += 1;
@@ -182,36 +273,37 @@ fn every_dashboard_query_returns_series_from_prometheus_scraping_a_relay() {
         for i in 0..200 {
             lines.push((format!("prom.m{i}"), 1_700_000_000, round as f64));
         }
-        support::send_lines(relay.line, &lines);
-        let mut c = std::net::TcpStream::connect(relay.line).expect("connect");
+        support::send_lines(line, &lines);
+        let mut c = std::net::TcpStream::connect(line).expect("connect");
         std::io::Write::write_all(&mut c, b"prom.bad not-a-number 1700000000\n").expect("write");
         drop(c);
+        streams.put(&rt, round);
         std::thread::sleep(Duration::from_millis(500));
         missing = match get(prometheus, "/-/ready") {
-            Ok((200, _)) => relay_side
+            Ok((200, _)) => queries
                 .iter()
                 .filter(|(_, e)| series(prometheus, &for_prometheus(e)) == 0)
-                .map(|(_, e)| e.as_str())
+                .map(|(row, e)| format!("[{row}] {e}"))
                 .collect(),
-            _ => vec!["(prometheus not ready)"],
+            _ => vec!["(prometheus not ready)".into()],
         };
         if missing.is_empty() {
             break;
         }
         server.assert_running("prometheus to answer");
+        relay.assert_running("every dashboard query to return series");
         assert!(
             Instant::now() < deadline,
-            "dashboard queries with no series after {WAIT:?}:\n{}\nprometheus log:\n{}",
+            "dashboard queries with no series after {WAIT:?}:\n{}\nprometheus log:\n{}\nrelay log:\n{}",
             missing.join("\n"),
-            server.log_tail(20)
+            server.log_tail(20),
+            relay.log_tail(20)
         );
     }
 
-    // No panel reads a name the relay does not export: the relay-side names are in its
-    // /metrics, the Kinesis ones (a stream and a lease table are not part of this run) are
-    // Kinesis names of metric_names.rs, and each of their queries is valid.
+    // No panel reads a name the relay does not export.
     let (_, scraped) = get(admin, "/metrics").expect("scrape");
-    for (_, e) in &relay_side {
+    for (_, e) in &queries {
         for name in metric_names(e) {
             assert!(
                 scraped.contains(&format!("\n{name}")),
@@ -219,27 +311,9 @@ fn every_dashboard_query_returns_series_from_prometheus_scraping_a_relay() {
             );
         }
     }
-    let names = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/anthracite/src/metric_names.rs"),
-    )
-    .expect("metric_names.rs");
-    let kinesis_module = names
-        .split("pub mod kinesis")
-        .nth(1)
-        .and_then(|m| m.split("\n}\n").next())
-        .expect("the kinesis module of metric_names.rs");
-    assert!(!kinesis.is_empty());
-    for (_, e) in &kinesis {
-        let _ = series(prometheus, &for_prometheus(e));
-        for name in metric_names(e) {
-            assert!(
-                kinesis_module.contains(&format!("\"{name}\"")),
-                "{name} is not a Kinesis metric name"
-            );
-        }
-    }
     drop(server);
-    relay.stop();
+    drop(relay);
+    drop(streams);
 }
 
 /// A dashboard expression with Grafana's variables as Prometheus takes them.

@@ -169,6 +169,12 @@ pub mod kinesis {
     }
 }
 
+/// The Kafka destination's partitioner (Kafka's default: murmur2 of the key).
+#[cfg(feature = "kafka")]
+pub mod kafka {
+    pub use crate::destination::kafka::{murmur2, partition_for};
+}
+
 /// The shared pipeline behind a running relay (for sources that make their own ingestors,
 /// such as a `KinesisSource` run by a test).
 pub fn pipeline(handle: &crate::RelayHandle) -> &crate::ingest::Pipeline {

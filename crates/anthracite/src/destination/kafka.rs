@@ -6,7 +6,9 @@
 //! Kafka's default partitioner gives the key = metric name (murmur2, as the Java client), so
 //! a series always lands in one partition and stays ordered — and packs each group into
 //! messages of at most `max_datapoints_per_message` datapoints, as Graphite lines or as one
-//! pickle payload (no length prefix). Every message of the write is then awaited: the batches
+//! pickle payload (no length prefix). Each message is keyed by its first metric name; the
+//! partition is set explicitly (librdkafka's own default partitioner is CRC32-based, not the
+//! Java client's murmur2) and equals the Java default partitioner's choice for that key. Every message of the write is then awaited: the batches
 //! count as sent only when the broker acknowledged all of them (`acks=all`, idempotence on, so
 //! librdkafka's own retries cannot duplicate or reorder). A message librdkafka gives up on
 //! (`message.timeout.ms`, 10 s by default: brokers down, the topic missing) sends the whole
@@ -95,11 +97,20 @@ fn client_config(target: &KafkaTarget) -> ClientConfig {
     c
 }
 
+/// One Kafka message: every datapoint in it maps to `partition`.
+struct Message {
+    partition: i32,
+    /// The first metric name of the message. Every name in the message maps to
+    /// `partition`, so the key does too: a consumer or a Java producer that partitions by
+    /// this key agrees with us.
+    key: Vec<u8>,
+    payload: BytesMut,
+}
+
 /// Messages of one write, per partition.
 #[derive(Default)]
 struct Messages {
-    /// `(partition, payload)`.
-    out: Vec<(i32, BytesMut)>,
+    out: Vec<Message>,
     datapoints: usize,
 }
 
@@ -122,6 +133,7 @@ fn encode(
     }
     for (p, group) in groups.iter().enumerate() {
         for chunk in group.chunks(per_message.max(1)) {
+            let key = chunk.first().map(|dp| dp.name.to_vec()).unwrap_or_default();
             let mut buf = BytesMut::new();
             match format {
                 MessageFormat::Lines => {
@@ -135,7 +147,11 @@ fn encode(
                     let _ = buf.split_to(4);
                 }
             }
-            m.out.push((p as i32, buf));
+            m.out.push(Message {
+                partition: p as i32,
+                key,
+                payload: buf,
+            });
         }
     }
     m
@@ -155,10 +171,11 @@ async fn send(
     signals: &DestinationSignals,
 ) -> Result<(), Failed> {
     let mut pending = Vec::with_capacity(messages.out.len());
-    for (partition, payload) in &messages.out {
-        let mut record = FutureRecord::<(), [u8]>::to(topic)
-            .partition(*partition)
-            .payload(&payload[..]);
+    for message in &messages.out {
+        let mut record = FutureRecord::<[u8], [u8]>::to(topic)
+            .partition(message.partition)
+            .key(&message.key[..])
+            .payload(&message.payload[..]);
         loop {
             match producer.send_result(record) {
                 Ok(delivery) => {
@@ -384,19 +401,23 @@ mod tests {
         }
         let m = encode(std::slice::from_ref(&b), 4, MessageFormat::Lines, 2);
         assert_eq!(m.datapoints, 10);
-        for (p, payload) in &m.out {
-            let lines: Vec<&[u8]> = payload[..]
+        for message in &m.out {
+            let lines: Vec<&[u8]> = message.payload[..]
                 .split(|&c| c == b'\n')
                 .filter(|l| !l.is_empty())
                 .collect();
             assert!(lines.len() <= 2);
+            let first = lines[0].split(|&c| c == b' ').next().expect("a name");
+            assert_eq!(message.key, first, "the key is the message's first name");
+            assert_eq!(partition_for(&message.key, 4), message.partition);
             for l in lines {
                 let name = l.split(|&c| c == b' ').next().expect("a name");
-                assert_eq!(partition_for(name, 4), *p);
+                assert_eq!(partition_for(name, 4), message.partition);
             }
         }
         let m = encode(&[b], 1, MessageFormat::Pickle, 500);
         assert_eq!(m.out.len(), 1);
-        assert_eq!(&m.out[0].1[..3], b"\x80\x02]", "no length prefix");
+        assert_eq!(m.out[0].key, b"a.b.0");
+        assert_eq!(&m.out[0].payload[..3], b"\x80\x02]", "no length prefix");
     }
 }
