@@ -1,7 +1,11 @@
 //! An `aggregation-rules.conf` as the aggregator uses it: the router's translation of each
 //! rule ([`AggregationRule`]) with its method and frequency checked.
 
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
 use super::method::Method;
+use crate::pattern::PatternSet;
 use crate::router::aggregation::{AggregationRule, AggregationRuleError};
 
 /// Why a rules file was refused.
@@ -38,10 +42,19 @@ pub struct Rule {
 }
 
 /// The rules of one aggregation-rules file, in file order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct AggregationRules {
     /// The rules in file order (the order carbon tries them in).
     pub rules: Vec<Rule>,
+    /// The rules' input patterns in one automaton: a new name costs one scan to find the
+    /// rules it matches, and only those run their captures.
+    set: Arc<PatternSet>,
+}
+
+impl Default for AggregationRules {
+    fn default() -> Self {
+        Self::new(Vec::new())
+    }
 }
 
 impl AggregationRules {
@@ -71,7 +84,26 @@ impl AggregationRules {
                 frequency,
             });
         }
-        Ok(Self { rules })
+        Ok(Self::new(rules))
+    }
+
+    fn new(rules: Vec<Rule>) -> Self {
+        let set = PatternSet::new(rules.iter().map(|r| r.rule.pattern().clone()).collect());
+        Self {
+            rules,
+            set: Arc::new(set),
+        }
+    }
+
+    /// Calls `f` with the position and output name of every rule `name` matches, in file
+    /// order (one scan of the automaton; captures only for the rules that match).
+    pub fn for_each_output(&self, name: &str, mut f: impl FnMut(usize, String)) {
+        self.set.for_each_match(name.as_bytes(), |i| {
+            if let Some(output) = self.rules.get(i).and_then(|r| r.rule.aggregate_name(name)) {
+                f(i, output);
+            }
+            ControlFlow::Continue(())
+        });
     }
 
     /// Rules given inline (relay.toml), one per entry, numbered from 1.

@@ -198,21 +198,16 @@ impl Aggregator {
             self.verdicts.clear();
         }
         // Names are UTF-8 (the receivers hand over nothing else); anything else matches no rule.
-        let targets: Box<[Target]> = match std::str::from_utf8(name) {
-            Ok(text) => self
-                .rules
-                .rules
-                .iter()
-                .enumerate()
-                .filter_map(|(i, r)| {
-                    r.rule.aggregate_name(text).map(|output| Target {
-                        rule: i as u32,
-                        output: output.into_boxed_str(),
-                    })
-                })
-                .collect(),
-            Err(_) => Box::new([]),
-        };
+        let mut targets = Vec::new();
+        if let Ok(text) = std::str::from_utf8(name) {
+            self.rules.for_each_output(text, |i, output| {
+                targets.push(Target {
+                    rule: i as u32,
+                    output: output.into_boxed_str(),
+                });
+            });
+        }
+        let targets: Box<[Target]> = targets.into_boxed_slice();
         self.verdicts.insert(name.into(), targets);
     }
 
