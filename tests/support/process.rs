@@ -89,6 +89,15 @@ impl ManagedChild {
         }
     }
 
+    /// Kills the child with SIGKILL (by PID) and reaps it: a crash, no chance to clean up.
+    pub fn kill(&mut self) {
+        if self.exited().is_some() {
+            return;
+        }
+        let _ = self.child.kill(); // SIGKILL
+        let _ = self.child.wait();
+    }
+
     /// Stops the child: SIGTERM, wait up to 5 s, then SIGKILL. Idempotent.
     pub fn stop(&mut self) {
         if self.exited().is_some() {

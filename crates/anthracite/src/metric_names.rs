@@ -109,6 +109,16 @@ pub mod facade {
     /// Counter, label `result` (`applied`, `rejected`): reloads of the aggregation and
     /// rewrite rule files.
     pub const AGGREGATOR_RULE_RELOADS: &str = "anthracite_aggregator_rule_reloads_total";
+    /// Counter: starts that found a checkpoint instead of a final state (the previous run
+    /// ended without writing its state, e.g. SIGKILL, while it held open intervals).
+    pub const AGGREGATOR_UNCLEAN_RESTARTS: &str = "anthracite_aggregator_unclean_restarts_total";
+    /// Counter: open intervals restored from a checkpoint (each lacks what the previous run
+    /// aggregated after the checkpoint).
+    pub const AGGREGATOR_CHECKPOINT_RESTORED_INTERVALS: &str =
+        "anthracite_aggregator_checkpoint_restored_intervals_total";
+    /// Counter, label `result` (`written`, `failed`): periodic checkpoints of the open
+    /// intervals.
+    pub const AGGREGATOR_CHECKPOINTS: &str = "anthracite_aggregator_checkpoints_total";
 }
 
 /// Process series in `/metrics`, with the names Prometheus client libraries use.
@@ -142,6 +152,14 @@ pub mod carbon {
     pub const AGGREGATE_DROPPED_VALUES_LIMIT: &str = "aggregateDatapointsDropped.values_limit";
     /// Aggregator: datapoints no rule matched in the interval (anthracite).
     pub const AGGREGATOR_MISSES: &str = "aggregatorMisses";
+    /// Aggregator: starts that restored a checkpoint, not a final state (anthracite).
+    pub const AGGREGATOR_UNCLEAN_RESTARTS: &str = "aggregatorUncleanRestarts";
+    /// Aggregator: open intervals restored from a checkpoint (anthracite).
+    pub const AGGREGATOR_CHECKPOINT_RESTORED_INTERVALS: &str = "checkpointRestoredIntervals";
+    /// Aggregator: checkpoints written in the interval (anthracite).
+    pub const AGGREGATOR_CHECKPOINTS_WRITTEN: &str = "checkpoints.written";
+    /// Aggregator: checkpoints that failed in the interval (anthracite).
+    pub const AGGREGATOR_CHECKPOINTS_FAILED: &str = "checkpoints.failed";
     /// Open client connections.
     pub const ACTIVE_CONNECTIONS: &str = "activeConnections";
     /// Datapoints dropped by the blacklist in the interval.
@@ -345,6 +363,13 @@ pub fn help(name: &str) -> &'static str {
         f::AGGREGATOR_DROPPED => "Datapoints not aggregated at the memory bound, per reason.",
         f::AGGREGATOR_MISSES => "Datapoints no aggregation rule matched.",
         f::AGGREGATOR_RULE_RELOADS => "Reloads of the aggregation and rewrite rules.",
+        f::AGGREGATOR_UNCLEAN_RESTARTS => {
+            "Starts that restored a checkpoint: the previous run did not write its final state."
+        }
+        f::AGGREGATOR_CHECKPOINT_RESTORED_INTERVALS => {
+            "Open intervals restored from a checkpoint (missing what came after it)."
+        }
+        f::AGGREGATOR_CHECKPOINTS => "Checkpoints of the open aggregation intervals, per result.",
         k::MILLIS_BEHIND_LATEST => "How far the shard's reader is behind the tip, in ms.",
         k::RECORDS => "Kinesis records received.",
         k::LINES => "Non-empty lines handed to the parser.",

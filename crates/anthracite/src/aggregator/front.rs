@@ -107,6 +107,10 @@ struct Books {
     misses: AtomicU64,
     reloads_applied: AtomicU64,
     reloads_rejected: AtomicU64,
+    checkpoints_written: AtomicU64,
+    checkpoints_failed: AtomicU64,
+    unclean_restarts: AtomicU64,
+    checkpoint_restored_intervals: AtomicU64,
 }
 
 /// The shared aggregator of a relay. See the `aggregator` module documentation.
@@ -170,6 +174,25 @@ impl Aggregation {
     /// Counts a reload refused for a file that did not parse.
     pub fn count_rejected_reload(&self) {
         self.books.reloads_rejected.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a checkpoint written (`ok`) or failed.
+    pub fn count_checkpoint(&self, ok: bool) {
+        let c = if ok {
+            &self.books.checkpoints_written
+        } else {
+            &self.books.checkpoints_failed
+        };
+        c.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a start that restored a checkpoint (the previous run did not write its final
+    /// state) and the intervals it restored.
+    pub fn count_unclean_restart(&self, intervals: u64) {
+        self.books.unclean_restarts.fetch_add(1, Relaxed);
+        self.books
+            .checkpoint_restored_intervals
+            .fetch_add(intervals, Relaxed);
     }
 
     /// Feeds a staged batch under one lock; `forward[i]` says whether datapoint `i` is passed
@@ -270,6 +293,24 @@ impl Reporting for Aggregation {
                 c(b.misses.load(Relaxed))
                     .series(facade::AGGREGATOR_MISSES, vec![])
                     .carbon(leaf::AGGREGATOR_MISSES),
+                c(b.unclean_restarts.load(Relaxed))
+                    .series(facade::AGGREGATOR_UNCLEAN_RESTARTS, vec![])
+                    .carbon(leaf::AGGREGATOR_UNCLEAN_RESTARTS),
+                c(b.checkpoint_restored_intervals.load(Relaxed))
+                    .series(facade::AGGREGATOR_CHECKPOINT_RESTORED_INTERVALS, vec![])
+                    .carbon(leaf::AGGREGATOR_CHECKPOINT_RESTORED_INTERVALS),
+                c(b.checkpoints_written.load(Relaxed))
+                    .series(
+                        facade::AGGREGATOR_CHECKPOINTS,
+                        vec![("result", "written".to_owned())],
+                    )
+                    .carbon(leaf::AGGREGATOR_CHECKPOINTS_WRITTEN),
+                c(b.checkpoints_failed.load(Relaxed))
+                    .series(
+                        facade::AGGREGATOR_CHECKPOINTS,
+                        vec![("result", "failed".to_owned())],
+                    )
+                    .carbon(leaf::AGGREGATOR_CHECKPOINTS_FAILED),
                 c(b.reloads_applied.load(Relaxed)).series(
                     facade::AGGREGATOR_RULE_RELOADS,
                     vec![("result", "applied".to_owned())],

@@ -39,6 +39,10 @@ pub struct RawAggregation {
     pub state_dir: String,
     /// How often the rule files are checked for changes, in seconds. Default 10 (carbon's).
     pub reload_interval_secs: f64,
+    /// How often the open intervals are checkpointed to the state file while any is held, in
+    /// seconds; 0 disables. Default 10. A SIGKILL loses what was aggregated after the last
+    /// checkpoint.
+    pub checkpoint_interval_secs: f64,
 }
 
 impl Default for RawAggregation {
@@ -54,6 +58,7 @@ impl Default for RawAggregation {
             max_values: 10_000_000,
             state_dir: String::new(),
             reload_interval_secs: 10.0,
+            checkpoint_interval_secs: 10.0,
         }
     }
 }
@@ -86,6 +91,8 @@ pub struct AggregationConfig {
     pub state_dir: Option<PathBuf>,
     /// How often the rule files are checked.
     pub reload_interval: Duration,
+    /// How often the open intervals are checkpointed (`None`: never, or no state file).
+    pub checkpoint_interval: Option<Duration>,
 }
 
 /// Reads and parses an aggregation-rules file; the error names the file and line.
@@ -205,6 +212,12 @@ pub fn validate(
             "must be more than 0 and at most 86400",
         ));
     }
+    if !(a.checkpoint_interval_secs >= 0.0 && a.checkpoint_interval_secs <= 86_400.0) {
+        return Err(invalid(
+            "aggregation.checkpoint_interval_secs",
+            "must be 0 (no checkpoints) to 86400",
+        ));
+    }
     let state_dir = if !a.state_dir.is_empty() {
         Some(PathBuf::from(&a.state_dir))
     } else if !spill_dir.is_empty() {
@@ -229,6 +242,8 @@ pub fn validate(
                 ..AggregatorLimits::default()
             },
         },
+        checkpoint_interval: (a.checkpoint_interval_secs > 0.0 && state_dir.is_some())
+            .then(|| Duration::from_secs_f64(a.checkpoint_interval_secs)),
         state_dir,
         reload_interval: Duration::from_secs_f64(a.reload_interval_secs),
     }))
