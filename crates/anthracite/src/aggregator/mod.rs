@@ -127,8 +127,14 @@
 //! - **Restart.** On an orderly shutdown the series (name, frequency, method, timer phase and
 //!   every open interval's accumulator) are written to `aggregator.state` in the spill
 //!   directory ([`state`] describes the format), and read back at start: an interval that spans
-//!   the restart is emitted with the value it would have had. The file is deleted once read. A
-//!   crash (SIGKILL) loses the open intervals, as carbon always does.
+//!   the restart is emitted with the value it would have had. While series are open the same
+//!   state is also written every `checkpoint_interval_secs` as a *checkpoint* (off the lock,
+//!   one write in flight, never after the final state). A crash (SIGKILL) therefore loses only
+//!   what was aggregated after the last checkpoint; the next start restores the checkpoint,
+//!   warns with its time, and counts the unclean restart and the intervals it restored
+//!   (`anthracite_aggregator_unclean_restarts_total`,
+//!   `anthracite_aggregator_checkpoint_restored_intervals_total`). carbon loses every open
+//!   interval at every restart.
 //! - **Speed.** A series' buffers live in a slab, found by a hash of the output name; the
 //!   rules' verdict per input name is cached (bounded, cleared when full), so rules are only
 //!   tested against a name the first time it is seen. Once a series and its interval exist, a

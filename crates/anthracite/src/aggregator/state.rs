@@ -376,6 +376,35 @@ mod tests {
     }
 
     #[test]
+    fn a_checkpoint_says_so_and_a_file_without_kind_is_final() {
+        let rules = Arc::new(AggregationRules::parse("s (10) = sum i.*\n").expect("rules"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut a = Aggregator::new(rules.clone(), AggregatorLimits::default());
+        a.feed(b"i.x", 100.0, 1.0, 100.0);
+        a.feed(b"i.x", 110.0, 2.0, 100.0);
+        let written = Snapshot::take(&a, Kind::Checkpoint, 123.5)
+            .write(dir.path())
+            .expect("written");
+        let mut b = Aggregator::new(rules.clone(), AggregatorLimits::default());
+        let r = restore(&mut b, dir.path()).expect("read").expect("a file");
+        assert_eq!(r.file, written);
+        assert_eq!(
+            (
+                r.file.kind,
+                r.file.written_at,
+                r.file.intervals,
+                r.file.datapoints
+            ),
+            (Kind::Checkpoint, 123.5, 2, 2)
+        );
+        assert_eq!((r.series, r.intervals), (1, 2));
+        std::fs::write(path_in(dir.path()), br#"{"version":1,"series":[]}"#).expect("write");
+        let mut c = Aggregator::new(rules, AggregatorLimits::default());
+        let r = restore(&mut c, dir.path()).expect("read").expect("a file");
+        assert_eq!(r.file.kind, Kind::Final);
+    }
+
+    #[test]
     fn a_torn_file_is_set_aside() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(path_in(dir.path()), b"{\"version\":1,\"ser").expect("write");
