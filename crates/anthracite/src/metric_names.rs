@@ -101,7 +101,8 @@ pub mod facade {
     pub const AGGREGATOR_SERIES: &str = "anthracite_aggregator_series";
     /// Gauge: values in open intervals (carbon's `bufferedDatapoints`).
     pub const AGGREGATOR_BUFFERED: &str = "anthracite_aggregator_buffered_datapoints";
-    /// Counter, label `reason` (`series_limit`, `values_limit`): datapoints not aggregated
+    /// Counter, label `reason` (`series_limit`, `values_limit`, `intervals_limit`): datapoints
+    /// not aggregated
     /// at the aggregator's memory bound.
     pub const AGGREGATOR_DROPPED: &str = "anthracite_aggregator_dropped_total";
     /// Counter: datapoints no aggregation rule matched.
@@ -150,6 +151,10 @@ pub mod carbon {
     pub const AGGREGATE_DROPPED_SERIES_LIMIT: &str = "aggregateDatapointsDropped.series_limit";
     /// Aggregator: datapoints not aggregated because `max_values` was reached (anthracite).
     pub const AGGREGATE_DROPPED_VALUES_LIMIT: &str = "aggregateDatapointsDropped.values_limit";
+    /// Aggregator: datapoints not aggregated because `max_intervals_held` was reached
+    /// (anthracite).
+    pub const AGGREGATE_DROPPED_INTERVALS_LIMIT: &str =
+        "aggregateDatapointsDropped.intervals_limit";
     /// Aggregator: datapoints no rule matched in the interval (anthracite).
     pub const AGGREGATOR_MISSES: &str = "aggregatorMisses";
     /// Aggregator: starts that restored a checkpoint, not a final state (anthracite).

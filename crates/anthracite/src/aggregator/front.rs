@@ -238,18 +238,20 @@ impl Aggregation {
         }
         let series = after.dropped_series_limit - before.dropped_series_limit;
         let values = after.dropped_values_limit - before.dropped_values_limit;
-        if series + values > 0 {
+        let intervals = after.dropped_intervals_limit - before.dropped_intervals_limit;
+        if series + values + intervals > 0 {
             let line = self
                 .drops
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .occurred(series + values, Instant::now());
+                .occurred(series + values + intervals, Instant::now());
             if let Some(Line::Started(c) | Line::Ongoing(c)) = line {
                 tracing::warn!(
                     datapoints = c.amount,
                     series = after.series,
                     held_values = after.held_values,
-                    "aggregator at its memory bound: datapoints not aggregated (aggregator.max_series / max_values)"
+                    held_intervals = after.held_intervals,
+                    "aggregator at its memory bound: datapoints not aggregated (aggregation.max_series / max_values / max_intervals_held)"
                 );
             }
         }
@@ -290,6 +292,12 @@ impl Reporting for Aggregation {
                         vec![("reason", "values_limit".to_owned())],
                     )
                     .carbon(leaf::AGGREGATE_DROPPED_VALUES_LIMIT),
+                c(s.dropped_intervals_limit)
+                    .series(
+                        facade::AGGREGATOR_DROPPED,
+                        vec![("reason", "intervals_limit".to_owned())],
+                    )
+                    .carbon(leaf::AGGREGATE_DROPPED_INTERVALS_LIMIT),
                 c(b.misses.load(Relaxed))
                     .series(facade::AGGREGATOR_MISSES, vec![])
                     .carbon(leaf::AGGREGATOR_MISSES),

@@ -34,6 +34,11 @@ pub struct RawAggregation {
     /// Most values held for percentile rules; more are dropped and counted (`values_limit`).
     /// Default 10000000 (8 bytes each).
     pub max_values: usize,
+    /// Most intervals held over all series; a datapoint that would open one more is dropped
+    /// and counted (`intervals_limit`). Default 5000000 (about 80 bytes each).
+    pub max_intervals_held: usize,
+    /// Most input names whose rule verdict is cached (emptied when full). Default 1000000.
+    pub max_cached_names: usize,
     /// Where `aggregator.state` is written at shutdown and read at start; `""` (default):
     /// `destinations.spill.dir`, and no state file without one.
     pub state_dir: String,
@@ -56,6 +61,8 @@ impl Default for RawAggregation {
             log_misses: true,
             max_series: 1_000_000,
             max_values: 10_000_000,
+            max_intervals_held: 5_000_000,
+            max_cached_names: 1_000_000,
             state_dir: String::new(),
             reload_interval_secs: 10.0,
             checkpoint_interval_secs: 10.0,
@@ -206,6 +213,9 @@ pub fn validate(
     if a.max_series == 0 {
         return Err(invalid("aggregation.max_series", "must be at least 1"));
     }
+    if a.max_intervals_held == 0 {
+        return Err(invalid("aggregation.max_intervals_held", "must be at least 1"));
+    }
     if !(a.reload_interval_secs > 0.0 && a.reload_interval_secs <= 86_400.0) {
         return Err(invalid(
             "aggregation.reload_interval_secs",
@@ -239,7 +249,8 @@ pub fn validate(
                     .then_some(a.write_back_frequency_secs),
                 max_series: a.max_series,
                 max_values: a.max_values,
-                ..AggregatorLimits::default()
+                max_intervals_held: a.max_intervals_held,
+                max_cached_names: a.max_cached_names,
             },
         },
         checkpoint_interval: (a.checkpoint_interval_secs > 0.0 && state_dir.is_some())
