@@ -51,12 +51,17 @@ impl Setup {
 
     /// (Re)writes relay.toml with these extra `[aggregation]` keys (read at the next start).
     fn configure(&self, aggregation: &str) {
+        self.configure_with("interval_secs = 0", aggregation);
+    }
+
+    /// (Re)writes relay.toml with these `[telemetry]` and extra `[aggregation]` keys.
+    fn configure_with(&self, telemetry: &str, aggregation: &str) {
         let toml = format!(
             "[listen]\nline_tcp = \"{}\"\npickle_tcp = \"\"\n\
              [admin]\nlisten = \"{}\"\n\
              [destinations]\nservers = [\"127.0.0.1:{}:a\"]\n\
              [destinations.spill]\ndir = \"{}\"\n\
-             [telemetry]\ninterval_secs = 0\n\
+             [telemetry]\n{telemetry}\n\
              [aggregation]\nrules_file = \"{}\"\nwrite_back_frequency_secs = 1\n{aggregation}\n",
             self.line,
             self.admin,
@@ -310,6 +315,103 @@ fn series_past_the_bound_are_dropped_and_counted() {
             .count()
             == 20
     });
+}
+
+/// Far more output series than `max_series` (150,000 outputs, 300,000 datapoints over 300,000
+/// input names, one connection): the aggregator holds `max_series` of them, the rule-verdict
+/// cache `max_cached_names` names and the intervals `max_intervals_held`, so the process's peak
+/// resident set (`VmHWM`) stays within the README's figure for this configuration, and every
+/// datapoint past the bound is counted as a `series_limit` drop in `/metrics` and in the carbon
+/// self-metrics.
+#[test]
+fn more_output_series_than_the_bound_keep_peak_rss_within_the_readme_figure() {
+    const MIB: u64 = 1 << 20;
+    const MAX_SERIES: u64 = 10_000;
+    const OUTPUTS: u64 = 150_000;
+    const INPUTS_PER_OUTPUT: u64 = 2;
+    let s = Setup::new("");
+    s.configure_with(
+        "interval_secs = 1\nhost = \"mtest\"",
+        &format!(
+            "forward_all = false\nmax_series = {MAX_SERIES}\nmax_intervals_held = {MAX_SERIES}\n\
+             max_cached_names = {MAX_SERIES}\nmax_values = {MAX_SERIES}\n"
+        ),
+    );
+    std::fs::write(
+        s.dir.path().join("rules.conf"),
+        "out.<x> (60) = sum in.<x>.*\n",
+    )
+    .expect("write rules");
+    let mut relay = s.start();
+    let baseline = support::process::peak_rss(relay.pid());
+    let now = support::unix_now();
+    let points: Vec<(String, i64, f64)> = (0..OUTPUTS)
+        .flat_map(|o| (0..INPUTS_PER_OUTPUT).map(move |i| (format!("in.n{o:06}.{i}"), now, 1.0)))
+        .collect();
+    send_lines(s.line, &points);
+    // The first MAX_SERIES outputs (one connection: arrival order) take every datapoint of
+    // theirs; every datapoint of the others is a drop.
+    let excess = (OUTPUTS - MAX_SERIES) * INPUTS_PER_OUTPUT;
+    let dropped = |s: &Setup| {
+        s.metric(
+            "anthracite_aggregator_dropped_total",
+            &[("reason", "series_limit")],
+        )
+    };
+    s.wait_for(&mut relay, "every datapoint aggregated or dropped", || {
+        s.metric("anthracite_aggregator_buffered_datapoints", &[])
+            == Some((MAX_SERIES * INPUTS_PER_OUTPUT) as f64)
+            && dropped(&s) == Some(excess as f64)
+    });
+    let peak = support::process::peak_rss(relay.pid());
+    let m = s.metrics();
+    assert_eq!(
+        value(&m, "anthracite_aggregator_series", &[]),
+        Some(MAX_SERIES as f64)
+    );
+    for reason in ["values_limit", "intervals_limit"] {
+        assert_eq!(
+            value(
+                &m,
+                "anthracite_aggregator_dropped_total",
+                &[("reason", reason)]
+            ),
+            Some(0.0),
+            "{reason}"
+        );
+    }
+    // The carbon self-metric reports per interval: its values add up to the total.
+    let leaf = "carbon.relays.mtest-a.aggregateDatapointsDropped.series_limit";
+    s.wait_for(
+        &mut relay,
+        "the carbon self-metric to carry the drops",
+        || {
+            s.sink
+                .received()
+                .iter()
+                .filter(|r| r.path == leaf)
+                .map(|r| r.value)
+                .sum::<f64>()
+                == excess as f64
+        },
+    );
+    relay.stop();
+    // The README's figure for this configuration (aggregation, "Bounds"): per output series
+    // 1 KiB (its slot, name twice, index and timer entries, one interval's allocation), per
+    // cached input name 512 bytes, per held interval 128 bytes, plus 8 MiB for the receive
+    // path and allocator slack, over the idle process.
+    let bound = MAX_SERIES * 1024 + MAX_SERIES * 512 + MAX_SERIES * 128 + 8 * MIB;
+    eprintln!(
+        "aggregator bound: peak RSS {:.1} MiB over a {:.1} MiB baseline (+{:.1} MiB); bound +{:.1} MiB",
+        peak as f64 / MIB as f64,
+        baseline as f64 / MIB as f64,
+        (peak - baseline) as f64 / MIB as f64,
+        bound as f64 / MIB as f64
+    );
+    assert!(
+        peak <= baseline + bound,
+        "peak RSS {peak} bytes is over the baseline {baseline} + the README's figure {bound}"
+    );
 }
 
 #[test]

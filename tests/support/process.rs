@@ -126,6 +126,17 @@ impl Drop for ManagedChild {
     }
 }
 
+/// `VmHWM` (peak resident set) of a process, in bytes.
+pub fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .expect("VmHWM in /proc/<pid>/status")
+}
+
 /// Runs `cmd` to completion with `stdin` as its input, killing it (and panicking with its
 /// stderr) if it is not done within `timeout`.
 pub fn output_with_timeout(

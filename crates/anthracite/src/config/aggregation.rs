@@ -214,7 +214,10 @@ pub fn validate(
         return Err(invalid("aggregation.max_series", "must be at least 1"));
     }
     if a.max_intervals_held == 0 {
-        return Err(invalid("aggregation.max_intervals_held", "must be at least 1"));
+        return Err(invalid(
+            "aggregation.max_intervals_held",
+            "must be at least 1",
+        ));
     }
     if !(a.reload_interval_secs > 0.0 && a.reload_interval_secs <= 86_400.0) {
         return Err(invalid(
