@@ -118,12 +118,15 @@
 //!
 //! # Past carbon: bounds and restarts
 //!
-//! - **Memory bound.** `max_series` bounds the output series and `max_values` the values held
-//!   for percentiles (the only values kept; other methods hold a few words per interval). A
-//!   datapoint that would create a series past the bound, or store a value past the bound, is
+//! - **Memory bound.** `max_series` bounds the output series, `max_intervals_held` the
+//!   intervals over all series (late or scattered timestamps can open many per series between
+//!   two ticks) and `max_values` the values held for percentiles (the only values kept; other
+//!   methods hold a few words per interval); `max_cached_names` bounds the verdict cache. A
+//!   datapoint that would create a series, open an interval or store a value past its bound is
 //!   not aggregated and counted (`anthracite_aggregator_dropped_total{reason="series_limit"|
-//!   "values_limit"}`, carbon self-metric `aggregateDatapointsDropped.<reason>`), logged once
-//!   per episode. It is still passed on when `FORWARD_ALL` says so.
+//!   "intervals_limit"|"values_limit"}`, carbon self-metric
+//!   `aggregateDatapointsDropped.<reason>`), logged once per episode. It is still passed on
+//!   when `FORWARD_ALL` says so.
 //! - **Restart.** On an orderly shutdown the series (name, frequency, method, timer phase and
 //!   every open interval's accumulator) are written to `aggregator.state` in the spill
 //!   directory ([`state`] describes the format), and read back at start: an interval that spans
