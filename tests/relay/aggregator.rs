@@ -149,7 +149,8 @@ fn expected(values: &[f64], interval: f64) -> Vec<(String, u64)> {
 
 #[test]
 fn sigterm_mid_interval_keeps_the_interval_value() {
-    let s = Setup::new("");
+    // Checkpoints run all along: the final state written at SIGTERM comes after them.
+    let s = Setup::new("checkpoint_interval_secs = 0.1\n");
     let now = support::unix_now();
     let interval = (now - now.rem_euclid(60)) as f64;
     let first = [1e16, 1.0, 0.25, -0.0];
@@ -162,8 +163,12 @@ fn sigterm_mid_interval_keeps_the_interval_value() {
     };
     let mut relay = s.start();
     send_lines(s.line, &points(&first, 0));
-    s.wait_for(&mut relay, "the first aggregate", || {
+    s.wait_for(&mut relay, "the first aggregate and a checkpoint", || {
         s.last("agg.sum", interval).is_some()
+            && s.metric(
+                "anthracite_aggregator_checkpoints_total",
+                &[("result", "written")],
+            ) >= Some(1.0)
     });
     relay.stop();
     assert_eq!(
