@@ -61,6 +61,8 @@ pub struct AggregatorStats {
     pub held_values: u64,
     /// Intervals held now, over all series.
     pub held_intervals: u64,
+    /// Datapoints added to an interval since the aggregator was created.
+    pub aggregated: u64,
 }
 
 /// What one [`Aggregator::feed`] found.
@@ -315,6 +317,7 @@ impl Table {
         buffer.acc.add(value, keep);
         buffer.active = true;
         self.stats.buffered += 1;
+        self.stats.aggregated += 1;
         if keep {
             self.stats.held_values += 1;
         }

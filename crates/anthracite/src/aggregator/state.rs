@@ -16,7 +16,8 @@
 //!   `aggregator.state`. A crash during the write leaves the previous file or none, never a
 //!   torn one. The final state is written at shutdown, after the receivers stopped (nothing
 //!   more is fed) and before the queues drain. Checkpoints are written by the aggregator's
-//!   clock task every `checkpoint_interval_secs` while it holds series; that task also writes
+//!   clock task every `checkpoint_interval_secs` while it holds series (skipped when nothing
+//!   was aggregated, sent or freed since the last one); that task also writes
 //!   the final state, after waiting for the checkpoint in flight and starting no other, so a
 //!   checkpoint never replaces a final state nor races its write. When the last series is
 //!   freed the checkpoint is removed (nothing is open, so nothing is at risk).

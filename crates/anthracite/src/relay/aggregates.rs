@@ -83,6 +83,9 @@ struct Checkpoints {
     on_disk: bool,
     writing: Option<tokio::task::JoinHandle<Result<Summary, StateError>>>,
     failures: Episode,
+    /// What the aggregator had done when the last checkpoint was taken: with nothing
+    /// aggregated, sent or freed since, the file on disk is still the state.
+    taken: Option<(u64, u64, u64, u64)>,
 }
 
 impl Checkpoints {
@@ -96,6 +99,7 @@ impl Checkpoints {
             next: tokio::time::Instant::now() + every,
             writing: None,
             failures: Episode::default(),
+            taken: None,
         })
     }
 
@@ -114,7 +118,14 @@ impl Checkpoints {
         }
         self.next = now + self.every;
         let core = aggregation.lock();
-        if core.stats().series == 0 {
+        let stats = core.stats();
+        let mark = (
+            stats.aggregated,
+            stats.sent,
+            stats.held_intervals,
+            stats.series,
+        );
+        if stats.series == 0 {
             drop(core);
             if self.on_disk {
                 match state::remove(&self.dir) {
@@ -124,6 +135,10 @@ impl Checkpoints {
             }
             return;
         }
+        if self.on_disk && self.taken == Some(mark) {
+            return;
+        }
+        self.taken = Some(mark);
         let snapshot = Snapshot::take(&core, Kind::Checkpoint, unix_now());
         drop(core);
         let dir = self.dir.clone();
@@ -142,11 +157,15 @@ impl Checkpoints {
                 if let Some(Line::Started(c) | Line::Ongoing(c)) =
                     self.failures.occurred(1, Instant::now())
                 {
-                    error!(error = %e, failures = c.amount, "aggregator checkpoint not written: a crash now loses the open intervals");
+                    error!(error = %e, failures = c.amount, "aggregator checkpoint not written: a crash now loses what was aggregated since the last one");
                 }
+                self.taken = None;
                 false
             }
-            Err(_) => false,
+            Err(_) => {
+                self.taken = None;
+                false
+            }
         };
         aggregation.count_checkpoint(ok);
     }
