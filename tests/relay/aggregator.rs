@@ -1,4 +1,5 @@
-//! The aggregation stage as a process: its state file across SIGTERM, its memory bound, and
+//! The aggregation stage as a process: its state file across SIGTERM, its checkpoints across
+//! SIGKILL, its memory bound, and
 //! bad rule files (at start: exit 2 naming file and line; at run time: a counted, refused
 //! reload). Its agreement with carbon-aggregator.py is `tests/carbon/differential_aggregator.rs`.
 
@@ -38,24 +39,55 @@ impl Setup {
         let line = SocketAddr::from(([127, 0, 0, 1], ports[0]));
         let admin = SocketAddr::from(([127, 0, 0, 1], ports[1]));
         std::fs::write(dir.path().join("rules.conf"), RULES).expect("write rules");
-        let toml = format!(
-            "[listen]\nline_tcp = \"{line}\"\npickle_tcp = \"\"\n\
-             [admin]\nlisten = \"{admin}\"\n\
-             [destinations]\nservers = [\"127.0.0.1:{}:a\"]\n\
-             [destinations.spill]\ndir = \"{}\"\n\
-             [telemetry]\ninterval_secs = 0\n\
-             [aggregation]\nrules_file = \"{}\"\nwrite_back_frequency_secs = 1\n{aggregation}\n",
-            sink.port(),
-            dir.path().join("spill").display(),
-            dir.path().join("rules.conf").display(),
-        );
-        std::fs::write(dir.path().join("relay.toml"), toml).expect("write relay.toml");
-        Setup {
+        let s = Setup {
             dir,
             line,
             admin,
             sink,
-        }
+        };
+        s.configure(aggregation);
+        s
+    }
+
+    /// (Re)writes relay.toml with these extra `[aggregation]` keys (read at the next start).
+    fn configure(&self, aggregation: &str) {
+        self.configure_with("interval_secs = 0", aggregation);
+    }
+
+    /// (Re)writes relay.toml with these `[telemetry]` and extra `[aggregation]` keys.
+    fn configure_with(&self, telemetry: &str, aggregation: &str) {
+        let toml = format!(
+            "[listen]\nline_tcp = \"{}\"\npickle_tcp = \"\"\n\
+             [admin]\nlisten = \"{}\"\n\
+             [destinations]\nservers = [\"127.0.0.1:{}:a\"]\n\
+             [destinations.spill]\ndir = \"{}\"\n\
+             [telemetry]\n{telemetry}\n\
+             [aggregation]\nrules_file = \"{}\"\nwrite_back_frequency_secs = 1\n{aggregation}\n",
+            self.line,
+            self.admin,
+            self.sink.port(),
+            self.dir.path().join("spill").display(),
+            self.dir.path().join("rules.conf").display(),
+        );
+        std::fs::write(self.dir.path().join("relay.toml"), toml).expect("write relay.toml");
+    }
+
+    fn state_file(&self) -> std::path::PathBuf {
+        self.dir.path().join("spill").join("aggregator.state")
+    }
+
+    /// The state file's header `(kind, datapoints)`, if it exists and parses.
+    fn state_header(&self) -> Option<(String, u64)> {
+        let bytes = std::fs::read(self.state_file()).ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        Some((
+            v.get("kind")?.as_str()?.to_owned(),
+            v.get("datapoints")?.as_u64()?,
+        ))
+    }
+
+    fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        value(&self.metrics(), name, labels)
     }
 
     fn start(&self) -> ManagedChild {
@@ -117,7 +149,8 @@ fn expected(values: &[f64], interval: f64) -> Vec<(String, u64)> {
 
 #[test]
 fn sigterm_mid_interval_keeps_the_interval_value() {
-    let s = Setup::new("");
+    // Checkpoints run all along: the final state written at SIGTERM comes after them.
+    let s = Setup::new("checkpoint_interval_secs = 0.1\n");
     let now = support::unix_now();
     let interval = (now - now.rem_euclid(60)) as f64;
     let first = [1e16, 1.0, 0.25, -0.0];
@@ -130,19 +163,28 @@ fn sigterm_mid_interval_keeps_the_interval_value() {
     };
     let mut relay = s.start();
     send_lines(s.line, &points(&first, 0));
-    s.wait_for(&mut relay, "the first aggregate", || {
+    s.wait_for(&mut relay, "the first aggregate and a checkpoint", || {
         s.last("agg.sum", interval).is_some()
+            && s.metric(
+                "anthracite_aggregator_checkpoints_total",
+                &[("result", "written")],
+            ) >= Some(1.0)
     });
     relay.stop();
-    let state = s.dir.path().join("spill").join("aggregator.state");
-    assert!(
-        state.exists(),
-        "SIGTERM writes the state file\n{}",
+    assert_eq!(
+        s.state_header().map(|h| h.0).as_deref(),
+        Some("final"),
+        "SIGTERM writes the final state\n{}",
         relay.log_tail(20)
     );
 
     let mut relay = s.start();
-    assert!(!state.exists(), "the state file is read once");
+    // What was read is at once a checkpoint of this run, so a crash now would be told apart.
+    assert_eq!(s.state_header().map(|h| h.0).as_deref(), Some("checkpoint"));
+    assert_eq!(
+        s.metric("anthracite_aggregator_unclean_restarts_total", &[]),
+        Some(0.0)
+    );
     send_lines(s.line, &points(&second, first.len()));
     let all: Vec<f64> = first.iter().chain(&second).copied().collect();
     let want = expected(&all, interval);
@@ -155,6 +197,95 @@ fn sigterm_mid_interval_keeps_the_interval_value() {
     assert_ne!(
         lost, want,
         "the test tells a restored interval from a lost one"
+    );
+}
+
+/// A SIGKILL loses what was aggregated after the last checkpoint, for the open intervals only,
+/// and the next start says so and counts it. Run 1 checkpoints periodically and is killed; run 2
+/// restores that checkpoint (an unclean restart), re-checkpoints what it restored at once, gets
+/// more values and is killed before its next checkpoint (an hour away); run 3 restores the
+/// checkpoint of run 2 and gets the last values. The interval's final value is the reference
+/// aggregate over run 1's and run 3's values: run 2's values are the loss.
+#[test]
+fn sigkill_loses_only_what_came_after_the_last_checkpoint_and_counts_it() {
+    let s = Setup::new("checkpoint_interval_secs = 0.5\n");
+    let now = support::unix_now();
+    let interval = (now - now.rem_euclid(60)) as f64;
+    let first = [1e16, 1.0, 0.25, -0.0];
+    let lost = [7.0, -3.0];
+    let last = [-1e16, 3.5, 2.0];
+    let rules = RULES.lines().count() as u64;
+    let points = |vals: &[f64], offset: usize| -> Vec<(String, i64, f64)> {
+        vals.iter()
+            .enumerate()
+            .map(|(i, v)| (format!("in.h{}", i + offset), interval as i64 + 1, *v))
+            .collect()
+    };
+    let unclean = |s: &Setup| {
+        (
+            s.metric("anthracite_aggregator_unclean_restarts_total", &[]),
+            s.metric(
+                "anthracite_aggregator_checkpoint_restored_intervals_total",
+                &[],
+            ),
+        )
+    };
+
+    let mut relay = s.start();
+    send_lines(s.line, &points(&first, 0));
+    s.wait_for(
+        &mut relay,
+        "a periodic checkpoint holding the first values",
+        || s.state_header() == Some(("checkpoint".into(), rules * first.len() as u64)),
+    );
+    relay.kill();
+
+    s.configure("checkpoint_interval_secs = 3600\n");
+    let mut relay = s.start();
+    assert_eq!(unclean(&s), (Some(1.0), Some(rules as f64)));
+    let warning = "ended without writing its aggregator state";
+    assert!(
+        relay.log_tail(50).contains(warning),
+        "{}",
+        relay.log_tail(50)
+    );
+    // Restored, and at once checkpointed again by this run.
+    assert_eq!(
+        s.state_header(),
+        Some(("checkpoint".into(), rules * first.len() as u64))
+    );
+    send_lines(s.line, &points(&lost, first.len()));
+    let held = rules * (first.len() + lost.len()) as u64;
+    s.wait_for(&mut relay, "the lost values to be aggregated", || {
+        s.metric("anthracite_aggregator_buffered_datapoints", &[]) == Some(held as f64)
+    });
+    relay.kill();
+    assert_eq!(
+        s.state_header(),
+        Some(("checkpoint".into(), rules * first.len() as u64)),
+        "no checkpoint after the lost values"
+    );
+
+    let mut relay = s.start();
+    assert_eq!(unclean(&s), (Some(1.0), Some(rules as f64)));
+    assert!(relay.log_tail(50).contains(warning));
+    send_lines(s.line, &points(&last, first.len() + lost.len()));
+    let kept: Vec<f64> = first.iter().chain(&last).copied().collect();
+    let want = expected(&kept, interval);
+    s.wait_for(&mut relay, "the aggregates over runs 1 and 3", || {
+        want.iter()
+            .all(|(name, bits)| s.last(name, interval) == Some(*bits))
+    });
+    let everything: Vec<f64> = first.iter().chain(&lost).chain(&last).copied().collect();
+    assert_ne!(
+        expected(&everything, interval),
+        want,
+        "the test tells the lost values apart"
+    );
+    let without_checkpoint = expected(&last, interval);
+    assert_ne!(
+        without_checkpoint, want,
+        "the test tells a restored checkpoint from none"
     );
 }
 
@@ -189,6 +320,103 @@ fn series_past_the_bound_are_dropped_and_counted() {
             .count()
             == 20
     });
+}
+
+/// Far more output series than `max_series` (150,000 outputs, 300,000 datapoints over 300,000
+/// input names, one connection): the aggregator holds `max_series` of them, the rule-verdict
+/// cache `max_cached_names` names and the intervals `max_intervals_held`, so the process's peak
+/// resident set (`VmHWM`) stays within the README's figure for this configuration, and every
+/// datapoint past the bound is counted as a `series_limit` drop in `/metrics` and in the carbon
+/// self-metrics.
+#[test]
+fn more_output_series_than_the_bound_keep_peak_rss_within_the_readme_figure() {
+    const MIB: u64 = 1 << 20;
+    const MAX_SERIES: u64 = 10_000;
+    const OUTPUTS: u64 = 150_000;
+    const INPUTS_PER_OUTPUT: u64 = 2;
+    let s = Setup::new("");
+    s.configure_with(
+        "interval_secs = 1\nhost = \"mtest\"",
+        &format!(
+            "forward_all = false\nmax_series = {MAX_SERIES}\nmax_intervals_held = {MAX_SERIES}\n\
+             max_cached_names = {MAX_SERIES}\nmax_values = {MAX_SERIES}\n"
+        ),
+    );
+    std::fs::write(
+        s.dir.path().join("rules.conf"),
+        "out.<x> (60) = sum in.<x>.*\n",
+    )
+    .expect("write rules");
+    let mut relay = s.start();
+    let baseline = support::process::peak_rss(relay.pid());
+    let now = support::unix_now();
+    let points: Vec<(String, i64, f64)> = (0..OUTPUTS)
+        .flat_map(|o| (0..INPUTS_PER_OUTPUT).map(move |i| (format!("in.n{o:06}.{i}"), now, 1.0)))
+        .collect();
+    send_lines(s.line, &points);
+    // The first MAX_SERIES outputs (one connection: arrival order) take every datapoint of
+    // theirs; every datapoint of the others is a drop.
+    let excess = (OUTPUTS - MAX_SERIES) * INPUTS_PER_OUTPUT;
+    let dropped = |s: &Setup| {
+        s.metric(
+            "anthracite_aggregator_dropped_total",
+            &[("reason", "series_limit")],
+        )
+    };
+    s.wait_for(&mut relay, "every datapoint aggregated or dropped", || {
+        s.metric("anthracite_aggregator_buffered_datapoints", &[])
+            == Some((MAX_SERIES * INPUTS_PER_OUTPUT) as f64)
+            && dropped(&s) == Some(excess as f64)
+    });
+    let peak = support::process::peak_rss(relay.pid());
+    let m = s.metrics();
+    assert_eq!(
+        value(&m, "anthracite_aggregator_series", &[]),
+        Some(MAX_SERIES as f64)
+    );
+    for reason in ["values_limit", "intervals_limit"] {
+        assert_eq!(
+            value(
+                &m,
+                "anthracite_aggregator_dropped_total",
+                &[("reason", reason)]
+            ),
+            Some(0.0),
+            "{reason}"
+        );
+    }
+    // The carbon self-metric reports per interval: its values add up to the total.
+    let leaf = "carbon.relays.mtest-a.aggregateDatapointsDropped.series_limit";
+    s.wait_for(
+        &mut relay,
+        "the carbon self-metric to carry the drops",
+        || {
+            s.sink
+                .received()
+                .iter()
+                .filter(|r| r.path == leaf)
+                .map(|r| r.value)
+                .sum::<f64>()
+                == excess as f64
+        },
+    );
+    relay.stop();
+    // The README's figure for this configuration (aggregation, "Bounds"): per output series
+    // 1 KiB (its slot, name twice, index and timer entries, one interval's allocation), per
+    // cached input name 512 bytes, per held interval 128 bytes, plus 8 MiB for the receive
+    // path and allocator slack, over the idle process.
+    let bound = MAX_SERIES * 1024 + MAX_SERIES * 512 + MAX_SERIES * 128 + 8 * MIB;
+    eprintln!(
+        "aggregator bound: peak RSS {:.1} MiB over a {:.1} MiB baseline (+{:.1} MiB); bound +{:.1} MiB",
+        peak as f64 / MIB as f64,
+        baseline as f64 / MIB as f64,
+        (peak - baseline) as f64 / MIB as f64,
+        bound as f64 / MIB as f64
+    );
+    assert!(
+        peak <= baseline + bound,
+        "peak RSS {peak} bytes is over the baseline {baseline} + the README's figure {bound}"
+    );
 }
 
 #[test]

@@ -63,17 +63,6 @@ fn route_cache_memory_bounded_under_distinct_long_names() {
     assert!(cache.accounted_bytes() <= BUDGET);
 }
 
-/// `VmHWM` (peak resident set) of a process, in bytes.
-fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .expect("VmHWM in /proc/<pid>/status")
-}
-
 /// A protobuf frame (length prefix included): one metric named `name` with `points` points.
 fn protobuf_frame(name: &str, points: usize) -> Vec<u8> {
     fn varint(mut v: u64, out: &mut Vec<u8>) {
@@ -163,7 +152,7 @@ fn amplifying_frames_keep_peak_rss_within_the_readme_bound() {
         support::process::ManagedChild::spawn("anthracite", cmd, dir.path().join("relay.log"));
     let admin = SocketAddr::from(([127, 0, 0, 1], ports[2]));
     support::http::wait_ready(admin, &mut relay);
-    let baseline = peak_rss(relay.pid());
+    let baseline = support::process::peak_rss(relay.pid());
 
     let name = format!("amplify.{}", "x".repeat(4096 - 8));
     assert_eq!(name.len(), 4096);
@@ -209,7 +198,7 @@ fn amplifying_frames_keep_peak_rss_within_the_readme_bound() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_eq!((received(), too_large()), (8 * 12_000, 12));
-    let peak = peak_rss(relay.pid());
+    let peak = support::process::peak_rss(relay.pid());
     relay.stop();
     // The README's "Memory" rows for this configuration: the memory tier and its spares, the
     // write buffers, the route cache, the frame budget and as much again for what frames

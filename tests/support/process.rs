@@ -89,6 +89,15 @@ impl ManagedChild {
         }
     }
 
+    /// Kills the child with SIGKILL (by PID) and reaps it: a crash, no chance to clean up.
+    pub fn kill(&mut self) {
+        if self.exited().is_some() {
+            return;
+        }
+        let _ = self.child.kill(); // SIGKILL
+        let _ = self.child.wait();
+    }
+
     /// Stops the child: SIGTERM, wait up to 5 s, then SIGKILL. Idempotent.
     pub fn stop(&mut self) {
         if self.exited().is_some() {
@@ -115,6 +124,17 @@ impl Drop for ManagedChild {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// `VmHWM` (peak resident set) of a process, in bytes.
+pub fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .expect("VmHWM in /proc/<pid>/status")
 }
 
 /// Runs `cmd` to completion with `stdin` as its input, killing it (and panicking with its

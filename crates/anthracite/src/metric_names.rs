@@ -101,7 +101,8 @@ pub mod facade {
     pub const AGGREGATOR_SERIES: &str = "anthracite_aggregator_series";
     /// Gauge: values in open intervals (carbon's `bufferedDatapoints`).
     pub const AGGREGATOR_BUFFERED: &str = "anthracite_aggregator_buffered_datapoints";
-    /// Counter, label `reason` (`series_limit`, `values_limit`): datapoints not aggregated
+    /// Counter, label `reason` (`series_limit`, `values_limit`, `intervals_limit`): datapoints
+    /// not aggregated
     /// at the aggregator's memory bound.
     pub const AGGREGATOR_DROPPED: &str = "anthracite_aggregator_dropped_total";
     /// Counter: datapoints no aggregation rule matched.
@@ -109,6 +110,16 @@ pub mod facade {
     /// Counter, label `result` (`applied`, `rejected`): reloads of the aggregation and
     /// rewrite rule files.
     pub const AGGREGATOR_RULE_RELOADS: &str = "anthracite_aggregator_rule_reloads_total";
+    /// Counter: starts that found a checkpoint instead of a final state (the previous run
+    /// ended without writing its state, e.g. SIGKILL, while it held open intervals).
+    pub const AGGREGATOR_UNCLEAN_RESTARTS: &str = "anthracite_aggregator_unclean_restarts_total";
+    /// Counter: open intervals restored from a checkpoint (each lacks what the previous run
+    /// aggregated after the checkpoint).
+    pub const AGGREGATOR_CHECKPOINT_RESTORED_INTERVALS: &str =
+        "anthracite_aggregator_checkpoint_restored_intervals_total";
+    /// Counter, label `result` (`written`, `failed`): periodic checkpoints of the open
+    /// intervals.
+    pub const AGGREGATOR_CHECKPOINTS: &str = "anthracite_aggregator_checkpoints_total";
 }
 
 /// Process series in `/metrics`, with the names Prometheus client libraries use.
@@ -140,8 +151,20 @@ pub mod carbon {
     pub const AGGREGATE_DROPPED_SERIES_LIMIT: &str = "aggregateDatapointsDropped.series_limit";
     /// Aggregator: datapoints not aggregated because `max_values` was reached (anthracite).
     pub const AGGREGATE_DROPPED_VALUES_LIMIT: &str = "aggregateDatapointsDropped.values_limit";
+    /// Aggregator: datapoints not aggregated because `max_intervals_held` was reached
+    /// (anthracite).
+    pub const AGGREGATE_DROPPED_INTERVALS_LIMIT: &str =
+        "aggregateDatapointsDropped.intervals_limit";
     /// Aggregator: datapoints no rule matched in the interval (anthracite).
     pub const AGGREGATOR_MISSES: &str = "aggregatorMisses";
+    /// Aggregator: starts that restored a checkpoint, not a final state (anthracite).
+    pub const AGGREGATOR_UNCLEAN_RESTARTS: &str = "aggregatorUncleanRestarts";
+    /// Aggregator: open intervals restored from a checkpoint (anthracite).
+    pub const AGGREGATOR_CHECKPOINT_RESTORED_INTERVALS: &str = "checkpointRestoredIntervals";
+    /// Aggregator: checkpoints written in the interval (anthracite).
+    pub const AGGREGATOR_CHECKPOINTS_WRITTEN: &str = "checkpoints.written";
+    /// Aggregator: checkpoints that failed in the interval (anthracite).
+    pub const AGGREGATOR_CHECKPOINTS_FAILED: &str = "checkpoints.failed";
     /// Open client connections.
     pub const ACTIVE_CONNECTIONS: &str = "activeConnections";
     /// Datapoints dropped by the blacklist in the interval.
@@ -345,6 +368,13 @@ pub fn help(name: &str) -> &'static str {
         f::AGGREGATOR_DROPPED => "Datapoints not aggregated at the memory bound, per reason.",
         f::AGGREGATOR_MISSES => "Datapoints no aggregation rule matched.",
         f::AGGREGATOR_RULE_RELOADS => "Reloads of the aggregation and rewrite rules.",
+        f::AGGREGATOR_UNCLEAN_RESTARTS => {
+            "Starts that restored a checkpoint: the previous run did not write its final state."
+        }
+        f::AGGREGATOR_CHECKPOINT_RESTORED_INTERVALS => {
+            "Open intervals restored from a checkpoint (missing what came after it)."
+        }
+        f::AGGREGATOR_CHECKPOINTS => "Checkpoints of the open aggregation intervals, per result.",
         k::MILLIS_BEHIND_LATEST => "How far the shard's reader is behind the tip, in ms.",
         k::RECORDS => "Kinesis records received.",
         k::LINES => "Non-empty lines handed to the parser.",

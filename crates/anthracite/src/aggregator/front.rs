@@ -107,6 +107,10 @@ struct Books {
     misses: AtomicU64,
     reloads_applied: AtomicU64,
     reloads_rejected: AtomicU64,
+    checkpoints_written: AtomicU64,
+    checkpoints_failed: AtomicU64,
+    unclean_restarts: AtomicU64,
+    checkpoint_restored_intervals: AtomicU64,
 }
 
 /// The shared aggregator of a relay. See the `aggregator` module documentation.
@@ -172,6 +176,25 @@ impl Aggregation {
         self.books.reloads_rejected.fetch_add(1, Relaxed);
     }
 
+    /// Counts a checkpoint written (`ok`) or failed.
+    pub fn count_checkpoint(&self, ok: bool) {
+        let c = if ok {
+            &self.books.checkpoints_written
+        } else {
+            &self.books.checkpoints_failed
+        };
+        c.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a start that restored a checkpoint (the previous run did not write its final
+    /// state) and the intervals it restored.
+    pub fn count_unclean_restart(&self, intervals: u64) {
+        self.books.unclean_restarts.fetch_add(1, Relaxed);
+        self.books
+            .checkpoint_restored_intervals
+            .fetch_add(intervals, Relaxed);
+    }
+
     /// Feeds a staged batch under one lock; `forward[i]` says whether datapoint `i` is passed
     /// on (`FORWARD_ALL` and not an output of its own rules).
     fn feed(&self, names: &[u8], points: &[(u32, u32, f64, f64)], forward: &mut Vec<bool>) {
@@ -215,18 +238,20 @@ impl Aggregation {
         }
         let series = after.dropped_series_limit - before.dropped_series_limit;
         let values = after.dropped_values_limit - before.dropped_values_limit;
-        if series + values > 0 {
+        let intervals = after.dropped_intervals_limit - before.dropped_intervals_limit;
+        if series + values + intervals > 0 {
             let line = self
                 .drops
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .occurred(series + values, Instant::now());
+                .occurred(series + values + intervals, Instant::now());
             if let Some(Line::Started(c) | Line::Ongoing(c)) = line {
                 tracing::warn!(
                     datapoints = c.amount,
                     series = after.series,
                     held_values = after.held_values,
-                    "aggregator at its memory bound: datapoints not aggregated (aggregator.max_series / max_values)"
+                    held_intervals = after.held_intervals,
+                    "aggregator at its memory bound: datapoints not aggregated (aggregation.max_series / max_values / max_intervals_held)"
                 );
             }
         }
@@ -267,9 +292,33 @@ impl Reporting for Aggregation {
                         vec![("reason", "values_limit".to_owned())],
                     )
                     .carbon(leaf::AGGREGATE_DROPPED_VALUES_LIMIT),
+                c(s.dropped_intervals_limit)
+                    .series(
+                        facade::AGGREGATOR_DROPPED,
+                        vec![("reason", "intervals_limit".to_owned())],
+                    )
+                    .carbon(leaf::AGGREGATE_DROPPED_INTERVALS_LIMIT),
                 c(b.misses.load(Relaxed))
                     .series(facade::AGGREGATOR_MISSES, vec![])
                     .carbon(leaf::AGGREGATOR_MISSES),
+                c(b.unclean_restarts.load(Relaxed))
+                    .series(facade::AGGREGATOR_UNCLEAN_RESTARTS, vec![])
+                    .carbon(leaf::AGGREGATOR_UNCLEAN_RESTARTS),
+                c(b.checkpoint_restored_intervals.load(Relaxed))
+                    .series(facade::AGGREGATOR_CHECKPOINT_RESTORED_INTERVALS, vec![])
+                    .carbon(leaf::AGGREGATOR_CHECKPOINT_RESTORED_INTERVALS),
+                c(b.checkpoints_written.load(Relaxed))
+                    .series(
+                        facade::AGGREGATOR_CHECKPOINTS,
+                        vec![("result", "written".to_owned())],
+                    )
+                    .carbon(leaf::AGGREGATOR_CHECKPOINTS_WRITTEN),
+                c(b.checkpoints_failed.load(Relaxed))
+                    .series(
+                        facade::AGGREGATOR_CHECKPOINTS,
+                        vec![("result", "failed".to_owned())],
+                    )
+                    .carbon(leaf::AGGREGATOR_CHECKPOINTS_FAILED),
                 c(b.reloads_applied.load(Relaxed)).series(
                     facade::AGGREGATOR_RULE_RELOADS,
                     vec![("result", "applied".to_owned())],

@@ -118,17 +118,26 @@
 //!
 //! # Past carbon: bounds and restarts
 //!
-//! - **Memory bound.** `max_series` bounds the output series and `max_values` the values held
-//!   for percentiles (the only values kept; other methods hold a few words per interval). A
-//!   datapoint that would create a series past the bound, or store a value past the bound, is
+//! - **Memory bound.** `max_series` bounds the output series, `max_intervals_held` the
+//!   intervals over all series (late or scattered timestamps can open many per series between
+//!   two ticks) and `max_values` the values held for percentiles (the only values kept; other
+//!   methods hold a few words per interval); `max_cached_names` bounds the verdict cache. A
+//!   datapoint that would create a series, open an interval or store a value past its bound is
 //!   not aggregated and counted (`anthracite_aggregator_dropped_total{reason="series_limit"|
-//!   "values_limit"}`, carbon self-metric `aggregateDatapointsDropped.<reason>`), logged once
-//!   per episode. It is still passed on when `FORWARD_ALL` says so.
+//!   "intervals_limit"|"values_limit"}`, carbon self-metric
+//!   `aggregateDatapointsDropped.<reason>`), logged once per episode. It is still passed on
+//!   when `FORWARD_ALL` says so.
 //! - **Restart.** On an orderly shutdown the series (name, frequency, method, timer phase and
 //!   every open interval's accumulator) are written to `aggregator.state` in the spill
 //!   directory ([`state`] describes the format), and read back at start: an interval that spans
-//!   the restart is emitted with the value it would have had. The file is deleted once read. A
-//!   crash (SIGKILL) loses the open intervals, as carbon always does.
+//!   the restart is emitted with the value it would have had. While series are open the same
+//!   state is also written every `checkpoint_interval_secs` as a *checkpoint* (off the lock,
+//!   one write in flight, never after the final state). A crash (SIGKILL) therefore loses only
+//!   what was aggregated after the last checkpoint; the next start restores the checkpoint,
+//!   warns with its time, and counts the unclean restart and the intervals it restored
+//!   (`anthracite_aggregator_unclean_restarts_total`,
+//!   `anthracite_aggregator_checkpoint_restored_intervals_total`). carbon loses every open
+//!   interval at every restart.
 //! - **Speed.** A series' buffers live in a slab, found by a hash of the output name; the
 //!   rules' verdict per input name is cached (bounded, cleared when full), so rules are only
 //!   tested against a name the first time it is seen. Once a series and its interval exist, a

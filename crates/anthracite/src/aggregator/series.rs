@@ -21,6 +21,10 @@ pub struct AggregatorLimits {
     /// Most values held for percentiles; a percentile datapoint past it is dropped
     /// (`values_limit`).
     pub max_values: usize,
+    /// Most intervals held over all series (each a few words; late or scattered timestamps
+    /// can open many per series between two ticks); a datapoint that would open one more is
+    /// dropped (`intervals_limit`).
+    pub max_intervals_held: usize,
     /// Most input names whose rule verdict is cached (the cache is emptied when full).
     pub max_cached_names: usize,
 }
@@ -32,6 +36,7 @@ impl Default for AggregatorLimits {
             write_back: None,
             max_series: 1_000_000,
             max_values: 10_000_000,
+            max_intervals_held: 5_000_000,
             max_cached_names: 1_000_000,
         }
     }
@@ -46,12 +51,18 @@ pub struct AggregatorStats {
     pub dropped_series_limit: u64,
     /// Datapoints not aggregated because the values bound was reached.
     pub dropped_values_limit: u64,
+    /// Datapoints not aggregated because the intervals bound was reached.
+    pub dropped_intervals_limit: u64,
     /// Output series held now (`allocatedBuffers`).
     pub series: u64,
     /// Values in open intervals now (`bufferedDatapoints`).
     pub buffered: u64,
     /// Values held for percentiles now.
     pub held_values: u64,
+    /// Intervals held now, over all series.
+    pub held_intervals: u64,
+    /// Datapoints added to an interval since the aggregator was created.
+    pub aggregated: u64,
 }
 
 /// What one [`Aggregator::feed`] found.
@@ -240,6 +251,11 @@ impl Table {
                     self.stats.dropped_series_limit += 1;
                     return;
                 }
+                // A new series needs an interval: refused here, not left empty.
+                if self.stats.held_intervals as usize >= limits.max_intervals_held {
+                    self.stats.dropped_intervals_limit += 1;
+                    return;
+                }
                 let period = match limits.write_back {
                     Some(w) => w.min(frequency as f64),
                     None => frequency as f64,
@@ -271,6 +287,11 @@ impl Table {
         let buffer = match series.intervals.iter().position(|b| b.start == interval) {
             Some(i) => &mut series.intervals[i],
             None => {
+                if self.stats.held_intervals as usize >= limits.max_intervals_held {
+                    self.stats.dropped_intervals_limit += 1;
+                    return;
+                }
+                self.stats.held_intervals += 1;
                 let values = if keep {
                     self.pool.pop().unwrap_or_default()
                 } else {
@@ -291,6 +312,7 @@ impl Table {
         buffer.acc.add(value, keep);
         buffer.active = true;
         self.stats.buffered += 1;
+        self.stats.aggregated += 1;
         if keep {
             self.stats.held_values += 1;
         }
@@ -307,6 +329,7 @@ impl Table {
         };
         let due = micros(series.next_due);
         self.index.insert(series.name.clone(), slot);
+        self.stats.held_intervals += series.intervals.len() as u64;
         for b in &series.intervals {
             self.stats.buffered += b.acc.count;
             self.stats.held_values += b.acc.values.len() as u64;
@@ -378,6 +401,7 @@ impl Table {
             }
             if b.start < threshold {
                 let mut freed = series.intervals.remove(i);
+                self.stats.held_intervals -= 1;
                 self.stats.buffered -= freed.acc.count;
                 self.stats.held_values -= freed.acc.values.len() as u64;
                 if freed.acc.values.capacity() > 0 {
@@ -511,6 +535,33 @@ mod tests {
         let s = a.stats();
         assert_eq!((s.series, s.dropped_series_limit), (2, 1));
         assert_eq!((s.held_values, s.dropped_values_limit), (3, 1));
+    }
+
+    #[test]
+    fn the_intervals_bound_drops_and_counts() {
+        let rules = AggregationRules::parse("o.<x> (10) = sum i.<x>\n").expect("rules");
+        let mut a = Aggregator::new(
+            Arc::new(rules),
+            AggregatorLimits {
+                max_intervals_held: 3,
+                ..AggregatorLimits::default()
+            },
+        );
+        // Scattered timestamps open an interval each; a new series needs one too.
+        for t in [100.0, 110.0, 120.0, 130.0] {
+            a.feed(b"i.a", t, 1.0, 100.0);
+        }
+        a.feed(b"i.b", 100.0, 1.0, 100.0);
+        // Into an interval that exists: still aggregated.
+        a.feed(b"i.a", 105.0, 1.0, 100.0);
+        let s = a.stats();
+        assert_eq!((s.series, s.held_intervals), (1, 3));
+        assert_eq!((s.buffered, s.dropped_intervals_limit), (4, 2));
+        // Freed intervals make room again.
+        a.tick(1000.0, &mut |_, _, _| {});
+        assert_eq!(a.stats().held_intervals, 0);
+        a.feed(b"i.b", 1000.0, 1.0, 1000.0);
+        assert_eq!(a.stats().held_intervals, 1);
     }
 
     #[test]

@@ -34,11 +34,20 @@ pub struct RawAggregation {
     /// Most values held for percentile rules; more are dropped and counted (`values_limit`).
     /// Default 10000000 (8 bytes each).
     pub max_values: usize,
+    /// Most intervals held over all series; a datapoint that would open one more is dropped
+    /// and counted (`intervals_limit`). Default 5000000 (about 80 bytes each).
+    pub max_intervals_held: usize,
+    /// Most input names whose rule verdict is cached (emptied when full). Default 1000000.
+    pub max_cached_names: usize,
     /// Where `aggregator.state` is written at shutdown and read at start; `""` (default):
     /// `destinations.spill.dir`, and no state file without one.
     pub state_dir: String,
     /// How often the rule files are checked for changes, in seconds. Default 10 (carbon's).
     pub reload_interval_secs: f64,
+    /// How often the open intervals are checkpointed to the state file while any is held, in
+    /// seconds; 0 disables. Default 10. A SIGKILL loses what was aggregated after the last
+    /// checkpoint.
+    pub checkpoint_interval_secs: f64,
 }
 
 impl Default for RawAggregation {
@@ -52,8 +61,11 @@ impl Default for RawAggregation {
             log_misses: true,
             max_series: 1_000_000,
             max_values: 10_000_000,
+            max_intervals_held: 5_000_000,
+            max_cached_names: 1_000_000,
             state_dir: String::new(),
             reload_interval_secs: 10.0,
+            checkpoint_interval_secs: 10.0,
         }
     }
 }
@@ -86,6 +98,8 @@ pub struct AggregationConfig {
     pub state_dir: Option<PathBuf>,
     /// How often the rule files are checked.
     pub reload_interval: Duration,
+    /// How often the open intervals are checkpointed (`None`: never, or no state file).
+    pub checkpoint_interval: Option<Duration>,
 }
 
 /// Reads and parses an aggregation-rules file; the error names the file and line.
@@ -199,10 +213,22 @@ pub fn validate(
     if a.max_series == 0 {
         return Err(invalid("aggregation.max_series", "must be at least 1"));
     }
+    if a.max_intervals_held == 0 {
+        return Err(invalid(
+            "aggregation.max_intervals_held",
+            "must be at least 1",
+        ));
+    }
     if !(a.reload_interval_secs > 0.0 && a.reload_interval_secs <= 86_400.0) {
         return Err(invalid(
             "aggregation.reload_interval_secs",
             "must be more than 0 and at most 86400",
+        ));
+    }
+    if !(a.checkpoint_interval_secs >= 0.0 && a.checkpoint_interval_secs <= 86_400.0) {
+        return Err(invalid(
+            "aggregation.checkpoint_interval_secs",
+            "must be 0 (no checkpoints) to 86400",
         ));
     }
     let state_dir = if !a.state_dir.is_empty() {
@@ -226,9 +252,12 @@ pub fn validate(
                     .then_some(a.write_back_frequency_secs),
                 max_series: a.max_series,
                 max_values: a.max_values,
-                ..AggregatorLimits::default()
+                max_intervals_held: a.max_intervals_held,
+                max_cached_names: a.max_cached_names,
             },
         },
+        checkpoint_interval: (a.checkpoint_interval_secs > 0.0 && state_dir.is_some())
+            .then(|| Duration::from_secs_f64(a.checkpoint_interval_secs)),
         state_dir,
         reload_interval: Duration::from_secs_f64(a.reload_interval_secs),
     }))

@@ -1,31 +1,181 @@
 //! The aggregator's clock: runs the series timers and hands the aggregates to an internal
 //! ingestor (so they take the ordinary route → queue path and are neither rewritten nor
-//! aggregated again), re-reads changed rule files, and writes the state file at shutdown.
+//! aggregated again), re-reads changed rule files, checkpoints the open intervals, and writes
+//! the final state at shutdown (`crate::aggregator::state` is the design).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use crate::aggregator::state::{Kind, Snapshot, StateError, Summary};
 use crate::aggregator::{Aggregation, state, unix_now};
 use crate::config::aggregation::{AggregationConfig, read_rewrite, read_rules};
+use crate::episode::{Episode, Line};
 use crate::ingest::{Pipeline, Source};
 
 /// Longest sleep between two looks at the timers: a series created meanwhile is due no
 /// earlier than one period after its creation, so ticks are late by at most this.
 const POLL: Duration = Duration::from_millis(50);
 
-/// Restores the state file, if any (before receivers start).
+/// Restores the state file, if any (before receivers start), and writes what it restored back
+/// as a checkpoint. A checkpoint means the previous run did not stop cleanly: that is logged
+/// and counted.
 pub(super) fn restore(aggregation: &Aggregation, config: &AggregationConfig) {
     let Some(dir) = &config.state_dir else {
         return;
     };
-    match state::restore(&mut aggregation.lock(), dir) {
-        Ok(0) => {}
-        Ok(n) => info!(series = n, dir = %dir.display(), "aggregator state restored"),
-        Err(e) => error!(error = %e, "aggregator state not restored"),
+    let mut core = aggregation.lock();
+    let restored = match state::restore(&mut core, dir) {
+        Ok(Some(r)) => r,
+        Ok(None) => return,
+        Err(e) => {
+            error!(error = %e, "aggregator state not restored");
+            return;
+        }
+    };
+    let file = restored.file;
+    match file.kind {
+        Kind::Final => info!(
+            series = restored.series,
+            intervals = restored.intervals,
+            dir = %dir.display(),
+            "aggregator state restored"
+        ),
+        Kind::Checkpoint => {
+            aggregation.count_unclean_restart(restored.intervals);
+            warn!(
+                checkpoint_unix_secs = file.written_at.floor(),
+                checkpoint_age_secs = (unix_now() - file.written_at).max(0.0).round(),
+                series = restored.series,
+                intervals = restored.intervals,
+                datapoints = file.datapoints,
+                dir = %dir.display(),
+                "the previous run ended without writing its aggregator state: restored its last checkpoint; datapoints aggregated after the checkpoint's time (checkpoint_unix_secs) were lost for the open intervals"
+            );
+        }
+    }
+    if config.checkpoint_interval.is_some() && restored.series > 0 {
+        let snapshot = Snapshot::take(&core, Kind::Checkpoint, unix_now());
+        drop(core);
+        aggregation.count_checkpoint(checkpoint_written(snapshot.write(dir)));
+    }
+}
+
+fn checkpoint_written(result: Result<Summary, StateError>) -> bool {
+    match result {
+        Ok(_) => true,
+        Err(e) => {
+            error!(error = %e, "aggregator checkpoint not written: a crash now loses the open intervals");
+            false
+        }
+    }
+}
+
+/// The periodic checkpoint: at most one write in flight, off the aggregator's lock.
+struct Checkpoints {
+    dir: PathBuf,
+    every: Duration,
+    next: tokio::time::Instant,
+    /// A checkpoint of this run is on disk (so it must go when no series is left).
+    on_disk: bool,
+    writing: Option<tokio::task::JoinHandle<Result<Summary, StateError>>>,
+    failures: Episode,
+    /// What the aggregator had done when the last checkpoint was taken: with nothing
+    /// aggregated, sent or freed since, the file on disk is still the state.
+    taken: Option<(u64, u64, u64, u64)>,
+}
+
+impl Checkpoints {
+    fn new(config: &AggregationConfig) -> Option<Self> {
+        let dir = config.state_dir.clone()?;
+        let every = config.checkpoint_interval?;
+        Some(Self {
+            on_disk: state::path_in(&dir).exists(),
+            dir,
+            every,
+            next: tokio::time::Instant::now() + every,
+            writing: None,
+            failures: Episode::default(),
+            taken: None,
+        })
+    }
+
+    /// Called at every tick of the clock: collects a finished write, and starts the next one
+    /// when due (skipped while the previous one is still writing).
+    async fn tick(&mut self, aggregation: &Aggregation) {
+        if self.writing.as_ref().is_some_and(|w| w.is_finished())
+            && let Some(w) = self.writing.take()
+        {
+            let done = w.await;
+            self.collect(aggregation, done);
+        }
+        let now = tokio::time::Instant::now();
+        if now < self.next || self.writing.is_some() {
+            return;
+        }
+        self.next = now + self.every;
+        let core = aggregation.lock();
+        let stats = core.stats();
+        let mark = (
+            stats.aggregated,
+            stats.sent,
+            stats.held_intervals,
+            stats.series,
+        );
+        if stats.series == 0 {
+            drop(core);
+            if self.on_disk {
+                match state::remove(&self.dir) {
+                    Ok(()) => self.on_disk = false,
+                    Err(e) => error!(error = %e, "stale aggregator checkpoint not removed"),
+                }
+            }
+            return;
+        }
+        if self.on_disk && self.taken == Some(mark) {
+            return;
+        }
+        self.taken = Some(mark);
+        let snapshot = Snapshot::take(&core, Kind::Checkpoint, unix_now());
+        drop(core);
+        let dir = self.dir.clone();
+        self.on_disk = true;
+        self.writing = Some(tokio::task::spawn_blocking(move || snapshot.write(&dir)));
+    }
+
+    fn collect(
+        &mut self,
+        aggregation: &Aggregation,
+        done: Result<Result<Summary, StateError>, tokio::task::JoinError>,
+    ) {
+        let ok = match done {
+            Ok(Ok(_)) => true,
+            Ok(Err(e)) => {
+                if let Some(Line::Started(c) | Line::Ongoing(c)) =
+                    self.failures.occurred(1, Instant::now())
+                {
+                    error!(error = %e, failures = c.amount, "aggregator checkpoint not written: a crash now loses what was aggregated since the last one");
+                }
+                self.taken = None;
+                false
+            }
+            Err(_) => {
+                self.taken = None;
+                false
+            }
+        };
+        aggregation.count_checkpoint(ok);
+    }
+
+    /// Waits for the write in flight, so the final state is written after it.
+    async fn finish(&mut self, aggregation: &Aggregation) {
+        if let Some(w) = self.writing.take() {
+            let done = w.await;
+            self.collect(aggregation, done);
+        }
     }
 }
 
@@ -69,6 +219,7 @@ pub(super) async fn run(
     let mut rules = config.rules_file.as_deref().map(Watched::new);
     let mut rewrite = config.rewrite_file.as_deref().map(Watched::new);
     let mut next_check = tokio::time::Instant::now() + config.reload_interval;
+    let mut checkpoints = Checkpoints::new(&config);
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
@@ -87,6 +238,12 @@ pub(super) async fn run(
             next_check = tokio::time::Instant::now() + config.reload_interval;
             reload(&aggregation, rules.as_mut(), rewrite.as_mut());
         }
+        if let Some(c) = &mut checkpoints {
+            c.tick(&aggregation).await;
+        }
+    }
+    if let Some(c) = &mut checkpoints {
+        c.finish(&aggregation).await;
     }
     ingestor.flush().await;
     if let Some(dir) = &config.state_dir {
