@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The README's "Cost as the configuration grows" table: `anthracite bench --sweep` over rule
+# count (bench/scenarios/cost-rules.toml) and over destinations × replication
+# (bench/scenarios/cost-destinations.toml), anthracite as its own process beside carbon-c-relay
+# 3.7.3 (Debian's package) with the same rules or ring, rounds alternating at each point.
+# Needs a release build (BIN=path overrides it). Logs, JSON and SVG go to $1 (default
+# bench-results/cost); ROUNDS=n sets the rounds per point (default 2); further arguments go to
+# `anthracite bench` (e.g. --datapoints 1000000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-bench-results/cost}"
+shift || true
+mkdir -p "$out"
+bin="${BIN:-target/release/anthracite}"
+A="anthracite=$bin run --config {config:bench/relays/anthracite.toml}"
+# carbon-c-relay 3.7.3 sometimes segfaults right after it starts listening; this wrapper starts
+# it again (up to 5 times) until it is still running 0.3 s later (see compare-c-relay.sh).
+C="carbon-c-relay=sh -c 'for try in 1 2 3 4 5; do carbon-c-relay -f {config:bench/relays/carbon-c-relay.conf} -p {line_port} -w 2 -q 4000000 & pid=\$!; sleep 0.3; if kill -0 \$pid 2>/dev/null; then wait \$pid; exit; fi; done; exit 1'"
+for s in ${SWEEPS:-rules destinations}; do
+    echo "== cost-$s"
+    "$bin" bench "bench/scenarios/cost-$s.toml" --sweep --rounds "${ROUNDS:-2}" --no-progress \
+        --compare "$A" "$C" --json "$out/$s.json" --svg "$out/$s.svg" "$@" >"$out/$s.log" 2>&1 ||
+        echo "(failed: see $out/$s.log)"
+    sed -n '/^cost sweep/,$p' "$out/$s.log"
+done
