@@ -17,10 +17,13 @@
 //! with its length rather than with the number of patterns; only the backtracking patterns are
 //! tried one by one, and only where the caller still needs an answer.
 
+use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use regex_automata::hybrid::dfa::{Cache as DfaCache, DFA, OverlappingState};
+use regex_automata::nfa::thompson;
 use regex_automata::util::pool::Pool;
 use regex_automata::{Input, MatchKind, meta, nfa::thompson::WhichCaptures, util::syntax};
 
@@ -299,11 +302,76 @@ pub struct PatternSet {
 }
 
 /// The linear patterns of a [`PatternSet`] in one automaton.
+///
+/// The lazy DFA's overlapping search reports each matching pattern as it finds it, so a name
+/// costs one scan plus its (few) matches; the meta regex's `which_overlapping_matches` fills a
+/// set with one slot per pattern, which must be cleared and walked for every name — with 1,000
+/// rules that walk cost as much as the rest of routing. The meta regex stays as the fallback
+/// for patterns the lazy DFA cannot run (Unicode word boundaries) or gives up on (a state
+/// cache thrashing on hostile names).
 struct Automaton {
     regex: meta::Regex,
+    /// `None` when the lazy DFA could not be built for these patterns.
+    dfa: Option<DFA>,
+    /// Names this automaton's DFA cache in each thread's [`DFA_CACHES`].
+    id: u64,
     /// The caller's position of each automaton pattern, ascending.
     positions: Vec<usize>,
     scratch: ScratchPool,
+}
+
+/// Source of [`Automaton::id`].
+static NEXT_AUTOMATON: AtomicU64 = AtomicU64::new(0);
+
+/// Most automata whose DFA cache a thread keeps (a relay matches with a rule table, two lists
+/// and the aggregation rules; a reload replaces them and the old caches age out).
+const CACHES_PER_THREAD: usize = 8;
+
+thread_local! {
+    /// Each thread's lazy-DFA caches, most recently used last: no lock or pool on the hot path.
+    static DFA_CACHES: RefCell<Vec<(u64, DfaCache)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The distinct automaton patterns one name matched, without allocating for the usual few.
+struct Found {
+    inline: [u32; 16],
+    len: usize,
+    spilled: Vec<u32>,
+}
+
+impl Found {
+    fn new() -> Self {
+        Self {
+            inline: [0; 16],
+            len: 0,
+            spilled: Vec::new(),
+        }
+    }
+
+    fn insert(&mut self, id: u32) {
+        if self.inline[..self.len].contains(&id) || self.spilled.contains(&id) {
+            return;
+        }
+        if self.len < self.inline.len() {
+            self.inline[self.len] = id;
+            self.len += 1;
+        } else {
+            self.spilled.push(id);
+        }
+    }
+
+    /// The ids, ascending.
+    fn sorted(&mut self) -> &[u32] {
+        if self.spilled.is_empty() {
+            self.inline[..self.len].sort_unstable();
+            &self.inline[..self.len]
+        } else {
+            self.spilled.extend_from_slice(&self.inline[..self.len]);
+            self.len = 0;
+            self.spilled.sort_unstable();
+            &self.spilled
+        }
+    }
 }
 
 impl std::fmt::Debug for Automaton {
@@ -399,14 +467,22 @@ impl PatternSet {
             }
             return;
         };
-        let mut scratch = automaton.scratch.get();
-        scratch.clear();
-        automaton
-            .regex
-            .which_overlapping_matches(&Input::new(name), &mut scratch);
-        let mut linear = scratch
+        let mut found = Found::new();
+        if !automaton.search_dfa(name, &mut found) {
+            found = Found::new();
+            let mut scratch = automaton.scratch.get();
+            scratch.clear();
+            automaton
+                .regex
+                .which_overlapping_matches(&Input::new(name), &mut scratch);
+            for id in scratch.iter() {
+                found.insert(id.as_u32());
+            }
+        }
+        let mut linear = found
+            .sorted()
             .iter()
-            .map(|id| automaton.positions[id.as_usize()])
+            .map(|&id| automaton.positions[id as usize])
             .peekable();
         let mut backtracking = self.one_by_one.iter().copied().peekable();
         loop {
@@ -469,12 +545,67 @@ impl Automaton {
                     "patterns do not fit one automaton; matching them one by one");
             })
             .ok()?;
+        let dfa = DFA::builder()
+            .configure(
+                DFA::config()
+                    .match_kind(MatchKind::All)
+                    .cache_capacity(SET_DFA_CACHE),
+            )
+            .syntax(syntax::Config::new().utf8(false))
+            .thompson(
+                thompson::Config::new()
+                    .utf8(false)
+                    .which_captures(WhichCaptures::None)
+                    .nfa_size_limit(Some(SET_NFA_LIMIT)),
+            )
+            .build_many(&sources)
+            .ok();
         let len = regex.pattern_len();
         let scratch: ScratchPool = Pool::new(Box::new(move || Scratch::new(len)));
         Some(Self {
             regex,
+            dfa,
+            id: NEXT_AUTOMATON.fetch_add(1, Ordering::Relaxed),
             positions,
             scratch,
+        })
+    }
+
+    /// Every pattern matching `name`, by the lazy DFA with this thread's cache; false when
+    /// there is no DFA or it gave up (the caller then asks the meta regex).
+    fn search_dfa(&self, name: &[u8], found: &mut Found) -> bool {
+        let Some(dfa) = &self.dfa else {
+            return false;
+        };
+        DFA_CACHES.with(|caches| {
+            let Ok(mut caches) = caches.try_borrow_mut() else {
+                return false;
+            };
+            let at = match caches.iter().position(|(id, _)| *id == self.id) {
+                Some(i) => i,
+                None => {
+                    if caches.len() >= CACHES_PER_THREAD {
+                        caches.remove(0);
+                    }
+                    caches.push((self.id, dfa.create_cache()));
+                    caches.len() - 1
+                }
+            };
+            let cache = &mut caches[at].1;
+            let input = Input::new(name);
+            let mut state = OverlappingState::start();
+            loop {
+                if dfa
+                    .try_search_overlapping_fwd(cache, &input, &mut state)
+                    .is_err()
+                {
+                    return false;
+                }
+                match state.get_match() {
+                    Some(m) => found.insert(m.pattern().as_u32()),
+                    None => return true,
+                }
+            }
         })
     }
 }
