@@ -154,6 +154,11 @@ pub(super) struct State {
     pub(super) in_flight_bytes: usize,
     /// One tag per in-flight batch, in pop order.
     pub(super) tags: VecDeque<Tag>,
+    /// Positions of records replayed from the spill log that left the memory tier before an
+    /// older replayed record (evicted by `drop_oldest` while it was in flight), oldest first.
+    /// The log acknowledges only its oldest records, so these wait for the older ones
+    /// (`memory::disk_records_done`).
+    pub(super) disk_left: VecDeque<u64>,
     /// Datapoints handed to the spill thread and not yet back in memory (in its channel, held
     /// by the `block` fallback, or stored in the log).
     pub(super) disk_points: u64,
