@@ -3,9 +3,10 @@
 //! Every disk operation of a destination happens here, so no tokio worker thread ever waits
 //! on the disk. The queue talks to it through a channel, in queue order: `Append` (a batch
 //! that overflowed, or any batch while the queue is in disk mode), `Replay` (the memory tier
-//! has room for this much), `Ack` (this many replayed records left the queue: written, or evicted by `drop_oldest`) and
-//! `Close` (shutdown: store what is left, sync, stop). The thread also wakes every
-//! [`TICK`] to run the log's time-based fsync and ledger writes and to retry held batches.
+//! has room for this much), `Ack` (this many replayed records left the queue: written, or
+//! evicted by `drop_oldest`) and `Close` (shutdown: store what is left, sync, stop). The
+//! thread also wakes every [`TICK`] to run the log's time-based fsync and ledger writes and to
+//! retry held batches.
 //!
 //! When an append is refused (budget exhausted or disk full: `spill_full`; another I/O error:
 //! `spill_io`) what happens depends on where the batch came from:
