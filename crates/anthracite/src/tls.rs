@@ -123,11 +123,50 @@ fn roots_from(path: &Path) -> Result<RootCertStore, TlsError> {
     Ok(roots)
 }
 
-/// Accepts a destination presenting exactly one of the `pinned` certificates; any other
-/// goes to WebPKI verification (see the [module documentation](self)).
+/// Certificates accepted as they are, whatever their chain: a peer presenting exactly one of
+/// them is trusted without WebPKI verification (see the [module documentation](self)).
+#[derive(Debug)]
+struct Pinned(Vec<CertificateDer<'static>>);
+
+impl Pinned {
+    fn holds(&self, end_entity: &CertificateDer<'_>) -> bool {
+        self.0.iter().any(|p| p.as_ref() == end_entity.as_ref())
+    }
+}
+
+/// The handshake-signature methods of a pinned verifier: a pinned certificate's key must still
+/// sign the handshake, so they are always its WebPKI verifier's (`self.webpki`).
+macro_rules! webpki_signatures {
+    () => {
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.webpki.verify_tls12_signature(message, cert, dss)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.webpki.verify_tls13_signature(message, cert, dss)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.webpki.supported_verify_schemes()
+        }
+    };
+}
+
+/// Accepts a destination presenting one of the `pinned` certificates; any other goes to
+/// WebPKI verification.
 #[derive(Debug)]
 struct PinnedServerVerifier {
-    pinned: Vec<CertificateDer<'static>>,
+    pinned: Pinned,
     webpki: Arc<dyn ServerCertVerifier>,
 }
 
@@ -140,45 +179,21 @@ impl ServerCertVerifier for PinnedServerVerifier {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        if self
-            .pinned
-            .iter()
-            .any(|p| p.as_ref() == end_entity.as_ref())
-        {
+        if self.pinned.holds(end_entity) {
             return Ok(ServerCertVerified::assertion());
         }
         self.webpki
             .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.webpki.supported_verify_schemes()
-    }
+    webpki_signatures!();
 }
 
-/// Accepts a client presenting exactly one of the `pinned` certificates; any other goes to
-/// WebPKI verification against `client_ca`.
+/// Accepts a client presenting one of the `pinned` certificates; any other goes to WebPKI
+/// verification against `client_ca`.
 #[derive(Debug)]
 struct PinnedClientVerifier {
-    pinned: Vec<CertificateDer<'static>>,
+    pinned: Pinned,
     webpki: Arc<dyn ClientCertVerifier>,
 }
 
@@ -193,38 +208,14 @@ impl ClientCertVerifier for PinnedClientVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        if self
-            .pinned
-            .iter()
-            .any(|p| p.as_ref() == end_entity.as_ref())
-        {
+        if self.pinned.holds(end_entity) {
             return Ok(ClientCertVerified::assertion());
         }
         self.webpki
             .verify_client_cert(end_entity, intermediates, now)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.webpki.supported_verify_schemes()
-    }
+    webpki_signatures!();
 }
 
 fn system_roots() -> Result<RootCertStore, TlsError> {
@@ -282,7 +273,7 @@ impl ClientTls {
                 versions
                     .dangerous()
                     .with_custom_certificate_verifier(Arc::new(PinnedServerVerifier {
-                        pinned,
+                        pinned: Pinned(pinned),
                         webpki,
                     }))
             }
@@ -376,7 +367,7 @@ impl ServerTls {
                 .build()
                 .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
                 builder.with_client_cert_verifier(Arc::new(PinnedClientVerifier {
-                    pinned: load_certificates(ca)?,
+                    pinned: Pinned(load_certificates(ca)?),
                     webpki,
                 }))
             }

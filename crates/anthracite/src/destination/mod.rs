@@ -416,6 +416,28 @@ pub async fn run(
     }
 }
 
+/// Waits for the next batch, unless the task is aborted first, and gathers a write from it
+/// into `in_flight` ([`gather`]). `Some` when the task ends instead: aborted, or its queue
+/// closed and drained.
+pub(crate) async fn next_write(
+    queue: &DestinationQueue,
+    signals: &DestinationSignals,
+    flush_bytes: usize,
+    linger: Duration,
+    in_flight: &mut Vec<Batch>,
+) -> Option<Served> {
+    let first = tokio::select! {
+        biased;
+        _ = signals.abort.cancelled() => return Some(Served::Aborted),
+        b = queue.pop() => b,
+    };
+    let Some(first) = first else {
+        return Some(Served::Drained);
+    };
+    gather(queue, first, flush_bytes, linger, in_flight).await;
+    None
+}
+
 /// Starts a write with `first` and keeps taking batches into `in_flight` until `flush_bytes`
 /// are gathered, lingering once (at most `linger`) for more when the queue runs dry.
 pub(crate) async fn gather(

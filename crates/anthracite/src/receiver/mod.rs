@@ -45,6 +45,44 @@ pub use buffer::READ_BUFFER;
 pub(crate) use listener::StreamListener;
 pub use listener::{Incoming, Listener};
 
+/// Starts one task per message-queue source (Kinesis streams, Kafka groups): `run` reads it
+/// into `pipeline` until `stop` is cancelled.
+#[cfg(any(feature = "kinesis", feature = "kafka"))]
+pub(crate) fn spawn_sources<S, F, Fut>(
+    sources: Vec<S>,
+    pipeline: &Pipeline,
+    stop: &CancellationToken,
+    run: F,
+) -> tokio::task::JoinSet<()>
+where
+    F: Fn(S, Pipeline, CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let mut tasks = tokio::task::JoinSet::new();
+    for source in sources {
+        tasks.spawn(run(source, pipeline.clone(), stop.clone()));
+    }
+    tasks
+}
+
+/// Waits for stopped message-queue sources (their final checkpoints or commits) until
+/// `deadline`; then aborts the rest, logging `late` (what aborting them costs).
+#[cfg(any(feature = "kinesis", feature = "kafka"))]
+pub(crate) async fn join_sources(
+    mut tasks: tokio::task::JoinSet<()>,
+    deadline: tokio::time::Instant,
+    late: &'static str,
+) {
+    let done = tokio::time::timeout_at(deadline, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if done.is_err() {
+        tracing::warn!("{late}");
+        tasks.abort_all();
+    }
+}
+
 /// Decoded bytes (names + 24 per datapoint) a frame may turn into without taking from the
 /// decoded-size budget: about what one 64 KiB read of plaintext lines turns into, which every
 /// connection may hold anyway.

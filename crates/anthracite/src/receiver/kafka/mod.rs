@@ -127,31 +127,26 @@ pub(crate) fn spawn(
     pipeline: &Pipeline,
     stop: &CancellationToken,
 ) -> tokio::task::JoinSet<()> {
-    let mut tasks = tokio::task::JoinSet::new();
-    for source in sources {
-        let pipeline = pipeline.clone();
-        let stop = stop.clone();
-        tasks.spawn(async move {
+    crate::receiver::spawn_sources(
+        sources,
+        pipeline,
+        stop,
+        |source, pipeline, stop| async move {
             let group = source.config.group_id.clone();
             tracing::info!(%group, topics = ?source.config.topics, brokers = %source.config.brokers, "kafka source starting");
             if let Err(e) = source.run(pipeline, stop).await {
                 tracing::error!(%group, error = %e, "kafka source failed");
             }
-        });
-    }
-    tasks
+        },
+    )
 }
 
 /// Waits for stopped sources (final commits) until `deadline`.
-pub(crate) async fn join(mut tasks: tokio::task::JoinSet<()>, deadline: tokio::time::Instant) {
-    let done = tokio::time::timeout_at(deadline, async {
-        while tasks.join_next().await.is_some() {}
-    })
+pub(crate) async fn join(tasks: tokio::task::JoinSet<()>, deadline: tokio::time::Instant) {
+    crate::receiver::join_sources(
+        tasks,
+        deadline,
+        "kafka sources still stopping at the end of the grace period; their last offsets may not be committed",
+    )
     .await;
-    if done.is_err() {
-        tracing::warn!(
-            "kafka sources still stopping at the end of the grace period; their last offsets may not be committed"
-        );
-        tasks.abort_all();
-    }
 }

@@ -312,31 +312,26 @@ pub(crate) fn spawn(
     pipeline: &Pipeline,
     stop: &CancellationToken,
 ) -> tokio::task::JoinSet<()> {
-    let mut tasks = tokio::task::JoinSet::new();
-    for source in sources {
-        let pipeline = pipeline.clone();
-        let stop = stop.clone();
-        tasks.spawn(async move {
+    crate::receiver::spawn_sources(
+        sources,
+        pipeline,
+        stop,
+        |source, pipeline, stop| async move {
             let stream = source.stream().to_string();
             tracing::info!(%stream, "kinesis source starting");
             if let Err(e) = source.run(pipeline, stop).await {
                 tracing::error!(%stream, error = %e, "kinesis source failed");
             }
-        });
-    }
-    tasks
+        },
+    )
 }
 
 /// Waits for stopped sources (final checkpoints) until `deadline`.
-pub(crate) async fn join(mut tasks: tokio::task::JoinSet<()>, deadline: tokio::time::Instant) {
-    let done = tokio::time::timeout_at(deadline, async {
-        while tasks.join_next().await.is_some() {}
-    })
+pub(crate) async fn join(tasks: tokio::task::JoinSet<()>, deadline: tokio::time::Instant) {
+    crate::receiver::join_sources(
+        tasks,
+        deadline,
+        "kinesis sources still stopping at the end of the grace period; aborted without a final checkpoint",
+    )
     .await;
-    if done.is_err() {
-        tracing::warn!(
-            "kinesis sources still stopping at the end of the grace period; aborted without a final checkpoint"
-        );
-        tasks.abort_all();
-    }
 }
