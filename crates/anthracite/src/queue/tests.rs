@@ -557,8 +557,11 @@ async fn replaying_drop_oldest_queue(dir: &std::path::Path) -> DestinationQueue 
     q
 }
 
-/// Timestamps of everything a queue reopened over `dir` replays.
-async fn replayed_after_restart(dir: &std::path::Path) -> Vec<usize> {
+/// Shuts `q` down and returns the timestamps of everything a queue reopened over its spill
+/// directory `dir` replays.
+async fn replayed_after_restart(q: DestinationQueue, dir: &std::path::Path) -> Vec<usize> {
+    q.shut_down().await;
+    drop(q);
     let q = spill_queue(dir, 100, WhenFull::DropNewest, 1 << 20);
     let n = q.queued_disk() as usize;
     consume(&q, n).await
@@ -574,11 +577,9 @@ async fn replayed_records_evicted_by_drop_oldest_are_acknowledged_in_the_spill_l
     let s = q.stats().snapshot();
     assert_eq!(s.dropped(DestinationDropReason::DropOldest), 30);
     assert_eq!(s.routed, s.sent + s.dropped_total() + s.queued, "{s:?}");
-    q.shut_down().await;
-    drop(q);
     // Neither the written record (0..10) nor the evicted ones (10..40) come back.
     let expected: Vec<usize> = (40..200).chain(1000..1050).collect();
-    assert_eq!(replayed_after_restart(dir.path()).await, expected);
+    assert_eq!(replayed_after_restart(q, dir.path()).await, expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -588,10 +589,8 @@ async fn replayed_records_evicted_behind_one_in_flight_are_acknowledged_once_it_
     let out = q.push(seq_batch(1000, 40));
     assert_eq!(out.evicted, 30);
     q.ack(10, 1);
-    q.shut_down().await;
-    drop(q);
     let expected: Vec<usize> = (40..200).chain(1000..1040).collect();
-    assert_eq!(replayed_after_restart(dir.path()).await, expected);
+    assert_eq!(replayed_after_restart(q, dir.path()).await, expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -604,10 +603,8 @@ async fn evicting_replayed_records_behind_one_in_flight_keeps_that_one_in_the_sp
     // its oldest records first: acknowledging the evicted ones now would take it instead, and
     // a shutdown before it is written would lose it. So they wait for it, and the next run
     // replays them too (a duplicate of data counted as dropped, never a loss).
-    q.shut_down().await;
-    drop(q);
     let expected: Vec<usize> = (0..200).chain(1000..1040).collect();
-    assert_eq!(replayed_after_restart(dir.path()).await, expected);
+    assert_eq!(replayed_after_restart(q, dir.path()).await, expected);
 }
 
 /// A memory-only queue of `max_datapoints` with policy `block`.
