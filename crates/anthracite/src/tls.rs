@@ -41,7 +41,7 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// Why a TLS configuration could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum TlsError {
+pub(crate) enum TlsError {
     /// A certificate or key file could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
@@ -90,7 +90,7 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 }
 
 /// Every certificate in a PEM file (at least one).
-pub fn load_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(crate) fn load_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let pem = read(path)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
@@ -234,7 +234,7 @@ fn system_roots() -> Result<RootCertStore, TlsError> {
 
 /// How a destination is reached over TLS (`destinations.tls`), as configured.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ClientTlsSettings {
+pub(crate) struct ClientTlsSettings {
     /// PEM CA certificates the destination's certificate must chain to; `None`: the system
     /// store.
     pub ca_file: Option<PathBuf>,
@@ -248,14 +248,14 @@ pub struct ClientTlsSettings {
 
 /// A ready TLS client configuration (files read, roots loaded).
 #[derive(Clone)]
-pub struct ClientTls {
+pub(crate) struct ClientTls {
     settings: ClientTlsSettings,
     connector: TlsConnector,
 }
 
 impl ClientTls {
     /// Reads the files `settings` names and builds the rustls configuration.
-    pub fn new(settings: ClientTlsSettings) -> Result<Self, TlsError> {
+    pub(crate) fn new(settings: ClientTlsSettings) -> Result<Self, TlsError> {
         if let Some(name) = &settings.server_name {
             ServerName::try_from(name.clone()).map_err(|_| TlsError::ServerName(name.clone()))?;
         }
@@ -300,7 +300,7 @@ impl ClientTls {
     /// Runs the handshake over `stream`, verifying the peer against `server_name` (or `host`).
     /// A certificate the peer presents that does not verify fails with an error saying why
     /// (unknown issuer, expired, not valid for the name…); nothing is sent in plaintext.
-    pub async fn connect(
+    pub(crate) async fn connect(
         &self,
         stream: TcpStream,
         host: &str,
@@ -335,7 +335,7 @@ impl fmt::Debug for ClientTls {
 
 /// TLS on the receivers (`listen.tls`), as configured.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ServerTlsSettings {
+pub(crate) struct ServerTlsSettings {
     /// PEM certificate chain the receivers present.
     pub cert_file: PathBuf,
     /// PEM private key of `cert_file`.
@@ -347,14 +347,14 @@ pub struct ServerTlsSettings {
 
 /// A ready TLS server configuration.
 #[derive(Clone)]
-pub struct ServerTls {
+pub(crate) struct ServerTls {
     settings: ServerTlsSettings,
     acceptor: TlsAcceptor,
 }
 
 impl ServerTls {
     /// Reads the files `settings` names and builds the rustls configuration.
-    pub fn new(settings: ServerTlsSettings) -> Result<Self, TlsError> {
+    pub(crate) fn new(settings: ServerTlsSettings) -> Result<Self, TlsError> {
         let provider = provider();
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()?;
@@ -384,7 +384,10 @@ impl ServerTls {
     }
 
     /// Runs the server side of the handshake on an accepted connection.
-    pub async fn accept<S>(&self, stream: S) -> io::Result<tokio_rustls::server::TlsStream<S>>
+    pub(crate) async fn accept<S>(
+        &self,
+        stream: S,
+    ) -> io::Result<tokio_rustls::server::TlsStream<S>>
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     {

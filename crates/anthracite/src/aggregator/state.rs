@@ -27,11 +27,11 @@ use super::method::{Accumulator, Method};
 use super::series::{Aggregator, Interval, Series};
 
 /// File name of the state file in the spill directory.
-pub const STATE_FILE: &str = "aggregator.state";
+pub(crate) const STATE_FILE: &str = "aggregator.state";
 
 /// Why the state could not be written or read.
 #[derive(Debug, thiserror::Error)]
-pub enum StateError {
+pub(crate) enum StateError {
     /// File system error.
     #[error("{path}: {source}")]
     Io {
@@ -78,12 +78,12 @@ struct SavedInterval {
 }
 
 /// The state file in `dir`.
-pub fn path_in(dir: &Path) -> PathBuf {
+pub(crate) fn path_in(dir: &Path) -> PathBuf {
     dir.join(STATE_FILE)
 }
 
 /// Writes every open series to `dir/aggregator.state`; returns how many.
-pub fn save(aggregator: &Aggregator, dir: &Path) -> Result<usize, StateError> {
+pub(crate) fn save(aggregator: &Aggregator, dir: &Path) -> Result<usize, StateError> {
     let file = File {
         version: 1,
         series: aggregator
@@ -134,7 +134,7 @@ pub fn save(aggregator: &Aggregator, dir: &Path) -> Result<usize, StateError> {
 
 /// Reads `dir/aggregator.state` into `aggregator` and removes the file; returns how many
 /// series were restored (0 without a file).
-pub fn restore(aggregator: &mut Aggregator, dir: &Path) -> Result<usize, StateError> {
+pub(crate) fn restore(aggregator: &mut Aggregator, dir: &Path) -> Result<usize, StateError> {
     let path = path_in(dir);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,

@@ -40,7 +40,7 @@ const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Kafka's murmur2 (the Java client's `Utils.murmur2`), used by its default partitioner:
 /// `(murmur2(key) & 0x7fffffff) % partitions`.
-pub fn murmur2(data: &[u8]) -> i32 {
+pub(crate) fn murmur2(data: &[u8]) -> i32 {
     const SEED: u32 = 0x9747_b28c;
     const M: u32 = 0x5bd1_e995;
     const R: u32 = 24;
@@ -73,7 +73,7 @@ pub fn murmur2(data: &[u8]) -> i32 {
 }
 
 /// The partition Kafka's default partitioner gives `key` among `partitions`.
-pub fn partition_for(key: &[u8], partitions: i32) -> i32 {
+pub(crate) fn partition_for(key: &[u8], partitions: i32) -> i32 {
     (murmur2(key) & 0x7fff_ffff) % partitions.max(1)
 }
 

@@ -73,10 +73,10 @@ impl Default for QueueLimits {
 /// rather than buffered, so the memory tier need not hold one; 16 MiB is about 170,000–250,000
 /// datapoints of 40-byte names, depending on how full their batches are (carbon-relay's
 /// default queue holds 10,000).
-pub const DEFAULT_MAX_BYTES: usize = 16 << 20;
+pub(crate) const DEFAULT_MAX_BYTES: usize = 16 << 20;
 
 /// [`QueueLimits::full_wait`] unless configured (`destinations.queue.full_wait_ms`).
-pub const DEFAULT_FULL_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_FULL_WAIT: Duration = Duration::from_secs(2);
 
 impl QueueLimits {
     /// True when what `s` holds in memory (waiting plus in flight) is below half of both

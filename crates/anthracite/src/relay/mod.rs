@@ -19,7 +19,7 @@ mod listeners;
 mod reload;
 mod running;
 mod shared;
-pub mod spill_lock;
+pub(crate) mod spill_lock;
 
 use std::future::Future;
 use std::net::SocketAddr;

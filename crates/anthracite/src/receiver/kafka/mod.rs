@@ -52,11 +52,11 @@ use tokio_util::sync::CancellationToken;
 use crate::config::kafka::KafkaConfig;
 use crate::ingest::Pipeline;
 
-pub use kafka_stats::KafkaStats;
+pub(crate) use kafka_stats::KafkaStats;
 
 /// Errors of a Kafka source.
 #[derive(Debug, thiserror::Error)]
-pub enum KafkaError {
+pub(crate) enum KafkaError {
     /// librdkafka refused the configuration (an unknown or invalid property).
     #[error("kafka source (group {group}): {source}")]
     Client {
@@ -69,14 +69,14 @@ pub enum KafkaError {
 
 /// One `[[kafka]]` entry being read into a relay's pipeline.
 #[derive(Debug)]
-pub struct KafkaSource {
+pub(crate) struct KafkaSource {
     config: Arc<KafkaConfig>,
     stats: Arc<KafkaStats>,
 }
 
 impl KafkaSource {
     /// A source for `config` (nothing is contacted until [`run`](Self::run)).
-    pub fn new(config: KafkaConfig) -> Self {
+    pub(crate) fn new(config: KafkaConfig) -> Self {
         let stats = Arc::new(KafkaStats::new(&config.group_id));
         Self {
             config: Arc::new(config),
@@ -85,13 +85,13 @@ impl KafkaSource {
     }
 
     /// The source's counters (shared; valid while and after it runs).
-    pub fn stats(&self) -> Arc<KafkaStats> {
+    pub(crate) fn stats(&self) -> Arc<KafkaStats> {
         self.stats.clone()
     }
 
     /// Reads until `shutdown` is cancelled, then commits what was delivered and leaves the
     /// group. Runs the consumer on a blocking thread of the current runtime.
-    pub async fn run(
+    pub(crate) async fn run(
         self,
         pipeline: Pipeline,
         shutdown: CancellationToken,

@@ -43,12 +43,12 @@
 //! the KCL 2.x layout, checkpoints live in the lease rows, and a relay that dies has its
 //! shards taken over by the others: see [`leases`], whose module documentation is the design.
 
-pub mod checkpoint;
-pub mod coordinator;
-pub mod decode;
+pub(crate) mod checkpoint;
+pub(crate) mod coordinator;
+pub(crate) mod decode;
 mod kinesis_stats;
-pub mod leases;
-pub mod reader;
+pub(crate) mod leases;
+pub(crate) mod reader;
 pub(crate) mod shards;
 
 use std::sync::Arc;
@@ -65,7 +65,7 @@ use crate::ingest::Pipeline;
 use leases::worker::{LeaseSettings, Leases};
 use leases::{Checkpoint, DynamoDbTable, LeaseStore};
 
-pub use checkpoint::{CheckpointError, CheckpointStore, FileStore, StreamCheckpoint};
+pub(crate) use checkpoint::{CheckpointError, CheckpointStore, FileStore, StreamCheckpoint};
 pub use kinesis_stats::{KinesisStats, ShardEvent};
 
 /// Errors of a Kinesis source.
