@@ -16,6 +16,8 @@
 //!   every datapoint it receives.
 //! - [`tls`]: a CA and server certificates made at test time (rcgen).
 //! - [`differential`]: the carbon-relay vs anthracite differential engine.
+//! - [`java_server`]: Java servers resolved from Maven Central (Kafka, DynamoDB Local).
+//! - [`relay_process`]: real `anthracite` processes (fleets), signalled by PID.
 //!
 //! Each `tests/*.rs` that needs this does `mod support;`; not every binary uses every item.
 #![allow(dead_code)]
@@ -24,15 +26,51 @@ pub mod apt;
 pub mod carbon;
 pub mod differential;
 pub mod http;
+pub mod java_server;
 pub mod placement;
 pub mod process;
 pub mod relay;
+pub mod relay_process;
 pub mod sink;
 pub mod tls;
 pub mod venv;
 pub mod whisper;
 
+use std::future::Future;
 use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Panics with `hint` unless `tool arg` runs and succeeds (a tool the test support needs).
+pub fn require_tool(tool: &str, arg: &str, hint: &str) {
+    let ok = Command::new(tool)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "`{tool}` is not on PATH: {hint}");
+}
+
+/// Polls `cond` every 50 ms until it holds; panics with `what` after `limit`. A deadline for
+/// a hung test, never a timing assertion.
+pub async fn wait_for<F, Fut>(what: &str, limit: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let end = tokio::time::Instant::now() + limit;
+    loop {
+        if cond().await {
+            return;
+        }
+        if tokio::time::Instant::now() > end {
+            panic!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
 
 /// Reserves `n` distinct free loopback ports for processes that will listen on them: binds them
 /// all at once (so they are distinct), then releases them.

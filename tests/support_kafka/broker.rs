@@ -1,26 +1,31 @@
 //! Apache Kafka 4.1.1 from Maven Central (`tests/kafka-broker/pom.xml`): resolved once per
-//! checkout with `mvn dependency:copy-dependencies` into `target/tmp/kafka-broker/` under a
-//! file lock with a completion marker, plus a small launcher compiled with `javac`
+//! checkout into `target/tmp/kafka-broker/` by [`java_server`], with a small launcher
 //! (`LoopbackKafka.java`) that formats the KRaft log directory and runs one combined
 //! broker+controller in one JVM. One broker per test binary, on free loopback ports; it exits
 //! with the test binary (the launcher watches its parent) and is stopped by PID when a test
 //! stops it on purpose ([`Broker::stop`], then [`Broker::start`] on the same ports and data).
 
-use std::fs::{self, File};
-use std::path::{Path, PathBuf};
+use std::fs;
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 
-use crate::support::process::{ManagedChild, output_with_timeout};
+use crate::support::java_server::{self, JavaServer};
+use crate::support::process::ManagedChild;
 
-const MARKER: &str = ".anthracite-ready";
-/// Resolving ~60 MB of jars from Maven Central on a slow link.
-const MAVEN_TIMEOUT: Duration = Duration::from_secs(900);
+const KAFKA: JavaServer = JavaServer {
+    name: "Apache Kafka 4.1.1",
+    folder: "kafka-broker",
+    launcher: "LoopbackKafka",
+    needed_by: "the Kafka tests",
+    jars: &["kafka_2.13-4.1.1.jar", "kafka-server-4"],
+    jars_described: "kafka_2.13-4.1.1.jar and kafka-server",
+};
 /// What the broker logs once it serves clients.
 const READY_LINE: &str = "Kafka Server started";
 /// A JVM start, a format and a broker start on a loaded 2-core machine.
@@ -36,114 +41,15 @@ pub struct Broker {
     pub bootstrap: String,
 }
 
-fn sources() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kafka-broker")
-}
-
-fn base() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kafka-broker")
-}
-
-fn require(tool: &str, arg: &str) {
-    crate::support_kafka::require_tool(
-        tool,
-        arg,
-        "the Kafka tests need a Java 17+ JDK and Maven to fetch and run Apache Kafka 4.1.1 \
-         (e.g. `apt-get install openjdk-17-jdk-headless maven`)",
-    );
-}
-
-/// What the marker records: the inputs, so a change to them re-resolves.
-fn wanted() -> Vec<u8> {
-    let mut v = fs::read(sources().join("pom.xml")).expect("read tests/kafka-broker/pom.xml");
-    v.extend(
-        fs::read(sources().join("LoopbackKafka.java"))
-            .expect("read tests/kafka-broker/LoopbackKafka.java"),
-    );
-    v
-}
-
-/// Resolves and compiles once; later callers (other test binaries too) see the marker.
-fn install() -> PathBuf {
-    let base = base();
-    fs::create_dir_all(&base).unwrap_or_else(|e| panic!("create {}: {e}", base.display()));
-    let lock_path = base.with_extension("lock");
-    let lock = File::create(&lock_path)
-        .unwrap_or_else(|e| panic!("create lock file {}: {e}", lock_path.display()));
-    // Blocks while another test binary installs; released when `lock` drops.
-    #[allow(clippy::incompatible_msrv)]
-    lock.lock()
-        .unwrap_or_else(|e| panic!("lock {}: {e}", lock_path.display()));
-    let wanted = wanted();
-    if fs::read(base.join(MARKER)).ok().as_deref() == Some(&wanted[..]) {
-        return base;
-    }
-    require("java", "-version");
-    require("javac", "-version");
-    require("mvn", "--version");
-    let (lib, classes) = (base.join("lib"), base.join("classes"));
-    for d in [&lib, &classes] {
-        if d.exists() {
-            fs::remove_dir_all(d).unwrap_or_else(|e| panic!("remove {}: {e}", d.display()));
-        }
-    }
-    let mut mvn = Command::new("mvn");
-    mvn.arg("-q")
-        .arg("-B")
-        .arg("-f")
-        .arg(sources().join("pom.xml"))
-        .arg("dependency:copy-dependencies")
-        .arg(format!("-DoutputDirectory={}", lib.display()));
-    let out = output_with_timeout(
-        "mvn dependency:copy-dependencies",
-        mvn,
-        Vec::new(),
-        MAVEN_TIMEOUT,
-    );
-    assert!(
-        out.status.success(),
-        "resolving Apache Kafka 4.1.1 from Maven Central failed \
-         (mvn -f tests/kafka-broker/pom.xml dependency:copy-dependencies):\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let jars: Vec<String> = fs::read_dir(&lib)
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    assert!(
-        jars.iter().any(|j| j == "kafka_2.13-4.1.1.jar")
-            && jars.iter().any(|j| j.starts_with("kafka-server-4")),
-        "Maven did not deliver kafka_2.13-4.1.1.jar and kafka-server into {}: {jars:?}",
-        lib.display()
-    );
-    let mut javac = Command::new("javac");
-    javac
-        .arg("-cp")
-        .arg(format!("{}/*", lib.display()))
-        .arg("-d")
-        .arg(&classes)
-        .arg(sources().join("LoopbackKafka.java"));
-    let out = output_with_timeout("javac", javac, Vec::new(), Duration::from_secs(300));
-    assert!(
-        out.status.success(),
-        "compiling tests/kafka-broker/LoopbackKafka.java failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    fs::write(base.join(MARKER), &wanted).expect("write the Kafka marker");
-    base
-}
-
 impl Broker {
     /// Installs (once per checkout), formats a fresh log directory and starts a broker on
     /// free ports; returns once it serves clients.
     pub fn launch() -> Broker {
-        install();
+        KAFKA.install();
         let ports = crate::support::free_ports(2);
-        let dir = base().join(format!("run-{}-{}", std::process::id(), ports[0]));
+        let dir = KAFKA
+            .base()
+            .join(format!("run-{}-{}", std::process::id(), ports[0]));
         if dir.exists() {
             fs::remove_dir_all(&dir).unwrap_or_else(|e| panic!("remove {}: {e}", dir.display()));
         }
@@ -193,7 +99,6 @@ impl Broker {
     pub fn start(&self) {
         let mut slot = self.child.lock().unwrap_or_else(|p| p.into_inner());
         assert!(slot.is_none(), "the Kafka broker is already running");
-        let base = base();
         let mut cmd = Command::new("java");
         cmd.args([
             "-Xms256m",
@@ -202,29 +107,19 @@ impl Broker {
             "-XX:TieredStopAtLevel=1",
         ])
         .arg("-cp")
-        .arg(format!(
-            "{}:{}/*",
-            base.join("classes").display(),
-            base.join("lib").display()
-        ))
-        .arg("LoopbackKafka")
+        .arg(KAFKA.classpath())
+        .arg(KAFKA.launcher)
         .arg(self.dir.join("server.properties"));
         let n = fs::read_dir(&self.dir).map(|d| d.count()).unwrap_or(0);
         let log = self.dir.join(format!("broker-{n}.log"));
-        let mut child = ManagedChild::spawn("kafka broker", cmd, log.clone());
-        let deadline = Instant::now() + START_LIMIT;
-        loop {
-            if fs::read_to_string(&log).is_ok_and(|t| t.contains(READY_LINE)) {
-                break;
-            }
-            child.assert_running("the Kafka broker to start");
-            assert!(
-                Instant::now() < deadline,
-                "the Kafka broker did not start within {START_LIMIT:?}:\n{}",
-                child.log_tail(40)
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let child = java_server::start_until_ready(
+            "the Kafka broker",
+            "kafka broker",
+            cmd,
+            log,
+            READY_LINE,
+            START_LIMIT,
+        );
         *slot = Some(child);
     }
 
@@ -239,19 +134,7 @@ impl Broker {
     /// The broker this test binary shares (started on first use).
     pub fn shared() -> &'static Broker {
         static BROKER: OnceLock<Result<Broker, String>> = OnceLock::new();
-        let broker = BROKER.get_or_init(|| {
-            std::panic::catch_unwind(Broker::launch).map_err(|panic| {
-                panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "starting the Kafka broker panicked".into())
-            })
-        });
-        match broker {
-            Ok(b) => b,
-            Err(msg) => panic!("no Kafka broker: {msg}"),
-        }
+        java_server::shared(&BROKER, "Kafka broker", Broker::launch)
     }
 
     /// An admin client for it.

@@ -1,89 +1,20 @@
-//! Real `anthracite` processes reading or writing Kafka: their relay.toml files, signals
-//! (SIGKILL, SIGTERM) by PID, and their admin endpoint.
+//! Real `anthracite` processes reading or writing Kafka ([`RelayProcess`], shared with the
+//! Kinesis fleets): their relay.toml files, signals (SIGKILL, SIGTERM) by PID, and their admin
+//! endpoint.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::Duration;
 
-use crate::support::process::ManagedChild;
-
-/// A relay process, stopped by PID on drop.
-pub struct RelayProcess {
-    pub name: String,
-    child: ManagedChild,
-}
+pub use crate::support::relay_process::RelayProcess;
 
 impl RelayProcess {
     /// Writes `<dir>/<name>.toml` with `toml` and runs `anthracite run` on it, logging to
     /// `<dir>/<name>.log`.
     pub fn start(dir: &Path, name: &str, toml: &str) -> RelayProcess {
-        let config = dir.join(format!("{name}.toml"));
-        std::fs::write(&config, toml).expect("write relay.toml");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
-        cmd.arg("run")
-            .arg("--config")
-            .arg(&config)
-            .env("RUST_LOG", "info");
-        let log = dir.join(format!("{name}.log"));
-        RelayProcess {
-            name: name.to_string(),
-            child: ManagedChild::spawn(name, cmd, log),
-        }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.pid()
-    }
-
-    /// Sends `signal` (`KILL`, `TERM`) to this process only.
-    pub fn signal(&self, signal: &str) {
-        let ok = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.pid().to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        assert!(ok, "kill -{signal} {} ({})", self.pid(), self.name);
-    }
-
-    /// Waits for the process to exit (a deadline for a hung test, never a timing assertion).
-    pub async fn exit_status(&mut self, limit: Duration) -> ExitStatus {
-        let end = tokio::time::Instant::now() + limit;
-        loop {
-            if let Some(s) = self.child.exited() {
-                return s;
-            }
-            assert!(
-                tokio::time::Instant::now() < end,
-                "{} did not exit:\n{}",
-                self.name,
-                self.child.log_tail(30)
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    pub fn assert_running(&mut self, what: &str) {
-        self.child.assert_running(what);
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.child.log).unwrap_or_default()
-    }
-
-    pub fn log_tail(&self, n: usize) -> String {
-        self.child.log_tail(n)
+        RelayProcess::spawn(dir, name, toml, &[])
     }
 }
 
 /// A scratch directory for configs and logs, kept when a test fails (its path is printed).
 pub fn scratch(test: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("kafka-tests")
-        .join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+    crate::support::relay_process::scratch("kafka-tests", test)
 }

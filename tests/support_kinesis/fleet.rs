@@ -3,14 +3,13 @@
 //! records the lease table's rows over time.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anthracite::unstable::kinesis::leases::{DynamoDbTable, Lease, LeaseTable};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::process::ManagedChild;
+pub use crate::support::relay_process::RelayProcess;
 
 /// The lease settings every fleet test uses: short, so failover happens within seconds.
 pub const LEASE_SECS: f64 = 3.0;
@@ -58,12 +57,6 @@ impl RelaySpec<'_> {
     }
 }
 
-/// A relay process, stopped by PID on drop.
-pub struct RelayProcess {
-    pub worker: String,
-    child: ManagedChild,
-}
-
 impl RelayProcess {
     /// Writes `<dir>/<worker>.toml` and runs `anthracite run` on it, logging to
     /// `<dir>/<worker>.log`.
@@ -74,73 +67,20 @@ impl RelayProcess {
     /// Writes `<dir>/<name>.toml` with `toml` and runs `anthracite run` on it (AWS credentials
     /// for the local servers in its environment), logging to `<dir>/<name>.log`.
     pub fn start_toml(dir: &Path, name: &str, toml: &str) -> RelayProcess {
-        let config = dir.join(format!("{name}.toml"));
-        std::fs::write(&config, toml).expect("write relay.toml");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
-        cmd.arg("run")
-            .arg("--config")
-            .arg(&config)
-            .env("RUST_LOG", "info")
-            .env("AWS_ACCESS_KEY_ID", "AKIDTEST")
-            .env("AWS_SECRET_ACCESS_KEY", "secret")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("AWS_CONFIG_FILE", dir.join("no-aws-config"))
-            .env(
+        let no_config = dir.join("no-aws-config");
+        let no_credentials = dir.join("no-aws-credentials");
+        let env = [
+            ("AWS_ACCESS_KEY_ID", "AKIDTEST"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+            ("AWS_CONFIG_FILE", &*no_config.to_string_lossy()),
+            (
                 "AWS_SHARED_CREDENTIALS_FILE",
-                dir.join("no-aws-credentials"),
-            );
-        let log = dir.join(format!("{name}.log"));
-        RelayProcess {
-            worker: name.to_string(),
-            child: ManagedChild::spawn(name, cmd, log),
-        }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.pid()
-    }
-
-    /// Sends `signal` (`KILL`, `TERM`, `STOP`, `CONT`) to this process only.
-    pub fn signal(&self, signal: &str) {
-        let ok = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.pid().to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        assert!(ok, "kill -{signal} {} ({})", self.pid(), self.worker);
-    }
-
-    /// Waits for the process to exit (a deadline for a hung test, never a timing assertion).
-    pub async fn exit_status(&mut self, limit: Duration) -> ExitStatus {
-        let end = tokio::time::Instant::now() + limit;
-        loop {
-            if let Some(s) = self.child.exited() {
-                return s;
-            }
-            assert!(
-                tokio::time::Instant::now() < end,
-                "{} did not exit:\n{}",
-                self.worker,
-                self.child.log_tail(30)
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    pub fn assert_running(&mut self, what: &str) {
-        self.child.assert_running(what);
-    }
-
-    pub fn log_tail(&self, n: usize) -> String {
-        self.child.log_tail(n)
-    }
-
-    pub fn log_path(&self) -> &Path {
-        &self.child.log
+                &*no_credentials.to_string_lossy(),
+            ),
+        ];
+        RelayProcess::spawn(dir, name, toml, &env)
     }
 }
 
@@ -242,10 +182,5 @@ pub fn table(endpoint: &str, name: &str) -> DynamoDbTable {
 
 /// A scratch directory for configs and logs, kept when a test fails (its path is printed).
 pub fn scratch(test: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("kinesis-leases")
-        .join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+    crate::support::relay_process::scratch("kinesis-leases", test)
 }

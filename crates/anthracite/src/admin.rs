@@ -48,16 +48,16 @@ use crate::telemetry::reporter::{Books, all_components};
 
 mod status;
 
-pub use status::Overview;
+pub(crate) use status::Overview;
 
 /// Most admin connections served at once; more are closed at accept.
-pub const MAX_CONNECTIONS: usize = 64;
+pub(crate) const MAX_CONNECTIONS: usize = 64;
 
 /// How long a client may take to send a request's headers.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Longest an admin connection stays open, however it is used.
-pub const CONNECTION_DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const CONNECTION_DEADLINE: Duration = Duration::from_secs(60);
 
 /// How long a connection must have been silent (no request) before a newcomer at the limit
 /// may close it.
@@ -68,14 +68,14 @@ const EVICTION_WAIT: Duration = Duration::from_secs(1);
 
 /// The admin listener's own counters, rendered with `/metrics`.
 #[derive(Debug, Default)]
-pub struct AdminCounters {
+pub(crate) struct AdminCounters {
     evicted: AtomicU64,
     refused: AtomicU64,
 }
 
 /// Where a relay is in its life, as `/ready` reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Listeners not bound yet (startup: spill logs, checkpoints, sockets).
     Starting,
     /// Every listener bound, destinations and receivers running.
@@ -88,7 +88,7 @@ impl Phase {
     const ALL: [Phase; 3] = [Phase::Starting, Phase::Ready, Phase::ShuttingDown];
 
     /// The phase's name in `/status`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Phase::Starting => "starting",
             Phase::Ready => "ready",
@@ -97,7 +97,7 @@ impl Phase {
     }
 
     /// The one-line reason `/ready` gives.
-    pub fn reason(self) -> &'static str {
+    pub(crate) fn reason(self) -> &'static str {
         match self {
             Phase::Starting => "starting: listeners not bound yet",
             Phase::Ready => "ready",
@@ -108,13 +108,13 @@ impl Phase {
 
 /// A relay's phase, shared by the relay (which moves it) and the admin listener.
 #[derive(Debug, Default)]
-pub struct Health {
+pub(crate) struct Health {
     phase: AtomicU8,
 }
 
 impl Health {
     /// The current phase.
-    pub fn phase(&self) -> Phase {
+    pub(crate) fn phase(&self) -> Phase {
         Phase::ALL
             .get(usize::from(self.phase.load(Ordering::Acquire)))
             .copied()
@@ -122,14 +122,14 @@ impl Health {
     }
 
     /// Moves to `phase`.
-    pub fn set(&self, phase: Phase) {
+    pub(crate) fn set(&self, phase: Phase) {
         self.phase.store(phase as u8, Ordering::Release);
     }
 }
 
 /// What the admin listener reads.
 #[derive(Clone)]
-pub struct AdminState {
+pub(crate) struct AdminState {
     /// The relay's books.
     pub books: Arc<dyn Books>,
     /// The relay's phase.
@@ -148,7 +148,7 @@ struct Slot {
 
 /// Serves the admin endpoints on `listener` until `stop` is cancelled; open connections are
 /// then closed.
-pub async fn serve(listener: TcpListener, state: AdminState, stop: CancellationToken) {
+pub(crate) async fn serve(listener: TcpListener, state: AdminState, stop: CancellationToken) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut connections = JoinSet::new();
     let mut slots: Vec<Slot> = Vec::new();

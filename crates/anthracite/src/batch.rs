@@ -13,7 +13,7 @@ use std::mem::size_of;
 
 /// One datapoint inside a [`Batch`]: where its name lives in the name buffer, and its numbers.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Point {
+pub(crate) struct Point {
     name_start: u32,
     name_len: u32,
     /// Seconds since the epoch, as carbon keeps it (a float).
@@ -34,10 +34,10 @@ pub struct Datapoint<'a> {
 }
 
 /// Fixed per-datapoint overhead counted against queue byte bounds, besides the name itself.
-pub const POINT_OVERHEAD: usize = size_of::<Point>();
+pub(crate) const POINT_OVERHEAD: usize = size_of::<Point>();
 
 /// Most bytes of names one batch holds (its offsets are `u32`).
-pub const MAX_NAME_BYTES: usize = u32::MAX as usize;
+pub(crate) const MAX_NAME_BYTES: usize = u32::MAX as usize;
 
 /// A batch cannot take more names: its name buffer would pass [`MAX_NAME_BYTES`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

@@ -16,7 +16,7 @@ use std::borrow::Cow;
 
 /// How a figure behaves over time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Only grows; carbon gets the increase per interval (carbon's own counters are
     /// per-interval counts), Prometheus the running total.
     Counter,
@@ -26,7 +26,7 @@ pub enum Kind {
 
 /// How figures sharing a carbon leaf in one component become one carbon value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fold {
+pub(crate) enum Fold {
     /// Added up (per-source counts into a relay-wide count).
     Sum,
     /// The largest (the shard furthest behind).
@@ -35,7 +35,7 @@ pub enum Fold {
 
 /// A Prometheus series: a name from [`metric_names`](crate::metric_names) and its labels.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Series {
+pub(crate) struct Series {
     /// The metric name.
     pub name: &'static str,
     /// Label pairs.
@@ -44,7 +44,7 @@ pub struct Series {
 
 /// A carbon leaf under the component's path, and how several figures carrying it fold.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Leaf {
+pub(crate) struct Leaf {
     /// Dotted leaf name (`sent`, `droppedDatapoints.queue_full`).
     pub name: Cow<'static, str>,
     /// How figures sharing the leaf combine.
@@ -53,7 +53,7 @@ pub struct Leaf {
 
 /// One value the relay reports about itself.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Figure {
+pub(crate) struct Figure {
     /// Counter or gauge.
     pub kind: Kind,
     /// The value (counters are whole numbers).
@@ -66,7 +66,7 @@ pub struct Figure {
 
 impl Figure {
     /// A counter's running total.
-    pub fn counter(value: u64) -> Self {
+    pub(crate) fn counter(value: u64) -> Self {
         Self {
             kind: Kind::Counter,
             value: value as f64,
@@ -76,7 +76,7 @@ impl Figure {
     }
 
     /// A gauge's current level.
-    pub fn gauge(value: f64) -> Self {
+    pub(crate) fn gauge(value: f64) -> Self {
         Self {
             kind: Kind::Gauge,
             value,
@@ -86,18 +86,22 @@ impl Figure {
     }
 
     /// Reported in `/metrics` as `name{labels}`.
-    pub fn series(mut self, name: &'static str, labels: Vec<(&'static str, String)>) -> Self {
+    pub(crate) fn series(
+        mut self,
+        name: &'static str,
+        labels: Vec<(&'static str, String)>,
+    ) -> Self {
         self.series = Some(Series { name, labels });
         self
     }
 
     /// Reported to carbon under `leaf`; figures sharing it are added up.
-    pub fn carbon(self, leaf: impl Into<Cow<'static, str>>) -> Self {
+    pub(crate) fn carbon(self, leaf: impl Into<Cow<'static, str>>) -> Self {
         self.carbon_folded(leaf, Fold::Sum)
     }
 
     /// Reported to carbon under `leaf`; figures sharing it fold with `fold`.
-    pub fn carbon_folded(mut self, leaf: impl Into<Cow<'static, str>>, fold: Fold) -> Self {
+    pub(crate) fn carbon_folded(mut self, leaf: impl Into<Cow<'static, str>>, fold: Fold) -> Self {
         self.carbon = Some(Leaf {
             name: leaf.into(),
             fold,
@@ -108,7 +112,7 @@ impl Figure {
 
 /// The figures of one part of the relay, under one carbon path.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Component {
+pub(crate) struct Component {
     /// The carbon path below `<prefix>.relays.<host>-<instance>` (`""` for the relay itself,
     /// `destinations.<dest>`, `kinesis.<stream>`).
     pub path: String,
@@ -118,19 +122,19 @@ pub struct Component {
 
 /// Something that reports figures of its own (a Kinesis stream), read at report and scrape
 /// time.
-pub trait Reporting: Send + Sync + std::fmt::Debug {
+pub(crate) trait Reporting: Send + Sync + std::fmt::Debug {
     /// Its figures now.
     fn component(&self) -> Component;
 }
 
 /// A name as one carbon path component: dots become underscores (carbon's rule for host
 /// names), so the name cannot add levels.
-pub fn path_component(name: &str) -> String {
+pub(crate) fn path_component(name: &str) -> String {
     name.replace('.', "_")
 }
 
 /// carbon's destination component: `host:port:instance` with dots replaced by underscores
 /// (`None` when there is no instance, as carbon's `%s` formatting gives).
-pub fn destination_component(host: &str, port: u16, instance: Option<&str>) -> String {
+pub(crate) fn destination_component(host: &str, port: u16, instance: Option<&str>) -> String {
     path_component(&format!("{}:{}:{}", host, port, instance.unwrap_or("None")))
 }

@@ -24,7 +24,7 @@ use crate::pattern::{Pattern, PatternSet};
 
 /// carbon's `USE_WHITELIST` files.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ListsConfig {
+pub(crate) struct ListsConfig {
     /// Whitelist file (`None`: no whitelist).
     pub whitelist: Option<PathBuf>,
     /// Blacklist file (`None`: no blacklist).
@@ -204,7 +204,7 @@ fn read_list(path: &Path) -> RegexList {
 
 /// Polls the list files and republishes [`SharedLists`] when one changes.
 #[derive(Debug)]
-pub struct ListWatcher {
+pub(crate) struct ListWatcher {
     white: Watched,
     black: Watched,
     interval: Duration,
@@ -213,7 +213,7 @@ pub struct ListWatcher {
 
 impl ListWatcher {
     /// Reads both files now and returns the watcher with its shared lists.
-    pub fn new(config: &ListsConfig) -> Self {
+    pub(crate) fn new(config: &ListsConfig) -> Self {
         let mut white = Watched::new(config.whitelist.clone());
         let mut black = Watched::new(config.blacklist.clone());
         let lists = Lists {
@@ -229,12 +229,12 @@ impl ListWatcher {
     }
 
     /// The lists ingestors read.
-    pub fn shared(&self) -> Arc<SharedLists> {
+    pub(crate) fn shared(&self) -> Arc<SharedLists> {
         self.shared.clone()
     }
 
     /// Checks both files once; true when the lists were republished.
-    pub fn poll(&mut self) -> bool {
+    pub(crate) fn poll(&mut self) -> bool {
         let white = self.white.poll();
         let black = self.black.poll();
         if white.is_none() && black.is_none() {
@@ -251,7 +251,7 @@ impl ListWatcher {
     }
 
     /// Polls every interval until `stop` is cancelled.
-    pub async fn run(mut self, stop: CancellationToken) {
+    pub(crate) async fn run(mut self, stop: CancellationToken) {
         let mut ticker =
             tokio::time::interval_at(tokio::time::Instant::now() + self.interval, self.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

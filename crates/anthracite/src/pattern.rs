@@ -28,7 +28,7 @@ use regex_automata::util::pool::Pool;
 use regex_automata::{Input, MatchKind, meta, nfa::thompson::WhichCaptures, util::syntax};
 
 /// Most backtracking steps one match of a look-around or back-reference pattern may take.
-pub const BACKTRACK_LIMIT: usize = 1_000_000;
+pub(crate) const BACKTRACK_LIMIT: usize = 1_000_000;
 
 /// A pattern neither engine accepts.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -291,7 +291,7 @@ type ScratchPool = Pool<Scratch, Box<dyn Fn() -> Scratch + Send + Sync>>;
 /// by one, in their place, only while the caller still wants more matches — a rule table
 /// whose first linear match ends the search never runs the backtracking rules after it.
 #[derive(Debug)]
-pub struct PatternSet {
+pub(crate) struct PatternSet {
     /// Every pattern, in the caller's order (the one-by-one path, and the backtracking ones).
     patterns: Vec<Pattern>,
     /// The linear patterns' automaton, `None` when there are none or it could not be built
@@ -392,7 +392,7 @@ impl PatternSet {
     /// Compiles the linear ones of `patterns` into one automaton. Never fails: the patterns
     /// compiled on their own already, and a table too large for one automaton (past 64 MiB of
     /// NFA) is matched one pattern at a time, with the same results.
-    pub fn new(patterns: Vec<Pattern>) -> Self {
+    pub(crate) fn new(patterns: Vec<Pattern>) -> Self {
         let positions: Vec<usize> = patterns
             .iter()
             .enumerate()
@@ -422,7 +422,7 @@ impl PatternSet {
     }
 
     /// True when the set has no pattern.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.patterns.is_empty()
     }
 
@@ -434,7 +434,7 @@ impl PatternSet {
 
     /// True when any pattern matches anywhere in `name` (the automaton stops at its first
     /// match; backtracking patterns are tried only when no linear one matches).
-    pub fn is_match(&self, name: &[u8]) -> bool {
+    pub(crate) fn is_match(&self, name: &[u8]) -> bool {
         match &self.automaton {
             Some(a) if a.regex.is_match(name) => true,
             _ => self
@@ -458,7 +458,7 @@ impl PatternSet {
     /// Calls `f` with the position of every pattern matching `name`, in ascending order, until
     /// it returns [`ControlFlow::Break`]. Backtracking patterns are tried only when their turn
     /// comes. One search of the automaton; no allocation once each thread has its scratch.
-    pub fn for_each_match(&self, name: &[u8], mut f: impl FnMut(usize) -> ControlFlow<()>) {
+    pub(crate) fn for_each_match(&self, name: &[u8], mut f: impl FnMut(usize) -> ControlFlow<()>) {
         let Some(automaton) = &self.automaton else {
             for &i in &self.one_by_one {
                 if self.patterns[i].is_match(name) && f(i).is_break() {

@@ -41,7 +41,7 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// Why a TLS configuration could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum TlsError {
+pub(crate) enum TlsError {
     /// A certificate or key file could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
@@ -90,7 +90,7 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 }
 
 /// Every certificate in a PEM file (at least one).
-pub fn load_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(crate) fn load_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let pem = read(path)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
@@ -123,11 +123,50 @@ fn roots_from(path: &Path) -> Result<RootCertStore, TlsError> {
     Ok(roots)
 }
 
-/// Accepts a destination presenting exactly one of the `pinned` certificates; any other
-/// goes to WebPKI verification (see the [module documentation](self)).
+/// Certificates accepted as they are, whatever their chain: a peer presenting exactly one of
+/// them is trusted without WebPKI verification (see the [module documentation](self)).
+#[derive(Debug)]
+struct Pinned(Vec<CertificateDer<'static>>);
+
+impl Pinned {
+    fn holds(&self, end_entity: &CertificateDer<'_>) -> bool {
+        self.0.iter().any(|p| p.as_ref() == end_entity.as_ref())
+    }
+}
+
+/// The handshake-signature methods of a pinned verifier: a pinned certificate's key must still
+/// sign the handshake, so they are always its WebPKI verifier's (`self.webpki`).
+macro_rules! webpki_signatures {
+    () => {
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.webpki.verify_tls12_signature(message, cert, dss)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.webpki.verify_tls13_signature(message, cert, dss)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.webpki.supported_verify_schemes()
+        }
+    };
+}
+
+/// Accepts a destination presenting one of the `pinned` certificates; any other goes to
+/// WebPKI verification.
 #[derive(Debug)]
 struct PinnedServerVerifier {
-    pinned: Vec<CertificateDer<'static>>,
+    pinned: Pinned,
     webpki: Arc<dyn ServerCertVerifier>,
 }
 
@@ -140,45 +179,21 @@ impl ServerCertVerifier for PinnedServerVerifier {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        if self
-            .pinned
-            .iter()
-            .any(|p| p.as_ref() == end_entity.as_ref())
-        {
+        if self.pinned.holds(end_entity) {
             return Ok(ServerCertVerified::assertion());
         }
         self.webpki
             .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.webpki.supported_verify_schemes()
-    }
+    webpki_signatures!();
 }
 
-/// Accepts a client presenting exactly one of the `pinned` certificates; any other goes to
-/// WebPKI verification against `client_ca`.
+/// Accepts a client presenting one of the `pinned` certificates; any other goes to WebPKI
+/// verification against `client_ca`.
 #[derive(Debug)]
 struct PinnedClientVerifier {
-    pinned: Vec<CertificateDer<'static>>,
+    pinned: Pinned,
     webpki: Arc<dyn ClientCertVerifier>,
 }
 
@@ -193,38 +208,14 @@ impl ClientCertVerifier for PinnedClientVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        if self
-            .pinned
-            .iter()
-            .any(|p| p.as_ref() == end_entity.as_ref())
-        {
+        if self.pinned.holds(end_entity) {
             return Ok(ClientCertVerified::assertion());
         }
         self.webpki
             .verify_client_cert(end_entity, intermediates, now)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.webpki.supported_verify_schemes()
-    }
+    webpki_signatures!();
 }
 
 fn system_roots() -> Result<RootCertStore, TlsError> {
@@ -243,7 +234,7 @@ fn system_roots() -> Result<RootCertStore, TlsError> {
 
 /// How a destination is reached over TLS (`destinations.tls`), as configured.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ClientTlsSettings {
+pub(crate) struct ClientTlsSettings {
     /// PEM CA certificates the destination's certificate must chain to; `None`: the system
     /// store.
     pub ca_file: Option<PathBuf>,
@@ -257,14 +248,14 @@ pub struct ClientTlsSettings {
 
 /// A ready TLS client configuration (files read, roots loaded).
 #[derive(Clone)]
-pub struct ClientTls {
+pub(crate) struct ClientTls {
     settings: ClientTlsSettings,
     connector: TlsConnector,
 }
 
 impl ClientTls {
     /// Reads the files `settings` names and builds the rustls configuration.
-    pub fn new(settings: ClientTlsSettings) -> Result<Self, TlsError> {
+    pub(crate) fn new(settings: ClientTlsSettings) -> Result<Self, TlsError> {
         if let Some(name) = &settings.server_name {
             ServerName::try_from(name.clone()).map_err(|_| TlsError::ServerName(name.clone()))?;
         }
@@ -282,7 +273,7 @@ impl ClientTls {
                 versions
                     .dangerous()
                     .with_custom_certificate_verifier(Arc::new(PinnedServerVerifier {
-                        pinned,
+                        pinned: Pinned(pinned),
                         webpki,
                     }))
             }
@@ -309,7 +300,7 @@ impl ClientTls {
     /// Runs the handshake over `stream`, verifying the peer against `server_name` (or `host`).
     /// A certificate the peer presents that does not verify fails with an error saying why
     /// (unknown issuer, expired, not valid for the name…); nothing is sent in plaintext.
-    pub async fn connect(
+    pub(crate) async fn connect(
         &self,
         stream: TcpStream,
         host: &str,
@@ -344,7 +335,7 @@ impl fmt::Debug for ClientTls {
 
 /// TLS on the receivers (`listen.tls`), as configured.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ServerTlsSettings {
+pub(crate) struct ServerTlsSettings {
     /// PEM certificate chain the receivers present.
     pub cert_file: PathBuf,
     /// PEM private key of `cert_file`.
@@ -356,14 +347,14 @@ pub struct ServerTlsSettings {
 
 /// A ready TLS server configuration.
 #[derive(Clone)]
-pub struct ServerTls {
+pub(crate) struct ServerTls {
     settings: ServerTlsSettings,
     acceptor: TlsAcceptor,
 }
 
 impl ServerTls {
     /// Reads the files `settings` names and builds the rustls configuration.
-    pub fn new(settings: ServerTlsSettings) -> Result<Self, TlsError> {
+    pub(crate) fn new(settings: ServerTlsSettings) -> Result<Self, TlsError> {
         let provider = provider();
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()?;
@@ -376,7 +367,7 @@ impl ServerTls {
                 .build()
                 .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
                 builder.with_client_cert_verifier(Arc::new(PinnedClientVerifier {
-                    pinned: load_certificates(ca)?,
+                    pinned: Pinned(load_certificates(ca)?),
                     webpki,
                 }))
             }
@@ -393,7 +384,10 @@ impl ServerTls {
     }
 
     /// Runs the server side of the handshake on an accepted connection.
-    pub async fn accept<S>(&self, stream: S) -> io::Result<tokio_rustls::server::TlsStream<S>>
+    pub(crate) async fn accept<S>(
+        &self,
+        stream: S,
+    ) -> io::Result<tokio_rustls::server::TlsStream<S>>
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     {

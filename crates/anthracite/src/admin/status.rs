@@ -16,14 +16,14 @@ use super::Phase;
 use crate::telemetry::process::features;
 
 /// The status page, served as is.
-pub const PAGE: &str = include_str!("status.html");
+pub(super) const PAGE: &str = include_str!("status.html");
 
 /// Reload records `/status` keeps (the oldest is forgotten first).
-pub const MAX_RELOADS: usize = 20;
+pub(super) const MAX_RELOADS: usize = 20;
 
 /// What `/status` reports besides the figures: set by the relay at start and on each reload.
 #[derive(Debug)]
-pub struct Overview {
+pub(crate) struct Overview {
     started: SystemTime,
     state: Mutex<State>,
 }
@@ -36,7 +36,7 @@ struct State {
 
 /// One reload, as the status page lists it.
 #[derive(Clone, Debug, Serialize)]
-pub struct ReloadRecord {
+pub(super) struct ReloadRecord {
     /// Seconds since the Unix epoch.
     pub at_unix: f64,
     /// `applied` or `rejected`.
@@ -60,12 +60,12 @@ impl Overview {
     }
 
     /// The configuration in brief, as `(key, value)` lines in display order.
-    pub fn set_config(&self, entries: Vec<(String, String)>) {
+    pub(crate) fn set_config(&self, entries: Vec<(String, String)>) {
         self.state().config = entries;
     }
 
     /// A reload was applied or rejected; `detail` says what changed or why not.
-    pub fn record_reload(&self, applied: bool, detail: String) {
+    pub(crate) fn record_reload(&self, applied: bool, detail: String) {
         let mut s = self.state();
         if s.reloads.len() == MAX_RELOADS {
             s.reloads.pop_front();

@@ -26,7 +26,7 @@ pub struct AggregationSettings {
 /// Datapoints of one read, staged for the aggregator: names in one buffer, no allocation per
 /// datapoint once grown.
 #[derive(Debug, Default)]
-pub struct Staged {
+pub(crate) struct Staged {
     names: Vec<u8>,
     points: Vec<(u32, u32, f64, f64)>,
     rewritten: Vec<u8>,
@@ -39,7 +39,7 @@ pub struct Staged {
 impl Staged {
     /// Stages one checked datapoint.
     #[inline]
-    pub fn push(&mut self, name: &[u8], timestamp: f64, value: f64) {
+    pub(crate) fn push(&mut self, name: &[u8], timestamp: f64, value: f64) {
         let start = self.names.len() as u32;
         self.names.extend_from_slice(name);
         self.points
@@ -47,13 +47,17 @@ impl Staged {
     }
 
     /// True when nothing is staged.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.points.is_empty()
     }
 
     /// Runs the staged datapoints through `[pre]`, the aggregator and `[post]`, handing each
     /// datapoint to pass on to `forward` (in arrival order); empties the stage.
-    pub fn process(&mut self, aggregation: &Aggregation, forward: &mut dyn FnMut(&[u8], f64, f64)) {
+    pub(crate) fn process(
+        &mut self,
+        aggregation: &Aggregation,
+        forward: &mut dyn FnMut(&[u8], f64, f64),
+    ) {
         let rules = aggregation.rewrite_rules();
         self.rewritten.clear();
         self.rewritten_points.clear();

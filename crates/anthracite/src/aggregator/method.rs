@@ -81,7 +81,7 @@ impl Method {
 /// running values (the left-to-right fold is Python's order) plus the values themselves for
 /// the percentiles.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Accumulator {
+pub(super) struct Accumulator {
     /// `0 + v1 + v2 + …`, in arrival order.
     pub sum: f64,
     /// Values received.
@@ -97,7 +97,7 @@ pub struct Accumulator {
 impl Accumulator {
     /// Adds one value; `keep` stores it for a percentile.
     #[inline]
-    pub fn add(&mut self, value: f64, keep: bool) {
+    pub(super) fn add(&mut self, value: f64, keep: bool) {
         if self.count == 0 {
             // Python's sum starts from the integer 0: `0 + -0.0` is `0.0`.
             self.sum = 0.0 + value;
@@ -120,7 +120,7 @@ impl Accumulator {
     }
 
     /// Forgets everything, keeping the values' capacity.
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.sum = 0.0;
         self.count = 0;
         self.min = 0.0;
@@ -131,7 +131,7 @@ impl Accumulator {
     /// The method's value over what was added; `None` when nothing was (carbon's functions
     /// return `None` for an empty list; an emitted interval is never empty). `scratch` holds
     /// the sorted copy for a percentile (one sort per emission, no allocation once grown).
-    pub fn value(&self, method: Method, scratch: &mut Vec<f64>) -> Option<f64> {
+    pub(super) fn value(&self, method: Method, scratch: &mut Vec<f64>) -> Option<f64> {
         if self.count == 0 {
             return None;
         }

@@ -145,18 +145,20 @@
 
 mod front;
 mod method;
-pub mod rewrite;
+pub(crate) mod rewrite;
 mod rules;
 mod series;
-pub mod state;
+pub(crate) mod state;
 
-pub use front::{Aggregation, AggregationSettings, Staged};
-pub use rewrite::RewriteRules;
-pub use rules::{AggregationRules, RulesError};
+pub(crate) use front::Staged;
+pub(crate) use front::{Aggregation, AggregationSettings};
+pub(crate) use rewrite::RewriteRules;
+pub use rules::AggregationRules;
+pub(crate) use rules::RulesError;
 pub use series::{Aggregator, AggregatorLimits};
 
 /// Seconds since the epoch as a float, like Python's `time.time()`.
-pub fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())

@@ -109,7 +109,12 @@ impl RewriteRules {
 
 /// Applies `rules` in order to `name`; the result is in `out` (cleared first) when some rule
 /// changed it, and the function returns false (and leaves `out` alone) when none did.
-pub fn apply(rules: &[RewriteRule], name: &str, out: &mut String, scratch: &mut Scratch) -> bool {
+pub(crate) fn apply(
+    rules: &[RewriteRule],
+    name: &str,
+    out: &mut String,
+    scratch: &mut Scratch,
+) -> bool {
     let mut changed = false;
     for rule in rules {
         let current: &str = if changed { &scratch.text } else { name };
@@ -128,7 +133,7 @@ pub fn apply(rules: &[RewriteRule], name: &str, out: &mut String, scratch: &mut 
 
 /// Reusable buffers for [`apply`]: no allocation once grown (with linear patterns).
 #[derive(Debug, Default)]
-pub struct Scratch {
+pub(crate) struct Scratch {
     text: String,
     next: String,
     spans: Vec<(usize, Spans)>,

@@ -79,11 +79,11 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 use shard::{Geometry, Shard};
 
 /// Most shards one cache is split into.
-pub const MAX_SHARDS: usize = 64;
+pub(crate) const MAX_SHARDS: usize = 64;
 
 /// Bytes the allocator is counted to spend around each allocation (glibc's chunk header and
 /// rounding to 16 bytes).
-pub const ALLOC_OVERHEAD: usize = 16;
+pub(crate) const ALLOC_OVERHEAD: usize = 16;
 
 /// Smallest shard worth having: below this a cache uses fewer shards (so that a 4 MiB cache
 /// still has 64 KiB segments and caches 16 KiB names).

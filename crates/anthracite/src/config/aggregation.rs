@@ -83,7 +83,7 @@ pub struct RawRewrite {
 
 /// The validated aggregation stage.
 #[derive(Clone, Debug)]
-pub struct AggregationConfig {
+pub(crate) struct AggregationConfig {
     /// The aggregation rules.
     pub rules: AggregationRules,
     /// Their file, watched for changes.
@@ -103,13 +103,13 @@ pub struct AggregationConfig {
 }
 
 /// Reads and parses an aggregation-rules file; the error names the file and line.
-pub fn read_rules(path: &Path) -> Result<AggregationRules, ConfigError> {
+pub(crate) fn read_rules(path: &Path) -> Result<AggregationRules, ConfigError> {
     let text = read(path)?;
     AggregationRules::parse(&text).map_err(|e| rules_error(path, e))
 }
 
 /// Reads and parses a rewrite-rules file; a missing file is no rule (as in carbon).
-pub fn read_rewrite(path: &Path) -> Result<RewriteRules, ConfigError> {
+pub(crate) fn read_rewrite(path: &Path) -> Result<RewriteRules, ConfigError> {
     if !path.exists() {
         return Ok(RewriteRules::default());
     }
@@ -142,7 +142,7 @@ fn invalid_line(path: &Path, message: &str) -> ConfigError {
 }
 
 /// Validates `[aggregation]` and `[rewrite]` (`spill_dir` is `destinations.spill.dir`).
-pub fn validate(
+pub(crate) fn validate(
     aggregation: Option<&RawAggregation>,
     rewrite: Option<&RawRewrite>,
     spill_dir: &str,

@@ -189,7 +189,7 @@ const KNOWN: &[&str] = &[
 ];
 
 /// Reads `options.path` and everything it refers to.
-pub fn load(options: &CarbonOptions) -> Result<CarbonImport, ConfigError> {
+pub(crate) fn load(options: &CarbonOptions) -> Result<CarbonImport, ConfigError> {
     let text = read(&options.path)?;
     from_text(&text, options)
 }

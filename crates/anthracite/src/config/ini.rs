@@ -236,7 +236,7 @@ impl Ini {
 }
 
 /// Python's `ConfigParser.BOOLEAN_STATES` (case-insensitive).
-pub fn parse_bool(value: &str) -> Option<bool> {
+pub(crate) fn parse_bool(value: &str) -> Option<bool> {
     match value.to_lowercase().as_str() {
         "1" | "yes" | "true" | "on" => Some(true),
         "0" | "no" | "false" | "off" => Some(false),
@@ -245,12 +245,12 @@ pub fn parse_bool(value: &str) -> Option<bool> {
 }
 
 /// Python's `int(value)` (see [`parse_py_int`]).
-pub fn parse_int(value: &str) -> Option<i64> {
+pub(crate) fn parse_int(value: &str) -> Option<i64> {
     parse_py_int(value)
 }
 
 /// Python's `float(value)`, including `inf`, `infinity` and `nan` in any case.
-pub fn parse_float(value: &str) -> Option<f64> {
+pub(crate) fn parse_float(value: &str) -> Option<f64> {
     let v = value.trim();
     if v.contains("__") || v.starts_with('_') || v.ends_with('_') {
         return None;
@@ -259,13 +259,13 @@ pub fn parse_float(value: &str) -> Option<f64> {
 }
 
 /// carbon's list type: `[v.strip() for v in value.split(',')]`.
-pub fn parse_list(value: &str) -> Vec<String> {
+pub(crate) fn parse_list(value: &str) -> Vec<String> {
     value.split(',').map(|v| v.trim().to_owned()).collect()
 }
 
 /// Upper-cased key → value after `[<a>]` then `[<b>]` overrode it, carbon's `Settings.readFrom`
 /// applied once per section.
-pub fn overlay(
+pub(crate) fn overlay(
     ini: &Ini,
     sections: &[&str],
 ) -> Result<HashMap<String, (String, String)>, IniError> {

@@ -26,7 +26,7 @@ pub enum InitialOffset {
     Timestamp,
 }
 
-pub use crate::destination::MessageFormat;
+pub(crate) use crate::destination::MessageFormat;
 
 /// One `[[kafka]]` entry as written in `relay.toml`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -97,7 +97,7 @@ const RESERVED: &[&str] = &[
 
 /// A validated Kafka source.
 #[derive(Clone, Debug, PartialEq)]
-pub struct KafkaConfig {
+pub(crate) struct KafkaConfig {
     /// `bootstrap.servers`.
     pub brokers: String,
     /// Topics to read.
@@ -187,7 +187,7 @@ fn valid_topic(t: &str) -> bool {
 impl KafkaConfig {
     /// Validates one raw entry; `key` is its dotted name (`kafka[0]`). Errors are
     /// `(key, message)`.
-    pub fn from_raw(
+    pub(crate) fn from_raw(
         raw: &RawKafka,
         key: &str,
         max_line_length: usize,
@@ -293,7 +293,7 @@ impl RawKafkaSink {
 }
 
 /// Validates every `[[kafka]]` entry; errors are `(dotted key, message)`.
-pub fn validate_all(
+pub(crate) fn validate_all(
     raw: &[RawKafka],
     max_line_length: usize,
 ) -> Result<Vec<KafkaConfig>, (String, String)> {

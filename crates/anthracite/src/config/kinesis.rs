@@ -124,7 +124,7 @@ impl Default for RawKinesis {
 }
 
 /// Default `lease_duration_secs`.
-pub const DEFAULT_LEASE_DURATION_SECS: f64 = 10.0;
+pub(crate) const DEFAULT_LEASE_DURATION_SECS: f64 = 10.0;
 
 /// Shard leases in a DynamoDB table (`lease_table` and its keys).
 #[derive(Clone, Debug, PartialEq)]
@@ -385,7 +385,7 @@ fn lease_config(
 }
 
 /// Validates every `[[kinesis]]` entry; errors are `(dotted key, message)`.
-pub fn validate_all(
+pub(crate) fn validate_all(
     raw: &[RawKinesis],
     max_line_length: usize,
 ) -> Result<Vec<KinesisConfig>, (String, String)> {

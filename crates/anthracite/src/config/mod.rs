@@ -4,14 +4,14 @@
 //! documented); [`Config`] is the validated result: parsed addresses, the destination list and
 //! a [`RouterSpec`] ready to build. Every cross-field rule reports the key it concerns.
 
-pub mod aggregation;
+pub(crate) mod aggregation;
 mod builder;
-pub mod carbon;
-pub mod ini;
-pub mod kafka;
-pub mod kinesis;
+pub(crate) mod carbon;
+pub(crate) mod ini;
+pub(crate) mod kafka;
+pub(crate) mod kinesis;
 mod placement;
-pub mod raw;
+pub(crate) mod raw;
 mod telemetry;
 mod validate;
 
@@ -20,17 +20,18 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::destination::DestinationConfig;
-pub use crate::filter::ListsConfig;
+pub(crate) use crate::filter::ListsConfig;
 use crate::router::RouterSpec;
 use crate::tls::ServerTls;
 pub use placement::Placement;
-pub use telemetry::TelemetryConfig;
+pub(crate) use telemetry::TelemetryConfig;
 
 pub use builder::ConfigBuilder;
 pub use carbon::{CarbonImport, CarbonOptions};
-pub use kafka::KafkaConfig;
+pub(crate) use kafka::KafkaConfig;
 pub use kinesis::KinesisConfig;
-pub use raw::{LogFormat, RawConfig};
+pub use raw::LogFormat;
+pub(crate) use raw::RawConfig;
 
 /// Configuration errors. Every variant names the key (and the file, when loaded from one).
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +67,7 @@ pub enum ConfigError {
 
 /// Where the relay listens.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ListenConfig {
+pub(crate) struct ListenConfig {
     /// Plaintext over TCP (`None`: off).
     pub line_tcp: Option<SocketAddr>,
     /// Plaintext over UDP (`None`: off).
@@ -99,7 +100,7 @@ pub struct ListenConfig {
 
 /// Between parsing and routing.
 #[derive(Clone, Debug, PartialEq)]
-pub struct IngestConfig {
+pub(crate) struct IngestConfig {
     /// Timestamps are rounded down to a multiple of this many seconds (0: off).
     pub min_timestamp_resolution: u64,
     /// Normalise tagged names before routing (carbon's `TAG_RELAY_NORMALIZED`).

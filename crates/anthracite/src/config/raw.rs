@@ -149,7 +149,7 @@ impl Default for RawListen {
 }
 
 /// Default `router.route_cache_bytes`: 64 MiB, about a million typical names.
-pub const DEFAULT_ROUTE_CACHE_BYTES: usize = 64 << 20;
+pub(crate) const DEFAULT_ROUTE_CACHE_BYTES: usize = 64 << 20;
 
 /// `[router]`: how destinations are chosen.
 #[derive(Clone, Debug, Deserialize, Serialize)]

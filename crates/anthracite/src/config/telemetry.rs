@@ -4,7 +4,7 @@ use std::time::Duration;
 
 /// The relay's own metrics.
 #[derive(Clone, Debug, PartialEq)]
-pub struct TelemetryConfig {
+pub(crate) struct TelemetryConfig {
     /// How often self-metrics are emitted into the stream (`None`: never).
     pub interval: Option<Duration>,
     /// First component of self-metric names (carbon's `CARBON_METRIC_PREFIX`).
@@ -20,7 +20,7 @@ pub struct TelemetryConfig {
 impl TelemetryConfig {
     /// `<prefix>.<role>.<host>-<instance>`, as carbon names its relay (`relays`) and
     /// aggregator (`aggregator`) metrics.
-    pub fn metric_root(&self) -> String {
+    pub(crate) fn metric_root(&self) -> String {
         format!(
             "{}.{}.{}-{}",
             self.prefix,

@@ -29,7 +29,7 @@ use tracing::{debug, warn};
 
 use super::{
     Backoff, DestinationConfig, DestinationSignals, Episode, Failure, KafkaTarget, MessageFormat,
-    gather,
+    next_write,
 };
 use crate::batch::{Batch, Datapoint};
 use crate::protocol::{line, pickle};
@@ -294,22 +294,19 @@ pub(crate) async fn run(
                 }
             },
         };
-        let first = tokio::select! {
-            biased;
-            _ = signals.abort.cancelled() => return,
-            b = queue.pop() => b,
-        };
-        let Some(first) = first else {
-            return;
-        };
-        gather(
+        // Aborted, or drained and closed: the task ends either way.
+        if next_write(
             &queue,
-            first,
+            &signals,
             config.flush_bytes,
             config.linger,
             &mut in_flight,
         )
-        .await;
+        .await
+        .is_some()
+        {
+            return;
+        }
         let messages = encode(
             &in_flight,
             n,

@@ -33,7 +33,7 @@ use md5::{Digest, Md5};
 use tracing::{debug, warn};
 
 use super::{
-    Backoff, DestinationConfig, DestinationSignals, Episode, KinesisTarget, Served, gather,
+    Backoff, DestinationConfig, DestinationSignals, Episode, KinesisTarget, Served, next_write,
 };
 use crate::batch::Batch;
 use crate::protocol::kpl::{Aggregator, MAX_RECORD_BYTES};
@@ -185,22 +185,17 @@ impl Sender {
     ) -> Served {
         let connected_at = Instant::now();
         loop {
-            let first = tokio::select! {
-                biased;
-                _ = signals.abort.cancelled() => return Served::Aborted,
-                b = queue.pop() => b,
-            };
-            let Some(first) = first else {
-                return Served::Drained;
-            };
-            gather(
+            if let Some(end) = next_write(
                 queue,
-                first,
+                signals,
                 self.flush_bytes,
                 self.linger,
                 &mut self.in_flight,
             )
-            .await;
+            .await
+            {
+                return end;
+            }
             let mut records = Vec::new();
             let encoded = self.encode(&mut records);
             match self.put_all(records, signals, episode.is_active()).await {

@@ -45,11 +45,11 @@
 
 mod encode;
 #[cfg(feature = "kafka")]
-pub mod kafka;
+pub(crate) mod kafka;
 #[cfg(feature = "kinesis")]
-pub mod kinesis;
-pub mod stream;
-pub mod udp;
+pub(crate) mod kinesis;
+pub(crate) mod stream;
+pub(crate) mod udp;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -127,11 +127,11 @@ pub struct KafkaTarget {
 }
 
 /// Largest payload a UDP datagram can carry (IPv4).
-pub const MAX_UDP_PAYLOAD: usize = 65_507;
+pub(crate) const MAX_UDP_PAYLOAD: usize = 65_507;
 
 /// Settings of one destination.
 #[derive(Clone, Debug, PartialEq)]
-pub struct DestinationConfig {
+pub(crate) struct DestinationConfig {
     /// Where it is and its ring identity.
     pub spec: DestinationSpec,
     /// Wire format.
@@ -169,7 +169,7 @@ pub struct DestinationConfig {
 
 /// Where a Kinesis destination writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KinesisTarget {
+pub(crate) struct KinesisTarget {
     /// The stream's name.
     pub stream: String,
     /// AWS region (default: the SDK's chain: `AWS_REGION`, the profile).
@@ -180,7 +180,7 @@ pub struct KinesisTarget {
 
 /// Capped exponential backoff with jitter (each delay uniformly in `[d/2, d]`).
 #[derive(Debug)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     min: Duration,
     max: Duration,
     current: Duration,
@@ -188,7 +188,7 @@ pub struct Backoff {
 
 impl Backoff {
     /// Starts at `min`, doubles to `max`.
-    pub fn new(min: Duration, max: Duration) -> Self {
+    pub(crate) fn new(min: Duration, max: Duration) -> Self {
         Self {
             min,
             max,
@@ -197,21 +197,21 @@ impl Backoff {
     }
 
     /// The next delay to wait.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         let d = self.current;
         self.current = (self.current * 2).min(self.max);
         d.mul_f64(0.5 + fastrand::f64() * 0.5)
     }
 
     /// After a success.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.current = self.min;
     }
 }
 
 /// Signals a destination task obeys.
 #[derive(Clone, Debug, Default)]
-pub struct DestinationSignals {
+pub(crate) struct DestinationSignals {
     /// Cancelled when shutdown starts draining the queues: a destination known dead stops
     /// now instead of waiting for the grace period.
     pub drain: CancellationToken,
@@ -220,11 +220,11 @@ pub struct DestinationSignals {
 }
 
 /// How long a connection must stay healthy before a failure episode is over.
-pub const RECOVERY_WINDOW: Duration = Duration::from_secs(30);
+pub(crate) const RECOVERY_WINDOW: Duration = Duration::from_secs(30);
 
 /// During shutdown, how long a destination in a failure episode may stall a write before it
 /// gives up.
-pub const DEAD_AT_SHUTDOWN: Duration = Duration::from_secs(1);
+pub(crate) const DEAD_AT_SHUTDOWN: Duration = Duration::from_secs(1);
 
 /// How one connection ended.
 pub(crate) enum Served {
@@ -314,7 +314,7 @@ enum Link {
 
 /// Runs one destination until its queue is closed and drained, `signals.abort` fires, or it
 /// is known dead when shutdown drains the queues.
-pub async fn run(
+pub(crate) async fn run(
     config: DestinationConfig,
     queue: Arc<DestinationQueue>,
     signals: DestinationSignals,
@@ -414,6 +414,28 @@ pub async fn run(
             _ = wait_closed_and_empty(&queue) => return,
         }
     }
+}
+
+/// Waits for the next batch, unless the task is aborted first, and gathers a write from it
+/// into `in_flight` ([`gather`]). `Some` when the task ends instead: aborted, or its queue
+/// closed and drained.
+pub(crate) async fn next_write(
+    queue: &DestinationQueue,
+    signals: &DestinationSignals,
+    flush_bytes: usize,
+    linger: Duration,
+    in_flight: &mut Vec<Batch>,
+) -> Option<Served> {
+    let first = tokio::select! {
+        biased;
+        _ = signals.abort.cancelled() => return Some(Served::Aborted),
+        b = queue.pop() => b,
+    };
+    let Some(first) = first else {
+        return Some(Served::Drained);
+    };
+    gather(queue, first, flush_bytes, linger, in_flight).await;
+    None
 }
 
 /// Starts a write with `first` and keeps taking batches into `in_flight` until `flush_bytes`

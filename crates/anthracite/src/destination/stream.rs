@@ -26,14 +26,14 @@ type Reader = Box<dyn AsyncRead + Send + Unpin>;
 type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// The two directions of one connection.
-pub struct Halves {
+pub(crate) struct Halves {
     reader: Reader,
     writer: Writer,
 }
 
 impl Halves {
     /// A plain TCP connection.
-    pub fn tcp(stream: TcpStream) -> Self {
+    pub(crate) fn tcp(stream: TcpStream) -> Self {
         let (reader, writer) = stream.into_split();
         Self {
             reader: Box::new(reader),
@@ -42,7 +42,7 @@ impl Halves {
     }
 
     /// A TLS connection (the handshake already done).
-    pub fn tls(stream: tokio_rustls::client::TlsStream<TcpStream>) -> Self {
+    pub(crate) fn tls(stream: tokio_rustls::client::TlsStream<TcpStream>) -> Self {
         let (reader, writer) = tokio::io::split(stream);
         Self {
             reader: Box::new(reader),

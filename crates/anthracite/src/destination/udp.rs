@@ -20,7 +20,7 @@ use bytes::BytesMut;
 use tokio::net::UdpSocket;
 use tracing::{info, warn};
 
-use super::{DestinationConfig, DestinationSignals, MAX_UDP_PAYLOAD, Served, gather};
+use super::{DestinationConfig, DestinationSignals, MAX_UDP_PAYLOAD, Served, next_write};
 use crate::batch::Batch;
 use crate::protocol::line;
 use crate::queue::{DestinationDropReason, DestinationQueue};
@@ -89,22 +89,17 @@ impl Sender {
         name: &str,
     ) -> Served {
         loop {
-            let first = tokio::select! {
-                biased;
-                _ = signals.abort.cancelled() => return Served::Aborted,
-                b = queue.pop() => b,
-            };
-            let Some(first) = first else {
-                return Served::Drained;
-            };
-            gather(
+            if let Some(end) = next_write(
                 queue,
-                first,
+                signals,
                 self.flush_bytes,
                 self.linger,
                 &mut self.in_flight,
             )
-            .await;
+            .await
+            {
+                return end;
+            }
             let round = self.send_all(socket, name).await;
             queue.recycle(self.in_flight.drain(..));
             queue.settle(

@@ -19,7 +19,7 @@
 mod ingest_stats;
 mod pending;
 mod receipt;
-pub mod routing;
+pub(crate) mod routing;
 mod source;
 
 use std::sync::Arc;
@@ -37,7 +37,8 @@ use pending::{MAX_PENDING_BATCH_NAME_BYTES, Pending};
 
 pub use ingest_stats::{IngestSnapshot, IngestStats, SourceSnapshot};
 pub use receipt::{Delivery, Receipt};
-pub use routing::{Routing, RoutingCell};
+pub(crate) use routing::Routing;
+pub(crate) use routing::RoutingCell;
 pub use source::Source;
 
 /// Pending bytes (names plus per-datapoint overhead, over all destinations) past which
@@ -45,7 +46,7 @@ pub use source::Source;
 pub const FLUSH_HINT_BYTES: usize = 4 << 20;
 
 /// Longest metric name a [`Pipeline`] accepts unless told otherwise (`listen.max_name_length`).
-pub const DEFAULT_MAX_NAME_LENGTH: usize = 4096;
+pub(crate) const DEFAULT_MAX_NAME_LENGTH: usize = 4096;
 
 /// Datapoints [`Ingestor::push_run`] pipelines together (the most a receiver hands over).
 const RUN: usize = 128;
@@ -838,7 +839,7 @@ fn least_loaded(members: &[u16], queues: &[Arc<DestinationQueue>]) -> Option<usi
 }
 
 /// Seconds since the epoch as a float, like Python's `time.time()`.
-pub fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())

@@ -124,14 +124,14 @@ impl Routing {
 
 /// The current generation and its version (bumped by every install).
 #[derive(Debug)]
-pub struct RoutingCell {
+pub(crate) struct RoutingCell {
     version: AtomicU64,
     current: RwLock<Arc<Routing>>,
 }
 
 impl RoutingCell {
     /// Starts with `routing` as version 1.
-    pub fn new(routing: Routing) -> Self {
+    pub(crate) fn new(routing: Routing) -> Self {
         Self {
             version: AtomicU64::new(1),
             current: RwLock::new(Arc::new(routing)),
@@ -139,7 +139,7 @@ impl RoutingCell {
     }
 
     /// The current generation.
-    pub fn load(&self) -> Arc<Routing> {
+    pub(crate) fn load(&self) -> Arc<Routing> {
         match self.current.read() {
             Ok(g) => g.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
@@ -147,7 +147,7 @@ impl RoutingCell {
     }
 
     /// The current version (one atomic load).
-    pub fn version(&self) -> u64 {
+    pub(crate) fn version(&self) -> u64 {
         self.version.load(SeqCst)
     }
 
@@ -162,7 +162,7 @@ impl RoutingCell {
     }
 
     /// Makes `routing` current; returns the generation it replaced.
-    pub fn install(&self, routing: Routing) -> Arc<Routing> {
+    pub(crate) fn install(&self, routing: Routing) -> Arc<Routing> {
         let routing = Arc::new(routing);
         let mut g = match self.current.write() {
             Ok(g) => g,

@@ -23,7 +23,7 @@ use md5::{Digest, Md5};
 use prost::encoding::{encode_varint, encoded_len_varint};
 
 /// The four bytes that open an aggregated record.
-pub const MAGIC: [u8; 4] = [0xF3, 0x89, 0x9A, 0xC2];
+pub(crate) const MAGIC: [u8; 4] = [0xF3, 0x89, 0x9A, 0xC2];
 const DIGEST_LEN: usize = 16;
 
 /// `aws.kinesis.protobuf.AggregatedRecord` (proto2).
@@ -150,7 +150,7 @@ pub fn aggregate(agg: &AggregatedRecord) -> Vec<u8> {
 }
 
 /// The largest Kinesis record (data plus partition key), in bytes.
-pub const MAX_RECORD_BYTES: usize = 1 << 20;
+pub(crate) const MAX_RECORD_BYTES: usize = 1 << 20;
 
 /// One key table of an aggregate (`partition_key_table` or `explicit_hash_key_table`): the
 /// encoded entries, and an index from a key's hash to its position for de-duplication.

@@ -15,10 +15,10 @@ use super::number::{
 use crate::batch::Datapoint;
 
 /// Most lines [`LineFramer::feed_batched`] hands over at once.
-pub const LINE_RUN: usize = 128;
+pub(crate) const LINE_RUN: usize = 128;
 
 /// carbon's `LineOnlyReceiver.MAX_LENGTH` default.
-pub const DEFAULT_MAX_LINE: usize = 16384;
+pub(crate) const DEFAULT_MAX_LINE: usize = 16384;
 
 /// Splits a byte stream into lines, enforcing the maximum line length.
 #[derive(Debug)]
@@ -141,7 +141,7 @@ pub fn parse_line(line: &[u8]) -> Result<(&[u8], f64, f64), DropReason> {
 /// the plaintext protocol cannot carry, which a line destination would turn into two metrics.
 /// Bytes that are not UTF-8 are not whitespace (the line parser rejects them separately).
 #[inline]
-pub fn has_py_space(name: &[u8]) -> bool {
+pub(crate) fn has_py_space(name: &[u8]) -> bool {
     // Every byte in `0x21..=0x7f`: plain ASCII without whitespace, the common case, in one
     // pass without early exit.
     if name

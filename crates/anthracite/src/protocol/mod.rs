@@ -18,12 +18,12 @@
 //! `reason` label of the drop counter.
 
 #[cfg(feature = "kpl")]
-pub mod kpl;
-pub mod line;
-pub mod number;
-pub mod pickle;
-pub mod protobuf;
-pub mod tags;
+pub(crate) mod kpl;
+pub(crate) mod line;
+pub(crate) mod number;
+pub(crate) mod pickle;
+pub(crate) mod protobuf;
+pub(crate) mod tags;
 
 /// Why one datapoint (or one frame) was not accepted. Doubles as a metric label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -5,7 +5,7 @@
 //! prints. Neither allocates.
 
 /// Longest text [`write_py_float`] produces (`-2.2250738585072014e-308` is 24 bytes).
-pub const MAX_FLOAT_REPR: usize = 32;
+pub(crate) const MAX_FLOAT_REPR: usize = 32;
 
 /// Digits copied to the stack when a number holds `_` separators; longer ones use the heap
 /// (only ever for absurd input, never for real traffic).
@@ -13,13 +13,13 @@ const STACK_DIGITS: usize = 128;
 
 /// Python whitespace as `str.isspace` sees it, for ASCII bytes.
 #[inline]
-pub fn is_py_space_ascii(b: u8) -> bool {
+pub(crate) fn is_py_space_ascii(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f)
 }
 
 /// Python whitespace as `str.isspace` sees it: Unicode `White_Space` plus U+001C..U+001F.
 #[inline]
-pub fn is_py_space(c: char) -> bool {
+pub(crate) fn is_py_space(c: char) -> bool {
     c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 
@@ -28,7 +28,7 @@ pub fn is_py_space(c: char) -> bool {
 /// `.` and exponent, `_` allowed between digits. Correctly rounded. Non-ASCII digits, which
 /// Python also accepts, are rejected.
 #[inline]
-pub fn parse_py_float(s: &[u8]) -> Option<f64> {
+pub(crate) fn parse_py_float(s: &[u8]) -> Option<f64> {
     match parse_plain_decimal(s) {
         Some(v) => Some(v),
         None => parse_py_float_general(s),
@@ -212,7 +212,7 @@ fn digit_part(s: &[u8], i: &mut usize, underscores: &mut bool) -> usize {
 /// Writes `v` as Python 3's `repr(float)` does into `buf`, returning the length used:
 /// shortest round-trip digits, fixed notation when the decimal exponent is in `-4..16`
 /// (always with a `.`), else `d.ddde+XX`.
-pub fn write_py_float(v: f64, buf: &mut [u8; MAX_FLOAT_REPR]) -> usize {
+pub(crate) fn write_py_float(v: f64, buf: &mut [u8; MAX_FLOAT_REPR]) -> usize {
     if v.is_nan() {
         buf[..3].copy_from_slice(b"nan");
         return 3;
@@ -376,7 +376,7 @@ impl std::fmt::Write for SliceWriter<'_> {
 
 /// Python's `int(value)`: optional sign, digits with single `_` between them, whitespace
 /// around.
-pub fn parse_py_int(value: &str) -> Option<i64> {
+pub(crate) fn parse_py_int(value: &str) -> Option<i64> {
     let v = value.trim();
     let (neg, digits) = match v.strip_prefix('-') {
         Some(d) => (true, d),

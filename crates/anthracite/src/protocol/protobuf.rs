@@ -35,7 +35,7 @@ use super::{DropCounts, DropReason};
 use crate::batch::Datapoint;
 
 /// Carbon's protobuf receiver limit (`MetricProtobufReceiver.MAX_LENGTH`, 1 MiB).
-pub const DEFAULT_MAX_FRAME: usize = 1 << 20;
+pub(crate) const DEFAULT_MAX_FRAME: usize = 1 << 20;
 
 /// Deepest nesting of unknown groups skipped inside one message.
 const MAX_GROUP_DEPTH: usize = 32;

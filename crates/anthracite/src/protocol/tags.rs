@@ -18,7 +18,7 @@ use crate::cache::{Lookup, NameCache};
 
 /// The normalised form of `name`, or `None` when carbon would keep the name as it is because it
 /// does not parse.
-pub fn normalize(name: &str) -> Option<String> {
+pub(crate) fn normalize(name: &str) -> Option<String> {
     let (metric, mut tags) = if name.ends_with("\"}") && name.contains('{') {
         parse_openmetrics(name)?
     } else {

@@ -73,10 +73,10 @@ impl Default for QueueLimits {
 /// rather than buffered, so the memory tier need not hold one; 16 MiB is about 170,000–250,000
 /// datapoints of 40-byte names, depending on how full their batches are (carbon-relay's
 /// default queue holds 10,000).
-pub const DEFAULT_MAX_BYTES: usize = 16 << 20;
+pub(crate) const DEFAULT_MAX_BYTES: usize = 16 << 20;
 
 /// [`QueueLimits::full_wait`] unless configured (`destinations.queue.full_wait_ms`).
-pub const DEFAULT_FULL_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_FULL_WAIT: Duration = Duration::from_secs(2);
 
 impl QueueLimits {
     /// True when what `s` holds in memory (waiting plus in flight) is below half of both
@@ -154,6 +154,11 @@ pub(super) struct State {
     pub(super) in_flight_bytes: usize,
     /// One tag per in-flight batch, in pop order.
     pub(super) tags: VecDeque<Tag>,
+    /// Positions of records replayed from the spill log that left the memory tier before an
+    /// older replayed record (evicted by `drop_oldest` while it was in flight), oldest first.
+    /// The log acknowledges only its oldest records, so these wait for the older ones
+    /// (`memory::disk_records_done`).
+    pub(super) disk_left: VecDeque<u64>,
     /// Datapoints handed to the spill thread and not yet back in memory (in its channel, held
     /// by the `block` fallback, or stored in the log).
     pub(super) disk_points: u64,

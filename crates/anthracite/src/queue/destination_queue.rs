@@ -296,9 +296,13 @@ impl DestinationQueue {
         }
         let mut evicted = 0;
         if fits < total && policy == WhenFull::DropOldest {
-            evicted = memory::evict_oldest(&mut s, total, |s| {
+            let disk_records;
+            (evicted, disk_records) = memory::evict_oldest(&mut s, total, |s| {
                 memory::fitting_prefix(limits, s, &mut batch)
             });
+            if let Some(disk) = &self.disk {
+                disk.ack(disk_records);
+            }
             fits = memory::fitting_prefix(limits, &s, &mut batch);
             if fits < total {
                 // Larger than the whole bound: keep its newest datapoints.

@@ -60,14 +60,17 @@ pub(super) fn enqueue(core: &Core, s: &mut State, batch: Batch, out: &mut PushOu
     }
 }
 
-/// Evicts waiting batches, oldest first, until `fits(s)` says `want` datapoints fit; returns
-/// how many datapoints were evicted.
+/// Evicts waiting batches, oldest first, until `fits(s)` says `want` datapoints fit. Returns
+/// how many datapoints were evicted, and how many records replayed from the spill log the log
+/// can now acknowledge: an evicted record is counted as dropped, so it must not be replayed
+/// again after a restart.
 pub(super) fn evict_oldest(
     s: &mut State,
     want: usize,
     mut fits: impl FnMut(&State) -> usize,
-) -> usize {
+) -> (usize, usize) {
     let mut evicted = 0;
+    let mut left_disk = false;
     while fits(s) < want {
         let Some(old) = s.batches.pop_front() else {
             break;
@@ -75,8 +78,13 @@ pub(super) fn evict_oldest(
         s.datapoints -= old.batch.len();
         s.bytes -= old.batch.heap_bytes();
         evicted += old.batch.len();
+        if old.from_disk {
+            left_disk = true;
+            insert_sorted(&mut s.disk_left, old.position);
+        }
     }
-    evicted
+    let disk_records = if left_disk { disk_records_done(s) } else { 0 };
+    (evicted, disk_records)
 }
 
 /// Moves the oldest waiting batch in flight.
@@ -108,9 +116,45 @@ pub(super) fn ack(s: &mut State, datapoints: usize) -> usize {
         left = left.saturating_sub(t.points);
         s.in_flight -= t.points;
         s.in_flight_bytes -= t.bytes;
-        disk_records += usize::from(t.from_disk);
+        if t.from_disk {
+            if s.disk_left.is_empty() {
+                // Tags are the oldest datapoints held, so this is the log's oldest record.
+                disk_records += 1;
+            } else {
+                insert_sorted(&mut s.disk_left, t.position);
+            }
+        }
+    }
+    if !s.disk_left.is_empty() {
+        disk_records += disk_records_done(s);
     }
     disk_records
+}
+
+/// How many records replayed from the spill log that left the memory tier out of order
+/// ([`State::disk_left`]) the log can acknowledge now: the log acknowledges its oldest records
+/// first, so only those older than every replayed record still held (in flight or waiting).
+/// Scans the tier only while some wait, which takes `drop_oldest` evicting behind a record in
+/// flight.
+fn disk_records_done(s: &mut State) -> usize {
+    let oldest_held = s
+        .tags
+        .iter()
+        .find(|t| t.from_disk)
+        .map(|t| t.position)
+        .or_else(|| s.batches.iter().find(|e| e.from_disk).map(|e| e.position));
+    let done = match oldest_held {
+        Some(p) => s.disk_left.partition_point(|&left| left < p),
+        None => s.disk_left.len(),
+    };
+    s.disk_left.drain(..done);
+    done
+}
+
+/// Inserts `position` into `positions`, kept in ascending order.
+fn insert_sorted(positions: &mut std::collections::VecDeque<u64>, position: u64) {
+    let at = positions.partition_point(|&p| p < position);
+    positions.insert(at, position);
 }
 
 /// In-flight batches go back to the front, oldest first (`batches` are the most recently

@@ -98,19 +98,23 @@
 //! and not yet replayed into memory. Every accepted datapoint also has a position
 //! ([`core`](self::core)), which delivery receipts wait on.
 
-pub mod core;
+pub(crate) mod core;
 mod destination_queue;
-pub mod destination_stats;
+pub(crate) mod destination_stats;
 mod memory;
-pub mod policy;
+pub(crate) mod policy;
 mod spares;
-pub mod spill;
+pub(crate) mod spill;
 
-pub use self::core::{DEFAULT_FULL_WAIT, DEFAULT_MAX_BYTES, PushOutcome, QueueLimits};
-pub use destination_queue::{DestinationQueue, Settled};
+pub(crate) use self::core::PushOutcome;
+pub use self::core::QueueLimits;
+pub(crate) use self::core::{DEFAULT_FULL_WAIT, DEFAULT_MAX_BYTES};
+pub use destination_queue::DestinationQueue;
+pub(crate) use destination_queue::Settled;
 pub use destination_stats::{DestinationSnapshot, DestinationStats, LastError, SpillSnapshot};
-pub use policy::{DestinationDropReason, OverflowCause, PushMode, WhenFull};
-pub use spill::tier::SpillSettings;
+pub use policy::{DestinationDropReason, WhenFull};
+pub(crate) use policy::{OverflowCause, PushMode};
+pub(crate) use spill::tier::SpillSettings;
 
 #[cfg(test)]
 mod tests;

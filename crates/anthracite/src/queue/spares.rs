@@ -19,10 +19,10 @@ use std::sync::{Mutex, MutexGuard};
 use crate::batch::Batch;
 
 /// Most bytes of spare batches one queue keeps.
-pub const MAX_SPARE_BYTES: usize = 4 << 20;
+pub(super) const MAX_SPARE_BYTES: usize = 4 << 20;
 
 /// Most spare batches one queue keeps.
-pub const MAX_SPARES: usize = 1024;
+pub(super) const MAX_SPARES: usize = 1024;
 
 /// Batches holding less memory than this are freed, not kept.
 const MIN_SPARE_BYTES: usize = 1 << 10;

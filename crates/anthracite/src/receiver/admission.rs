@@ -25,7 +25,7 @@ pub const MIN_IDLE_TO_EVICT: Duration = Duration::from_secs(1);
 
 /// One admitted connection's shared state.
 #[derive(Debug)]
-pub struct Slot {
+pub(crate) struct Slot {
     /// Milliseconds since the registry's epoch at the last read.
     last_active_ms: AtomicU64,
     /// Cancelled to make the connection close (eviction).
@@ -34,7 +34,7 @@ pub struct Slot {
 
 impl Slot {
     /// Cancelled when the connection is evicted.
-    pub fn evicted(&self) -> &CancellationToken {
+    pub(crate) fn evicted(&self) -> &CancellationToken {
         &self.evict
     }
 }
@@ -48,7 +48,7 @@ struct Registry {
 
 /// The connection limit and the registry of admitted connections. Cheap to share.
 #[derive(Debug)]
-pub struct Admission {
+pub(crate) struct Admission {
     /// Changed by a configuration reload (`listen.max_connections`).
     limit: AtomicUsize,
     epoch: Instant,
@@ -59,7 +59,7 @@ pub struct Admission {
 
 /// An admitted connection; leaving (drop) frees its slot.
 #[derive(Debug)]
-pub struct Admitted {
+pub(crate) struct Admitted {
     admission: Arc<Admission>,
     index: usize,
     slot: Arc<Slot>,
@@ -67,13 +67,13 @@ pub struct Admitted {
 
 impl Admitted {
     /// Records activity (a read): the connection is not idle.
-    pub fn touch(&self) {
+    pub(crate) fn touch(&self) {
         let now = self.admission.now_ms();
         self.slot.last_active_ms.store(now, Ordering::Relaxed);
     }
 
     /// The connection's shared state.
-    pub fn slot(&self) -> &Arc<Slot> {
+    pub(crate) fn slot(&self) -> &Arc<Slot> {
         &self.slot
     }
 }
@@ -93,7 +93,7 @@ impl Drop for Admitted {
 
 impl Admission {
     /// At most `limit` connections at once.
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Self {
             limit: AtomicUsize::new(limit),
             epoch: Instant::now(),
@@ -113,7 +113,7 @@ impl Admission {
 
     /// A reload changed the limit: connections over a lowered limit stay open (until they
     /// close or go idle and are evicted); new ones wait until the count is below it.
-    pub fn set_limit(&self, limit: usize) {
+    pub(crate) fn set_limit(&self, limit: usize) {
         self.limit.store(limit, Ordering::Relaxed);
     }
 
@@ -124,7 +124,7 @@ impl Admission {
     }
 
     /// Admits a connection if there is room.
-    pub fn try_admit(self: &Arc<Self>) -> Option<Admitted> {
+    pub(crate) fn try_admit(self: &Arc<Self>) -> Option<Admitted> {
         let mut r = self.lock();
         if r.used >= self.limit.load(Ordering::Relaxed) {
             return None;
@@ -153,7 +153,7 @@ impl Admission {
 
     /// Tells the connection silent the longest (at least [`MIN_IDLE_TO_EVICT`]) to close.
     /// False when every connection is busy (or already told to close).
-    pub fn evict_idlest(&self) -> bool {
+    pub(crate) fn evict_idlest(&self) -> bool {
         let now = self.now_ms();
         let min_idle = MIN_IDLE_TO_EVICT.as_millis() as u64;
         let r = self.lock();
@@ -175,7 +175,7 @@ impl Admission {
     }
 
     /// Admits a connection once a slot is free (after an eviction), waiting at most `wait`.
-    pub async fn admit_within(self: &Arc<Self>, wait: Duration) -> Option<Admitted> {
+    pub(crate) async fn admit_within(self: &Arc<Self>, wait: Duration) -> Option<Admitted> {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let freed = self.freed.notified();

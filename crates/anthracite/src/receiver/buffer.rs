@@ -28,7 +28,7 @@ const MIN_READ: usize = READ_BUFFER / 4;
 
 /// A connection's read buffer with its accounting; see the [module documentation](self).
 #[derive(Debug)]
-pub struct ReadBuffer {
+pub(crate) struct ReadBuffer {
     buf: BytesMut,
     /// Bytes allocated (what the books were told).
     allocated: usize,
@@ -39,7 +39,7 @@ pub struct ReadBuffer {
 
 impl ReadBuffer {
     /// An empty buffer (nothing allocated yet) reporting to `stats`.
-    pub fn new(stats: Arc<IngestStats>) -> Self {
+    pub(crate) fn new(stats: Arc<IngestStats>) -> Self {
         Self {
             buf: BytesMut::new(),
             allocated: 0,
@@ -49,22 +49,22 @@ impl ReadBuffer {
     }
 
     /// The bytes received and not yet consumed.
-    pub fn bytes(&mut self) -> &mut BytesMut {
+    pub(crate) fn bytes(&mut self) -> &mut BytesMut {
         &mut self.buf
     }
 
     /// Bytes waiting to be consumed.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.buf.len()
     }
 
     /// True when nothing waits to be consumed.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
 
     /// Bytes allocated now.
-    pub fn allocated(&self) -> usize {
+    pub(crate) fn allocated(&self) -> usize {
         self.allocated
     }
 
@@ -94,7 +94,7 @@ impl ReadBuffer {
     /// Makes room for a read: at least a quarter of [`READ_BUFFER`] free, reclaiming consumed
     /// bytes in place where possible. While a large frame holds budget its allocation is
     /// exact and is only filled up.
-    pub fn prepare_read(&mut self) {
+    pub(crate) fn prepare_read(&mut self) {
         if self.budget.is_some() && self.buf.capacity() > self.buf.len() {
             return;
         }
@@ -113,14 +113,14 @@ impl ReadBuffer {
     /// Bytes over [`READ_BUFFER`] a frame of `total` bytes (length prefix included) needs
     /// from the frame budget, if any; `None` when it fits the ordinary buffer or its budget is
     /// already held.
-    pub fn budget_needed(&self, total: usize) -> Option<usize> {
+    pub(crate) fn budget_needed(&self, total: usize) -> Option<usize> {
         (total > READ_BUFFER && self.budget.is_none()).then(|| total - READ_BUFFER)
     }
 
     /// Makes the buffer hold a whole frame of `total` bytes (length prefix included), which
     /// starts at the front of the buffer. A frame over [`READ_BUFFER`] needs `budget` (from
     /// [`budget_needed`](Self::budget_needed)) and gets an allocation of exactly `total`.
-    pub fn reserve_frame(&mut self, total: usize, budget: Option<OwnedSemaphorePermit>) {
+    pub(crate) fn reserve_frame(&mut self, total: usize, budget: Option<OwnedSemaphorePermit>) {
         if let Some(permit) = budget {
             self.budget = Some(permit);
             if self.allocated != total {
@@ -141,7 +141,7 @@ impl ReadBuffer {
 
     /// After consuming: gives back a large frame's allocation and budget, and a long line's
     /// growth, once what is left fits the ordinary buffer.
-    pub fn shrink(&mut self) {
+    pub(crate) fn shrink(&mut self) {
         // A frame still arriving keeps its allocation and budget.
         let frame_pending = self.budget.is_some() && !self.buf.is_empty();
         if frame_pending || self.allocated <= READ_BUFFER || self.buf.len() > READ_BUFFER - MIN_READ
@@ -157,7 +157,7 @@ impl ReadBuffer {
     }
 
     /// Frees the allocation when nothing waits in it (before waiting for a silent client).
-    pub fn release_if_empty(&mut self) {
+    pub(crate) fn release_if_empty(&mut self) {
         if self.buf.is_empty() && self.allocated > 0 {
             self.release();
         }
@@ -170,7 +170,7 @@ impl ReadBuffer {
     }
 
     /// Notes what a read did to the allocation (a read into a full buffer may grow it).
-    pub fn after_read(&mut self) {
+    pub(crate) fn after_read(&mut self) {
         self.note_capacity();
     }
 }

@@ -102,13 +102,13 @@ impl FrameDecoder for ProtobufDecoder {
 }
 
 /// Serves one pickle connection.
-pub async fn serve_pickle(conn: Connection) {
+pub(crate) async fn serve_pickle(conn: Connection) {
     let max = conn.ctx.max_pickle_frame;
     serve_framed(conn, Source::PickleTcp, PickleDecoder::new(), max).await;
 }
 
 /// Serves one protobuf connection.
-pub async fn serve_protobuf(conn: Connection) {
+pub(crate) async fn serve_protobuf(conn: Connection) {
     let max = conn.ctx.max_protobuf_frame;
     serve_framed(conn, Source::ProtobufTcp, ProtobufDecoder::new(), max).await;
 }

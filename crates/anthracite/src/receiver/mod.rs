@@ -18,18 +18,18 @@
 //! locks are touched once per read, not per datapoint. On shutdown a connection stops waiting
 //! for new data, parses what the kernel already holds for it, flushes, and closes.
 
-pub mod admission;
-pub mod buffer;
-pub mod framed;
+pub(crate) mod admission;
+pub(crate) mod buffer;
+pub(crate) mod framed;
 #[cfg(feature = "kafka")]
-pub mod kafka;
+pub(crate) mod kafka;
 #[cfg(feature = "kinesis")]
-pub mod kinesis;
+pub(crate) mod kinesis;
 mod listener;
-pub mod stream;
-pub mod tcp;
-pub mod udp;
-pub mod warnings;
+pub(crate) mod stream;
+pub(crate) mod tcp;
+pub(crate) mod udp;
+pub(crate) mod warnings;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,19 +40,57 @@ use tokio_util::task::TaskTracker;
 
 use crate::ingest::Pipeline;
 
-pub use admission::Admission;
+pub(crate) use admission::Admission;
 pub use buffer::READ_BUFFER;
 pub(crate) use listener::StreamListener;
 pub use listener::{Incoming, Listener};
 
+/// Starts one task per message-queue source (Kinesis streams, Kafka groups): `run` reads it
+/// into `pipeline` until `stop` is cancelled.
+#[cfg(any(feature = "kinesis", feature = "kafka"))]
+pub(crate) fn spawn_sources<S, F, Fut>(
+    sources: Vec<S>,
+    pipeline: &Pipeline,
+    stop: &CancellationToken,
+    run: F,
+) -> tokio::task::JoinSet<()>
+where
+    F: Fn(S, Pipeline, CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let mut tasks = tokio::task::JoinSet::new();
+    for source in sources {
+        tasks.spawn(run(source, pipeline.clone(), stop.clone()));
+    }
+    tasks
+}
+
+/// Waits for stopped message-queue sources (their final checkpoints or commits) until
+/// `deadline`; then aborts the rest, logging `late` (what aborting them costs).
+#[cfg(any(feature = "kinesis", feature = "kafka"))]
+pub(crate) async fn join_sources(
+    mut tasks: tokio::task::JoinSet<()>,
+    deadline: tokio::time::Instant,
+    late: &'static str,
+) {
+    let done = tokio::time::timeout_at(deadline, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if done.is_err() {
+        tracing::warn!("{late}");
+        tasks.abort_all();
+    }
+}
+
 /// Decoded bytes (names + 24 per datapoint) a frame may turn into without taking from the
 /// decoded-size budget: about what one 64 KiB read of plaintext lines turns into, which every
 /// connection may hold anyway.
-pub const DECODED_FREE: usize = 256 << 10;
+pub(crate) const DECODED_FREE: usize = 256 << 10;
 
 /// What every receiver task shares.
 #[derive(Clone, Debug)]
-pub struct ReceiverContext {
+pub(crate) struct ReceiverContext {
     /// Parse → route → queue.
     pub pipeline: Pipeline,
     /// Cancelled when receivers must stop.

@@ -176,7 +176,7 @@ fn spawn_connection<F, Fut>(
 }
 
 /// Longest a client may take to complete the TLS handshake.
-pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The connection as the handlers read it: the TLS handshake done when the receivers use TLS.
 /// `None` when the handshake failed or timed out (logged at debug level: scanners and clients
@@ -381,7 +381,7 @@ async fn drain_read(stream: &mut ClientStream, rb: &mut ReadBuffer) -> Read {
 }
 
 /// Serves one plaintext connection.
-pub async fn serve_line(conn: Connection) {
+pub(crate) async fn serve_line(conn: Connection) {
     let Connection {
         mut stream,
         ctx,

@@ -57,14 +57,14 @@ pub fn prepare_socket(socket: &impl AsFd, recv_buffer: Option<usize>) -> io::Res
 /// (the counter lives as long as the socket: a reload that serves the same socket again
 /// carries it over, so no drop is counted twice).
 #[derive(Debug)]
-pub struct UdpReceiver {
+pub(crate) struct UdpReceiver {
     socket: UdpSocket,
     drops_seen: u32,
 }
 
 impl UdpReceiver {
     /// A socket not read yet.
-    pub fn new(socket: UdpSocket) -> Self {
+    pub(crate) fn new(socket: UdpSocket) -> Self {
         Self {
             socket,
             drops_seen: 0,
@@ -72,7 +72,7 @@ impl UdpReceiver {
     }
 
     /// The socket.
-    pub fn socket(&self) -> &UdpSocket {
+    pub(crate) fn socket(&self) -> &UdpSocket {
         &self.socket
     }
 }
@@ -149,7 +149,7 @@ fn receive(
 /// already holds (as a TCP listener takes its backlog), flushes and returns the receiver.
 /// Lines over the length limit are dropped and counted; so are the datagrams the kernel
 /// dropped.
-pub async fn serve_udp(mut rx: UdpReceiver, ctx: ReceiverContext) -> UdpReceiver {
+pub(crate) async fn serve_udp(mut rx: UdpReceiver, ctx: ReceiverContext) -> UdpReceiver {
     let mut ingestor = ctx.pipeline.ingestor(Source::LineUdp);
     let mut reader = Reader {
         buf: vec![0u8; DATAGRAM],

@@ -17,7 +17,7 @@ use crate::ingest::Source;
 
 /// The relay-wide episodes of per-connection warnings; see the [module documentation](self).
 #[derive(Debug, Default)]
-pub struct ConnectionWarnings {
+pub(crate) struct ConnectionWarnings {
     frame_too_long: Mutex<Episode>,
     decoded_too_large: Mutex<Episode>,
 }
@@ -30,7 +30,7 @@ fn occurred(episode: &Mutex<Episode>, amount: u64) -> Option<Line> {
 
 impl ConnectionWarnings {
     /// A length prefix over the frame limit closed a connection.
-    pub fn frame_too_long(&self, source: Source, length: usize, limit: usize) {
+    pub(crate) fn frame_too_long(&self, source: Source, length: usize, limit: usize) {
         match occurred(&self.frame_too_long, 1) {
             Some(Line::Started(_)) => warn!(
                 source = source.as_str(),
@@ -52,7 +52,7 @@ impl ConnectionWarnings {
     }
 
     /// A frame decoded into more than the whole decoded-size budget and was dropped.
-    pub fn decoded_too_large(&self, source: Source, decoded: usize, budget: usize) {
+    pub(crate) fn decoded_too_large(&self, source: Source, decoded: usize, budget: usize) {
         match occurred(&self.decoded_too_large, 1) {
             Some(Line::Started(_)) => warn!(
                 source = source.as_str(),

@@ -19,7 +19,7 @@ mod listeners;
 mod reload;
 mod running;
 mod shared;
-pub mod spill_lock;
+pub(crate) mod spill_lock;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -183,30 +183,36 @@ impl Relay {
 }
 
 impl RelayBuilder {
-    /// Serves plaintext on this TCP listener instead of `listen.line_tcp`.
-    pub fn line_listener(mut self, listener: TcpListener) -> Self {
-        self.line = Some(StreamListener::Tcp(listener));
+    /// The body of the stream listener setters: `listener` fills the builder's `slot`.
+    fn serve(
+        mut self,
+        slot: fn(&mut Self) -> &mut Option<StreamListener>,
+        listener: StreamListener,
+    ) -> Self {
+        *slot(&mut self) = Some(listener);
         self
+    }
+
+    /// Serves plaintext on this TCP listener instead of `listen.line_tcp`.
+    pub fn line_listener(self, listener: TcpListener) -> Self {
+        self.serve(|b| &mut b.line, StreamListener::Tcp(listener))
     }
 
     /// Serves plaintext on connections from any [`Listener`] (a Unix socket, an
     /// [`Incoming`](crate::Incoming) stream of in-memory connections, …) instead of
     /// `listen.line_tcp`.
-    pub fn line_connections(mut self, listener: impl Listener) -> Self {
-        self.line = Some(StreamListener::other(listener));
-        self
+    pub fn line_connections(self, listener: impl Listener) -> Self {
+        self.serve(|b| &mut b.line, StreamListener::other(listener))
     }
 
     /// Serves pickle on this TCP listener instead of `listen.pickle_tcp`.
-    pub fn pickle_listener(mut self, listener: TcpListener) -> Self {
-        self.pickle = Some(StreamListener::Tcp(listener));
-        self
+    pub fn pickle_listener(self, listener: TcpListener) -> Self {
+        self.serve(|b| &mut b.pickle, StreamListener::Tcp(listener))
     }
 
     /// Serves pickle on connections from any [`Listener`] instead of `listen.pickle_tcp`.
-    pub fn pickle_connections(mut self, listener: impl Listener) -> Self {
-        self.pickle = Some(StreamListener::other(listener));
-        self
+    pub fn pickle_connections(self, listener: impl Listener) -> Self {
+        self.serve(|b| &mut b.pickle, StreamListener::other(listener))
     }
 
     /// Serves the admin endpoints (`/metrics`, `/healthz`, `/ready`, `/destinations`) on
@@ -219,16 +225,14 @@ impl RelayBuilder {
     }
 
     /// Serves carbon's protobuf on this TCP listener instead of `listen.protobuf_tcp`.
-    pub fn protobuf_listener(mut self, listener: TcpListener) -> Self {
-        self.protobuf = Some(StreamListener::Tcp(listener));
-        self
+    pub fn protobuf_listener(self, listener: TcpListener) -> Self {
+        self.serve(|b| &mut b.protobuf, StreamListener::Tcp(listener))
     }
 
     /// Serves carbon's protobuf on connections from any [`Listener`] instead of
     /// `listen.protobuf_tcp`.
-    pub fn protobuf_connections(mut self, listener: impl Listener) -> Self {
-        self.protobuf = Some(StreamListener::other(listener));
-        self
+    pub fn protobuf_connections(self, listener: impl Listener) -> Self {
+        self.serve(|b| &mut b.protobuf, StreamListener::other(listener))
     }
 
     /// Serves plaintext datagrams on this socket instead of `listen.line_udp`.

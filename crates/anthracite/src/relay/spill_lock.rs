@@ -18,7 +18,7 @@ use super::RelayError;
 use crate::destination::DestinationConfig;
 
 /// File locked in each spill root.
-pub const LOCK_FILE: &str = "anthracite.lock";
+pub(crate) const LOCK_FILE: &str = "anthracite.lock";
 
 /// The locks a relay holds on its spill roots (released when dropped).
 #[derive(Debug, Default)]

@@ -16,7 +16,7 @@
 use crate::pattern::Pattern;
 
 /// carbon 1.1.10's `AGGREGATION_METHODS`.
-pub const METHODS: [&str; 12] = [
+pub(crate) const METHODS: [&str; 12] = [
     "sum", "avg", "min", "max", "p50", "p75", "p80", "p90", "p95", "p99", "p999", "count",
 ];
 
@@ -67,7 +67,7 @@ pub struct AggregationRule {
 
 /// carbon's `build_regex`: the input pattern as a Python regex (without the `re.match` start
 /// anchor, which [`AggregationRule`] adds).
-pub fn input_pattern_regex(input: &str) -> String {
+pub(crate) fn input_pattern_regex(input: &str) -> String {
     let parts: Vec<String> = input
         .split('.')
         .map(|part| {

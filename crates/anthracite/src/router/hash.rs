@@ -32,7 +32,7 @@ pub fn carbon_hash(key: &[u8], hash_type: HashType) -> i64 {
 
 /// 32-bit FNV-1a (offset basis `0x811c9dc5`, prime `0x01000193`).
 #[inline]
-pub fn fnv1a_32(bytes: &[u8]) -> u32 {
+pub(crate) fn fnv1a_32(bytes: &[u8]) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
     for &b in bytes {
         h ^= u32::from(b);
@@ -43,7 +43,7 @@ pub fn fnv1a_32(bytes: &[u8]) -> u32 {
 
 /// MurmurHash3 x86_32, as Python's `mmh3.hash` computes it (before the signed cast).
 #[inline]
-pub fn murmur3_x86_32(bytes: &[u8], seed: u32) -> u32 {
+pub(crate) fn murmur3_x86_32(bytes: &[u8], seed: u32) -> u32 {
     const C1: u32 = 0xcc9e_2d51;
     const C2: u32 = 0x1b87_3593;
     let mut h = seed;

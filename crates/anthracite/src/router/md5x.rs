@@ -19,14 +19,14 @@
 //! `md-5` for every key length.
 
 /// Keys hashed together.
-pub const LANES: usize = 8;
+pub(crate) const LANES: usize = 8;
 
 /// Longest key one MD5 block holds: 64 bytes less the `0x80` marker and the 8-byte length.
-pub const ONE_BLOCK_KEY: usize = 55;
+pub(crate) const ONE_BLOCK_KEY: usize = 55;
 
 /// Longest key hashed here: two blocks (names up to 119 bytes, which covers most metric
 /// names; longer ones are rare enough to go one at a time).
-pub const MAX_KEY: usize = 64 + ONE_BLOCK_KEY;
+pub(crate) const MAX_KEY: usize = 64 + ONE_BLOCK_KEY;
 
 /// Per-step left rotations.
 const S: [u32; 64] = [
@@ -55,7 +55,7 @@ const INIT: [u32; 4] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476];
 /// A group of one-block keys is hashed in one pass; when any key needs two blocks, every lane
 /// goes through both and each takes the state after its own last block.
 #[inline]
-pub fn carbon_positions(kernel: Kernel, keys: &[&[u8]; LANES]) -> [Option<u16>; LANES] {
+pub(crate) fn carbon_positions(kernel: Kernel, keys: &[&[u8]; LANES]) -> [Option<u16>; LANES] {
     let first = if keys.iter().all(|k| k.len() <= ONE_BLOCK_KEY) {
         let m = one_block_words(keys);
         match kernel.0 {
@@ -96,7 +96,7 @@ pub fn carbon_positions(kernel: Kernel, keys: &[&[u8]; LANES]) -> [Option<u16>; 
 /// immediate shift). Only [`detect`](Self::detect) can choose AVX2, so a `Kernel` never names
 /// instructions the CPU lacks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Kernel(Impl);
+pub(crate) struct Kernel(Impl);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Impl {
@@ -109,11 +109,11 @@ enum Impl {
 
 impl Kernel {
     /// The kernel every CPU runs.
-    pub const PORTABLE: Self = Self(Impl::Portable);
+    pub(crate) const PORTABLE: Self = Self(Impl::Portable);
 
     /// The fastest kernel this CPU runs (the check is cached by the standard library).
     #[inline]
-    pub fn detect() -> Self {
+    pub(crate) fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             return Self(Impl::Avx2);

@@ -29,18 +29,18 @@ use std::ops::ControlFlow;
 
 use serde::{Deserialize, Serialize};
 
-pub mod aggregation;
-pub mod cache;
-pub mod hash;
+pub(crate) mod aggregation;
+pub(crate) mod cache;
+pub(crate) mod hash;
 pub(crate) mod md5x;
-pub mod pool;
-pub mod ring;
-pub mod rules;
+pub(crate) mod pool;
+pub(crate) mod ring;
+pub(crate) mod rules;
 
 pub use cache::RouteCache;
 pub use hash::{NodeKeys, carbon_hash};
-pub use pool::ReplicaPools;
-pub use ring::{ConsistentHashRing, FastHashOrder};
+pub(crate) use pool::ReplicaPools;
+pub(crate) use ring::{ConsistentHashRing, FastHashOrder};
 
 use ring::{Node, Replication, RouteTable};
 use rules::Rules;

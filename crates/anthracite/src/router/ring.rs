@@ -12,7 +12,7 @@ use super::HashType;
 use super::hash::{NodeKeys, carbon_hash};
 
 /// Replicas per node; fixed in carbon.
-pub const REPLICA_COUNT: usize = 100;
+pub(crate) const REPLICA_COUNT: usize = 100;
 
 /// A ring node as carbon keys it: the port is not part of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -276,7 +276,7 @@ impl FastHashOrder {
 
 /// Replication settings applied to a node walk, as `ConsistentHashingRouter.getDestinations`.
 #[derive(Clone, Copy, Debug)]
-pub struct Replication<'a> {
+pub(crate) struct Replication<'a> {
     /// `REPLICATION_FACTOR` (≥ 1).
     pub factor: usize,
     /// `DIVERSE_REPLICAS`.
@@ -289,7 +289,7 @@ pub struct Replication<'a> {
 
 impl Replication<'_> {
     /// Appends what carbon yields for this walk to `out`.
-    pub fn select(&self, walk: impl Iterator<Item = u16>, out: &mut Vec<u16>) {
+    pub(crate) fn select(&self, walk: impl Iterator<Item = u16>, out: &mut Vec<u16>) {
         if self.diverse {
             // Servers used so far; replication factors are tiny, a Vec is the fastest set.
             let mut used: Vec<u16> = Vec::with_capacity(self.factor);
@@ -312,14 +312,14 @@ impl Replication<'_> {
 
 /// Precomputed routes: for every start index, the destinations carbon yields.
 #[derive(Clone, Debug, Default)]
-pub struct RouteTable {
+pub(crate) struct RouteTable {
     offsets: Vec<u32>,
     routes: Vec<u16>,
 }
 
 impl RouteTable {
     /// Evaluates `walk(start)` through `replication` for every start in `0..starts`.
-    pub fn build<'w, I, F>(starts: usize, replication: &Replication<'_>, mut walk: F) -> Self
+    pub(crate) fn build<'w, I, F>(starts: usize, replication: &Replication<'_>, mut walk: F) -> Self
     where
         I: Iterator<Item = u16> + 'w,
         F: FnMut(usize) -> I,
@@ -336,7 +336,7 @@ impl RouteTable {
 
     /// The route for `start` (empty when out of range, which callers never ask).
     #[inline]
-    pub fn get(&self, start: usize) -> &[u16] {
+    pub(crate) fn get(&self, start: usize) -> &[u16] {
         match (self.offsets.get(start), self.offsets.get(start + 1)) {
             (Some(&a), Some(&b)) => self.routes.get(a as usize..b as usize).unwrap_or(&[]),
             _ => &[],

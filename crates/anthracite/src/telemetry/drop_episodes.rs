@@ -19,14 +19,14 @@ use crate::protocol::DropReason;
 use crate::queue::DestinationDropReason;
 
 /// How often the books are read.
-pub const CHECK: Duration = Duration::from_secs(1);
+pub(crate) const CHECK: Duration = Duration::from_secs(1);
 
 /// How long without a new drop ends an episode.
-pub const QUIET: Duration = Duration::from_secs(10);
+pub(crate) const QUIET: Duration = Duration::from_secs(10);
 
 /// What to log.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Event {
+pub(crate) enum Event {
     /// An episode began: who, and the drops per reason seen so far.
     Began(String, Vec<(&'static str, u64)>),
     /// An episode ended: who, the drops per reason over the episode, its length.
@@ -48,7 +48,7 @@ struct Track {
 
 /// Open episodes, per destination and for the parsers.
 #[derive(Debug, Default)]
-pub struct Episodes {
+pub(crate) struct Episodes {
     tracks: HashMap<String, Track>,
 }
 
@@ -89,7 +89,7 @@ fn nonzero(labels: &[&'static str], counts: &[u64]) -> Vec<(&'static str, u64)> 
 
 impl Episodes {
     /// Starts from the counters in `s` (drops before now are not an episode).
-    pub fn new(s: &StatsSnapshot) -> Self {
+    pub(crate) fn new(s: &StatsSnapshot) -> Self {
         let mut e = Self::default();
         for (who, _, counts) in watched(s) {
             e.tracks.insert(
@@ -104,7 +104,7 @@ impl Episodes {
     }
 
     /// Compares `s` with the previous read.
-    pub fn observe(&mut self, s: &StatsSnapshot, now: Instant) -> Vec<Event> {
+    pub(crate) fn observe(&mut self, s: &StatsSnapshot, now: Instant) -> Vec<Event> {
         let mut events = Vec::new();
         for (who, labels, counts) in watched(s) {
             let track = self.tracks.entry(who.clone()).or_default();
@@ -155,7 +155,7 @@ fn counts_text(counts: &[(&'static str, u64)]) -> String {
 }
 
 /// Logs drop episodes until `stop` is cancelled.
-pub async fn run(books: Arc<dyn Books>, stop: CancellationToken) {
+pub(crate) async fn run(books: Arc<dyn Books>, stop: CancellationToken) {
     let mut episodes = Episodes::new(&books.snapshot());
     let mut ticker = tokio::time::interval(CHECK);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -13,7 +13,7 @@ use crate::queue::{DestinationDropReason, DestinationSnapshot, OverflowCause};
 use crate::router::DestinationSpec;
 
 /// The relay-wide figures: what the receivers took and rejected, per source, and the lists.
-pub fn relay_component(s: &StatsSnapshot) -> Component {
+pub(crate) fn relay_component(s: &StatsSnapshot) -> Component {
     let mut figures = Vec::new();
     for src in &s.ingest.sources {
         let label = || vec![("source", src.source.as_str().to_string())];
@@ -88,7 +88,7 @@ pub fn relay_component(s: &StatsSnapshot) -> Component {
 }
 
 /// The carbon path of a destination named `host:port:instance`.
-pub fn destination_path(name: &str) -> String {
+pub(crate) fn destination_path(name: &str) -> String {
     let component = match DestinationSpec::parse(name) {
         Ok(spec) => destination_component(&spec.host, spec.port, spec.instance.as_deref()),
         Err(_) => path_component(name),
@@ -98,7 +98,7 @@ pub fn destination_path(name: &str) -> String {
 
 /// One destination's figures: carbon's destination counters, the queue tiers, drops per
 /// reason, the connection.
-pub fn destination_figures(d: &DestinationSnapshot) -> Component {
+pub(crate) fn destination_figures(d: &DestinationSnapshot) -> Component {
     let label = || vec![("destination", d.name.clone())];
     let sp = &d.spill;
     let mut figures = vec![
@@ -183,7 +183,7 @@ pub fn destination_figures(d: &DestinationSnapshot) -> Component {
 
 /// Every component of a snapshot: the relay, then each destination in ring order, then the
 /// removed destinations that still hold data.
-pub fn components(s: &StatsSnapshot) -> Vec<Component> {
+pub(crate) fn components(s: &StatsSnapshot) -> Vec<Component> {
     let mut out = Vec::with_capacity(1 + s.destinations.len() + s.removed.len());
     out.push(relay_component(s));
     out.extend(

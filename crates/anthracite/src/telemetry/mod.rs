@@ -13,12 +13,12 @@
 //! limit of episode log lines ([`crate::episode`]) are bottom modules every layer may import;
 //! this module may import every layer below the relay.
 
-pub mod drop_episodes;
-pub mod figures;
-pub mod process;
-pub mod prometheus;
-pub mod reporter;
-pub mod snapshot;
+pub(crate) mod drop_episodes;
+pub(crate) mod figures;
+pub(crate) mod process;
+pub(crate) mod prometheus;
+pub(crate) mod reporter;
+pub(crate) mod snapshot;
 
-pub use crate::config::TelemetryConfig;
+pub(crate) use crate::config::TelemetryConfig;
 pub use snapshot::{ReloadCounts, StatsSnapshot};

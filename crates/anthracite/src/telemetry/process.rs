@@ -15,7 +15,7 @@ const TICKS_PER_SECOND: f64 = 100.0;
 /// carbon: `(Δ(ru_utime + ru_stime) / Δ wall time) × 100` from `getrusage(RUSAGE_SELF)`. Here
 /// the CPU time is `utime + stime` of `/proc/self/stat`, the same process-wide counters.
 #[derive(Debug)]
-pub struct ProcessUsage {
+pub(crate) struct ProcessUsage {
     last_cpu: Option<f64>,
     last_wall: Instant,
 }
@@ -31,7 +31,7 @@ impl Default for ProcessUsage {
 
 impl ProcessUsage {
     /// CPU percent since the previous call (or construction).
-    pub fn cpu_percent(&mut self) -> Option<f64> {
+    pub(crate) fn cpu_percent(&mut self) -> Option<f64> {
         let cpu = cpu_seconds()?;
         let wall = Instant::now();
         let dt = wall.duration_since(self.last_wall).as_secs_f64().max(1e-6);
@@ -43,7 +43,7 @@ impl ProcessUsage {
 
     /// Resident set size in bytes (`VmRSS` of `/proc/self/status`, the counter carbon reads
     /// from `/proc/self/statm`).
-    pub fn rss_bytes() -> Option<u64> {
+    pub(crate) fn rss_bytes() -> Option<u64> {
         let status = std::fs::read_to_string("/proc/self/status").ok()?;
         let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
         let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -60,7 +60,7 @@ fn stat_fields() -> Option<Vec<String>> {
 }
 
 /// `utime + stime` of this process, in seconds.
-pub fn cpu_seconds() -> Option<f64> {
+pub(crate) fn cpu_seconds() -> Option<f64> {
     let fields = stat_fields()?;
     // utime and stime are fields 14 and 15: 0-based 11 and 12 after `comm`.
     let utime: f64 = fields.get(11)?.parse().ok()?;
@@ -69,12 +69,12 @@ pub fn cpu_seconds() -> Option<f64> {
 }
 
 /// Open file descriptors (entries of `/proc/self/fd`).
-pub fn open_fds() -> Option<u64> {
+pub(crate) fn open_fds() -> Option<u64> {
     Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as u64)
 }
 
 /// The soft limit on open files (`Max open files` of `/proc/self/limits`).
-pub fn max_fds() -> Option<u64> {
+pub(crate) fn max_fds() -> Option<u64> {
     let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
     let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
     line.split_whitespace().nth(3)?.parse().ok()
@@ -82,7 +82,7 @@ pub fn max_fds() -> Option<u64> {
 
 /// When this process started, in seconds since the Unix epoch (boot time of `/proc/stat`
 /// plus the process's `starttime`).
-pub fn start_time_seconds() -> Option<f64> {
+pub(crate) fn start_time_seconds() -> Option<f64> {
     let fields = stat_fields()?;
     // starttime is field 22: 0-based 19 after `comm`.
     let start_ticks: f64 = fields.get(19)?.parse().ok()?;
@@ -98,7 +98,7 @@ pub fn start_time_seconds() -> Option<f64> {
 
 /// The library's optional Cargo features this build has, for `--version` and
 /// `anthracite_build_info`.
-pub fn features() -> Vec<&'static str> {
+pub(crate) fn features() -> Vec<&'static str> {
     let mut out = Vec::new();
     if cfg!(feature = "kinesis") {
         out.push("kinesis");
@@ -111,7 +111,7 @@ pub fn features() -> Vec<&'static str> {
 
 /// The `/metrics` process series (no carbon leaves: carbon's `cpuUsage` and `memUsage` are
 /// per-interval figures the reporter computes with [`ProcessUsage`]) and the build info.
-pub fn figures() -> Vec<Figure> {
+pub(crate) fn figures() -> Vec<Figure> {
     let gauges = [
         (
             names::RESIDENT_MEMORY,

@@ -18,7 +18,7 @@ use crate::figure::{Figure, Kind};
 use crate::metric_names as names;
 
 /// Renders `figures` as Prometheus text exposition (format 0.0.4).
-pub fn render<'a>(figures: impl IntoIterator<Item = &'a Figure>) -> String {
+pub(crate) fn render<'a>(figures: impl IntoIterator<Item = &'a Figure>) -> String {
     let recorder = PrometheusBuilder::new().build_recorder();
     let meta = Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
     let mut described = std::collections::HashSet::new();

@@ -22,7 +22,7 @@ use crate::metric_names::carbon as leaf;
 use crate::queue::DestinationStats;
 
 /// What the reporter and `/metrics` read from a running relay.
-pub trait Books: Send + Sync {
+pub(crate) trait Books: Send + Sync {
     /// Every counter now: the ingest side, each destination in ring order, then destinations
     /// a reload removed that still hold data.
     fn snapshot(&self) -> StatsSnapshot;
@@ -34,7 +34,7 @@ pub trait Books: Send + Sync {
 }
 
 /// Every component a relay reports: itself, its destinations, its other sources.
-pub fn all_components(books: &dyn Books) -> Vec<Component> {
+pub(crate) fn all_components(books: &dyn Books) -> Vec<Component> {
     let mut out = super::figures::components(&books.snapshot());
     out.extend(books.sources());
     out
@@ -42,7 +42,7 @@ pub fn all_components(books: &dyn Books) -> Vec<Component> {
 
 /// Turns components into carbon datapoints, one interval at a time.
 #[derive(Debug)]
-pub struct CarbonReport {
+pub(crate) struct CarbonReport {
     root: String,
     /// Each counter's total at the previous report, by full name.
     last: HashMap<String, f64>,
@@ -50,7 +50,7 @@ pub struct CarbonReport {
 
 impl CarbonReport {
     /// A report under `root` whose first interval counts from `baseline`.
-    pub fn new(root: String, baseline: &[Component]) -> Self {
+    pub(crate) fn new(root: String, baseline: &[Component]) -> Self {
         let mut r = Self {
             root,
             last: HashMap::new(),
@@ -95,7 +95,7 @@ impl CarbonReport {
 
     /// One interval's datapoints: counters as their increase since the previous call (a
     /// leaf seen for the first time counts from zero), gauges as they are.
-    pub fn interval(&mut self, components: &[Component]) -> Vec<(String, f64)> {
+    pub(crate) fn interval(&mut self, components: &[Component]) -> Vec<(String, f64)> {
         let folded = self.fold(components);
         let mut out = Vec::with_capacity(folded.len());
         for (name, kind, value) in folded {
@@ -113,7 +113,7 @@ impl CarbonReport {
 }
 
 /// Runs until `stop` is cancelled, emitting one set of datapoints per interval.
-pub async fn run(
+pub(crate) async fn run(
     pipeline: Pipeline,
     books: Arc<dyn Books>,
     config: TelemetryConfig,

@@ -36,10 +36,10 @@ mod vm;
 use crate::batch::Datapoint;
 
 /// Default maximum frame length (carbon's `PICKLE_RECEIVER_MAX_LENGTH`, 1 MiB).
-pub const DEFAULT_MAX_FRAME: usize = 1 << 20;
+pub(crate) const DEFAULT_MAX_FRAME: usize = 1 << 20;
 
 /// Most values one frame may create (every push counts, including memo `GET`s and `DUP`s).
-pub const MAX_OBJECTS: usize = 1 << 20;
+pub(crate) const MAX_OBJECTS: usize = 1 << 20;
 
 /// Most scratch bytes a decoder keeps between frames ([`PickleDecoder::decode`]).
 pub const DECODER_KEEP_BYTES: usize = 256 << 10;
@@ -52,7 +52,7 @@ pub const DECODER_KEEP_BYTES: usize = 256 << 10;
 const SCRATCH_PER_PAYLOAD_BYTE: usize = 128;
 
 /// Deepest container nesting, and most simultaneously open `MARK`s, one frame may use.
-pub const MAX_DEPTH: u32 = 1000;
+pub(crate) const MAX_DEPTH: u32 = 1000;
 
 const BAD: DropReason = DropReason::BadPickle;
 const NONE: u32 = u32::MAX;
@@ -148,7 +148,7 @@ pub struct PickleDecoder {
 pub const DECODED_POINT_BYTES: usize = 24;
 
 /// Most entries [`PickleDecoder::decode_batched`] hands over at once.
-pub const ENTRY_RUN: usize = 128;
+pub(crate) const ENTRY_RUN: usize = 128;
 
 impl PickleDecoder {
     /// A new decoder.

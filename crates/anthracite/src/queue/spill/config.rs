@@ -58,7 +58,7 @@ impl Default for SpillConfig {
 }
 
 /// Smallest allowed `segment_bytes`: room for the segment header and one small record.
-pub const MIN_SEGMENT_BYTES: u64 = 64;
+pub(super) const MIN_SEGMENT_BYTES: u64 = 64;
 
 impl SpillConfig {
     /// Checks the cross-field rules; the error names the offending key.

@@ -18,9 +18,9 @@ use std::path::Path;
 use super::fs::{SpillFs, SpillReader, SpillWriter};
 
 /// File name of the ledger inside a spill directory.
-pub const LEDGER_FILE: &str = "ledger";
+pub(crate) const LEDGER_FILE: &str = "ledger";
 /// File name the ledger is written to before being renamed into place.
-pub const LEDGER_TMP_FILE: &str = "ledger.tmp";
+pub(crate) const LEDGER_TMP_FILE: &str = "ledger.tmp";
 
 const MAGIC: &[u8; 4] = b"ANLG";
 const VERSION: u32 = 1;
@@ -77,7 +77,7 @@ fn decode(bytes: &[u8; LEN]) -> LedgerState {
 }
 
 /// Reads the ledger in `dir`.
-pub fn read<F: SpillFs>(fs: &F, dir: &Path) -> io::Result<LedgerState> {
+pub(crate) fn read<F: SpillFs>(fs: &F, dir: &Path) -> io::Result<LedgerState> {
     let mut reader = match fs.open(&dir.join(LEDGER_FILE)) {
         Ok(r) => r,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(LedgerState::Missing),
@@ -94,7 +94,12 @@ pub fn read<F: SpillFs>(fs: &F, dir: &Path) -> io::Result<LedgerState> {
 }
 
 /// Atomically replaces the ledger in `dir` with `pos`; `durable` adds the fsyncs.
-pub fn write<F: SpillFs>(fs: &F, dir: &Path, pos: Position, durable: bool) -> io::Result<()> {
+pub(crate) fn write<F: SpillFs>(
+    fs: &F,
+    dir: &Path,
+    pos: Position,
+    durable: bool,
+) -> io::Result<()> {
     let tmp = dir.join(LEDGER_TMP_FILE);
     let mut w = fs.create(&tmp)?;
     w.append(&encode(pos))?;

@@ -100,11 +100,11 @@
 mod config;
 mod error;
 mod fs;
-pub mod ledger;
-pub mod record;
+pub(crate) mod ledger;
+pub(crate) mod record;
 mod recovery;
 mod report;
-pub mod segment;
+pub(crate) mod segment;
 pub(super) mod thread;
 pub(super) mod tier;
 
@@ -112,10 +112,14 @@ pub(super) mod tier;
 mod model_tests;
 
 pub use config::{FsyncPolicy, SpillConfig};
-pub use error::{SpillError, SpillOp};
-pub use fs::{MemFs, SpillFs, SpillReader, SpillWriter, StdFs};
-pub use ledger::{LedgerState, Position};
-pub use report::{AppendOutcome, RecoveryReport, SpillStats};
+pub use error::SpillError;
+pub(crate) use error::SpillOp;
+pub use fs::{MemFs, SpillFs, SpillWriter};
+pub(crate) use fs::{SpillReader, StdFs};
+pub use ledger::LedgerState;
+pub(crate) use ledger::Position;
+pub use report::AppendOutcome;
+pub(crate) use report::{RecoveryReport, SpillStats};
 
 use std::collections::VecDeque;
 use std::io;

@@ -22,7 +22,7 @@
 use crate::batch::Batch;
 
 /// Bytes in a record header.
-pub const RECORD_HEADER_LEN: usize = 16;
+pub(crate) const RECORD_HEADER_LEN: usize = 16;
 
 /// Smallest encoding of one datapoint: a 1-byte name length, an empty name and two floats.
 const MIN_POINT_LEN: usize = 1 + 16;
@@ -50,7 +50,7 @@ pub enum DecodeError {
 
 /// A parsed record header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RecordHeader {
+pub(crate) struct RecordHeader {
     /// Payload length in bytes (the header excluded).
     pub len: u32,
     /// Stored CRC32C.
@@ -61,7 +61,7 @@ pub struct RecordHeader {
 
 impl RecordHeader {
     /// Parses the 16 header bytes. Every bit pattern parses; [`RecordHeader::verify`] decides.
-    pub fn parse(bytes: &[u8; RECORD_HEADER_LEN]) -> Self {
+    pub(crate) fn parse(bytes: &[u8; RECORD_HEADER_LEN]) -> Self {
         let [l0, l1, l2, l3, c0, c1, c2, c3, t @ ..] = *bytes;
         RecordHeader {
             len: u32::from_le_bytes([l0, l1, l2, l3]),
@@ -71,12 +71,12 @@ impl RecordHeader {
     }
 
     /// Whole record length: header plus payload.
-    pub fn record_len(&self) -> u64 {
+    pub(crate) fn record_len(&self) -> u64 {
         RECORD_HEADER_LEN as u64 + u64::from(self.len)
     }
 
     /// True when `payload` (exactly `len` bytes) matches the stored CRC.
-    pub fn verify(&self, payload: &[u8]) -> bool {
+    pub(crate) fn verify(&self, payload: &[u8]) -> bool {
         payload.len() == self.len as usize
             && checksum(self.len, self.appended_ms, payload) == self.crc
     }

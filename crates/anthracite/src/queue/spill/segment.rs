@@ -10,7 +10,7 @@ use super::fs::SpillReader;
 use super::record::{RECORD_HEADER_LEN, RecordHeader};
 
 /// Bytes in a segment file header.
-pub const SEGMENT_HEADER_LEN: u64 = 8;
+pub(crate) const SEGMENT_HEADER_LEN: u64 = 8;
 /// The segment file header.
 pub const SEGMENT_HEADER: [u8; 8] = *b"ANSP\x01\x00\x00\x00";
 const SUFFIX: &str = ".seg";
@@ -21,7 +21,7 @@ pub fn file_name(id: u64) -> String {
 }
 
 /// The id of a segment file name, or `None` when `name` is not a segment.
-pub fn parse_file_name(name: &str) -> Option<u64> {
+pub(crate) fn parse_file_name(name: &str) -> Option<u64> {
     let digits = name.strip_suffix(SUFFIX)?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -30,14 +30,14 @@ pub fn parse_file_name(name: &str) -> Option<u64> {
 }
 
 /// True when the file behind `reader` starts with a valid segment header.
-pub fn has_valid_header<R: SpillReader>(reader: &mut R) -> io::Result<bool> {
+pub(crate) fn has_valid_header<R: SpillReader>(reader: &mut R) -> io::Result<bool> {
     let mut buf = [0u8; SEGMENT_HEADER_LEN as usize];
     Ok(reader.read_exact_at(0, &mut buf)? == buf.len() && buf == SEGMENT_HEADER)
 }
 
 /// What [`read_record`] found at an offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadOutcome {
+pub(crate) enum ReadOutcome {
     /// A whole record whose CRC matched; its payload is in the buffer.
     Record(RecordHeader),
     /// The offset is exactly the limit: no more records.
@@ -51,7 +51,7 @@ pub enum ReadOutcome {
 
 /// Reads the record at `offset`, never past `limit`, with payloads bounded by `max_payload`.
 /// The payload lands in `buf` (resized; never beyond `max_payload` bytes).
-pub fn read_record<R: SpillReader>(
+pub(crate) fn read_record<R: SpillReader>(
     reader: &mut R,
     offset: u64,
     limit: u64,

@@ -3,9 +3,10 @@
 //! Every disk operation of a destination happens here, so no tokio worker thread ever waits
 //! on the disk. The queue talks to it through a channel, in queue order: `Append` (a batch
 //! that overflowed, or any batch while the queue is in disk mode), `Replay` (the memory tier
-//! has room for this much), `Ack` (the destination took this many replayed records) and
-//! `Close` (shutdown: store what is left, sync, stop). The thread also wakes every
-//! [`TICK`] to run the log's time-based fsync and ledger writes and to retry held batches.
+//! has room for this much), `Ack` (this many replayed records left the queue: written, or
+//! evicted by `drop_oldest`) and `Close` (shutdown: store what is left, sync, stop). The
+//! thread also wakes every [`TICK`] to run the log's time-based fsync and ledger writes and to
+//! retry held batches.
 //!
 //! When an append is refused (budget exhausted or disk full: `spill_full`; another I/O error:
 //! `spill_io`) what happens depends on where the batch came from:
@@ -48,7 +49,7 @@ pub(in crate::queue) enum Cmd {
     Append(Staged),
     /// The memory tier has room for at most this much: replay it.
     Replay(Want),
-    /// The destination took this many replayed records (oldest first).
+    /// This many replayed records left the queue, written or evicted (oldest first).
     Ack(usize),
     /// Store what is held, sync, reply and stop.
     Close(tokio::sync::oneshot::Sender<()>),

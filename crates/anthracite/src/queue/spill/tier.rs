@@ -182,7 +182,8 @@ impl DiskTier {
         }
     }
 
-    /// The destination took `records` replayed records: acknowledge them in the log.
+    /// `records` replayed records left the queue (written, or evicted by `drop_oldest`):
+    /// acknowledge them in the log.
     pub(in crate::queue) fn ack(&self, records: usize) {
         if records > 0 {
             let _ = self.tx.send(Cmd::Ack(records));
@@ -218,6 +219,9 @@ impl DiskTier {
                     lost += n - self.stage(&mut s, e.batch, e.position, false);
                 }
             }
+            // Records in `disk_left` were counted as dropped but stay unacknowledged behind
+            // the older ones kept above: the log acknowledges only its oldest records, so the
+            // next run replays them too.
             if lost > 0 {
                 core.stats
                     .add_dropped(DestinationDropReason::SpillIo, lost as u64);

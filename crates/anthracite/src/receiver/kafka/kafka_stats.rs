@@ -13,7 +13,7 @@ use crate::metric_names::{carbon as leaf, kafka as names};
 
 /// Why a message held no datapoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BadMessage {
+pub(crate) enum BadMessage {
     /// `format = "lines"`: no line of it parsed as a Graphite datapoint.
     NotGraphite,
     /// `format = "pickle"`: the payload is not a pickle frame carbon would accept.
@@ -22,10 +22,10 @@ pub enum BadMessage {
 
 impl BadMessage {
     /// Every reason.
-    pub const ALL: [BadMessage; 2] = [BadMessage::NotGraphite, BadMessage::BadPickle];
+    pub(crate) const ALL: [BadMessage; 2] = [BadMessage::NotGraphite, BadMessage::BadPickle];
 
     /// The `reason` label.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             BadMessage::NotGraphite => "not_graphite",
             BadMessage::BadPickle => "bad_pickle",
@@ -35,7 +35,7 @@ impl BadMessage {
 
 /// Counters of one source.
 #[derive(Debug)]
-pub struct KafkaStats {
+pub(crate) struct KafkaStats {
     group: String,
     messages: AtomicU64,
     lines: AtomicU64,
@@ -88,7 +88,7 @@ pub(crate) struct PartitionCounts {
 
 impl KafkaStats {
     /// Empty counters for consumer group `group`.
-    pub fn new(group: &str) -> Self {
+    pub(crate) fn new(group: &str) -> Self {
         let g = group.to_string();
         let bad = |r: BadMessage| counter!(names::BAD_MESSAGES, "group" => g.clone(), "reason" => r.as_str());
         Self {

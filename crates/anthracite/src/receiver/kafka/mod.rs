@@ -52,11 +52,11 @@ use tokio_util::sync::CancellationToken;
 use crate::config::kafka::KafkaConfig;
 use crate::ingest::Pipeline;
 
-pub use kafka_stats::KafkaStats;
+pub(crate) use kafka_stats::KafkaStats;
 
 /// Errors of a Kafka source.
 #[derive(Debug, thiserror::Error)]
-pub enum KafkaError {
+pub(crate) enum KafkaError {
     /// librdkafka refused the configuration (an unknown or invalid property).
     #[error("kafka source (group {group}): {source}")]
     Client {
@@ -69,14 +69,14 @@ pub enum KafkaError {
 
 /// One `[[kafka]]` entry being read into a relay's pipeline.
 #[derive(Debug)]
-pub struct KafkaSource {
+pub(crate) struct KafkaSource {
     config: Arc<KafkaConfig>,
     stats: Arc<KafkaStats>,
 }
 
 impl KafkaSource {
     /// A source for `config` (nothing is contacted until [`run`](Self::run)).
-    pub fn new(config: KafkaConfig) -> Self {
+    pub(crate) fn new(config: KafkaConfig) -> Self {
         let stats = Arc::new(KafkaStats::new(&config.group_id));
         Self {
             config: Arc::new(config),
@@ -85,13 +85,13 @@ impl KafkaSource {
     }
 
     /// The source's counters (shared; valid while and after it runs).
-    pub fn stats(&self) -> Arc<KafkaStats> {
+    pub(crate) fn stats(&self) -> Arc<KafkaStats> {
         self.stats.clone()
     }
 
     /// Reads until `shutdown` is cancelled, then commits what was delivered and leaves the
     /// group. Runs the consumer on a blocking thread of the current runtime.
-    pub async fn run(
+    pub(crate) async fn run(
         self,
         pipeline: Pipeline,
         shutdown: CancellationToken,
@@ -127,31 +127,26 @@ pub(crate) fn spawn(
     pipeline: &Pipeline,
     stop: &CancellationToken,
 ) -> tokio::task::JoinSet<()> {
-    let mut tasks = tokio::task::JoinSet::new();
-    for source in sources {
-        let pipeline = pipeline.clone();
-        let stop = stop.clone();
-        tasks.spawn(async move {
+    crate::receiver::spawn_sources(
+        sources,
+        pipeline,
+        stop,
+        |source, pipeline, stop| async move {
             let group = source.config.group_id.clone();
             tracing::info!(%group, topics = ?source.config.topics, brokers = %source.config.brokers, "kafka source starting");
             if let Err(e) = source.run(pipeline, stop).await {
                 tracing::error!(%group, error = %e, "kafka source failed");
             }
-        });
-    }
-    tasks
+        },
+    )
 }
 
 /// Waits for stopped sources (final commits) until `deadline`.
-pub(crate) async fn join(mut tasks: tokio::task::JoinSet<()>, deadline: tokio::time::Instant) {
-    let done = tokio::time::timeout_at(deadline, async {
-        while tasks.join_next().await.is_some() {}
-    })
+pub(crate) async fn join(tasks: tokio::task::JoinSet<()>, deadline: tokio::time::Instant) {
+    crate::receiver::join_sources(
+        tasks,
+        deadline,
+        "kafka sources still stopping at the end of the grace period; their last offsets may not be committed",
+    )
     .await;
-    if done.is_err() {
-        tracing::warn!(
-            "kafka sources still stopping at the end of the grace period; their last offsets may not be committed"
-        );
-        tasks.abort_all();
-    }
 }

@@ -153,7 +153,7 @@ pub enum CheckpointError {
 }
 
 /// What a [`CheckpointStore`] call returns.
-pub type StoreFuture<'a, T> =
+pub(crate) type StoreFuture<'a, T> =
     Pin<Box<dyn std::future::Future<Output = Result<T, CheckpointError>> + Send + 'a>>;
 
 /// Where checkpoints live.

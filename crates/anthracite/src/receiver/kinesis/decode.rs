@@ -8,11 +8,11 @@ use crate::protocol::DropReason;
 
 /// Largest decompressed user record. Bigger ones are dropped and counted (a compression bomb
 /// must not take the relay's memory).
-pub const MAX_DECODED: usize = 64 << 20;
+pub(crate) const MAX_DECODED: usize = 64 << 20;
 
 /// Why a payload could not be decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum DecodeError {
+pub(crate) enum DecodeError {
     /// Not a valid gzip or zlib stream.
     #[error("payload is not valid {0}")]
     Corrupt(&'static str),
@@ -23,14 +23,14 @@ pub enum DecodeError {
 
 /// Decodes payloads into a buffer it reuses, so steady state allocates nothing per record.
 #[derive(Debug)]
-pub struct PayloadDecoder {
+pub(crate) struct PayloadDecoder {
     encoding: ContentEncoding,
     buf: Vec<u8>,
 }
 
 impl PayloadDecoder {
     /// A decoder for `encoding`.
-    pub fn new(encoding: ContentEncoding) -> Self {
+    pub(crate) fn new(encoding: ContentEncoding) -> Self {
         Self {
             encoding,
             buf: Vec::new(),
@@ -38,7 +38,7 @@ impl PayloadDecoder {
     }
 
     /// The text of one user record.
-    pub fn decode<'a>(&'a mut self, data: &'a [u8]) -> Result<&'a [u8], DecodeError> {
+    pub(crate) fn decode<'a>(&'a mut self, data: &'a [u8]) -> Result<&'a [u8], DecodeError> {
         match self.encoding {
             ContentEncoding::None => Ok(data),
             ContentEncoding::Gzip => self.inflate(data, Kind::Gzip),

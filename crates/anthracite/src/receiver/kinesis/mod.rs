@@ -43,12 +43,12 @@
 //! the KCL 2.x layout, checkpoints live in the lease rows, and a relay that dies has its
 //! shards taken over by the others: see [`leases`], whose module documentation is the design.
 
-pub mod checkpoint;
-pub mod coordinator;
-pub mod decode;
+pub(crate) mod checkpoint;
+pub(crate) mod coordinator;
+pub(crate) mod decode;
 mod kinesis_stats;
-pub mod leases;
-pub mod reader;
+pub(crate) mod leases;
+pub(crate) mod reader;
 pub(crate) mod shards;
 
 use std::sync::Arc;
@@ -65,7 +65,7 @@ use crate::ingest::Pipeline;
 use leases::worker::{LeaseSettings, Leases};
 use leases::{Checkpoint, DynamoDbTable, LeaseStore};
 
-pub use checkpoint::{CheckpointError, CheckpointStore, FileStore, StreamCheckpoint};
+pub(crate) use checkpoint::{CheckpointError, CheckpointStore, FileStore, StreamCheckpoint};
 pub use kinesis_stats::{KinesisStats, ShardEvent};
 
 /// Errors of a Kinesis source.
@@ -312,31 +312,26 @@ pub(crate) fn spawn(
     pipeline: &Pipeline,
     stop: &CancellationToken,
 ) -> tokio::task::JoinSet<()> {
-    let mut tasks = tokio::task::JoinSet::new();
-    for source in sources {
-        let pipeline = pipeline.clone();
-        let stop = stop.clone();
-        tasks.spawn(async move {
+    crate::receiver::spawn_sources(
+        sources,
+        pipeline,
+        stop,
+        |source, pipeline, stop| async move {
             let stream = source.stream().to_string();
             tracing::info!(%stream, "kinesis source starting");
             if let Err(e) = source.run(pipeline, stop).await {
                 tracing::error!(%stream, error = %e, "kinesis source failed");
             }
-        });
-    }
-    tasks
+        },
+    )
 }
 
 /// Waits for stopped sources (final checkpoints) until `deadline`.
-pub(crate) async fn join(mut tasks: tokio::task::JoinSet<()>, deadline: tokio::time::Instant) {
-    let done = tokio::time::timeout_at(deadline, async {
-        while tasks.join_next().await.is_some() {}
-    })
+pub(crate) async fn join(tasks: tokio::task::JoinSet<()>, deadline: tokio::time::Instant) {
+    crate::receiver::join_sources(
+        tasks,
+        deadline,
+        "kinesis sources still stopping at the end of the grace period; aborted without a final checkpoint",
+    )
     .await;
-    if done.is_err() {
-        tracing::warn!(
-            "kinesis sources still stopping at the end of the grace period; aborted without a final checkpoint"
-        );
-        tasks.abort_all();
-    }
 }

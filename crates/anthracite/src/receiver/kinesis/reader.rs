@@ -37,7 +37,7 @@ use crate::protocol::kpl::{Deaggregated, deaggregate};
 
 /// Where a reader starts when its shard has no checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum StartAt {
+pub(crate) enum StartAt {
     /// The oldest retained record.
     TrimHorizon,
     /// After the newest record at the time of the call.
@@ -48,7 +48,7 @@ pub enum StartAt {
 
 impl StartAt {
     /// The configured initial position.
-    pub fn initial(config: &KinesisConfig) -> Self {
+    pub(crate) fn initial(config: &KinesisConfig) -> Self {
         match (config.initial_position, config.initial_timestamp) {
             (InitialPosition::TrimHorizon, _) => StartAt::TrimHorizon,
             (InitialPosition::Latest, _) => StartAt::Latest,
@@ -60,7 +60,7 @@ impl StartAt {
 
 /// How a reader finished.
 #[derive(Debug)]
-pub enum ReaderExit {
+pub(crate) enum ReaderExit {
     /// SHARD_END: everything was delivered; `children` as returned by GetRecords (may be
     /// empty when the server does not report them).
     Ended {
@@ -74,7 +74,7 @@ pub enum ReaderExit {
 }
 
 /// What a reader needs; one per shard.
-pub struct ShardReader {
+pub(crate) struct ShardReader {
     pub(crate) config: Arc<KinesisConfig>,
     pub(crate) control: Client,
     pub(crate) data: Client,
@@ -102,7 +102,7 @@ enum Outcome<T> {
 
 impl ShardReader {
     /// Reads the shard until SHARD_END or shutdown.
-    pub async fn run(self, shutdown: CancellationToken) -> ReaderExit {
+    pub(crate) async fn run(self, shutdown: CancellationToken) -> ReaderExit {
         let mut st = State {
             ingestor: self.pipeline.ingestor(Source::Embedded).with_backpressure(),
             decoder: PayloadDecoder::new(self.config.content_encoding),

@@ -140,20 +140,20 @@ pub(crate) struct Graph {
 }
 
 impl Graph {
-    pub fn new(leased: bool) -> Self {
+    pub(crate) fn new(leased: bool) -> Self {
         Self {
             leased,
             ..Self::default()
         }
     }
 
-    pub fn get_mut(&mut self, id: &str) -> Option<&mut Node> {
+    pub(crate) fn get_mut(&mut self, id: &str) -> Option<&mut Node> {
         self.nodes.get_mut(id)
     }
 
     /// A reader reached the shard's end (file mode: the shard is ended; lease mode: once the
     /// table says so).
-    pub fn reader_ended(&mut self, id: &str) {
+    pub(crate) fn reader_ended(&mut self, id: &str) {
         let leased = self.leased;
         if let Some(n) = self.nodes.get_mut(id) {
             n.run = if leased { Run::Finishing } else { Run::Ended };
@@ -161,7 +161,7 @@ impl Graph {
     }
 
     /// File mode: children GetRecords named at the end of a shard join at once.
-    pub fn add_children(&mut self, children: Vec<(String, Vec<String>)>) {
+    pub(crate) fn add_children(&mut self, children: Vec<(String, Vec<String>)>) {
         if self.leased {
             return;
         }
@@ -174,12 +174,12 @@ impl Graph {
 
     /// Lease mode: remembers which shards exist (a parent without a row that is no longer
     /// listed counts as ended).
-    pub fn set_listed(&mut self, listed: &[ListedShard]) {
+    pub(crate) fn set_listed(&mut self, listed: &[ListedShard]) {
         self.listed = Some(listed.iter().map(|s| s.id.clone()).collect());
     }
 
     /// File mode: adds newly listed shards.
-    pub fn merge_listing(
+    pub(crate) fn merge_listing(
         &mut self,
         listed: &[ListedShard],
         progress: &Mutex<StreamCheckpoint>,
@@ -221,7 +221,7 @@ impl Graph {
     }
 
     /// Lease mode: follows the table and the leases held.
-    pub fn apply_view(&mut self, view: &LeaseView) {
+    pub(crate) fn apply_view(&mut self, view: &LeaseView) {
         for (id, row) in &view.rows {
             let node = self.nodes.entry(id.clone()).or_insert_with(|| {
                 Node::new(row.parents.clone(), Run::Waiting, StartAt::TrimHorizon)
@@ -248,7 +248,7 @@ impl Graph {
     }
 
     /// Lease mode: shards whose lease a peer asked for, sorted.
-    pub fn handoffs(&self) -> Vec<String> {
+    pub(crate) fn handoffs(&self) -> Vec<String> {
         let mut ids: Vec<String> = self
             .nodes
             .iter()
@@ -268,7 +268,7 @@ impl Graph {
     }
 
     /// Shards that may start now, sorted.
-    pub fn ready(&self, now: Instant) -> Vec<String> {
+    pub(crate) fn ready(&self, now: Instant) -> Vec<String> {
         let mut ready: Vec<String> = self
             .nodes
             .iter()
@@ -288,7 +288,7 @@ impl Graph {
 
     /// Lease mode, when a reader starts for a new tenure: where it starts, and the progress
     /// entry reset to the row's checkpoint (this worker's older progress is stale).
-    pub fn begin_tenure(
+    pub(crate) fn begin_tenure(
         &mut self,
         id: &str,
         progress: &Mutex<StreamCheckpoint>,

@@ -153,7 +153,7 @@ fn n(v: u64) -> AttributeValue {
 }
 
 /// A lease as a DynamoDB item (KCL 2.x attributes).
-pub fn to_item(lease: &Lease) -> HashMap<String, AttributeValue> {
+pub(super) fn to_item(lease: &Lease) -> HashMap<String, AttributeValue> {
     let (cp, sub) = lease.checkpoint.to_attrs();
     let mut item = HashMap::from([
         (attr::LEASE_KEY.to_string(), s(&lease.key)),
@@ -189,7 +189,9 @@ pub fn to_item(lease: &Lease) -> HashMap<String, AttributeValue> {
 }
 
 /// A DynamoDB item as a lease; `Err((leaseKey, message))` when it is not one.
-pub fn parse_item(item: &HashMap<String, AttributeValue>) -> Result<Lease, (String, String)> {
+pub(super) fn parse_item(
+    item: &HashMap<String, AttributeValue>,
+) -> Result<Lease, (String, String)> {
     let key = match item.get(attr::LEASE_KEY) {
         Some(AttributeValue::S(k)) => k.clone(),
         _ => return Err((String::new(), format!("no string {}", attr::LEASE_KEY))),

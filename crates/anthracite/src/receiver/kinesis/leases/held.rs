@@ -17,7 +17,7 @@ use super::table::{Fence, LeaseTable, Outcome, TableError, Update};
 /// duration (a peer may take it from then on), and — after a steal — not yet valid until the
 /// previous owner's lease has certainly lapsed.
 #[derive(Debug)]
-pub struct LeaseGuard {
+pub(crate) struct LeaseGuard {
     base: Instant,
     /// Nanoseconds after `base`.
     valid_from: AtomicU64,
@@ -41,7 +41,7 @@ impl LeaseGuard {
     }
 
     /// Valid at `now`: not lost, past any steal delay, renewed within one lease duration.
-    pub fn valid_at(&self, now: Instant) -> bool {
+    pub(crate) fn valid_at(&self, now: Instant) -> bool {
         let t = nanos_after(self.base, now);
         !self.lost.is_cancelled()
             && t >= self.valid_from.load(Relaxed)
@@ -49,17 +49,17 @@ impl LeaseGuard {
     }
 
     /// Stolen so recently that the previous owner may still be reading.
-    pub fn pending_at(&self, now: Instant) -> bool {
+    pub(crate) fn pending_at(&self, now: Instant) -> bool {
         nanos_after(self.base, now) < self.valid_from.load(Relaxed)
     }
 
     /// Valid now.
-    pub fn valid(&self) -> bool {
+    pub(crate) fn valid(&self) -> bool {
         self.valid_at(Instant::now())
     }
 
     /// Cancelled when the lease is lost (or released).
-    pub fn lost(&self) -> &CancellationToken {
+    pub(crate) fn lost(&self) -> &CancellationToken {
         &self.lost
     }
 
@@ -75,7 +75,7 @@ impl LeaseGuard {
 
 /// Why a held lease was lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Loss {
+pub(crate) enum Loss {
     /// A renewal or checkpoint failed its condition: another worker took the lease.
     Conflict,
     /// No renewal succeeded for one lease duration (table unreachable, process paused).
@@ -103,7 +103,7 @@ pub(crate) struct HeldLease {
 
 /// A lease lost during an operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Lost {
+pub(crate) struct Lost {
     /// The shard.
     pub key: String,
     /// Why.
@@ -199,7 +199,7 @@ pub(crate) async fn fenced(
 }
 
 impl Holder {
-    pub fn new(worker: &str, duration: Duration) -> Self {
+    pub(super) fn new(worker: &str, duration: Duration) -> Self {
         Self {
             worker: worker.to_string(),
             duration,
@@ -208,7 +208,7 @@ impl Holder {
         }
     }
 
-    pub fn leases(&self) -> &BTreeMap<String, HeldLease> {
+    pub(super) fn leases(&self) -> &BTreeMap<String, HeldLease> {
         &self.leases
     }
 
@@ -224,7 +224,7 @@ impl Holder {
     /// was answered. A stolen lease's previous owner may read until its last renewal + one
     /// lease duration, which is before `answered` + one lease duration: the new guard is not
     /// valid before that, so no two workers ever read one shard at the same time.
-    pub fn insert_taken(
+    pub(super) fn insert_taken(
         &mut self,
         row: &Lease,
         sent: Instant,
@@ -257,7 +257,7 @@ impl Holder {
     }
 
     /// Drops a lease: its reader stops at once.
-    pub fn lose(&mut self, key: &str) {
+    pub(super) fn lose(&mut self, key: &str) {
         if let Some(h) = self.leases.remove(key) {
             h.guard.lose();
         }
@@ -265,7 +265,7 @@ impl Holder {
 
     /// Renews every held lease not being handed off (concurrently), `now` being when the
     /// requests are sent.
-    pub async fn renew(&mut self, table: &Arc<dyn LeaseTable>, now: Instant) -> Renewed {
+    pub(super) async fn renew(&mut self, table: &Arc<dyn LeaseTable>, now: Instant) -> Renewed {
         let mut calls = JoinSet::new();
         for (key, held) in self.leases.iter().filter(|(_, h)| h.handoff.is_none()) {
             let (table, key, fence) = (table.clone(), key.clone(), self.fence(held));
@@ -335,7 +335,7 @@ impl Holder {
     /// Hands one lease over to the peer that asked, after its reader stopped and its
     /// checkpoint was written: the peer takes it from that checkpoint. `Ok(false)` when this
     /// worker no longer held it or a peer wrote the row meanwhile.
-    pub async fn release_handoff(
+    pub(super) async fn release_handoff(
         &mut self,
         table: &Arc<dyn LeaseTable>,
         key: &str,
@@ -356,7 +356,7 @@ impl Holder {
 
     /// Writes `checkpoints` (shard → checkpoint) for the leases held, skipping any that is not
     /// ahead of what the row holds. `SHARD_END` also releases the lease.
-    pub async fn save(
+    pub(super) async fn save(
         &mut self,
         table: &Arc<dyn LeaseTable>,
         checkpoints: Vec<(String, Checkpoint)>,
@@ -417,7 +417,7 @@ impl Holder {
     /// take them at once. A lease stolen so recently that its previous owner may still be
     /// reading is not released but left to expire, so the next owner waits for that too.
     /// Returns how many were released and the errors.
-    pub async fn release_all(
+    pub(super) async fn release_all(
         &mut self,
         table: &Arc<dyn LeaseTable>,
         now: Instant,

@@ -6,43 +6,43 @@ use std::fmt;
 use crate::receiver::kinesis::checkpoint::{Position, SequenceNumber};
 
 /// DynamoDB attribute names, exactly as KCL 2.x writes them (`DynamoDBLeaseSerializer`).
-pub mod attr {
+pub(crate) mod attr {
     /// S, the table's hash key: the shard id.
-    pub const LEASE_KEY: &str = "leaseKey";
+    pub(crate) const LEASE_KEY: &str = "leaseKey";
     /// S: the worker holding the lease; absent when nobody does.
-    pub const LEASE_OWNER: &str = "leaseOwner";
+    pub(crate) const LEASE_OWNER: &str = "leaseOwner";
     /// N: bumped by every ownership write (take, renew, release, shard end).
-    pub const LEASE_COUNTER: &str = "leaseCounter";
+    pub(crate) const LEASE_COUNTER: &str = "leaseCounter";
     /// S: a sequence number, or `TRIM_HORIZON`, `LATEST`, `AT_TIMESTAMP`, `SHARD_END`.
-    pub const CHECKPOINT: &str = "checkpoint";
+    pub(crate) const CHECKPOINT: &str = "checkpoint";
     /// N: the user record's index inside a KPL aggregate (0 for plain records and sentinels).
-    pub const CHECKPOINT_SUB_SEQUENCE: &str = "checkpointSubSequenceNumber";
+    pub(crate) const CHECKPOINT_SUB_SEQUENCE: &str = "checkpointSubSequenceNumber";
     /// N: owner changes since the last checkpoint write.
-    pub const OWNER_SWITCHES: &str = "ownerSwitchesSinceCheckpoint";
+    pub(crate) const OWNER_SWITCHES: &str = "ownerSwitchesSinceCheckpoint";
     /// SS: the shard's parents. KCL names this attribute `parentShardId` (singular, though it
     /// is a set: two parents after a merge).
-    pub const PARENT_SHARD_IDS: &str = "parentShardId";
+    pub(crate) const PARENT_SHARD_IDS: &str = "parentShardId";
     /// SS: the shard's children, once a split or merge closed it.
-    pub const CHILD_SHARD_IDS: &str = "childShardIds";
+    pub(crate) const CHILD_SHARD_IDS: &str = "childShardIds";
     /// S: the first hash key of the shard's range (decimal).
-    pub const STARTING_HASH_KEY: &str = "startingHashKey";
+    pub(crate) const STARTING_HASH_KEY: &str = "startingHashKey";
     /// S: the last hash key of the shard's range (decimal).
-    pub const ENDING_HASH_KEY: &str = "endingHashKey";
+    pub(crate) const ENDING_HASH_KEY: &str = "endingHashKey";
     /// S: the worker that asked the owner to hand the lease over (anthracite's own attribute;
     /// absent when no handoff is pending).
-    pub const HANDOFF_TO: &str = "handoffTo";
+    pub(crate) const HANDOFF_TO: &str = "handoffTo";
 }
 
 /// KCL's sentinel checkpoint values.
-pub mod sentinel {
+pub(crate) mod sentinel {
     /// Read from the oldest retained record.
-    pub const TRIM_HORIZON: &str = "TRIM_HORIZON";
+    pub(crate) const TRIM_HORIZON: &str = "TRIM_HORIZON";
     /// Read from the newest record at the time the reader starts.
-    pub const LATEST: &str = "LATEST";
+    pub(crate) const LATEST: &str = "LATEST";
     /// Read from the configured `initial_timestamp`.
-    pub const AT_TIMESTAMP: &str = "AT_TIMESTAMP";
+    pub(crate) const AT_TIMESTAMP: &str = "AT_TIMESTAMP";
     /// The shard was read to its end: never read it again; its children may start.
-    pub const SHARD_END: &str = "SHARD_END";
+    pub(crate) const SHARD_END: &str = "SHARD_END";
 }
 
 /// A lease's `checkpoint` and `checkpointSubSequenceNumber`.

@@ -187,7 +187,7 @@
 
 mod dynamo;
 mod held;
-pub mod lease;
+pub(crate) mod lease;
 mod memory;
 mod store;
 pub(crate) mod sync;
@@ -199,8 +199,9 @@ pub(crate) mod worker;
 mod model_tests;
 
 pub use dynamo::DynamoDbTable;
-pub use held::LeaseGuard;
+pub(crate) use held::LeaseGuard;
 pub use lease::{Checkpoint, Lease};
 pub use memory::MemTable;
-pub use store::LeaseStore;
-pub use table::{Fence, LeaseTable, Outcome, TableError, Update};
+pub(crate) use store::LeaseStore;
+pub(crate) use table::TableError;
+pub use table::{Fence, LeaseTable, Outcome, Update};

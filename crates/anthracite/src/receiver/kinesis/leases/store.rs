@@ -10,7 +10,7 @@ use crate::receiver::kinesis::checkpoint::{CheckpointStore, StoreFuture, StreamC
 /// shards it does not hold are skipped, and a write that fails its condition loses the lease
 /// (its reader stops at once) instead of overwriting the new owner's checkpoint.
 #[derive(Clone)]
-pub struct LeaseStore {
+pub(crate) struct LeaseStore {
     leases: Arc<Leases>,
     stream: String,
 }

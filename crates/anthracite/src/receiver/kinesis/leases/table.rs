@@ -11,7 +11,8 @@ use std::pin::Pin;
 use super::lease::{Checkpoint, Lease};
 
 /// What a table call returns.
-pub type TableFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, TableError>> + Send + 'a>>;
+pub(super) type TableFuture<'a, T> =
+    Pin<Box<dyn Future<Output = Result<T, TableError>> + Send + 'a>>;
 
 /// Errors of the lease table other than a failed condition (which is an [`Outcome`]).
 #[derive(Debug, thiserror::Error)]

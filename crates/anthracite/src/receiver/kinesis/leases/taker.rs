@@ -48,7 +48,7 @@ pub(crate) struct Choice {
 }
 
 impl Observer {
-    pub fn new(duration: Duration) -> Self {
+    pub(super) fn new(duration: Duration) -> Self {
         Self {
             duration,
             seen: HashMap::new(),
@@ -56,7 +56,7 @@ impl Observer {
     }
 
     /// Records a scan that completed at `at`. Rows that vanished are forgotten.
-    pub fn observe(&mut self, rows: Vec<Lease>, at: Instant) {
+    pub(super) fn observe(&mut self, rows: Vec<Lease>, at: Instant) {
         let mut next = HashMap::with_capacity(rows.len());
         for lease in rows {
             let changed_at = match self.seen.get(&lease.key) {
@@ -85,7 +85,7 @@ impl Observer {
     }
 
     /// Every row of the last scan.
-    pub fn rows(&self) -> impl Iterator<Item = &Lease> {
+    pub(super) fn rows(&self) -> impl Iterator<Item = &Lease> {
         self.seen.values().map(|s| &s.lease)
     }
 
@@ -109,7 +109,7 @@ impl Observer {
     /// - else mark at most one unmarked lease of the most loaded worker for handoff, if it
     ///   holds more than the target, or exactly the target while `me` is short by more than
     ///   one.
-    pub fn plan(
+    pub(super) fn plan(
         &self,
         me: &str,
         held: &BTreeSet<String>,

@@ -23,7 +23,7 @@ use crate::receiver::kinesis::shards::ListedShard;
 
 /// How a worker uses the lease table.
 #[derive(Clone, Debug)]
-pub struct LeaseSettings {
+pub(crate) struct LeaseSettings {
     /// The stream (for logs).
     pub stream: String,
     /// This worker's `leaseOwner` value; unique among live workers.
@@ -95,7 +95,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Leases {
     /// `migrate`: a local checkpoint file's positions, written into the rows when this worker
     /// is the one that first fills the table.
-    pub fn new(
+    pub(crate) fn new(
         table: Arc<dyn LeaseTable>,
         settings: LeaseSettings,
         migrate: Option<StreamCheckpoint>,
@@ -117,22 +117,22 @@ impl Leases {
     }
 
     /// This worker's id.
-    pub fn worker(&self) -> &str {
+    pub(crate) fn worker(&self) -> &str {
         &self.settings.worker
     }
 
     /// The lease duration.
-    pub fn duration(&self) -> Duration {
+    pub(crate) fn duration(&self) -> Duration {
         self.settings.duration
     }
 
     /// The view, updated after every taker cycle and every lost or released lease.
-    pub fn subscribe(&self) -> watch::Receiver<Arc<LeaseView>> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Arc<LeaseView>> {
         self.view.subscribe()
     }
 
     /// Asks the taker for a cycle now (new rows, an ended shard).
-    pub fn wake(&self) {
+    pub(crate) fn wake(&self) {
         self.wake.notify_one();
     }
 
@@ -210,7 +210,7 @@ impl Leases {
     /// One renewer cycle; `now` is when the renewals are sent. A renewal that finds a handoff
     /// mark flags the lease in the view: the coordinator stops its reader, commits, and calls
     /// [`release_handoff`](Self::release_handoff).
-    pub async fn renew_at(&self, now: Instant) -> Vec<Lost> {
+    pub(crate) async fn renew_at(&self, now: Instant) -> Vec<Lost> {
         let mut holder = self.holder.lock().await;
         if holder.leases().is_empty() {
             return Vec::new();
@@ -231,7 +231,7 @@ impl Leases {
 
     /// Releases a lease being handed off, once its reader stopped and the checkpoint of what
     /// it delivered was committed: the peer that asked takes it from there.
-    pub async fn release_handoff(&self, shard: &str) {
+    pub(crate) async fn release_handoff(&self, shard: &str) {
         let mut holder = self.holder.lock().await;
         let r = holder.release_handoff(&self.table, shard).await;
         if let Some(released) = self.ok(r) {
@@ -243,7 +243,7 @@ impl Leases {
 
     /// One taker cycle: scan, judge expiry at `clock()` after the scan, take what the rules
     /// say (each take fenced by the counter and owner seen).
-    pub async fn take_at(&self, clock: impl Fn() -> Instant) -> Took {
+    pub(crate) async fn take_at(&self, clock: impl Fn() -> Instant) -> Took {
         let mut took = Took::default();
         if self.ok(self.ensure_table().await).is_none() {
             return took;
@@ -310,7 +310,7 @@ impl Leases {
 
     /// Creates the rows of listed shards that have none, adds children to their parents,
     /// deletes ended rows of shards past retention. Wakes the taker when rows were created.
-    pub async fn sync_shards(&self, listed: &[ListedShard]) -> Result<(), TableError> {
+    pub(crate) async fn sync_shards(&self, listed: &[ListedShard]) -> Result<(), TableError> {
         self.ensure_table().await?;
         let rows = self.table.scan().await?;
         let first_fill = rows.is_empty();
@@ -351,7 +351,7 @@ impl Leases {
     }
 
     /// Writes the held shards' positions (and `SHARD_END`, which also releases the lease).
-    pub async fn save(&self, cp: &StreamCheckpoint) -> Result<(), TableError> {
+    pub(crate) async fn save(&self, cp: &StreamCheckpoint) -> Result<(), TableError> {
         let checkpoints = cp
             .shards
             .iter()
@@ -385,7 +385,7 @@ impl Leases {
 
     /// Releases every held lease (graceful shutdown, after the final checkpoint); `now` is
     /// when the releases are sent.
-    pub async fn release_all(&self, now: Instant) {
+    pub(crate) async fn release_all(&self, now: Instant) {
         let mut holder = self.holder.lock().await;
         let (released, errors) = holder.release_all(&self.table, now).await;
         for e in errors {
