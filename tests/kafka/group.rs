@@ -59,7 +59,7 @@ async fn group_of_three_balances_and_hands_over_on_sigkill_and_sigterm() {
         .enumerate()
         .map(|(i, port)| {
             let toml = consumer_toml(&broker.bootstrap, TOPIC, GROUP, &sinks, *port, "");
-            RelayProcess::start(&dir, &format!("relay{i}"), &toml)
+            RelayProcess::spawn(&dir, &format!("relay{i}"), &toml, &[])
         })
         .collect();
 

@@ -125,10 +125,11 @@ async fn edge_to_kafka_to_caches_delivers_once_and_survives_a_broker_outage() {
     let ports = free_ports(3);
     let edge_admin = SocketAddr::from(([127, 0, 0, 1], ports[1]));
     let edge_line = SocketAddr::from(([127, 0, 0, 1], ports[0]));
-    let _edge = RelayProcess::start(
+    let _edge = RelayProcess::spawn(
         &dir,
         "edge",
         &edge_toml(ports[0], ports[1], &broker.bootstrap, &dir.join("spill")),
+        &[],
     );
     let consumer = consumer_toml(
         &broker.bootstrap,
@@ -138,7 +139,7 @@ async fn edge_to_kafka_to_caches_delivers_once_and_survives_a_broker_outage() {
         ports[2],
         "format = \"pickle\"",
     );
-    let _consumer = RelayProcess::start(&dir, "consumer", &consumer);
+    let _consumer = RelayProcess::spawn(&dir, "consumer", &consumer, &[]);
     wait_for("the edge relay listens", LONG, || async {
         std::net::TcpStream::connect(edge_line).is_ok()
     })

@@ -10,4 +10,5 @@ pub mod broker;
 pub mod client;
 pub mod fleet;
 
+#[allow(unused_imports)]
 pub use crate::support::wait_for;

@@ -13,4 +13,5 @@ pub mod kinesalite;
 pub mod proxy;
 pub mod sink;
 
+#[allow(unused_imports)]
 pub use crate::support::{require_tool, wait_for};

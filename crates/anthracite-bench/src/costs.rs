@@ -84,6 +84,10 @@ pub struct Run {
     pub cpu_secs: Option<f64>,
     /// Peak resident memory (bytes).
     pub peak_rss_bytes: Option<u64>,
+    /// Why the run produced no figures (the relay would not start with this configuration:
+    /// carbon-c-relay's `carbon_ch` takes at most 64 servers), `None` when it ran.
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 impl Run {
@@ -235,16 +239,26 @@ pub async fn run(
                     ),
                     ..opts.clone()
                 };
-                let report = run_once(step, spec, &o).await?;
-                runs.push(Run {
-                    target: name.clone(),
-                    point: *point,
-                    round,
-                    sent: report.sent,
-                    delivered: report.delivered,
-                    lost: report.lost,
-                    cpu_secs: report.relay_cpu_secs,
-                    peak_rss_bytes: report.peak_rss_bytes,
+                // One relay refusing one configuration does not end the sweep.
+                runs.push(match run_once(step, spec, &o).await {
+                    Ok(report) => Run {
+                        target: name.clone(),
+                        point: *point,
+                        round,
+                        sent: report.sent,
+                        delivered: report.delivered,
+                        lost: report.lost,
+                        cpu_secs: report.relay_cpu_secs,
+                        peak_rss_bytes: report.peak_rss_bytes,
+                        error: None,
+                    },
+                    Err(e) => Run {
+                        target: name.clone(),
+                        point: *point,
+                        round,
+                        error: Some(e.to_string()),
+                        ..Run::default()
+                    },
                 });
             }
         }
@@ -279,7 +293,12 @@ impl CostReport {
                     per_million_delivered: med(Run::per_million_delivered),
                     growth: None,
                     against_first: None,
-                    lost: mine.iter().map(|r| r.lost).max().unwrap_or(0),
+                    lost: mine
+                        .iter()
+                        .filter(|r| r.error.is_none())
+                        .map(|r| r.lost)
+                        .max()
+                        .unwrap_or(0),
                     peak_rss_bytes: mine.iter().filter_map(|r| r.peak_rss_bytes).max(),
                 });
             }
@@ -314,7 +333,7 @@ impl CostReport {
 
     /// Counts add up in every run and the figures follow from the runs.
     pub fn is_consistent(&self) -> bool {
-        let runs_ok = self.runs.iter().all(|r| {
+        let runs_ok = self.runs.iter().filter(|r| r.error.is_none()).all(|r| {
             let copies = if r.point.rules > 0 {
                 1
             } else {
@@ -399,6 +418,16 @@ impl CostReport {
         for l in lossy {
             let _ = writeln!(t, "note: {l}");
         }
+        for r in self.runs.iter().filter(|r| r.error.is_some()) {
+            let _ = writeln!(
+                t,
+                "note: {} at {}, round {}: {}",
+                r.target,
+                r.point.label(),
+                r.round + 1,
+                r.error.as_deref().unwrap_or_default()
+            );
+        }
         t
     }
 }
@@ -461,6 +490,7 @@ mod tests {
                         lost: 0,
                         cpu_secs: Some(cost * jitter * (1 + i) as f64),
                         peak_rss_bytes: Some(1 << 20),
+                        error: None,
                     });
                 }
             }

@@ -542,7 +542,8 @@ impl Scenario {
                 "sweeps either rates or the configuration (rules, destinations, replication), not both",
             );
         }
-        if !sw.rules.is_empty() && !(sw.destinations.is_empty() && sw.replication.is_empty()) {
+        let crossed = !(sw.destinations.is_empty() && sw.replication.is_empty());
+        if !sw.rules.is_empty() && crossed {
             return bad(
                 "sweep.rules",
                 "cannot be crossed with destinations or replication",
