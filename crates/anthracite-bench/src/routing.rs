@@ -59,10 +59,12 @@ impl Routing {
     pub fn anthracite_toml(&self, servers: &[String], names: &Names) -> String {
         let mut t = String::new();
         if self.rules == 0 {
+            // Not diverse: every sink is on 127.0.0.1, and carbon's diverse replicas put one
+            // copy per host; carbon-c-relay's `carbon_ch replication N` has no such rule.
             let _ = write!(
                 t,
                 "[router]\nmethod = \"consistent-hashing\"\nhash_type = \"carbon_ch\"\n\
-                 replication_factor = {}\n",
+                 replication_factor = {}\ndiverse_replicas = false\n",
                 self.replication
             );
             return t;

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The README's "Replacing carbon-aggregator" figures: bench/scenarios/aggregate.toml (100k input
+# names, 100 aggregation rules, 10k output series of 60 s, FORWARD_ALL) against anthracite with
+# the generated rules in its [aggregation] (bench/relays/anthracite.toml), carbon-c-relay 3.7.3
+# with the same rules as `aggregate` statements, carbon-aggregator.py 1.1.10 (the venv the test
+# suite installs under target/tmp/carbon-1.1.10-venv: `cargo test --test carbon` once) with the
+# same rules file, and anthracite relaying the same input without aggregation (plain), rounds
+# alternating. Needs a release build (BIN=path overrides it). Logs and JSON go to $1 (default
+# bench-results/aggregate); further arguments go to `anthracite bench` (e.g. --datapoints
+# 1000000: carbon-aggregator.py takes about 80 CPU-s per million).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-bench-results/aggregate}"
+shift || true
+mkdir -p "$out"
+bin="${BIN:-target/release/anthracite}"
+venv="${VENV:-$PWD/target/tmp/carbon-1.1.10-venv}"
+[ -x "$venv/bin/carbon-aggregator.py" ] || {
+    echo "no carbon 1.1.10 venv at $venv: run cargo test --test carbon once, or set VENV" >&2
+    exit 1
+}
+plain="$(mktemp -d)/anthracite-plain.toml"
+sed 's/^{aggregation_toml}//' bench/relays/anthracite.toml >"$plain"
+A="anthracite=$bin run --config {config:bench/relays/anthracite.toml}"
+P="anthracite-plain=$bin run --config {config:$plain}"
+C="carbon-c-relay=sh -c 'for try in 1 2 3 4 5; do carbon-c-relay -f {config:bench/relays/carbon-c-relay.conf} -p {line_port} -w 2 -q 4000000 & pid=\$!; sleep 0.3; if kill -0 \$pid 2>/dev/null; then wait \$pid; exit; fi; done; exit 1'"
+G="carbon-aggregator=sh -c 'touch {config_dir}/storage-schemas.conf && exec $venv/bin/python $venv/bin/carbon-aggregator.py --config={config:bench/relays/carbon-aggregator.conf} --rules={config:bench/relays/aggregation-rules.conf} --nodaemon --pidfile={config_dir}/agg.pid --logdir={config_dir} start'"
+"$bin" bench bench/scenarios/aggregate.toml --rounds "${ROUNDS:-1}" --no-progress \
+    --compare "$A" "$P" "$C" "$G" --json "$out/aggregate.json" "$@" >"$out/aggregate.log" 2>&1
+sed -n '/^compare/,$p' "$out/aggregate.log"
