@@ -4,9 +4,9 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use xxhash_rust::xxh3::Xxh3Builder;
-use std::sync::Arc;
 
 use super::method::{Accumulator, Method};
 use super::rules::AggregationRules;
@@ -280,7 +280,10 @@ impl Table {
         let (output, hint) = (&*target.output, &target.hint);
         // A slot's generation changes when its series is freed, so a live (slot, generation)
         // is still the series the hint was taken from.
-        let known = hint.get().filter(|&(s, g)| self.is_live(s, g)).map(|(s, _)| s);
+        let known = hint
+            .get()
+            .filter(|&(s, g)| self.is_live(s, g))
+            .map(|(s, _)| s);
         let slot = match known.or_else(|| self.index.get(output).copied()) {
             Some(s) => s,
             None => {
