@@ -330,12 +330,13 @@ fn sigkill_while_spilling_loses_nothing_logged_and_skips_a_corrupt_tail() {
     let _ = writer.join();
 
     // What the log holds after the kill (with fsync = always: everything fsynced).
+    // The spill directory also holds the relay's lock file: take the destination's directory.
     let log_dir = std::fs::read_dir(&spill)
         .expect("spill dir")
         .flatten()
-        .next()
-        .expect("destination dir")
-        .path();
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .expect("destination dir");
     let mut logged = Vec::new();
     let torn_tail = {
         let (mut log, report) =
