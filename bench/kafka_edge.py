@@ -41,7 +41,7 @@ def consumer(binary, work, name, bootstrap, topic, sink_port):
         # The harness's sink exists only during a run: reconnect quickly when it comes back.
         "backoff_min_ms = 20\nbackoff_max_ms = 200\n"
         f'{COMMON}[[kafka]]\nbrokers = ["{bootstrap}"]\ntopics = ["{topic}"]\n'
-        f'group_id = "{name}"\nformat = "pickle"\ninitial_offset = "latest"\n'
+        f'group_id = "{name}"\nformat = "pickle"\ninitial_offset = "earliest"\n'
     )
     p = relay(binary, work, name, toml)
     deadline = time.time() + 60
@@ -49,7 +49,8 @@ def consumer(binary, work, name, bootstrap, topic, sink_port):
         if p.poll() is not None or time.time() > deadline:
             sys.exit(f"the {name} relay did not become ready; see {work}/{name}.log")
         time.sleep(0.1)
-    # Partitions are assigned after the first poll: give the group a moment to settle.
+    # Partitions are assigned after the first poll (the topic is new and read from its
+    # earliest offset, so nothing produced before the assignment is skipped).
     time.sleep(3)
     return p, admin
 
