@@ -23,7 +23,8 @@ plain="$(mktemp -d)/anthracite-plain.toml"
 sed 's/^{aggregation_toml}//' bench/relays/anthracite.toml >"$plain"
 A="anthracite=$bin run --config {config:bench/relays/anthracite.toml}"
 P="anthracite-plain=$bin run --config {config:$plain}"
-C="carbon-c-relay=sh -c 'for try in 1 2 3 4 5; do carbon-c-relay -f {config:bench/relays/carbon-c-relay.conf} -p {line_port} -w 2 -q 4000000 & pid=\$!; sleep 0.3; if kill -0 \$pid 2>/dev/null; then wait \$pid; exit; fi; done; exit 1'"
+. bench/c-relay.sh
+C="$C_RELAY"
 G="carbon-aggregator=sh -c 'touch {config_dir}/storage-schemas.conf && exec $venv/bin/python $venv/bin/carbon-aggregator.py --config={config:bench/relays/carbon-aggregator.conf} --rules={config:bench/relays/aggregation-rules.conf} --nodaemon --pidfile={config_dir}/agg.pid --logdir={config_dir} start'"
 "$bin" bench bench/scenarios/aggregate.toml --rounds "${ROUNDS:-1}" --no-progress \
     --compare "$A" "$P" "$C" "$G" --json "$out/aggregate.json" "$@" >"$out/aggregate.log" 2>&1

@@ -13,9 +13,8 @@ shift || true
 mkdir -p "$out"
 bin="${BIN:-target/release/anthracite}"
 A="anthracite=$bin run --config {config:bench/relays/anthracite.toml}"
-# carbon-c-relay 3.7.3 sometimes segfaults right after it starts listening; this wrapper starts
-# it again (up to 5 times) until it is still running 0.3 s later (see compare-c-relay.sh).
-C="carbon-c-relay=sh -c 'for try in 1 2 3 4 5; do carbon-c-relay -f {config:bench/relays/carbon-c-relay.conf} -p {line_port} -w 2 -q 4000000 & pid=\$!; sleep 0.3; if kill -0 \$pid 2>/dev/null; then wait \$pid; exit; fi; done; exit 1'"
+. bench/c-relay.sh
+C="$C_RELAY"
 for s in ${SWEEPS:-rules destinations}; do
     echo "== cost-$s"
     "$bin" bench "bench/scenarios/cost-$s.toml" --sweep --rounds "${ROUNDS:-2}" --no-progress \
