@@ -886,6 +886,19 @@ async fn relay_with_a_checkpoint_file_migrates_its_positions_into_an_empty_lease
     );
     wait_delivered("phase 2", &[&received], &phase2).await;
     leased.assert_running("the end");
+    // The rows exist before phase 2 can be read, but a scan of a busy DynamoDB Local may not
+    // have seen them yet: wait (bounded) until one sample holds every shard's row.
+    let deadline = std::time::Instant::now() + LONG;
+    while !sampler
+        .last()
+        .is_some_and(|s| file.shards.keys().all(|k| s.row(k).is_some()))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no sample of the lease table holds every shard's row"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let samples = sampler.stop().await;
     let c = counts(&[&received]);
     for v in phase1.keys().chain(phase2.keys()) {
