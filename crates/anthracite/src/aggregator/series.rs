@@ -3,10 +3,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::hash::BuildHasher;
 use std::sync::Arc;
-
-use xxhash_rust::xxh3::Xxh3Builder;
 
 use super::method::{Accumulator, Method};
 use super::rules::AggregationRules;
@@ -82,9 +79,6 @@ pub struct Emitted {
 struct Target {
     rule: u32,
     output: Box<str>,
-    /// The output series' slot and generation when last seen (`None`: look it up by name),
-    /// so a datapoint of a known name reaches its buffer without a second hash lookup.
-    hint: std::cell::Cell<Option<(u32, u32)>>,
 }
 
 /// One interval's buffer.
@@ -116,35 +110,9 @@ struct Slot {
 }
 
 /// The series table: every output series, found by name, with its timer.
-/// A map keyed by metric names, looked up once or twice per datapoint: xxh3 with a per-process
-/// random seed (SipHash, the std default, costs three times as much on 40-byte names; the seed
-/// keeps names chosen to collide from degrading it).
-#[derive(Debug)]
-pub(super) struct NameMap<K, V>(HashMap<K, V, Xxh3Builder>);
-
-impl<K, V> Default for NameMap<K, V> {
-    fn default() -> Self {
-        let seed = std::collections::hash_map::RandomState::new().hash_one(0u8);
-        Self(HashMap::with_hasher(Xxh3Builder::new().with_seed(seed)))
-    }
-}
-
-impl<K, V> std::ops::Deref for NameMap<K, V> {
-    type Target = HashMap<K, V, Xxh3Builder>;
-    fn deref(&self) -> &Self::Target {
-        &self.0
-    }
-}
-
-impl<K, V> std::ops::DerefMut for NameMap<K, V> {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.0
-    }
-}
-
 #[derive(Debug, Default)]
 pub(super) struct Table {
-    index: NameMap<Box<str>, u32>,
+    index: HashMap<Box<str>, u32>,
     slots: Vec<Slot>,
     free: Vec<u32>,
     /// `(due in µs, slot, generation)`; entries of deleted series are skipped when popped.
@@ -160,7 +128,7 @@ pub(super) struct Table {
 pub struct Aggregator {
     rules: Arc<AggregationRules>,
     limits: AggregatorLimits,
-    verdicts: NameMap<Box<[u8]>, Box<[Target]>>,
+    verdicts: HashMap<Box<[u8]>, Box<[Target]>>,
     pub(super) table: Table,
 }
 
@@ -174,7 +142,7 @@ impl Aggregator {
         Self {
             rules,
             limits,
-            verdicts: NameMap::default(),
+            verdicts: HashMap::new(),
             table: Table::default(),
         }
     }
@@ -224,7 +192,7 @@ impl Aggregator {
                 continue;
             };
             self.table.add(
-                t,
+                &t.output,
                 rule.method,
                 rule.frequency,
                 &self.limits,
@@ -247,7 +215,6 @@ impl Aggregator {
                 targets.push(Target {
                     rule: i as u32,
                     output: output.into_boxed_str(),
-                    hint: std::cell::Cell::new(None),
                 });
             });
         }
@@ -270,22 +237,15 @@ impl Aggregator {
 impl Table {
     fn add(
         &mut self,
-        target: &Target,
+        output: &str,
         method: Method,
         frequency: i64,
         limits: &AggregatorLimits,
         (timestamp, value): (f64, f64),
         now: f64,
     ) {
-        let (output, hint) = (&*target.output, &target.hint);
-        // A slot's generation changes when its series is freed, so a live (slot, generation)
-        // is still the series the hint was taken from.
-        let known = hint
-            .get()
-            .filter(|&(s, g)| self.is_live(s, g))
-            .map(|(s, _)| s);
-        let slot = match known.or_else(|| self.index.get(output).copied()) {
-            Some(s) => s,
+        let slot = match self.index.get(output) {
+            Some(&s) => s,
             None => {
                 if self.index.len() >= limits.max_series {
                     self.stats.dropped_series_limit += 1;
@@ -310,11 +270,11 @@ impl Table {
                 })
             }
         };
-        let Some(entry) = self.slots.get_mut(slot as usize) else {
-            return;
-        };
-        hint.set(Some((slot, entry.generation)));
-        let Some(series) = entry.series.as_mut() else {
+        let Some(series) = self
+            .slots
+            .get_mut(slot as usize)
+            .and_then(|s| s.series.as_mut())
+        else {
             return;
         };
         let keep = series.method.keeps_values();
