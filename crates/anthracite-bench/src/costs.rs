@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::BenchError;
 use super::args::TargetSpec;
 use super::compare::median;
-use super::report::si;
+use super::report::{name_width, si};
 use super::routing::Routing;
 use super::runner::{RunOptions, run_once};
 use super::scenario::Scenario;
@@ -355,13 +355,7 @@ impl CostReport {
             self.points.len(),
             self.targets.len()
         );
-        let w = self
-            .targets
-            .iter()
-            .map(|n| n.chars().count())
-            .max()
-            .unwrap_or(0)
-            .max(5);
+        let w = name_width(&self.targets);
         let _ = writeln!(
             t,
             "  {:<w$} {:>6} {:>5} {:>5} {:>10} {:>11} {:>8} {:>9} {:>9} {:>8}",

@@ -168,6 +168,16 @@ impl Capacity {
     }
 }
 
+/// Width of a table's relay column: its longest name, at least 5 (`relay`).
+pub fn name_width(names: &[String]) -> usize {
+    names
+        .iter()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(5)
+}
+
 /// `1234567.0` → `1.23M`.
 pub fn si(v: f64) -> String {
     match v.abs() {

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::BenchError;
 use super::args::TargetSpec;
-use super::report::{Report, si};
+use super::report::{Report, name_width, si};
 use super::runner::{RunOptions, run_once};
 use super::scenario::{Overrides, Scenario};
 
@@ -204,13 +204,7 @@ impl SweepReport {
             self.targets.len(),
             self.p99_target_ms
         );
-        let w = self
-            .targets
-            .iter()
-            .map(|n| n.chars().count())
-            .max()
-            .unwrap_or(0)
-            .max(5);
+        let w = name_width(&self.targets);
         let _ = writeln!(
             t,
             "  {:<w$} {:>9} {:>10} {:>10} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9}  verdict",

@@ -305,8 +305,8 @@ pub(crate) struct PatternSet {
 ///
 /// The lazy DFA's overlapping search reports each matching pattern as it finds it, so a name
 /// costs one scan plus its (few) matches; the meta regex's `which_overlapping_matches` fills a
-/// set with one slot per pattern, which must be cleared and walked for every name — with 1,000
-/// rules that walk cost as much as the rest of routing. The meta regex stays as the fallback
+/// set with one slot per pattern, which must be cleared and walked for every name, a cost that
+/// grows with the table. The meta regex stays as the fallback
 /// for patterns the lazy DFA cannot run (Unicode word boundaries) or gives up on (a state
 /// cache thrashing on hostile names).
 struct Automaton {
