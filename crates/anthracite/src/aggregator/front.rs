@@ -10,6 +10,7 @@ use super::rules::AggregationRules;
 use super::series::{Aggregator, AggregatorLimits, AggregatorStats};
 use crate::episode::{Episode, Line};
 use crate::figure::{Component, Figure, Reporting};
+use crate::ingest::Point;
 use crate::metric_names::{carbon as leaf, facade};
 
 /// How the aggregator behaves (carbon's `[aggregator]` settings and anthracite's bounds).
@@ -23,14 +24,24 @@ pub struct AggregationSettings {
     pub limits: AggregatorLimits,
 }
 
+/// A staged datapoint: `(name start, name length, timestamp, value)` in its stage's name buffer.
+type StagedPoint = (u32, u32, f64, f64);
+
+/// Most datapoints handed on in one run (the ingestor routes runs together).
+const RUN: usize = 128;
+
 /// Datapoints of one read, staged for the aggregator: names in one buffer, no allocation per
 /// datapoint once grown.
 #[derive(Debug, Default)]
 pub(crate) struct Staged {
     names: Vec<u8>,
-    points: Vec<(u32, u32, f64, f64)>,
+    points: Vec<StagedPoint>,
+    /// After `[pre]` (used only when there are `[pre]` rules).
     rewritten: Vec<u8>,
-    rewritten_points: Vec<(u32, u32, f64, f64)>,
+    rewritten_points: Vec<StagedPoint>,
+    /// The passed-on datapoints after `[post]` (used only when there are `[post]` rules).
+    posted: Vec<u8>,
+    posted_points: Vec<StagedPoint>,
     forward: Vec<bool>,
     text: String,
     scratch: Scratch,
@@ -51,56 +62,120 @@ impl Staged {
         self.points.is_empty()
     }
 
-    /// Runs the staged datapoints through `[pre]`, the aggregator and `[post]`, handing each
-    /// datapoint to pass on to `forward` (in arrival order); empties the stage.
+    /// Runs the staged datapoints through `[pre]`, the aggregator and `[post]`, handing those
+    /// to pass on to `forward` in runs of up to 128 `(name, timestamp, value)`, in arrival
+    /// order; empties the stage.
     pub(crate) fn process(
         &mut self,
         aggregation: &Aggregation,
-        forward: &mut dyn FnMut(&[u8], f64, f64),
+        forward: &mut dyn FnMut(&[Point<'_>]),
     ) {
         let rules = aggregation.rewrite_rules();
-        self.rewritten.clear();
-        self.rewritten_points.clear();
-        for &(start, len, ts, v) in &self.points {
-            let name = self
-                .names
-                .get(start as usize..(start + len) as usize)
-                .unwrap_or_default();
-            let out = self.rewritten.len() as u32;
-            match std::str::from_utf8(name) {
-                Ok(text)
-                    if !rules.pre.is_empty()
-                        && rewrite::apply(&rules.pre, text, &mut self.text, &mut self.scratch) =>
-                {
-                    self.rewritten.extend_from_slice(self.text.as_bytes());
-                }
-                _ => self.rewritten.extend_from_slice(name),
-            }
-            let len = self.rewritten.len() as u32 - out;
-            self.rewritten_points.push((out, len, ts, v));
+        let Self {
+            names,
+            points,
+            rewritten,
+            rewritten_points,
+            posted,
+            posted_points,
+            forward: pass,
+            text,
+            scratch,
+        } = self;
+        let (names_in, points_in) = if rules.pre.is_empty() {
+            (&*names, &*points)
+        } else {
+            rename(
+                &rules.pre,
+                (names, points),
+                None,
+                (rewritten, rewritten_points),
+                text,
+                scratch,
+            );
+            (&*rewritten, &*rewritten_points)
+        };
+        pass.clear();
+        aggregation.feed(names_in, points_in, pass);
+        if rules.post.is_empty() {
+            runs(names_in, points_in, Some(pass), forward);
+        } else {
+            rename(
+                &rules.post,
+                (names_in, points_in),
+                Some(pass),
+                (posted, posted_points),
+                text,
+                scratch,
+            );
+            runs(posted, posted_points, None, forward);
         }
-        self.forward.clear();
-        aggregation.feed(&self.rewritten, &self.rewritten_points, &mut self.forward);
-        for (&(start, len, ts, v), &pass) in self.rewritten_points.iter().zip(&self.forward) {
-            if !pass {
-                continue;
-            }
-            let name = self
-                .rewritten
-                .get(start as usize..(start + len) as usize)
-                .unwrap_or_default();
-            match std::str::from_utf8(name) {
-                Ok(text)
-                    if !rules.post.is_empty()
-                        && rewrite::apply(&rules.post, text, &mut self.text, &mut self.scratch) =>
-                {
-                    forward(self.text.as_bytes(), ts, v);
-                }
-                _ => forward(name, ts, v),
-            }
+        names.clear();
+        points.clear();
+    }
+}
+
+/// The name of a staged datapoint.
+#[inline]
+fn name_of<'a>(names: &'a [u8], &(start, len, _, _): &StagedPoint) -> &'a [u8] {
+    names
+        .get(start as usize..(start + len) as usize)
+        .unwrap_or_default()
+}
+
+/// Renames the datapoints of `from` (those `keep` says, or all) by `rules` into `to`.
+fn rename(
+    rules: &[rewrite::RewriteRule],
+    (names, points): (&[u8], &[StagedPoint]),
+    keep: Option<&[bool]>,
+    (to_names, to_points): (&mut Vec<u8>, &mut Vec<StagedPoint>),
+    text: &mut String,
+    scratch: &mut Scratch,
+) {
+    to_names.clear();
+    to_points.clear();
+    for (i, p) in points.iter().enumerate() {
+        if keep.is_some_and(|k| !k.get(i).copied().unwrap_or(false)) {
+            continue;
         }
-        self.names.clear();
-        self.points.clear();
+        let name = name_of(names, p);
+        let out = to_names.len() as u32;
+        // Names are UTF-8 (the receivers hand over nothing else); anything else is kept.
+        match std::str::from_utf8(name) {
+            Ok(t) if rewrite::apply(rules, t, text, scratch) => {
+                to_names.extend_from_slice(text.as_bytes());
+            }
+            _ => to_names.extend_from_slice(name),
+        }
+        to_points.push((out, to_names.len() as u32 - out, p.2, p.3));
+    }
+}
+
+/// Hands the datapoints of `points` (those `keep` says, or all) to `f` in runs of up to
+/// [`RUN`], in order.
+fn runs(
+    names: &[u8],
+    points: &[StagedPoint],
+    keep: Option<&[bool]>,
+    f: &mut dyn FnMut(&[Point<'_>]),
+) {
+    let mut run: [Point<'_>; RUN] = [(&[], 0.0, 0.0); RUN];
+    let mut n = 0;
+    for (i, p) in points.iter().enumerate() {
+        if keep.is_some_and(|k| !k.get(i).copied().unwrap_or(false)) {
+            continue;
+        }
+        if let Some(slot) = run.get_mut(n) {
+            *slot = (name_of(names, p), p.2, p.3);
+            n += 1;
+        }
+        if n == RUN {
+            f(&run);
+            n = 0;
+        }
+    }
+    if n > 0 {
+        f(&run[..n]);
     }
 }
 
@@ -201,7 +276,7 @@ impl Aggregation {
 
     /// Feeds a staged batch under one lock; `forward[i]` says whether datapoint `i` is passed
     /// on (`FORWARD_ALL` and not an output of its own rules).
-    fn feed(&self, names: &[u8], points: &[(u32, u32, f64, f64)], forward: &mut Vec<bool>) {
+    fn feed(&self, names: &[u8], points: &[StagedPoint], forward: &mut Vec<bool>) {
         let now = super::unix_now();
         let mut misses = 0u64;
         let before;
@@ -209,16 +284,14 @@ impl Aggregation {
         {
             let mut core = self.lock();
             before = core.stats();
-            for &(start, len, ts, v) in points {
-                let name = names
-                    .get(start as usize..(start + len) as usize)
-                    .unwrap_or_default();
-                let e = core.feed(name, ts, v, now);
+            let forward_all = self.settings.forward_all;
+            let points = points.iter().map(|p| (name_of(names, p), p.2, p.3));
+            core.feed_all(points, now, &mut |e| {
                 if !e.matched {
                     misses += 1;
                 }
-                forward.push(self.settings.forward_all && !e.is_output);
-            }
+                forward.push(forward_all && !e.is_output);
+            });
             after = core.stats();
         }
         self.books.received.fetch_add(points.len() as u64, Relaxed);

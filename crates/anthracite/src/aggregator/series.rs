@@ -7,6 +7,22 @@ use std::sync::Arc;
 
 use super::method::{Accumulator, Method};
 use super::rules::AggregationRules;
+use crate::cache::{Lookup, NameCache};
+
+/// Bytes of verdict cache per name of `max_cached_names` (an entry of a 40-byte name with one
+/// target takes about 56 bytes of log and 8 of index; the cache gives a quarter of its budget
+/// to the index).
+const VERDICT_BYTES_PER_NAME: usize = 128;
+
+/// How far ahead of the datapoint being fed its verdict-cache index slot is prefetched…
+const SLOTS_AHEAD: usize = 16;
+/// …and its entry (which needs the slot).
+const ENTRIES_AHEAD: usize = 8;
+
+/// A verdict's first byte: the name is itself one of its outputs.
+const IS_OUTPUT: u8 = 1;
+/// A verdict's first byte: some rule matched the name.
+const MATCHED: u8 = 2;
 
 /// Bounds and carbon's timing settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -74,11 +90,17 @@ pub struct Emitted {
     pub is_output: bool,
 }
 
-/// Where a name goes under one rule.
+/// An output series as the rules reach it: the first rule that resolved to it (its method and
+/// frequency create the series) and the series' slot while it lives, so that a datapoint finds
+/// its series without hashing the output name.
 #[derive(Debug)]
-struct Target {
-    rule: u32,
+struct SeriesRef {
     output: Box<str>,
+    method: Method,
+    frequency: i64,
+    /// `(slot, generation)` of the series last found or created, checked before use: the
+    /// series may have been deleted (and its slot reused) since.
+    bound: Option<(u32, u32)>,
 }
 
 /// One interval's buffer.
@@ -128,7 +150,15 @@ pub(super) struct Table {
 pub struct Aggregator {
     rules: Arc<AggregationRules>,
     limits: AggregatorLimits,
-    verdicts: HashMap<Box<[u8]>, Box<[Target]>>,
+    /// Per input name, its verdict: a flags byte ([`MATCHED`], [`IS_OUTPUT`]) and the
+    /// little-endian `u32` indices in `refs` of the outputs it feeds, one per matching rule in
+    /// file order. Byte-bounded, with second-chance eviction.
+    verdicts: NameCache,
+    /// The outputs the verdicts name, each `(rule, output)` once.
+    refs: Vec<SeriesRef>,
+    ref_ids: HashMap<(u32, Box<str>), u32>,
+    /// The verdict being read.
+    verdict: Vec<u8>,
     pub(super) table: Table,
 }
 
@@ -136,15 +166,38 @@ fn micros(t: f64) -> i64 {
     (t * 1e6) as i64
 }
 
+/// carbon's interval of a timestamp, `ts - ts % frequency` with Python's float `%` (the
+/// remainder takes the sign of the positive frequency).
+#[inline]
+fn interval_start(timestamp: f64, frequency: i64) -> f64 {
+    // Whole seconds (what senders send) in integers: the same value, without `fmod`.
+    if (1.0..9.0e15).contains(&timestamp) && timestamp.fract() == 0.0 {
+        let t = timestamp as i64;
+        return (t - t.rem_euclid(frequency)) as f64;
+    }
+    timestamp - timestamp.rem_euclid(frequency as f64)
+}
+
 impl Aggregator {
     /// An aggregator with no series.
     pub fn new(rules: Arc<AggregationRules>, limits: AggregatorLimits) -> Self {
         Self {
             rules,
+            verdicts: Self::verdict_cache(&limits),
             limits,
-            verdicts: HashMap::new(),
+            refs: Vec::new(),
+            ref_ids: HashMap::new(),
+            verdict: Vec::new(),
             table: Table::default(),
         }
+    }
+
+    fn verdict_cache(limits: &AggregatorLimits) -> NameCache {
+        NameCache::new(
+            limits
+                .max_cached_names
+                .saturating_mul(VERDICT_BYTES_PER_NAME),
+        )
     }
 
     /// The rules in force.
@@ -160,7 +213,13 @@ impl Aggregator {
     /// Puts new rules in force; open series keep their frequency and method until freed.
     pub fn set_rules(&mut self, rules: Arc<AggregationRules>) {
         self.rules = rules;
-        self.verdicts.clear();
+        self.forget_verdicts();
+    }
+
+    fn forget_verdicts(&mut self) {
+        self.verdicts = Self::verdict_cache(&self.limits);
+        self.refs.clear();
+        self.ref_ids.clear();
     }
 
     /// True when the output series `name` exists.
@@ -176,50 +235,126 @@ impl Aggregator {
     /// Adds a datapoint to every output series its name resolves to (at `now`, Unix seconds,
     /// which starts the timer of a series it creates).
     pub fn feed(&mut self, name: &[u8], timestamp: f64, value: f64, now: f64) -> Emitted {
-        if !self.verdicts.contains_key(name) {
-            self.resolve(name);
-        }
-        let Some(targets) = self.verdicts.get(name) else {
-            return Emitted::default();
-        };
-        let mut out = Emitted {
-            matched: !targets.is_empty(),
-            is_output: false,
-        };
-        for t in targets.iter() {
-            out.is_output |= t.output.as_bytes() == name;
-            let Some(rule) = self.rules.rules.get(t.rule as usize) else {
-                continue;
-            };
-            self.table.add(
-                &t.output,
-                rule.method,
-                rule.frequency,
-                &self.limits,
-                (timestamp, value),
-                now,
-            );
-        }
-        out
+        let hash = self.verdicts.hash(name);
+        self.feed_hashed(name, hash, (timestamp, value), now)
     }
 
-    #[cold]
-    fn resolve(&mut self, name: &[u8]) {
-        if self.verdicts.len() >= self.limits.max_cached_names {
-            self.verdicts.clear();
+    /// [`feed`](Self::feed) for each `(name, timestamp, value)` in order, handing what each
+    /// found to `found`. The verdict lookups of consecutive datapoints overlap (their cache
+    /// memory is prefetched a few datapoints ahead), so a batch waits for memory about once
+    /// rather than once per datapoint.
+    pub fn feed_all<'a>(
+        &mut self,
+        points: impl ExactSizeIterator<Item = (&'a [u8], f64, f64)> + Clone,
+        now: f64,
+        found: &mut dyn FnMut(Emitted),
+    ) {
+        const RUN: usize = 128;
+        let mut hashes = [0u64; RUN];
+        let mut lens = [0usize; RUN];
+        let mut points = points.peekable();
+        while points.peek().is_some() {
+            let run = points.clone().take(RUN);
+            let mut n = 0;
+            for ((h, l), (name, _, _)) in hashes.iter_mut().zip(&mut lens).zip(run) {
+                *h = self.verdicts.hash(name);
+                *l = name.len();
+                n += 1;
+            }
+            let (hashes, lens) = (&hashes[..n], &lens[..n]);
+            for &h in hashes.iter().take(SLOTS_AHEAD) {
+                self.verdicts.prefetch_slot(h);
+            }
+            for (&h, &l) in hashes.iter().zip(lens).take(ENTRIES_AHEAD) {
+                self.verdicts.prefetch_entry(h, l);
+            }
+            for i in 0..n {
+                if let Some(&h) = hashes.get(i + SLOTS_AHEAD) {
+                    self.verdicts.prefetch_slot(h);
+                }
+                if let (Some(&h), Some(&l)) =
+                    (hashes.get(i + ENTRIES_AHEAD), lens.get(i + ENTRIES_AHEAD))
+                {
+                    self.verdicts.prefetch_entry(h, l);
+                }
+                let (Some((name, timestamp, value)), Some(&h)) = (points.next(), hashes.get(i))
+                else {
+                    break;
+                };
+                found(self.feed_hashed(name, h, (timestamp, value), now));
+            }
         }
+    }
+
+    #[inline]
+    fn feed_hashed(&mut self, name: &[u8], hash: u64, point: (f64, f64), now: f64) -> Emitted {
+        self.verdict.clear();
+        if let Lookup::Miss { .. } = self.verdicts.lookup(hash, name, &mut self.verdict) {
+            self.resolve(name, hash);
+        }
+        let flags = self.verdict.first().copied().unwrap_or(0);
+        for id in self.verdict.get(1..).unwrap_or_default().chunks_exact(4) {
+            let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
+            if let Some(r) = self.refs.get_mut(id as usize) {
+                self.table.add(r, &self.limits, point, now);
+            }
+        }
+        Emitted {
+            matched: flags & MATCHED != 0,
+            is_output: flags & IS_OUTPUT != 0,
+        }
+    }
+
+    /// Tests `name` against the rules, into `self.verdict` and the verdict cache (every name
+    /// is stored: a resolution costs a rules scan and captures, far more than a lookup).
+    #[cold]
+    fn resolve(&mut self, name: &[u8], hash: u64) {
+        if self.refs.len() >= self.limits.max_cached_names.max(self.limits.max_series) {
+            // The outputs named by verdicts since the last reset: bounded like the names.
+            self.forget_verdicts();
+        }
+        let mut flags = 0;
+        self.verdict.clear();
+        self.verdict.push(0);
         // Names are UTF-8 (the receivers hand over nothing else); anything else matches no rule.
-        let mut targets = Vec::new();
         if let Ok(text) = std::str::from_utf8(name) {
-            self.rules.for_each_output(text, |i, output| {
-                targets.push(Target {
-                    rule: i as u32,
-                    output: output.into_boxed_str(),
-                });
+            let Self {
+                rules,
+                refs,
+                ref_ids,
+                verdict,
+                ..
+            } = self;
+            rules.for_each_output(text, |i, output| {
+                flags |= MATCHED;
+                if output.as_bytes() == name {
+                    flags |= IS_OUTPUT;
+                }
+                let Some(rule) = rules.rules.get(i) else {
+                    return;
+                };
+                let key = (i as u32, output.into_boxed_str());
+                let id = match ref_ids.get(&key) {
+                    Some(&id) => id,
+                    None => {
+                        let id = refs.len() as u32;
+                        refs.push(SeriesRef {
+                            output: key.1.clone(),
+                            method: rule.method,
+                            frequency: rule.frequency,
+                            bound: None,
+                        });
+                        ref_ids.insert(key, id);
+                        id
+                    }
+                };
+                verdict.extend_from_slice(&id.to_le_bytes());
             });
         }
-        let targets: Box<[Target]> = targets.into_boxed_slice();
-        self.verdicts.insert(name.into(), targets);
+        if let Some(f) = self.verdict.first_mut() {
+            *f = flags;
+        }
+        self.verdicts.insert(hash, name, &self.verdict);
     }
 
     /// Runs every series timer due by `now` (Unix seconds), handing each aggregate to `emit`
@@ -235,40 +370,22 @@ impl Aggregator {
 }
 
 impl Table {
+    /// Adds a datapoint to the series `r` names (found by its remembered slot, else by name;
+    /// created under `r`'s rule when missing).
+    #[inline]
     fn add(
         &mut self,
-        output: &str,
-        method: Method,
-        frequency: i64,
+        r: &mut SeriesRef,
         limits: &AggregatorLimits,
         (timestamp, value): (f64, f64),
         now: f64,
     ) {
-        let slot = match self.index.get(output) {
-            Some(&s) => s,
-            None => {
-                if self.index.len() >= limits.max_series {
-                    self.stats.dropped_series_limit += 1;
-                    return;
-                }
-                // A new series needs an interval: refused here, not left empty.
-                if self.stats.held_intervals as usize >= limits.max_intervals_held {
-                    self.stats.dropped_intervals_limit += 1;
-                    return;
-                }
-                let period = match limits.write_back {
-                    Some(w) => w.min(frequency as f64),
-                    None => frequency as f64,
-                };
-                self.insert(Series {
-                    name: output.into(),
-                    method,
-                    frequency,
-                    period,
-                    next_due: now + period,
-                    intervals: Vec::new(),
-                })
-            }
+        let slot = match r.bound {
+            Some((slot, generation)) if self.is_live(slot, generation) => slot,
+            _ => match self.find_or_create(r, limits, now) {
+                Some(slot) => slot,
+                None => return,
+            },
         };
         let Some(series) = self
             .slots
@@ -282,8 +399,7 @@ impl Table {
             self.stats.dropped_values_limit += 1;
             return;
         }
-        // Python's float `%` takes the sign of the (positive) frequency.
-        let interval = timestamp - timestamp.rem_euclid(series.frequency as f64);
+        let interval = interval_start(timestamp, series.frequency);
         let buffer = match series.intervals.iter().position(|b| b.start == interval) {
             Some(i) => &mut series.intervals[i],
             None => {
@@ -316,6 +432,46 @@ impl Table {
         if keep {
             self.stats.held_values += 1;
         }
+    }
+
+    /// The series `r` names, by name, or a new one under `r`'s rule; binds `r` to its slot.
+    /// `None` (counted) when a bound refuses a new series.
+    #[cold]
+    fn find_or_create(
+        &mut self,
+        r: &mut SeriesRef,
+        limits: &AggregatorLimits,
+        now: f64,
+    ) -> Option<u32> {
+        let slot = match self.index.get(&r.output) {
+            Some(&s) => s,
+            None => {
+                if self.index.len() >= limits.max_series {
+                    self.stats.dropped_series_limit += 1;
+                    return None;
+                }
+                // A new series needs an interval: refused here, not left empty.
+                if self.stats.held_intervals as usize >= limits.max_intervals_held {
+                    self.stats.dropped_intervals_limit += 1;
+                    return None;
+                }
+                let period = match limits.write_back {
+                    Some(w) => w.min(r.frequency as f64),
+                    None => r.frequency as f64,
+                };
+                self.insert(Series {
+                    name: r.output.clone(),
+                    method: r.method,
+                    frequency: r.frequency,
+                    period,
+                    next_due: now + period,
+                    intervals: Vec::new(),
+                })
+            }
+        };
+        let generation = self.slots.get(slot as usize)?.generation;
+        r.bound = Some((slot, generation));
+        Some(slot)
     }
 
     /// Adds a series (new, or restored) and starts its timer; returns its slot.

@@ -203,9 +203,9 @@ impl NameCache {
         }
     }
 
-    /// Starts loading the entry (first and last key words) that a lookup of `hash`, a name of
-    /// `len` bytes, will compare, or for a name not indexed the admission-filter words its
-    /// miss will read. Reads the index slot, which
+    /// Starts loading the entry (header, last key word, first value word) that a lookup of
+    /// `hash`, a name of `len` bytes, will compare and copy, or for a name not indexed the
+    /// admission-filter words its miss will read. Reads the index slot, which
     /// [`prefetch_slot`](Self::prefetch_slot) should have brought in. Racy by design: what it
     /// reads only steers the CPU's caches.
     #[inline]

@@ -354,9 +354,9 @@ impl Shard {
         }
     }
 
-    /// Starts loading the first and last key words of the entry the first slot tagged like
-    /// `hash` points at (an entry may straddle two cache lines); for a name not in the index,
-    /// the admission-filter words its miss will read. Reads the slots (which
+    /// Starts loading the header, the last key word and the first value word of the entry the
+    /// first slot tagged like `hash` points at (an entry may straddle two cache lines); for a
+    /// name not in the index, the admission-filter words its miss will read. Reads the slots (which
     /// [`prefetch_slot`](Self::prefetch_slot) should have brought in).
     #[inline]
     pub(super) fn prefetch_entry(&self, hash: u64, key_len: usize) {
@@ -374,7 +374,10 @@ impl Shard {
             }
             if (s >> 32) as u32 == hi {
                 if let Some((data, offset)) = self.entry(location(s)) {
-                    for at in [offset, offset + key_len.div_ceil(WORD)] {
+                    // The header, the key's last word and the value's first word (which
+                    // follows the key, often on the next cache line).
+                    let last = offset + key_len.div_ceil(WORD);
+                    for at in [offset, last, last + 1] {
                         if let Some(word) = data.get(at) {
                             prefetch(word);
                         }

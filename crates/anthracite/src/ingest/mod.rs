@@ -56,7 +56,7 @@ const SLOTS_AHEAD: usize = 16;
 const ENTRIES_AHEAD: usize = 8;
 
 /// A parsed datapoint: `(name, timestamp, value)`.
-type Point<'a> = (&'a [u8], f64, f64);
+pub(crate) type Point<'a> = (&'a [u8], f64, f64);
 
 /// What every [`Ingestor`] shares: the current routing generation (`ingest::routing`) and the ingest
 /// counters. Cheap to clone; a configuration reload installs a new generation in it.
@@ -456,7 +456,6 @@ impl Ingestor {
         }
         for chunk in points.chunks(RUN) {
             let mut checked: [Point<'_>; RUN] = [(&[], 0.0, 0.0); RUN];
-            let mut hashes = [0u64; RUN];
             let mut n = 0;
             for &(name, timestamp, value) in chunk {
                 if let (Ok((timestamp, value)), Some(slot)) =
@@ -466,6 +465,16 @@ impl Ingestor {
                     n += 1;
                 }
             }
+            self.route_run(&checked[..n]);
+        }
+    }
+
+    /// Routes checked datapoints (no tagged names) into the pending batches in stretches of
+    /// [`RUN`], as [`push_run`](Self::push_run) describes.
+    fn route_run(&mut self, points: &[Point<'_>]) {
+        for checked in points.chunks(RUN) {
+            let n = checked.len();
+            let mut hashes = [0u64; RUN];
             // One reference count per run (after `check`, which may have moved the ingestor
             // to a new generation), so that routing (which needs `&mut self`) can prefetch
             // through it.
@@ -473,13 +482,13 @@ impl Ingestor {
             // Names the cache would not hold are routed by computation, with the misses
             // (`RouteCache::computes`); the others are hashed for the cache.
             let mut computed = [false; RUN];
-            for ((h, c), p) in hashes.iter_mut().zip(&mut computed).zip(&checked[..n]) {
+            for ((h, c), p) in hashes.iter_mut().zip(&mut computed).zip(checked) {
                 *c = routes.computes(p.0);
                 if !*c {
                     *h = routes.hash(p.0);
                 }
             }
-            let (checked, hashes) = (&checked[..n], &hashes[..n]);
+            let hashes = &hashes[..n];
             let looked_up = |i: usize| computed.get(i).is_some_and(|&c| !c);
             // Index slots SLOTS_AHEAD datapoints ahead, entries (which need their slot)
             // ENTRIES_AHEAD ahead.
@@ -737,8 +746,15 @@ impl Ingestor {
         let mut staged = std::mem::take(&mut self.staged);
         // Counted as received when staged; routing the passed-on ones counts only its drops.
         let accepted = self.accepted;
-        staged.process(&aggregation, &mut |name, timestamp, value| {
-            let _ = self.push_checked(name, timestamp, value);
+        staged.process(&aggregation, &mut |run| {
+            if self.tags.is_some() {
+                // The normalised name lives in the normaliser, one at a time.
+                for &(name, timestamp, value) in run {
+                    let _ = self.push_checked(name, timestamp, value);
+                }
+            } else {
+                self.route_run(run);
+            }
         });
         self.accepted = accepted;
         self.staged = staged;
