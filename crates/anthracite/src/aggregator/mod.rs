@@ -149,6 +149,7 @@ pub(crate) mod rewrite;
 mod rules;
 mod series;
 pub(crate) mod state;
+mod verdicts;
 
 pub(crate) use front::Staged;
 pub(crate) use front::{Aggregation, AggregationSettings};

@@ -7,12 +7,7 @@ use std::sync::Arc;
 
 use super::method::{Accumulator, Method};
 use super::rules::AggregationRules;
-use crate::cache::{Lookup, NameCache};
-
-/// Bytes of verdict cache per name of `max_cached_names` (an entry of a 40-byte name with one
-/// target takes about 56 bytes of log and 8 of index; the cache gives a quarter of its budget
-/// to the index).
-const VERDICT_BYTES_PER_NAME: usize = 128;
+use super::verdicts::Verdicts;
 
 /// How far ahead of the datapoint being fed its verdict-cache index slot is prefetched…
 const SLOTS_AHEAD: usize = 16;
@@ -152,12 +147,12 @@ pub struct Aggregator {
     limits: AggregatorLimits,
     /// Per input name, its verdict: a flags byte ([`MATCHED`], [`IS_OUTPUT`]) and the
     /// little-endian `u32` indices in `refs` of the outputs it feeds, one per matching rule in
-    /// file order. Byte-bounded, with second-chance eviction.
-    verdicts: NameCache,
+    /// file order.
+    verdicts: Verdicts,
     /// The outputs the verdicts name, each `(rule, output)` once.
     refs: Vec<SeriesRef>,
     ref_ids: HashMap<(u32, Box<str>), u32>,
-    /// The verdict being read.
+    /// The verdict being resolved.
     verdict: Vec<u8>,
     pub(super) table: Table,
 }
@@ -183,21 +178,13 @@ impl Aggregator {
     pub fn new(rules: Arc<AggregationRules>, limits: AggregatorLimits) -> Self {
         Self {
             rules,
-            verdicts: Self::verdict_cache(&limits),
+            verdicts: Verdicts::new(limits.max_cached_names),
             limits,
             refs: Vec::new(),
             ref_ids: HashMap::new(),
             verdict: Vec::new(),
             table: Table::default(),
         }
-    }
-
-    fn verdict_cache(limits: &AggregatorLimits) -> NameCache {
-        NameCache::new(
-            limits
-                .max_cached_names
-                .saturating_mul(VERDICT_BYTES_PER_NAME),
-        )
     }
 
     /// The rules in force.
@@ -217,7 +204,7 @@ impl Aggregator {
     }
 
     fn forget_verdicts(&mut self) {
-        self.verdicts = Self::verdict_cache(&self.limits);
+        self.verdicts.clear();
         self.refs.clear();
         self.ref_ids.clear();
     }
@@ -288,25 +275,28 @@ impl Aggregator {
 
     #[inline]
     fn feed_hashed(&mut self, name: &[u8], hash: u64, point: (f64, f64), now: f64) -> Emitted {
-        self.verdict.clear();
-        if let Lookup::Miss { .. } = self.verdicts.lookup(hash, name, &mut self.verdict) {
-            self.resolve(name, hash);
+        let Self {
+            verdicts,
+            refs,
+            table,
+            limits,
+            ..
+        } = self;
+        if let Some(verdict) = verdicts.get(hash, name) {
+            return table.apply(verdict, refs, limits, point, now);
         }
-        let flags = self.verdict.first().copied().unwrap_or(0);
-        for id in self.verdict.get(1..).unwrap_or_default().chunks_exact(4) {
-            let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
-            if let Some(r) = self.refs.get_mut(id as usize) {
-                self.table.add(r, &self.limits, point, now);
-            }
-        }
-        Emitted {
-            matched: flags & MATCHED != 0,
-            is_output: flags & IS_OUTPUT != 0,
-        }
+        self.resolve(name, hash);
+        let Self {
+            verdict,
+            refs,
+            table,
+            limits,
+            ..
+        } = self;
+        table.apply(verdict, refs, limits, point, now)
     }
 
-    /// Tests `name` against the rules, into `self.verdict` and the verdict cache (every name
-    /// is stored: a resolution costs a rules scan and captures, far more than a lookup).
+    /// Tests `name` against the rules, into `self.verdict` and the verdict cache.
     #[cold]
     fn resolve(&mut self, name: &[u8], hash: u64) {
         if self.refs.len() >= self.limits.max_cached_names.max(self.limits.max_series) {
@@ -370,6 +360,29 @@ impl Aggregator {
 }
 
 impl Table {
+    /// Adds a datapoint to every output series of a `verdict` (see `Aggregator::verdicts`).
+    #[inline]
+    fn apply(
+        &mut self,
+        verdict: &[u8],
+        refs: &mut [SeriesRef],
+        limits: &AggregatorLimits,
+        point: (f64, f64),
+        now: f64,
+    ) -> Emitted {
+        let flags = verdict.first().copied().unwrap_or(0);
+        for id in verdict.get(1..).unwrap_or_default().chunks_exact(4) {
+            let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
+            if let Some(r) = refs.get_mut(id as usize) {
+                self.add(r, limits, point, now);
+            }
+        }
+        Emitted {
+            matched: flags & MATCHED != 0,
+            is_output: flags & IS_OUTPUT != 0,
+        }
+    }
+
     /// Adds a datapoint to the series `r` names (found by its remembered slot, else by name;
     /// created under `r`'s rule when missing).
     #[inline]

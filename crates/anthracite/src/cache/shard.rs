@@ -876,7 +876,7 @@ fn remove_slot(w: &mut Writer, slots: &[AtomicU64], mut at: usize) {
 /// Asks the CPU to start loading the cache line holding `value` into its caches, without
 /// waiting for it (a load would hold up everything behind it until the data arrives).
 #[inline(always)]
-fn prefetch<T>(value: &T) {
+pub(crate) fn prefetch<T>(value: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: PREFETCHT0 is only a hint to the cache hierarchy: it cannot fault, reads nothing
     // into the program and writes nothing, and the address comes from a live reference.
