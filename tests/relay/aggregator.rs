@@ -200,6 +200,85 @@ fn sigterm_mid_interval_keeps_the_interval_value() {
     );
 }
 
+/// The drop-in (`--carbon-config --aggregator`) keeps its open intervals across SIGTERM too:
+/// carbon.conf names no spill directory, so the state goes under carbon's `STORAGE_DIR`
+/// (`<root>/storage` for `<root>/conf/carbon.conf`), one directory per instance.
+#[test]
+fn the_drop_in_keeps_open_intervals_under_storage_dir() {
+    let s = Setup::new("");
+    let conf_dir = s.dir.path().join("conf");
+    std::fs::create_dir_all(&conf_dir).expect("conf dir");
+    std::fs::write(conf_dir.join("aggregation-rules.conf"), RULES).expect("write rules");
+    let pickle = free_ports(1)[0];
+    std::fs::write(
+        conf_dir.join("carbon.conf"),
+        format!(
+            "[aggregator]\nLINE_RECEIVER_INTERFACE = 127.0.0.1\nLINE_RECEIVER_PORT = {}\n\
+             PICKLE_RECEIVER_INTERFACE = 127.0.0.1\nPICKLE_RECEIVER_PORT = {pickle}\n\
+             DESTINATIONS = 127.0.0.1:{}:a\nWRITE_BACK_FREQUENCY = 1\nCARBON_METRIC_INTERVAL = 0\n",
+            s.line.port(),
+            s.sink.port()
+        ),
+    )
+    .expect("write carbon.conf");
+    let state = s
+        .dir
+        .path()
+        .join("storage")
+        .join("anthracite-aggregator-b")
+        .join("aggregator.state");
+    let start = |run: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
+        cmd.arg("run")
+            .arg("--carbon-config")
+            .arg(conf_dir.join("carbon.conf"))
+            .arg("--aggregator")
+            .arg("--instance")
+            .arg("b")
+            .env("NO_COLOR", "1")
+            .env_remove("GRAPHITE_STORAGE_DIR")
+            .env_remove("GRAPHITE_ROOT");
+        let log = s.dir.path().join(format!("drop-in-{run}.log"));
+        let mut child = ManagedChild::spawn("anthracite --aggregator", cmd, log);
+        s.wait_for(&mut child, "the line receiver", || {
+            std::net::TcpStream::connect_timeout(&s.line, Duration::from_millis(200)).is_ok()
+        });
+        child
+    };
+    let now = support::unix_now();
+    let interval = (now - now.rem_euclid(60)) as f64;
+    let first = [0.1, 0.2, 7.0];
+    let second = [0.3, -2.5];
+    let points = |vals: &[f64], offset: usize| -> Vec<(String, i64, f64)> {
+        vals.iter()
+            .enumerate()
+            .map(|(i, v)| (format!("in.h{}", i + offset), interval as i64 + 1, *v))
+            .collect()
+    };
+    let mut relay = start("1");
+    send_lines(s.line, &points(&first, 0));
+    s.wait_for(&mut relay, "the first aggregate", || {
+        s.last("agg.sum", interval).is_some()
+    });
+    relay.stop();
+    assert!(
+        state.exists(),
+        "SIGTERM writes {}\n{}",
+        state.display(),
+        relay.log_tail(20)
+    );
+    let mut relay = start("2");
+    send_lines(s.line, &points(&second, first.len()));
+    let all: Vec<f64> = first.iter().chain(&second).copied().collect();
+    let want = expected(&all, interval);
+    s.wait_for(&mut relay, "the aggregates over both runs", || {
+        want.iter()
+            .all(|(name, bits)| s.last(name, interval) == Some(*bits))
+    });
+    assert_ne!(expected(&second, interval), want);
+    relay.stop();
+}
+
 /// A SIGKILL loses what was aggregated after the last checkpoint, for the open intervals only,
 /// and the next start says so and counts it. Run 1 checkpoints periodically and is killed; run 2
 /// restores that checkpoint (an unclean restart), re-checkpoints what it restored at once, gets

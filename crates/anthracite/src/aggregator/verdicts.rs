@@ -61,6 +61,7 @@ impl Verdicts {
     }
 
     /// Names cached.
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.len
     }

@@ -113,6 +113,8 @@ const HONOURED_AGGREGATOR: &[&str] = &[
     "WRITE_BACK_FREQUENCY",
     "LOG_AGGREGATOR_MISSES",
     "REWRITE_RULES",
+    // Where the open intervals are kept across restarts (`storage_dir`).
+    "STORAGE_DIR",
 ];
 
 /// Every other key of carbon 1.1.10's `conf.defaults` (known to carbon, not implemented here).
@@ -598,8 +600,11 @@ fn aggregator_settings(
         },
     };
     let max_intervals = s.uint("MAX_AGGREGATION_INTERVALS", 5)?;
+    let state_dir =
+        storage_dir(s, conf_dir).join(format!("anthracite-aggregator-{}", options.instance));
     raw.aggregation = Some(RawAggregation {
         rules_file: rules.display().to_string(),
+        state_dir: state_dir.display().to_string(),
         forward_all: s.bool("FORWARD_ALL", true)?,
         max_intervals,
         write_back_frequency_secs: write_back,
@@ -612,6 +617,25 @@ fn aggregator_settings(
     });
     raw.telemetry.role = "aggregator".into();
     Ok(())
+}
+
+/// carbon's `STORAGE_DIR` (where its daemons keep pid files and logs): the setting, else
+/// `$GRAPHITE_STORAGE_DIR`, else `storage` under the Graphite root (`$GRAPHITE_ROOT`, else the
+/// parent of the directory holding carbon.conf: `/opt/graphite/conf/carbon.conf` →
+/// `/opt/graphite/storage`).
+fn storage_dir(s: &Settings<'_>, conf_dir: &Path) -> PathBuf {
+    let set = |v: Option<String>| {
+        v.filter(|v| !v.is_empty() && v != "None")
+            .map(PathBuf::from)
+    };
+    set(s.str("STORAGE_DIR").map(str::to_owned))
+        .or_else(|| set(std::env::var("GRAPHITE_STORAGE_DIR").ok()))
+        .unwrap_or_else(|| {
+            set(std::env::var("GRAPHITE_ROOT").ok())
+                .or_else(|| conf_dir.parent().map(Path::to_path_buf))
+                .unwrap_or_default()
+                .join("storage")
+        })
 }
 
 /// `DESTINATION_TRANSPORT` / `DESTINATION_SSL_CA`: carbon connects with TLS when the transport

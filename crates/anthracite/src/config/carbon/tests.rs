@@ -399,3 +399,43 @@ fn relay_rule_with_python_look_ahead_loads_and_a_broken_one_names_file_and_secti
         "{err}"
     );
 }
+
+#[test]
+fn the_aggregator_keeps_its_state_under_storage_dir() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let conf_dir = root.path().join("conf");
+    std::fs::create_dir_all(&conf_dir).expect("conf dir");
+    std::fs::write(
+        conf_dir.join("aggregation-rules.conf"),
+        "o (60) = sum i.*\n",
+    )
+    .expect("rules");
+    let path = conf_dir.join("carbon.conf");
+    let state_dir = |conf: &str, instance: &str| {
+        std::fs::write(&path, conf).expect("write carbon.conf");
+        let mut o = CarbonOptions::new(&path);
+        o.aggregator = true;
+        o.instance = instance.into();
+        let c = load(&o).expect("imports");
+        let warned = c.warnings.iter().any(|w| w.contains("STORAGE_DIR"));
+        let a = c.config.aggregation.expect("aggregation");
+        (a.state_dir, a.checkpoint_interval.is_some(), warned)
+    };
+    // The standard layout: <root>/conf/carbon.conf → <root>/storage.
+    let conf = "[aggregator]\nDESTINATIONS = 127.0.0.1:2004\n";
+    assert_eq!(
+        state_dir(conf, "a"),
+        (
+            Some(root.path().join("storage").join("anthracite-aggregator-a")),
+            true,
+            false
+        )
+    );
+    let conf = "[aggregator]\nDESTINATIONS = 127.0.0.1:2004\nSTORAGE_DIR = /var/lib/graphite\n";
+    assert_eq!(
+        state_dir(conf, "b").0,
+        Some(std::path::PathBuf::from(
+            "/var/lib/graphite/anthracite-aggregator-b"
+        ))
+    );
+}
