@@ -2,7 +2,8 @@
 //! rules, 10k output series, 60 s frequency), on the aggregator alone (no sockets):
 //!
 //! - `aggregate/warm/*`: every series and every name's rule verdict exist — the steady state,
-//!   which allocates nothing per datapoint. `sum`, `avg` and `p95` rules (a third each).
+//!   which allocates nothing per datapoint. `sum`, `avg` and `p95` rules (a third each). One
+//!   datapoint at a time, and `batched` as the relay feeds a read (`Aggregator::feed_all`).
 //! - `aggregate/cold`: a new aggregator per iteration, so every name is resolved against the
 //!   rules once and every series created.
 //! - `aggregate/emit`: one tick that computes and hands on all 10k aggregates (percentiles
@@ -63,6 +64,18 @@ fn bench(c: &mut Criterion) {
     feed(&mut warm, &names, 1020.0);
     group.bench_function("warm/100k_names_100_rules", |b| {
         b.iter(|| feed(&mut warm, &names, 1020.0));
+    });
+    // As the relay feeds it: a read's datapoints together, their verdict lookups overlapped.
+    group.bench_function("warm/100k_names_100_rules_batched", |b| {
+        b.iter(|| {
+            let points = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.as_bytes(), 1020.0, i as f64 * 0.5));
+            warm.feed_all(points, 1000.0, &mut |e| {
+                black_box(e);
+            });
+        });
     });
     group.bench_function("cold", |b| {
         b.iter_batched(

@@ -138,10 +138,13 @@
 //!   (`anthracite_aggregator_unclean_restarts_total`,
 //!   `anthracite_aggregator_checkpoint_restored_intervals_total`). carbon loses every open
 //!   interval at every restart.
-//! - **Speed.** A series' buffers live in a slab, found by a hash of the output name; the
-//!   rules' verdict per input name is cached (bounded, cleared when full), so rules are only
-//!   tested against a name the first time it is seen. Once a series and its interval exist, a
-//!   datapoint allocates nothing (percentile value vectors are recycled).
+//! - **Speed.** The rules are tested against a name once: its verdict (the output series it
+//!   feeds, each by slot in the series slab, checked by a generation) is cached per input
+//!   name (`verdicts.rs`: bounded, emptied when full). A read's datapoints are fed together
+//!   under one lock with their verdict lookups overlapped (each one's memory prefetched a few
+//!   datapoints ahead), and the ones passed on are routed as one run, as plain relaying routes
+//!   a read. Once a series and its interval exist, a datapoint allocates nothing (percentile
+//!   value vectors are recycled) and hashes its name once.
 
 mod front;
 mod method;
