@@ -127,11 +127,44 @@ impl Setup {
         }
     }
 
+    /// Sends `second` to the run after the one that got `first` and waits until the
+    /// aggregates over both arrive (which tells a restored interval from a lost one).
+    fn send_second_and_expect_both(
+        &self,
+        relay: &mut ManagedChild,
+        first: &[f64],
+        second: &[f64],
+        interval: f64,
+    ) {
+        send_lines(self.line, &points(second, first.len(), interval));
+        let all: Vec<f64> = first.iter().chain(second).copied().collect();
+        let want = expected(&all, interval);
+        self.wait_for(relay, "the aggregates over both runs", || {
+            want.iter()
+                .all(|(name, bits)| self.last(name, interval) == Some(*bits))
+        });
+        // Without the state file the values would be over the second run alone.
+        assert_ne!(
+            expected(second, interval),
+            want,
+            "the test tells a restored interval from a lost one"
+        );
+    }
+
     fn metrics(&self) -> std::collections::BTreeMap<String, f64> {
         let (status, body) = get(self.admin, "/metrics").expect("GET /metrics");
         assert_eq!(status, 200);
         parse_metrics(&body)
     }
+}
+
+/// `in.h<offset + i>` = `values[i]`, one second into `interval`.
+fn points(values: &[f64], offset: usize, interval: f64) -> Vec<(String, i64, f64)> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (format!("in.h{}", i + offset), interval as i64 + 1, *v))
+        .collect()
 }
 
 /// What one aggregator that never restarted computes over `values` (the reference).
@@ -155,14 +188,8 @@ fn sigterm_mid_interval_keeps_the_interval_value() {
     let interval = (now - now.rem_euclid(60)) as f64;
     let first = [1e16, 1.0, 0.25, -0.0];
     let second = [-1e16, 3.5, 2.0];
-    let points = |vals: &[f64], offset: usize| -> Vec<(String, i64, f64)> {
-        vals.iter()
-            .enumerate()
-            .map(|(i, v)| (format!("in.h{}", i + offset), interval as i64 + 1, *v))
-            .collect()
-    };
     let mut relay = s.start();
-    send_lines(s.line, &points(&first, 0));
+    send_lines(s.line, &points(&first, 0, interval));
     s.wait_for(&mut relay, "the first aggregate and a checkpoint", || {
         s.last("agg.sum", interval).is_some()
             && s.metric(
@@ -185,19 +212,7 @@ fn sigterm_mid_interval_keeps_the_interval_value() {
         s.metric("anthracite_aggregator_unclean_restarts_total", &[]),
         Some(0.0)
     );
-    send_lines(s.line, &points(&second, first.len()));
-    let all: Vec<f64> = first.iter().chain(&second).copied().collect();
-    let want = expected(&all, interval);
-    s.wait_for(&mut relay, "the aggregates over both runs", || {
-        want.iter()
-            .all(|(name, bits)| s.last(name, interval) == Some(*bits))
-    });
-    // Without the state file the sum would be over the second run alone.
-    let lost = expected(&second, interval);
-    assert_ne!(
-        lost, want,
-        "the test tells a restored interval from a lost one"
-    );
+    s.send_second_and_expect_both(&mut relay, &first, &second, interval);
 }
 
 /// The drop-in (`--carbon-config --aggregator`) keeps its open intervals across SIGTERM too:
@@ -249,14 +264,8 @@ fn the_drop_in_keeps_open_intervals_under_storage_dir() {
     let interval = (now - now.rem_euclid(60)) as f64;
     let first = [0.1, 0.2, 7.0];
     let second = [0.3, -2.5];
-    let points = |vals: &[f64], offset: usize| -> Vec<(String, i64, f64)> {
-        vals.iter()
-            .enumerate()
-            .map(|(i, v)| (format!("in.h{}", i + offset), interval as i64 + 1, *v))
-            .collect()
-    };
     let mut relay = start("1");
-    send_lines(s.line, &points(&first, 0));
+    send_lines(s.line, &points(&first, 0, interval));
     s.wait_for(&mut relay, "the first aggregate", || {
         s.last("agg.sum", interval).is_some()
     });
@@ -268,14 +277,7 @@ fn the_drop_in_keeps_open_intervals_under_storage_dir() {
         relay.log_tail(20)
     );
     let mut relay = start("2");
-    send_lines(s.line, &points(&second, first.len()));
-    let all: Vec<f64> = first.iter().chain(&second).copied().collect();
-    let want = expected(&all, interval);
-    s.wait_for(&mut relay, "the aggregates over both runs", || {
-        want.iter()
-            .all(|(name, bits)| s.last(name, interval) == Some(*bits))
-    });
-    assert_ne!(expected(&second, interval), want);
+    s.send_second_and_expect_both(&mut relay, &first, &second, interval);
     relay.stop();
 }
 
@@ -294,12 +296,6 @@ fn sigkill_loses_only_what_came_after_the_last_checkpoint_and_counts_it() {
     let lost = [7.0, -3.0];
     let last = [-1e16, 3.5, 2.0];
     let rules = RULES.lines().count() as u64;
-    let points = |vals: &[f64], offset: usize| -> Vec<(String, i64, f64)> {
-        vals.iter()
-            .enumerate()
-            .map(|(i, v)| (format!("in.h{}", i + offset), interval as i64 + 1, *v))
-            .collect()
-    };
     let unclean = |s: &Setup| {
         (
             s.metric("anthracite_aggregator_unclean_restarts_total", &[]),
@@ -311,7 +307,7 @@ fn sigkill_loses_only_what_came_after_the_last_checkpoint_and_counts_it() {
     };
 
     let mut relay = s.start();
-    send_lines(s.line, &points(&first, 0));
+    send_lines(s.line, &points(&first, 0, interval));
     s.wait_for(
         &mut relay,
         "a periodic checkpoint holding the first values",
@@ -333,7 +329,7 @@ fn sigkill_loses_only_what_came_after_the_last_checkpoint_and_counts_it() {
         s.state_header(),
         Some(("checkpoint".into(), rules * first.len() as u64))
     );
-    send_lines(s.line, &points(&lost, first.len()));
+    send_lines(s.line, &points(&lost, first.len(), interval));
     let held = rules * (first.len() + lost.len()) as u64;
     s.wait_for(&mut relay, "the lost values to be aggregated", || {
         s.metric("anthracite_aggregator_buffered_datapoints", &[]) == Some(held as f64)
@@ -348,7 +344,7 @@ fn sigkill_loses_only_what_came_after_the_last_checkpoint_and_counts_it() {
     let mut relay = s.start();
     assert_eq!(unclean(&s), (Some(1.0), Some(rules as f64)));
     assert!(relay.log_tail(50).contains(warning));
-    send_lines(s.line, &points(&last, first.len() + lost.len()));
+    send_lines(s.line, &points(&last, first.len() + lost.len(), interval));
     let kept: Vec<f64> = first.iter().chain(&last).copied().collect();
     let want = expected(&kept, interval);
     s.wait_for(&mut relay, "the aggregates over runs 1 and 3", || {
