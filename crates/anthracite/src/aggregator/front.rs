@@ -10,8 +10,8 @@ use super::rules::AggregationRules;
 use super::series::{Aggregator, AggregatorLimits, AggregatorStats};
 use crate::episode::{Episode, Line};
 use crate::figure::{Component, Figure, Reporting};
-use crate::ingest::Point;
 use crate::metric_names::{carbon as leaf, facade};
+use crate::protocol::Point;
 
 /// How the aggregator behaves (carbon's `[aggregator]` settings and anthracite's bounds).
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::method::{Accumulator, Method};
 use super::rules::AggregationRules;
 use super::verdicts::Verdicts;
+use crate::protocol::Point;
 
 /// How far ahead of the datapoint being fed its verdict-cache index slot is prefetched…
 const SLOTS_AHEAD: usize = 16;
@@ -232,7 +233,7 @@ impl Aggregator {
     /// rather than once per datapoint.
     pub fn feed_all<'a>(
         &mut self,
-        points: impl ExactSizeIterator<Item = (&'a [u8], f64, f64)> + Clone,
+        points: impl ExactSizeIterator<Item = Point<'a>> + Clone,
         now: f64,
         found: &mut dyn FnMut(Emitted),
     ) {

@@ -55,8 +55,7 @@ const SLOTS_AHEAD: usize = 16;
 /// …and its entry (which needs the slot).
 const ENTRIES_AHEAD: usize = 8;
 
-/// A parsed datapoint: `(name, timestamp, value)`.
-pub(crate) type Point<'a> = (&'a [u8], f64, f64);
+use crate::protocol::Point;
 
 /// What every [`Ingestor`] shares: the current routing generation (`ingest::routing`) and the ingest
 /// counters. Cheap to clone; a configuration reload installs a new generation in it.

@@ -25,6 +25,9 @@ pub(crate) mod pickle;
 pub(crate) mod protobuf;
 pub(crate) mod tags;
 
+/// A parsed datapoint: `(name, timestamp, value)`.
+pub(crate) type Point<'a> = (&'a [u8], f64, f64);
+
 /// Why one datapoint (or one frame) was not accepted. Doubles as a metric label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
