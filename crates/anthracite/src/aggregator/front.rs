@@ -11,7 +11,7 @@ use super::series::{Aggregator, AggregatorLimits, AggregatorStats};
 use crate::episode::{Episode, Line};
 use crate::figure::{Component, Figure, Reporting};
 use crate::metric_names::{carbon as leaf, facade};
-use crate::protocol::Point;
+use crate::protocol::{Point, RUN};
 
 /// How the aggregator behaves (carbon's `[aggregator]` settings and anthracite's bounds).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -26,9 +26,6 @@ pub struct AggregationSettings {
 
 /// A staged datapoint: `(name start, name length, timestamp, value)` in its stage's name buffer.
 type StagedPoint = (u32, u32, f64, f64);
-
-/// Most datapoints handed on in one run (the ingestor routes runs together).
-const RUN: usize = 128;
 
 /// Datapoints of one read, staged for the aggregator: names in one buffer, no allocation per
 /// datapoint once grown.
@@ -123,7 +120,13 @@ fn name_of<'a>(names: &'a [u8], &(start, len, _, _): &StagedPoint) -> &'a [u8] {
         .unwrap_or_default()
 }
 
-/// Renames the datapoints of `from` (those `keep` says, or all) by `rules` into `to`.
+/// Whether datapoint `i` is among those `keep` says (all without `keep`).
+#[inline]
+fn kept(keep: Option<&[bool]>, i: usize) -> bool {
+    keep.is_none_or(|k| k.get(i).copied().unwrap_or(false))
+}
+
+/// Renames the datapoints (those `keep` says, or all) by `rules` into `to_names`/`to_points`.
 fn rename(
     rules: &[rewrite::RewriteRule],
     (names, points): (&[u8], &[StagedPoint]),
@@ -135,7 +138,7 @@ fn rename(
     to_names.clear();
     to_points.clear();
     for (i, p) in points.iter().enumerate() {
-        if keep.is_some_and(|k| !k.get(i).copied().unwrap_or(false)) {
+        if !kept(keep, i) {
             continue;
         }
         let name = name_of(names, p);
@@ -162,7 +165,7 @@ fn runs(
     let mut run: [Point<'_>; RUN] = [(&[], 0.0, 0.0); RUN];
     let mut n = 0;
     for (i, p) in points.iter().enumerate() {
-        if keep.is_some_and(|k| !k.get(i).copied().unwrap_or(false)) {
+        if !kept(keep, i) {
             continue;
         }
         if let Some(slot) = run.get_mut(n) {

@@ -121,10 +121,12 @@
 //! - **Memory bound.** `max_series` bounds the output series, `max_intervals_held` the
 //!   intervals over all series (late or scattered timestamps can open many per series between
 //!   two ticks) and `max_values` the values held for percentiles (the only values kept; other
-//!   methods hold a few words per interval); `max_cached_names` bounds the verdict cache. A
-//!   datapoint that would create a series, open an interval or store a value past its bound is
-//!   not aggregated and counted (`anthracite_aggregator_dropped_total{reason="series_limit"|
-//!   "intervals_limit"|"values_limit"}`, carbon self-metric
+//!   methods hold a few words per interval); `max_cached_names` bounds the verdict cache: that
+//!   many names in at most 128 bytes of record per name, and the output references they hold,
+//!   at most `max(max_cached_names, max_series)`. A datapoint that would create a series, open
+//!   an interval or store a value past its bound is not aggregated and counted
+//!   (`anthracite_aggregator_dropped_total{reason="series_limit"|"intervals_limit"|
+//!   "values_limit"}`, carbon self-metric
 //!   `aggregateDatapointsDropped.<reason>`), logged once per episode. It is still passed on
 //!   when `FORWARD_ALL` says so.
 //! - **Restart.** On an orderly shutdown the series (name, frequency, method, timer phase and

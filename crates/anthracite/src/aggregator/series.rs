@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::method::{Accumulator, Method};
 use super::rules::AggregationRules;
 use super::verdicts::Verdicts;
-use crate::protocol::Point;
+use crate::protocol::{Point, RUN};
 
 /// How far ahead of the datapoint being fed its verdict-cache index slot is prefetched…
 const SLOTS_AHEAD: usize = 16;
@@ -237,7 +237,6 @@ impl Aggregator {
         now: f64,
         found: &mut dyn FnMut(Emitted),
     ) {
-        const RUN: usize = 128;
         let mut hashes = [0u64; RUN];
         let mut lens = [0usize; RUN];
         let mut points = points.peekable();

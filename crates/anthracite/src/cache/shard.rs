@@ -356,8 +356,8 @@ impl Shard {
 
     /// Starts loading the header, the last key word and the first value word of the entry the
     /// first slot tagged like `hash` points at (an entry may straddle two cache lines); for a
-    /// name not in the index, the admission-filter words its miss will read. Reads the slots (which
-    /// [`prefetch_slot`](Self::prefetch_slot) should have brought in).
+    /// name not in the index, the admission-filter words its miss will read. Reads the slots
+    /// (which [`prefetch_slot`](Self::prefetch_slot) should have brought in).
     #[inline]
     pub(super) fn prefetch_entry(&self, hash: u64, key_len: usize) {
         let slots = self.slots();

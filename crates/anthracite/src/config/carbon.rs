@@ -600,8 +600,8 @@ fn aggregator_settings(
         },
     };
     let max_intervals = s.uint("MAX_AGGREGATION_INTERVALS", 5)?;
-    let state_dir =
-        storage_dir(s, conf_dir).join(format!("anthracite-aggregator-{}", options.instance));
+    let storage = storage_dir(s.str("STORAGE_DIR"), conf_dir, &|k| std::env::var(k).ok());
+    let state_dir = storage.join(format!("anthracite-aggregator-{}", options.instance));
     raw.aggregation = Some(RawAggregation {
         rules_file: rules.display().to_string(),
         state_dir: state_dir.display().to_string(),
@@ -622,16 +622,20 @@ fn aggregator_settings(
 /// carbon's `STORAGE_DIR` (where its daemons keep pid files and logs): the setting, else
 /// `$GRAPHITE_STORAGE_DIR`, else `storage` under the Graphite root (`$GRAPHITE_ROOT`, else the
 /// parent of the directory holding carbon.conf: `/opt/graphite/conf/carbon.conf` →
-/// `/opt/graphite/storage`).
-fn storage_dir(s: &Settings<'_>, conf_dir: &Path) -> PathBuf {
+/// `/opt/graphite/storage`). `env` reads an environment variable.
+fn storage_dir(
+    setting: Option<&str>,
+    conf_dir: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> PathBuf {
     let set = |v: Option<String>| {
         v.filter(|v| !v.is_empty() && v != "None")
             .map(PathBuf::from)
     };
-    set(s.str("STORAGE_DIR").map(str::to_owned))
-        .or_else(|| set(std::env::var("GRAPHITE_STORAGE_DIR").ok()))
+    set(setting.map(str::to_owned))
+        .or_else(|| set(env("GRAPHITE_STORAGE_DIR")))
         .unwrap_or_else(|| {
-            set(std::env::var("GRAPHITE_ROOT").ok())
+            set(env("GRAPHITE_ROOT"))
                 .or_else(|| conf_dir.parent().map(Path::to_path_buf))
                 .unwrap_or_default()
                 .join("storage")

@@ -30,6 +30,7 @@ use crate::batch::Batch;
 use crate::filter::{NameFilter, SharedLists, Verdict};
 use crate::protocol::tags::TagNormalizer;
 use crate::protocol::{DropCounts, DropReason, line, normalize};
+use crate::protocol::{Point, RUN};
 use crate::queue::{DestinationQueue, PushMode, PushOutcome};
 use crate::router::{ReplicaPools, RouteCache, Router};
 
@@ -48,14 +49,10 @@ pub const FLUSH_HINT_BYTES: usize = 4 << 20;
 /// Longest metric name a [`Pipeline`] accepts unless told otherwise (`listen.max_name_length`).
 pub(crate) const DEFAULT_MAX_NAME_LENGTH: usize = 4096;
 
-/// Datapoints [`Ingestor::push_run`] pipelines together (the most a receiver hands over).
-const RUN: usize = 128;
 /// How far ahead of the datapoint being routed its route-cache index slot is prefetched…
 const SLOTS_AHEAD: usize = 16;
 /// …and its entry (which needs the slot).
 const ENTRIES_AHEAD: usize = 8;
-
-use crate::protocol::Point;
 
 /// What every [`Ingestor`] shares: the current routing generation (`ingest::routing`) and the ingest
 /// counters. Cheap to clone; a configuration reload installs a new generation in it.

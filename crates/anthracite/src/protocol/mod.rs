@@ -28,6 +28,10 @@ pub(crate) mod tags;
 /// A parsed datapoint: `(name, timestamp, value)`.
 pub(crate) type Point<'a> = (&'a [u8], f64, f64);
 
+/// Datapoints handed on together as one run (decoded, routed, fed to the aggregator): enough to
+/// overlap the memory waits of their lookups, few enough to live on the stack.
+pub(crate) const RUN: usize = 128;
+
 /// Why one datapoint (or one frame) was not accepted. Doubles as a metric label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -245,7 +245,7 @@ impl ProtobufDecoder {
     /// [`ENTRY_RUN`](super::pickle::ENTRY_RUN), in order. Returns the points emitted.
     pub fn emit(&self, payload: &[u8], mut on_run: impl FnMut(&[(&[u8], f64, f64)])) -> usize {
         const RUN: usize = super::pickle::ENTRY_RUN;
-        let mut run: [(&[u8], f64, f64); RUN] = [(&[], 0.0, 0.0); RUN];
+        let mut run: [super::Point<'_>; RUN] = [(&[], 0.0, 0.0); RUN];
         for chunk in self.entries.chunks(RUN) {
             for (slot, e) in run.iter_mut().zip(chunk) {
                 let start = e.name_start as usize;

@@ -24,12 +24,13 @@ use super::buffer::ReadBuffer;
 use super::tcp::{Connection, Read, evicted, read_more};
 use super::{DECODED_FREE, ReceiverContext};
 use crate::ingest::Source;
+use crate::protocol::Point;
 use crate::protocol::pickle::PickleDecoder;
 use crate::protocol::protobuf::ProtobufDecoder;
 use crate::protocol::{DropCounts, DropReason};
 
 /// A run of decoded datapoints `(name, timestamp, value)`.
-type Run<'a> = [(&'a [u8], f64, f64)];
+type Run<'a> = [Point<'a>];
 
 /// Decodes one frame's payload in two steps, so the receiver can size what the frame turns
 /// into before letting it into the pipeline: [`parse_frame`](Self::parse_frame), then

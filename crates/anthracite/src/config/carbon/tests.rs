@@ -433,9 +433,47 @@ fn the_aggregator_keeps_its_state_under_storage_dir() {
     );
     let conf = "[aggregator]\nDESTINATIONS = 127.0.0.1:2004\nSTORAGE_DIR = /var/lib/graphite\n";
     assert_eq!(
-        state_dir(conf, "b").0,
-        Some(std::path::PathBuf::from(
-            "/var/lib/graphite/anthracite-aggregator-b"
-        ))
+        state_dir(conf, "b"),
+        (
+            Some(std::path::PathBuf::from(
+                "/var/lib/graphite/anthracite-aggregator-b"
+            )),
+            true,
+            false
+        )
+    );
+}
+
+#[test]
+fn storage_dir_follows_carbons_precedence() {
+    let conf = Path::new("/opt/graphite/conf");
+    let env = |vars: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    };
+    let none = env(&[]);
+    assert_eq!(
+        storage_dir(None, conf, &none),
+        Path::new("/opt/graphite/storage")
+    );
+    let root = env(&[("GRAPHITE_ROOT", "/srv/g")]);
+    assert_eq!(storage_dir(None, conf, &root), Path::new("/srv/g/storage"));
+    let both = env(&[
+        ("GRAPHITE_ROOT", "/srv/g"),
+        ("GRAPHITE_STORAGE_DIR", "/data"),
+    ]);
+    assert_eq!(storage_dir(None, conf, &both), Path::new("/data"));
+    assert_eq!(storage_dir(Some("/set"), conf, &both), Path::new("/set"));
+    // carbon's "None" and an empty value are unset.
+    assert_eq!(
+        storage_dir(Some("None"), conf, &root),
+        Path::new("/srv/g/storage")
+    );
+    assert_eq!(
+        storage_dir(Some(""), conf, &root),
+        Path::new("/srv/g/storage")
     );
 }

@@ -283,7 +283,7 @@ impl PickleDecoder {
         drops: &mut DropCounts,
         mut on_run: impl FnMut(&[(&[u8], f64, f64)]),
     ) -> Result<usize, DropReason> {
-        let mut run: [(&[u8], f64, f64); ENTRY_RUN] = [(&[], 0.0, 0.0); ENTRY_RUN];
+        let mut run: [super::Point<'_>; ENTRY_RUN] = [(&[], 0.0, 0.0); ENTRY_RUN];
         if self.top.is_none() {
             for chunk in self.fast.chunks(ENTRY_RUN) {
                 for (slot, &(s, timestamp, value)) in run.iter_mut().zip(chunk) {
