@@ -73,19 +73,12 @@ fn max_name_length_drops_and_counts_in_every_protocol() {
         );
         assert!(ingestor.push(b"ok.embedded", ts as f64, 1.0).is_accepted());
         ingestor.flush().await;
-        #[cfg(feature = "kinesis")]
-        {
-            // What the Kinesis reader does with each record's text.
-            let text = format!("{long} 1 {ts}\nok.kinesis 1 {ts}\n");
-            anthracite::unstable::kinesis::decode::feed_lines(
-                text.as_bytes(),
-                16_384,
-                &mut ingestor,
-            );
-            ingestor.flush().await;
-        }
+        // What a stream source (a Kinesis record, a Kafka message) does with a message.
+        let text = format!("{long} 1 {ts}\nok.stream 1 {ts}\n");
+        ingestor.message(text.as_bytes(), 16_384);
+        ingestor.flush().await;
     });
-    sources += 1 + usize::from(cfg!(feature = "kinesis"));
+    sources += 2;
     let s = relay.wait_stats("every long name counted", WAIT, |s| {
         s.ingest.invalid.get(DropReason::NameTooLong) == sources as u64
     });

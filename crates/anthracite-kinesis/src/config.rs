@@ -1,15 +1,13 @@
-//! `[[kinesis]]` (or a single `[kinesis]`): AWS Kinesis Data Streams sources.
-//!
-//! Always compiled, so a `relay.toml` is validated the same way with or without the `kinesis`
-//! Cargo feature; a binary built without the feature rejects a configured stream with an error
-//! naming the key. The runtime lives in `crate::receiver::kinesis`.
+//! The settings this crate owns in `relay.toml`: `[[kinesis]]` (or a single `[kinesis]`),
+//! the sources, and the keys of a `servers` entry with `protocol = "kinesis"`, a destination.
+//! Raw serde structs with documented defaults, validated into [`KinesisConfig`] and
+//! [`KinesisTarget`]; every error names the key and the file.
 
-use std::fmt;
-use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use anthracite::ConfigError;
+use anthracite::extension::{DestinationContext, SectionContext};
 use serde::{Deserialize, Serialize};
 
 /// Where a shard without a checkpoint starts.
@@ -123,6 +121,55 @@ impl Default for RawKinesis {
     }
 }
 
+/// The keys of a `servers` entry with `protocol = "kinesis"`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKinesisDestination {
+    /// The stream written to. Required.
+    pub stream: String,
+    /// The AWS region. Default: the SDK's chain (`AWS_REGION`, the profile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Endpoint override (kinesalite, LocalStack, a VPC endpoint). Default: AWS's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_url: Option<String>,
+}
+
+/// Where a Kinesis destination writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KinesisTarget {
+    /// The stream's name.
+    pub stream: String,
+    /// AWS region (default: the SDK's chain: `AWS_REGION`, the profile).
+    pub region: Option<String>,
+    /// Endpoint override (kinesalite, LocalStack, a VPC endpoint).
+    pub endpoint_url: Option<String>,
+}
+
+impl KinesisTarget {
+    /// Validates a destination's keys (`stream` required; `region`, `endpoint_url`).
+    pub fn from_settings(
+        settings: &toml::Table,
+        cx: &DestinationContext<'_>,
+    ) -> Result<(Self, toml::Table), ConfigError> {
+        let raw: RawKinesisDestination = toml::Value::Table(settings.clone())
+            .try_into()
+            .map_err(|e| cx.invalid("", e.to_string().trim_end().to_string()))?;
+        if raw.stream.is_empty() {
+            return Err(cx.invalid("stream", "protocol = \"kinesis\" needs the stream's name"));
+        }
+        let resolved = toml::Table::try_from(&raw).map_err(|e| cx.invalid("", e.to_string()))?;
+        Ok((
+            KinesisTarget {
+                stream: raw.stream,
+                region: raw.region,
+                endpoint_url: raw.endpoint_url,
+            },
+            resolved,
+        ))
+    }
+}
+
 /// Default `lease_duration_secs`.
 pub(crate) const DEFAULT_LEASE_DURATION_SECS: f64 = 10.0;
 
@@ -185,14 +232,13 @@ pub struct KinesisConfig {
 }
 
 impl KinesisConfig {
-    /// Validates one raw entry; `key` is its dotted name (`kinesis[0]`). Errors are
-    /// `(key, message)`.
+    /// Validates one raw entry; `key` is its dotted name (`kinesis[0]`).
     pub fn from_raw(
         raw: &RawKinesis,
         key: &str,
-        max_line_length: usize,
-    ) -> Result<Self, (String, String)> {
-        let err = |k: &str, m: &str| (format!("{key}.{k}"), m.to_string());
+        cx: &SectionContext<'_>,
+    ) -> Result<Self, ConfigError> {
+        let err = |k: &str, m: &str| cx.invalid(&format!("{key}.{k}"), m);
         let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
         if raw.stream.is_empty() {
             return Err(err("stream", "a stream name or ARN is required"));
@@ -253,7 +299,7 @@ impl KinesisConfig {
         if !(1..=10_000).contains(&raw.max_records) {
             return Err(err("max_records", "must be between 1 and 10000"));
         }
-        let secs = |k: &str, v: f64| -> Result<Duration, (String, String)> {
+        let secs = |k: &str, v: f64| -> Result<Duration, ConfigError> {
             if v.is_finite() && v > 0.0 && v < 1e9 {
                 Ok(Duration::from_secs_f64(v))
             } else {
@@ -301,27 +347,27 @@ impl KinesisConfig {
             queue_high_water: raw.queue_high_water,
             backoff_min: Duration::from_millis(raw.backoff_min_ms),
             backoff_max: Duration::from_millis(raw.backoff_max_ms),
-            max_line_length,
+            max_line_length: cx.max_line_length(),
             leases,
         })
     }
 
     /// A config for `stream` with every default, for embedding and tests.
-    pub fn new(stream: &str, checkpoint_dir: impl Into<PathBuf>) -> Result<Self, (String, String)> {
+    pub fn new(stream: &str, checkpoint_dir: impl Into<PathBuf>) -> Result<Self, ConfigError> {
         let raw = RawKinesis {
             stream: stream.to_string(),
             checkpoint_dir: checkpoint_dir.into(),
             ..RawKinesis::default()
         };
-        Self::from_raw(&raw, "kinesis", 16_384)
+        Self::from_raw(&raw, "kinesis", &SectionContext::new("<code>", 16_384))
     }
 }
 
 /// The lease keys of one entry: all absent, or `lease_table` plus optional others.
 fn lease_config(
     raw: &RawKinesis,
-    err: &dyn Fn(&str, &str) -> (String, String),
-) -> Result<Option<LeaseConfig>, (String, String)> {
+    err: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<Option<LeaseConfig>, ConfigError> {
     if raw.lease_table.is_empty() {
         for (key, set) in [
             (
@@ -384,39 +430,32 @@ fn lease_config(
     }))
 }
 
-/// Validates every `[[kinesis]]` entry; errors are `(dotted key, message)`.
+/// Validates every `[[kinesis]]` entry.
 pub(crate) fn validate_all(
     raw: &[RawKinesis],
-    max_line_length: usize,
-) -> Result<Vec<KinesisConfig>, (String, String)> {
+    cx: &SectionContext<'_>,
+) -> Result<Vec<KinesisConfig>, ConfigError> {
     let mut out: Vec<KinesisConfig> = Vec::with_capacity(raw.len());
     for (i, k) in raw.iter().enumerate() {
         let key = format!("kinesis[{i}]");
-        if !cfg!(feature = "kinesis") {
-            return Err((
-                key,
-                "this binary was built without the `kinesis` feature".into(),
-            ));
-        }
-        let k = KinesisConfig::from_raw(k, &key, max_line_length)?;
+        let k = KinesisConfig::from_raw(k, &key, cx)?;
         let shares_file = |p: &KinesisConfig| {
             p.stream_name == k.stream_name
                 && p.checkpoint_dir.is_some()
                 && p.checkpoint_dir == k.checkpoint_dir
         };
         if out.iter().any(shares_file) {
-            return Err((
-                key,
-                "the same stream twice with one checkpoint_dir would share a checkpoint file"
-                    .into(),
+            return Err(cx.invalid(
+                &key,
+                "the same stream twice with one checkpoint_dir would share a checkpoint file",
             ));
         }
         let table = |c: &KinesisConfig| c.leases.as_ref().map(|l| l.table.clone());
         if let Some(t) = table(&k)
             && out.iter().any(|p| table(p).as_ref() == Some(&t))
         {
-            return Err((
-                format!("{key}.lease_table"),
+            return Err(cx.invalid(
+                &format!("{key}.lease_table"),
                 format!(
                     "table {t:?} is already used by another [[kinesis]] entry: a lease table holds one stream"
                 ),
@@ -456,38 +495,6 @@ pub(crate) fn datetime_to_epoch(t: &toml::value::Datetime) -> Option<f64> {
     Some(secs as f64 + f64::from(time.nanosecond) / 1e9)
 }
 
-/// Either one table (`[kinesis]`) or an array of tables (`[[kinesis]]`).
-#[derive(Clone, Debug, Default, Serialize)]
-#[serde(transparent)]
-pub struct OneOrMany<T>(pub Vec<T>);
-
-impl<T> OneOrMany<T> {
-    /// True when nothing is configured.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<T>(PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
-            type Value = OneOrMany<T>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a table or an array of tables")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                T::deserialize(de::value::MapAccessDeserializer::new(map))
-                    .map(|t| OneOrMany(vec![t]))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-                Vec::<T>::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(OneOrMany)
-            }
-        }
-        d.deserialize_any(V(PhantomData))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -502,38 +509,48 @@ mod tests {
         assert_eq!(datetime_to_epoch(&t), Some(0.5));
     }
 
+    /// The `[[kinesis]]` entries of a whole `relay.toml` text, validated.
+    fn kinesis(text: &str) -> Result<Vec<KinesisConfig>, ConfigError> {
+        let table: toml::Table = toml::from_str(text).expect("TOML");
+        let cx = SectionContext::new("<string>", 16_384);
+        let section = table.get("kinesis").expect("a kinesis section");
+        validate_all(&cx.entries("kinesis", section)?, &cx)
+    }
+
+    /// A whole `relay.toml` text through the relay's configuration with this extension.
+    fn relay(text: &str) -> Result<anthracite::Config, ConfigError> {
+        let extensions = anthracite::extension::Extensions::new().with(crate::Kinesis::new());
+        anthracite::Config::from_toml_str_with(text, &extensions)
+    }
+
     #[test]
     fn table_or_array_of_tables_and_errors_name_the_key() {
         let base = "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\n";
         let one = format!("{base}[kinesis]\nstream = \"s\"\ncheckpoint_dir = \"/tmp/cp\"\n");
-        let c = crate::Config::from_toml_str(&one);
-        if !cfg!(feature = "kinesis") {
-            let e = c.expect_err("a [kinesis] source without the feature is refused");
-            assert!(
-                e.to_string().contains("without the `kinesis` feature"),
-                "{e}"
-            );
-            return;
-        }
-        assert_eq!(c.expect("one table").kinesis.len(), 1);
+        assert_eq!(kinesis(&one).expect("one table").len(), 1);
+        let e = anthracite::Config::from_toml_str(&one)
+            .expect_err("the core alone refuses a [kinesis] section");
+        assert!(e.to_string().contains("kinesis"), "{e}");
         let many = format!(
             "{base}[[kinesis]]\nstream = \"a\"\ncheckpoint_dir = \"/tmp/cp\"\n[[kinesis]]\nstream = \"b\"\ncheckpoint_dir = \"/tmp/cp\"\ninitial_position = \"at_timestamp\"\ninitial_timestamp = 2023-11-14T22:13:20Z\ncontent_encoding = \"auto\"\n"
         );
-        let c = crate::Config::from_toml_str(&many).expect("array of tables");
-        assert_eq!(c.kinesis.len(), 2);
-        assert_eq!(c.kinesis[1].initial_timestamp, Some(1_700_000_000.0));
-        assert!(c.to_resolved_toml().contains("[[kinesis]]"));
+        let c = kinesis(&many).expect("array of tables");
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[1].initial_timestamp, Some(1_700_000_000.0));
+        let resolved = relay(&many).expect("through the relay").to_resolved_toml();
+        assert!(resolved.contains("[[kinesis]]"), "{resolved}");
+        assert!(resolved.contains("poll_busy_ms = 200"), "{resolved}");
         let bad = format!(
             "{base}[[kinesis]]\nstream = \"a\"\ncheckpoint_dir = \"/x\"\npoll_busy_ms = 50\n"
         );
-        let err = crate::Config::from_toml_str(&bad).expect_err("too fast");
+        let err = relay(&bad).expect_err("too fast");
         assert!(err.to_string().contains("kinesis[0].poll_busy_ms"), "{err}");
         let unknown =
             format!("{base}[kinesis]\nstream = \"a\"\ncheckpoint_dir = \"/x\"\nbogus = 1\n");
-        let err = crate::Config::from_toml_str(&unknown).expect_err("unknown key");
+        let err = relay(&unknown).expect_err("unknown key");
         assert!(err.to_string().contains("bogus"), "{err}");
         let missing = format!("{base}[kinesis]\nstream = \"a\"\n");
-        let err = crate::Config::from_toml_str(&missing).expect_err("no checkpoint_dir");
+        let err = kinesis(&missing).expect_err("no checkpoint_dir");
         assert!(
             err.to_string().contains("kinesis[0].checkpoint_dir"),
             "{err}"
@@ -541,27 +558,44 @@ mod tests {
     }
 
     #[test]
+    fn a_destination_needs_its_stream_and_takes_no_other_key() {
+        let d = |extra: &str| {
+            relay(&format!(
+                "[destinations]\nservers = [{{ address = \"k:1:a\", protocol = \"kinesis\"{extra} }}]\n"
+            ))
+        };
+        let c = d(", stream = \"out\", region = \"eu-west-1\"").expect("a stream");
+        assert!(c.to_resolved_toml().contains("stream = \"out\""));
+        let err = d("").expect_err("no stream");
+        assert!(err.to_string().contains("destinations.servers[0]"), "{err}");
+        let err = d(", stream = \"s\", topic = \"t\"").expect_err("a key of another protocol");
+        assert!(err.to_string().contains("topic"), "{err}");
+        let err = anthracite::Config::from_toml_str(
+            "[destinations]\nservers = [{ address = \"k:1:a\", protocol = \"kinesis\", stream = \"s\" }]\n",
+        )
+        .expect_err("the core alone has no kinesis protocol");
+        assert!(err.to_string().contains("protocol"), "{err}");
+    }
+
+    #[test]
     fn lease_keys_are_validated_with_errors_naming_the_key() {
-        if !cfg!(feature = "kinesis") {
-            return;
-        }
         let base =
             "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\n[[kinesis]]\nstream = \"s\"\n";
-        let c = crate::Config::from_toml_str(&format!("{base}lease_table = \"s-leases\"\n"))
+        let c = kinesis(&format!("{base}lease_table = \"s-leases\"\n"))
             .expect("a lease table needs no checkpoint_dir");
-        let l = c.kinesis[0].leases.clone().expect("leases");
+        let l = c[0].leases.clone().expect("leases");
         assert_eq!(l.lease_duration, Duration::from_secs(10));
         assert!(
             l.worker_id.ends_with(&format!("-{}", std::process::id())),
             "{}",
             l.worker_id
         );
-        assert_eq!(c.kinesis[0].checkpoint_dir, None);
-        let c = crate::Config::from_toml_str(&format!(
+        assert_eq!(c[0].checkpoint_dir, None);
+        let c = kinesis(&format!(
             "{base}lease_table = \"s-leases\"\nworker_id = \"relay-7\"\nlease_duration_secs = 2.5\ndynamodb_endpoint_url = \"http://127.0.0.1:8000\"\ncheckpoint_dir = \"/tmp/cp\"\n"
         ))
         .expect("every lease key");
-        let l = c.kinesis[0].leases.clone().expect("leases");
+        let l = c[0].leases.clone().expect("leases");
         assert_eq!(l.worker_id, "relay-7");
         assert_eq!(l.lease_duration, Duration::from_millis(2500));
         assert_eq!(
@@ -596,7 +630,7 @@ mod tests {
                 "kinesis[1].lease_table",
             ),
         ] {
-            let err = crate::Config::from_toml_str(&format!("{base}{extra}")).expect_err(extra);
+            let err = kinesis(&format!("{base}{extra}")).expect_err(extra);
             assert!(err.to_string().contains(key), "{extra}: {err}");
         }
     }
@@ -608,7 +642,8 @@ mod tests {
             checkpoint_dir: "/tmp".into(),
             ..RawKinesis::default()
         };
-        let c = KinesisConfig::from_raw(&raw, "kinesis[0]", 100).expect("valid");
+        let c = KinesisConfig::from_raw(&raw, "kinesis[0]", &SectionContext::new("<string>", 100))
+            .expect("valid");
         assert_eq!(c.stream_name, "metrics");
         assert!(c.stream_arn.is_some());
     }

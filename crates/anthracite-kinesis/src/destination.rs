@@ -1,9 +1,9 @@
-//! Kinesis destinations (Cargo feature `kinesis`): datapoints → KPL-aggregated records →
+//! Kinesis destinations (`protocol = "kinesis"`): datapoints → KPL-aggregated records →
 //! `PutRecords`.
 //!
 //! Each datapoint becomes one user record: its plaintext line, under the metric name as
 //! partition key, so a series always maps to one shard. User records are packed per shard
-//! into KPL aggregates ([`crate::protocol::kpl::Aggregator`]) of at most
+//! into KPL aggregates ([`crate::kpl::Aggregator`]) of at most
 //! `AGGREGATE_BYTES`, the KPL's default `AggregationMaxSize`: the shard comes from the
 //! name's MD5, as Kinesis computes it, against the open shards' hash ranges listed when the
 //! destination connects, and the aggregate's outer partition key is its first user record's,
@@ -24,6 +24,10 @@
 
 use std::time::{Duration, Instant};
 
+use anthracite::destination::{
+    Backoff, BoxFuture, Datapoint, DestinationSettings, Outbox, Served, StreamDestination,
+    Transport, encode_line,
+};
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::primitives::Blob;
@@ -32,13 +36,8 @@ use bytes::{Bytes, BytesMut};
 use md5::{Digest, Md5};
 use tracing::{debug, warn};
 
-use super::{
-    Backoff, DestinationConfig, DestinationSignals, Episode, KinesisTarget, Served, next_write,
-};
-use crate::batch::Batch;
-use crate::protocol::kpl::{Aggregator, MAX_RECORD_BYTES};
-use crate::protocol::line;
-use crate::queue::{DestinationDropReason, DestinationQueue};
+use crate::config::KinesisTarget;
+use crate::kpl::{Aggregator, MAX_RECORD_BYTES};
 
 /// The KPL's default `AggregationMaxSize`: an aggregate of this size carries hundreds of
 /// datapoints while a shard's 1 MiB/s write limit still takes about twenty of them a second.
@@ -62,20 +61,36 @@ struct Range {
     end: u128,
 }
 
+/// A validated `protocol = "kinesis"` destination: the stream it writes to.
+#[derive(Debug)]
+pub struct KinesisDestination {
+    target: KinesisTarget,
+}
+
+impl KinesisDestination {
+    /// A destination writing to `target`.
+    pub fn new(target: KinesisTarget) -> Self {
+        Self { target }
+    }
+}
+
+impl StreamDestination for KinesisDestination {
+    fn transport(&self, settings: &DestinationSettings) -> Box<dyn Transport> {
+        Box::new(Sender::new(self.target.clone(), settings))
+    }
+}
+
 /// The Kinesis side of a destination task: the client and the encoding state it reuses.
 pub(crate) struct Sender {
     name: String,
     target: KinesisTarget,
-    flush_bytes: usize,
-    linger: Duration,
-    write_timeout: Option<Duration>,
+    connect_timeout: Duration,
     backoff: (Duration, Duration),
     client: Option<Client>,
     shards: Vec<Range>,
     aggregators: Vec<Aggregator>,
     line: BytesMut,
     out: Vec<u8>,
-    in_flight: Vec<Batch>,
 }
 
 /// Why a round stopped short.
@@ -89,23 +104,29 @@ enum RoundError {
     Aborted,
 }
 
+impl Transport for Sender {
+    fn connect(&mut self) -> BoxFuture<'_, std::io::Result<()>> {
+        Box::pin(self.list_shards())
+    }
+
+    fn serve<'a>(&'a mut self, outbox: Outbox<'a>) -> BoxFuture<'a, Served> {
+        Box::pin(self.deliver(outbox))
+    }
+}
+
 impl Sender {
-    pub(crate) fn new(config: &DestinationConfig) -> Option<Self> {
-        let target = config.kinesis.clone()?;
-        Some(Self {
-            name: config.spec.to_string(),
+    pub(crate) fn new(target: KinesisTarget, settings: &DestinationSettings) -> Self {
+        Self {
+            name: settings.name.clone(),
             target,
-            flush_bytes: config.flush_bytes,
-            linger: config.linger,
-            write_timeout: config.write_timeout,
-            backoff: (config.backoff_min, config.backoff_max),
+            connect_timeout: settings.connect_timeout,
+            backoff: (settings.backoff_min, settings.backoff_max),
             client: None,
             shards: Vec::new(),
             aggregators: Vec::new(),
             line: BytesMut::with_capacity(512),
             out: Vec::with_capacity(AGGREGATE_BYTES + 1024),
-            in_flight: Vec::new(),
-        })
+        }
     }
 
     async fn client(&mut self) -> Client {
@@ -127,7 +148,8 @@ impl Sender {
     }
 
     /// Lists the stream's open shards (the destination's "connect").
-    pub(crate) async fn connect(&mut self, timeout: Duration) -> std::io::Result<()> {
+    async fn list_shards(&mut self) -> std::io::Result<()> {
+        let timeout = self.connect_timeout;
         let client = self.client().await;
         let list = async {
             let mut ranges = Vec::new();
@@ -177,39 +199,20 @@ impl Sender {
         Ok(())
     }
 
-    pub(crate) async fn serve(
-        &mut self,
-        queue: &DestinationQueue,
-        signals: &DestinationSignals,
-        episode: &mut Episode,
-    ) -> Served {
-        let connected_at = Instant::now();
+    /// Delivers writes from `outbox` until the stream fails, the queue ends, or shutdown.
+    async fn deliver(&mut self, mut outbox: Outbox<'_>) -> Served {
         loop {
-            if let Some(end) = next_write(
-                queue,
-                signals,
-                self.flush_bytes,
-                self.linger,
-                &mut self.in_flight,
-            )
-            .await
-            {
+            if let Err(end) = outbox.next_write().await {
                 return end;
             }
             let mut records = Vec::new();
-            let encoded = self.encode(&mut records);
-            match self.put_all(records, signals, episode.is_active()).await {
+            let encoded = self.encode(outbox.datapoints(), &mut records);
+            match self.put_all(records, &outbox).await {
                 Ok(()) => {
-                    queue.recycle(self.in_flight.drain(..));
-                    queue.settle(
-                        encoded.datapoints,
-                        encoded.records(),
-                        &[(DestinationDropReason::Unencodable, encoded.unencodable)],
-                    );
-                    episode.delivered(&self.name, connected_at);
+                    outbox.delivered(encoded.datapoints, encoded.records, encoded.unencodable);
                 }
                 Err(e) => {
-                    queue.requeue(std::mem::take(&mut self.in_flight));
+                    outbox.requeue();
                     return match e {
                         RoundError::Lost(e) => Served::Lost(e),
                         RoundError::Stalled(e) => Served::Hung(e),
@@ -233,12 +236,15 @@ impl Sender {
         i
     }
 
-    /// Encodes the in-flight batches into aggregated records, per shard.
-    fn encode(&mut self, records: &mut Vec<Pending>) -> EncodedRound {
+    /// Encodes a write's datapoints into aggregated records, per shard.
+    fn encode<'d>(
+        &mut self,
+        points: impl Iterator<Item = Datapoint<'d>>,
+        records: &mut Vec<Pending>,
+    ) -> EncodedRound {
         let mut round = EncodedRound::default();
-        let batches = std::mem::take(&mut self.in_flight);
         let mut hex = [0u8; 32];
-        for dp in batches.iter().flat_map(|b| b.iter()) {
+        for dp in points {
             let digest: [u8; 16] = Md5::digest(dp.name).into();
             let key: &[u8] = match std::str::from_utf8(dp.name) {
                 Ok(k) if !k.is_empty() && k.len() <= MAX_PARTITION_KEY => dp.name,
@@ -248,7 +254,7 @@ impl Sender {
                 }
             };
             self.line.clear();
-            line::encode_line(dp, &mut self.line);
+            encode_line(dp, &mut self.line);
             let need = Aggregator::push_len(key.len(), self.line.len());
             if need + key.len() + 32 > MAX_RECORD_BYTES {
                 round.unencodable += 1;
@@ -274,7 +280,6 @@ impl Sender {
             finish(agg, &mut self.out, records);
             round.records += 1;
         }
-        self.in_flight = batches;
         round
     }
 
@@ -282,28 +287,21 @@ impl Sender {
     async fn put_all(
         &mut self,
         mut pending: Vec<Pending>,
-        signals: &DestinationSignals,
-        known_dead: bool,
+        outbox: &Outbox<'_>,
     ) -> Result<(), RoundError> {
         let client = self.client().await;
         let mut backoff = Backoff::new(self.backoff.0, self.backoff.1);
         let mut progress_at = Instant::now();
         let mut warned = false;
         while !pending.is_empty() {
-            if signals.abort.is_cancelled() {
+            if outbox.is_aborted() {
                 return Err(RoundError::Aborted);
             }
-            let limit = match (
-                self.write_timeout,
-                signals.drain.is_cancelled() && known_dead,
-            ) {
-                (_, true) => Some(super::DEAD_AT_SHUTDOWN),
-                (t, false) => t,
-            };
+            let limit = outbox.stall_limit();
             if let Some(limit) = limit
                 && progress_at.elapsed() >= limit
             {
-                if signals.drain.is_cancelled() && known_dead {
+                if outbox.giving_up() {
                     return Err(RoundError::GaveUp);
                 }
                 return Err(RoundError::Stalled(std::io::Error::new(
@@ -336,7 +334,7 @@ impl Sender {
                 .set_records(Some(entries))
                 .send();
             let response = tokio::select! {
-                _ = signals.abort.cancelled() => return Err(RoundError::Aborted),
+                _ = outbox.aborted() => return Err(RoundError::Aborted),
                 r = with_limit(limit, call) => r,
             };
             let failed_at: Vec<usize> = match response {
@@ -391,7 +389,7 @@ impl Sender {
                 debug!(destination = %self.name, rejected = n - acknowledged, "records rejected (throttled or failed); retrying them");
                 let wait = backoff.next_delay();
                 tokio::select! {
-                    _ = signals.abort.cancelled() => return Err(RoundError::Aborted),
+                    _ = outbox.aborted() => return Err(RoundError::Aborted),
                     _ = tokio::time::sleep(wait) => {}
                 }
             }
@@ -406,12 +404,6 @@ struct EncodedRound {
     datapoints: usize,
     records: usize,
     unencodable: usize,
-}
-
-impl EncodedRound {
-    fn records(&self) -> usize {
-        self.records
-    }
 }
 
 fn finish(agg: &mut Aggregator, out: &mut Vec<u8>, records: &mut Vec<Pending>) {
@@ -459,7 +451,7 @@ fn io_error<E: std::error::Error + 'static>(e: &E) -> std::io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::kpl::{Deaggregated, deaggregate};
+    use crate::kpl::{Deaggregated, deaggregate};
 
     fn sender(shards: &[(u128, u128)]) -> Sender {
         let mut s = Sender {
@@ -469,9 +461,7 @@ mod tests {
                 region: None,
                 endpoint_url: None,
             },
-            flush_bytes: 1 << 16,
-            linger: Duration::ZERO,
-            write_timeout: None,
+            connect_timeout: Duration::from_secs(1),
             backoff: (Duration::from_millis(1), Duration::from_millis(2)),
             client: None,
             shards: shards
@@ -481,7 +471,6 @@ mod tests {
             aggregators: Vec::new(),
             line: BytesMut::new(),
             out: Vec::new(),
-            in_flight: Vec::new(),
         };
         s.aggregators.resize_with(shards.len(), Aggregator::new);
         s
@@ -491,21 +480,24 @@ mod tests {
     fn datapoints_are_aggregated_per_shard_keyed_by_name() {
         let half = u128::MAX / 2;
         let mut s = sender(&[(0, half), (half + 1, u128::MAX)]);
-        let mut b = Batch::new();
-        for i in 0..2000 {
-            b.push(
-                format!("servers.host{i}.cpu").as_bytes(),
-                1_700_000_000.0,
-                i as f64,
-            )
-            .expect("room");
-        }
-        b.push(&[0xff, 0xfe], 1.0, 1.0).expect("room");
-        b.push(&vec![b'x'; MAX_RECORD_BYTES], 1.0, 1.0)
-            .expect("room");
-        s.in_flight.push(b);
+        let mut names: Vec<(Vec<u8>, f64, f64)> = (0..2000)
+            .map(|i| {
+                (
+                    format!("servers.host{i}.cpu").into_bytes(),
+                    1_700_000_000.0,
+                    f64::from(i),
+                )
+            })
+            .collect();
+        names.push((vec![0xff, 0xfe], 1.0, 1.0));
+        names.push((vec![b'x'; MAX_RECORD_BYTES], 1.0, 1.0));
+        let points = names.iter().map(|(name, timestamp, value)| Datapoint {
+            name,
+            timestamp: *timestamp,
+            value: *value,
+        });
         let mut records = Vec::new();
-        let round = s.encode(&mut records);
+        let round = s.encode(points, &mut records);
         assert_eq!((round.datapoints, round.unencodable), (2001, 1));
         assert_eq!(round.records, records.len());
         assert!(records.len() * 50 < 2001, "{} records", records.len());

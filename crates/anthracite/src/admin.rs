@@ -249,7 +249,9 @@ fn respond(state: &AdminState, req: &Request<Incoming>) -> Response<Full<Bytes>>
                 .into_iter()
                 .flat_map(|c| c.figures)
                 .collect();
-            figures.extend(crate::telemetry::process::figures());
+            figures.extend(crate::telemetry::process::figures(
+                state.overview.features(),
+            ));
             let c = &state.counters;
             figures.push(
                 Figure::counter(c.evicted.load(Ordering::Relaxed))

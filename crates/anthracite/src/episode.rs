@@ -19,11 +19,11 @@
 use std::time::{Duration, Instant};
 
 /// Default spacing of an episode's log lines.
-pub(crate) const EPISODE_LOG_INTERVAL: Duration = Duration::from_secs(10);
+pub const EPISODE_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// What to log now, with the counts since the previous line of this episode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Line {
+pub enum Line {
     /// The condition started (or came back after a logged end).
     Started(Counts),
     /// Still going on: counts since the previous line.
@@ -34,7 +34,7 @@ pub(crate) enum Line {
 
 /// Occurrences of the condition, and the amount they concerned (datapoints, bytes, …).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Counts {
+pub struct Counts {
     /// Times the condition occurred.
     pub occurrences: u64,
     /// The amount they concerned (the caller's unit).
@@ -45,7 +45,7 @@ pub(crate) struct Counts {
 
 /// One recurring condition's log state. See the [module documentation](self).
 #[derive(Clone, Debug)]
-pub(crate) struct Episode {
+pub struct Episode {
     interval: Duration,
     active: bool,
     /// The episode was logged and has not been logged as ended.
@@ -62,7 +62,7 @@ impl Default for Episode {
 
 impl Episode {
     /// An episode logged at most once per `interval`.
-    pub(crate) fn new(interval: Duration) -> Self {
+    pub fn new(interval: Duration) -> Self {
         Self {
             interval,
             active: false,
@@ -87,7 +87,7 @@ impl Episode {
     }
 
     /// The condition occurred, concerning `amount`. Returns the line to log, if one is due.
-    pub(crate) fn occurred(&mut self, amount: u64, now: Instant) -> Option<Line> {
+    pub fn occurred(&mut self, amount: u64, now: Instant) -> Option<Line> {
         self.active = true;
         self.pending.occurrences += 1;
         self.pending.amount += amount;
@@ -106,13 +106,13 @@ impl Episode {
 
     /// The condition cleared. Returns the end line if one is due now; otherwise the end is
     /// logged by a later [`tick`](Self::tick), unless the condition comes back first.
-    pub(crate) fn cleared(&mut self, now: Instant) -> Option<Line> {
+    pub fn cleared(&mut self, now: Instant) -> Option<Line> {
         self.active = false;
         self.tick(now)
     }
 
     /// Logs a pending end once its interval has passed.
-    pub(crate) fn tick(&mut self, now: Instant) -> Option<Line> {
+    pub fn tick(&mut self, now: Instant) -> Option<Line> {
         if self.active || !self.open || !self.due(now) {
             return None;
         }

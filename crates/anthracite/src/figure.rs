@@ -7,10 +7,11 @@
 //! value of a leaf is therefore always the sum or maximum of the Prometheus series that carry
 //! it, so the two outputs (the reporter's datapoints and `GET /metrics`) cannot disagree.
 //!
-//! A source of datapoints with figures of its own (a Kinesis stream) implements
-//! [`Reporting`]; adding a figure is one line in its `component`. `telemetry` builds the
-//! relay's and the destinations' components from snapshots of their books, at report or
-//! scrape time, never on the data path.
+//! A source of datapoints with figures of its own (a Kinesis stream, a Kafka consumer group,
+//! an embedder's reader) implements [`Reporting`]; adding a figure is one line in its
+//! `component`, and a figure of a name the core does not know carries its own help text
+//! ([`Figure::described`]). `telemetry` builds the relay's and the destinations' components
+//! from snapshots of their books, at report or scrape time, never on the data path.
 
 use std::borrow::Cow;
 
@@ -26,7 +27,7 @@ pub(crate) enum Kind {
 
 /// How figures sharing a carbon leaf in one component become one carbon value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fold {
+pub enum Fold {
     /// Added up (per-source counts into a relay-wide count).
     Sum,
     /// The largest (the shard furthest behind).
@@ -40,6 +41,8 @@ pub(crate) struct Series {
     pub name: &'static str,
     /// Label pairs.
     pub labels: Vec<(&'static str, String)>,
+    /// The `# HELP` text (`None`: the core's, from [`metric_names::help`](crate::metric_names::help)).
+    pub help: Option<&'static str>,
 }
 
 /// A carbon leaf under the component's path, and how several figures carrying it fold.
@@ -53,20 +56,20 @@ pub(crate) struct Leaf {
 
 /// One value the relay reports about itself.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Figure {
+pub struct Figure {
     /// Counter or gauge.
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// The value (counters are whole numbers).
-    pub value: f64,
+    pub(crate) value: f64,
     /// Its Prometheus series (`None`: carbon only).
-    pub series: Option<Series>,
+    pub(crate) series: Option<Series>,
     /// Its carbon leaf (`None`: `/metrics` only).
-    pub carbon: Option<Leaf>,
+    pub(crate) carbon: Option<Leaf>,
 }
 
 impl Figure {
     /// A counter's running total.
-    pub(crate) fn counter(value: u64) -> Self {
+    pub fn counter(value: u64) -> Self {
         Self {
             kind: Kind::Counter,
             value: value as f64,
@@ -76,7 +79,7 @@ impl Figure {
     }
 
     /// A gauge's current level.
-    pub(crate) fn gauge(value: f64) -> Self {
+    pub fn gauge(value: f64) -> Self {
         Self {
             kind: Kind::Gauge,
             value,
@@ -86,22 +89,31 @@ impl Figure {
     }
 
     /// Reported in `/metrics` as `name{labels}`.
-    pub(crate) fn series(
-        mut self,
-        name: &'static str,
-        labels: Vec<(&'static str, String)>,
-    ) -> Self {
-        self.series = Some(Series { name, labels });
+    pub fn series(mut self, name: &'static str, labels: Vec<(&'static str, String)>) -> Self {
+        self.series = Some(Series {
+            name,
+            labels,
+            help: None,
+        });
+        self
+    }
+
+    /// The `# HELP` text of its series (for a name the core does not define; set it after
+    /// [`series`](Self::series)).
+    pub fn described(mut self, help: &'static str) -> Self {
+        if let Some(s) = &mut self.series {
+            s.help = Some(help);
+        }
         self
     }
 
     /// Reported to carbon under `leaf`; figures sharing it are added up.
-    pub(crate) fn carbon(self, leaf: impl Into<Cow<'static, str>>) -> Self {
+    pub fn carbon(self, leaf: impl Into<Cow<'static, str>>) -> Self {
         self.carbon_folded(leaf, Fold::Sum)
     }
 
     /// Reported to carbon under `leaf`; figures sharing it fold with `fold`.
-    pub(crate) fn carbon_folded(mut self, leaf: impl Into<Cow<'static, str>>, fold: Fold) -> Self {
+    pub fn carbon_folded(mut self, leaf: impl Into<Cow<'static, str>>, fold: Fold) -> Self {
         self.carbon = Some(Leaf {
             name: leaf.into(),
             fold,
@@ -112,7 +124,7 @@ impl Figure {
 
 /// The figures of one part of the relay, under one carbon path.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct Component {
+pub struct Component {
     /// The carbon path below `<prefix>.relays.<host>-<instance>` (`""` for the relay itself,
     /// `destinations.<dest>`, `kinesis.<stream>`).
     pub path: String,
@@ -122,14 +134,14 @@ pub(crate) struct Component {
 
 /// Something that reports figures of its own (a Kinesis stream), read at report and scrape
 /// time.
-pub(crate) trait Reporting: Send + Sync + std::fmt::Debug {
+pub trait Reporting: Send + Sync + std::fmt::Debug {
     /// Its figures now.
     fn component(&self) -> Component;
 }
 
 /// A name as one carbon path component: dots become underscores (carbon's rule for host
 /// names), so the name cannot add levels.
-pub(crate) fn path_component(name: &str) -> String {
+pub fn path_component(name: &str) -> String {
     name.replace('.', "_")
 }
 

@@ -21,11 +21,10 @@
 //!    tier overflows into a per-destination spill log on disk (`src/queue/spill/`, whose
 //!    module documentation is the design), driven by a dedicated thread and replayed oldest
 //!    first.
-//! 5. **send** — `src/destination/`: one task per destination drains its queue, encodes
-//!    pickle, line or protobuf messages (or packs lines into UDP datagrams, or KPL aggregates
-//!    into a Kinesis stream), writes in large batches, over TLS where configured, and
-//!    reconnects with capped, jittered backoff; a `protocol = "kafka"` destination writes to
-//!    a Kafka topic instead (`destination/kafka.rs`).
+//! 5. **send** — `src/destination/`: one task per destination drains its queue through a
+//!    [`Transport`](destination::Transport): the core's encodes pickle, line or protobuf
+//!    messages (or packs lines into UDP datagrams), writes in large batches, over TLS where
+//!    configured; the task reconnects with capped, jittered backoff.
 //!
 //! `src/config/` reads `relay.toml`, or an unchanged carbon `carbon.conf` with its relay-rules
 //! and aggregation-rules files, into a validated [`Config`].
@@ -35,20 +34,22 @@
 //! generation swapped whole; `src/relay/reload.rs` is the design). `src/telemetry/` builds what
 //! the relay says about itself from snapshots of the books, for both the reporter
 //! (`carbon.relays.<host>.*` back into the stream) and `/metrics`; `src/admin.rs` serves
-//! `/metrics`, `/healthz`, `/ready` and `/destinations`. Other sources join at step 3 through
-//! an [`Ingestor`]: the Kinesis Data Streams reader (`src/receiver/kinesis/`, Cargo feature
-//! `kinesis`; its `leases/` share a stream's shards across relays through a DynamoDB lease
-//! table), the Kafka consumer (`src/receiver/kafka/`, Cargo feature `kafka`; relays in one
-//! consumer group share a topic's partitions) and any embedding program, via
-//! [`RelayHandle::ingestor`].
+//! `/metrics`, `/healthz`, `/ready` and `/destinations`.
+//!
+//! Other sources join at step 3 through an [`Ingestor`]: any embedding program, via
+//! [`RelayHandle::ingestor`], and the sources of **extensions** (`src/extension.rs`): crates
+//! that add a `relay.toml` section of sources and a destination protocol, such as
+//! `anthracite-kinesis` (Kinesis Data Streams, shard leases in DynamoDB, KPL) and
+//! `anthracite-kafka` (consumer groups, topics). The core knows none of them by name.
 //!
 //! ## Layers
 //!
 //! Each module imports only its own layer or those below it (`tests/layers.rs` checks the
-//! sources), bottom to top: `metric_names` (every self-metric name), `episode` (the rate limit
-//! of episode log lines), `figure` (what a reported value is), `pattern`, `tls`, `batch` →
-//! `cache` → `protocol` → `router`, `filter` → `queue` → `destination` → `ingest` → `config` →
-//! `receiver` → `telemetry` → `admin` → `relay`.
+//! sources), bottom to top: `metric_names` (every self-metric name of the core), `episode`
+//! (the rate limit of episode log lines), `figure` (what a reported value is), `pattern`,
+//! `tls`, `batch` → `cache` → `protocol` → `router`, `filter`, `aggregator` → `queue` →
+//! `destination` → `ingest` → `config`, `extension` → `receiver` → `telemetry` → `admin` →
+//! `relay`.
 //!
 //! ## The API
 //!
@@ -56,21 +57,17 @@
 //! TCP listeners or any [`Listener`], observed and fed through a [`RelayHandle`]), its
 //! [`Config`] (from a file, a carbon.conf, or [`ConfigBuilder`]) and [`Placement`], the
 //! [`Ingestor`] with its delivery feedback ([`Pushed`], [`Flushed`], [`Receipt`]), the
-//! counters ([`StatsSnapshot`]) and the error types. Everything else is `pub(crate)`; the
-//! Cargo feature `unstable` opens a hidden `unstable` module listing, by name, the internals
-//! anthracite's own tests, benchmarks and fuzz targets use, with no stability promise.
+//! counters ([`StatsSnapshot`]) and the error types. The seams for crates that add sources and
+//! destinations are the modules [`extension`] (sections, sources, the registry),
+//! [`destination`] (the [`Transport`](destination::Transport) and its
+//! [`Outbox`](destination::Outbox)) and [`figure`] (self-metrics of their own); log lines of
+//! recurring conditions are rate-limited with [`episode`]. Everything else is `pub(crate)`;
+//! the Cargo feature `unstable` opens a hidden `unstable` module listing, by name, the
+//! internals anthracite's own tests, benchmarks and fuzz targets use, with no stability
+//! promise.
 //!
-//! ## Cargo features
-//!
-//! - `kinesis`: the AWS Kinesis Data Streams source and destination (the AWS SDK). Off
-//!   by default.
-//! - `kpl`: KPL de-aggregation alone (part of `kinesis`).
-//! - `unstable`: the internals gate above.
-//! - `kafka`: the Kafka source and destination (librdkafka, built from source); `kafka-tls`
-//!   adds OpenSSL for TLS and SCRAM to the brokers.
-//!
-//! The crate's dependencies hold no command-line, harness or AWS crate; the `anthracite`
-//! binary (the workspace root) and the harness (`crates/anthracite-bench`) bring theirs.
+//! The crate's dependencies hold no command-line, harness, AWS or Kafka crate; the
+//! `anthracite` binary (the workspace root), the stream crates and the harness bring theirs.
 //!
 //! ## Embedding
 //!
@@ -125,9 +122,10 @@ mod aggregator;
 mod batch;
 mod cache;
 mod config;
-mod destination;
-mod episode;
-mod figure;
+pub mod destination;
+pub mod episode;
+pub mod extension;
+pub mod figure;
 mod filter;
 mod ingest;
 mod metric_names;
@@ -148,8 +146,8 @@ pub use config::{
 };
 pub use destination::OutputProtocol;
 pub use ingest::{
-    Delivery, FLUSH_HINT_BYTES, Flushed, IngestSnapshot, Ingestor, Pushed, Receipt, Source,
-    SourceSnapshot,
+    Delivery, FLUSH_HINT_BYTES, Flushed, IngestSnapshot, Ingestor, MessageLines, Pushed, Receipt,
+    Source, SourceSnapshot,
 };
 pub use protocol::{DropCounts, DropReason};
 pub use queue::spill::SpillError;

@@ -215,112 +215,14 @@ pub mod carbon {
     pub const OVERFLOWS: &str = "overflows";
     /// Relay-wide, under `configReloads.<result>`: reloads applied / rejected in the interval.
     pub const CONFIG_RELOADS: &str = "configReloads";
-    /// Per Kinesis stream, under `kinesis.<stream>.`: the largest `MillisBehindLatest` over
-    /// its shards, sampled at report time.
-    pub const MILLIS_BEHIND_LATEST: &str = "millisBehindLatest";
-    /// Per Kinesis stream: records received in the interval.
-    pub const RECORDS_READ: &str = "recordsRead";
-    /// Per Kinesis stream: seconds since its last committed checkpoint, sampled at report
-    /// time.
-    pub const CHECKPOINT_LAG_SECONDS: &str = "checkpointLagSeconds";
-    /// Per Kinesis stream: throttled GetRecords calls in the interval.
-    pub const THROTTLES: &str = "throttles";
     /// anthracite extra: UDP datagrams the kernel dropped in the interval (socket buffer full).
     pub const UDP_KERNEL_DROPS: &str = "udpKernelDrops";
-    /// Kinesis lease table mode, per stream and worker: leases held, sampled at report time.
-    pub const LEASES_HELD: &str = "leasesHeld";
-    /// Kinesis lease table mode: unowned or expired leases taken in the interval.
-    pub const LEASES_TAKEN: &str = "leasesTaken";
-    /// Kinesis lease table mode: leases stolen from a live worker (balancing) in the interval.
-    pub const LEASES_STOLEN: &str = "leasesStolen";
-    /// Kinesis lease table mode: leases lost (taken by a peer, or expired) in the interval.
-    pub const LEASES_LOST: &str = "leasesLost";
-    /// Per Kafka consumer group, under `kafka.<group>.`: the largest consumer lag (messages
-    /// between the committed offset and the end) over its partitions, sampled at report time.
-    pub const CONSUMER_LAG: &str = "consumerLag";
-    /// Per Kafka consumer group: messages read in the interval.
-    pub const MESSAGES_READ: &str = "messagesRead";
-    /// Per Kafka consumer group: non-empty lines (or pickle entries) read in the interval.
-    pub const LINES_READ: &str = "linesRead";
-    /// Per Kafka consumer group: the largest time since a partition's last committed offset,
-    /// in seconds, sampled at report time.
-    pub const COMMIT_AGE_SECONDS: &str = "commitAgeSeconds";
-    /// Per Kafka consumer group: partition assignments and revocations in the interval.
-    pub const REBALANCES: &str = "rebalances";
-    /// Per Kafka consumer group, under `badMessages.<reason>`: messages that held no
-    /// datapoint in the interval, per reason.
-    pub const BAD_MESSAGES: &str = "badMessages";
 }
 
-/// Kinesis source metrics (`metrics` facade). Labels: `stream`, and `shard` where noted.
-pub mod kinesis {
-    /// Gauge, labels `stream`, `shard`: how far the shard's reader is behind the tip, in ms
-    /// (GetRecords' `MillisBehindLatest`).
-    pub const MILLIS_BEHIND_LATEST: &str = "anthracite_kinesis_millis_behind_latest";
-    /// Counter, labels `stream`, `shard`: Kinesis records received.
-    pub const RECORDS: &str = "anthracite_kinesis_records_total";
-    /// Counter, labels `stream`, `shard`: non-empty lines handed to the parser.
-    pub const LINES: &str = "anthracite_kinesis_lines_total";
-    /// Counter, labels `stream`, `shard`: record payload bytes received.
-    pub const BYTES: &str = "anthracite_kinesis_bytes_total";
-    /// Counter, labels `stream`, `shard`: ProvisionedThroughputExceeded answers.
-    pub const THROTTLES: &str = "anthracite_kinesis_throttles_total";
-    /// Counter, labels `stream`, `shard`: ExpiredIterator answers.
-    pub const EXPIRED_ITERATORS: &str = "anthracite_kinesis_expired_iterators_total";
-    /// Counter, labels `stream`, `shard`: records that were KPL aggregates.
-    pub const KPL_AGGREGATED: &str = "anthracite_kinesis_kpl_aggregated_total";
-    /// Counter, labels `stream`, `shard`: records with the KPL magic that were not valid
-    /// aggregates (passed through as plain records).
-    pub const KPL_CORRUPT: &str = "anthracite_kinesis_kpl_corrupt_total";
-    /// Gauge, label `stream`: seconds since the last committed checkpoint.
-    pub const CHECKPOINT_AGE: &str = "anthracite_kinesis_checkpoint_age_seconds";
-    /// Gauge, label `stream`: shards being read.
-    pub const ACTIVE_SHARDS: &str = "anthracite_kinesis_active_shards";
-    /// Gauge, labels `stream`, `worker`: shard leases this worker holds (lease table mode).
-    pub const LEASES_HELD: &str = "anthracite_kinesis_leases_held";
-    /// Counter, labels `stream`, `worker`: unowned or expired leases this worker took.
-    pub const LEASES_TAKEN: &str = "anthracite_kinesis_leases_taken_total";
-    /// Counter, labels `stream`, `worker`: leases this worker took from a live worker to
-    /// balance the fleet.
-    pub const LEASES_STOLEN: &str = "anthracite_kinesis_leases_stolen_total";
-    /// Counter, labels `stream`, `worker`: leases this worker lost (a renewal or checkpoint
-    /// failed its condition, or no renewal succeeded for one lease duration).
-    pub const LEASES_LOST: &str = "anthracite_kinesis_leases_lost_total";
-}
-
-/// Kafka source metrics (`metrics` facade). Labels: `group`, and `topic`, `partition` where
-/// noted.
-pub mod kafka {
-    /// Gauge, labels `group`, `topic`, `partition`: messages between the group's committed
-    /// offset and the partition's end (librdkafka's `consumer_lag`).
-    pub const CONSUMER_LAG: &str = "anthracite_kafka_consumer_lag";
-    /// Counter, labels `group`, `topic`, `partition`: messages read.
-    pub const MESSAGES: &str = "anthracite_kafka_messages_total";
-    /// Counter, labels `group`, `topic`, `partition`: non-empty lines (or pickle entries)
-    /// handed to the parser.
-    pub const LINES: &str = "anthracite_kafka_lines_total";
-    /// Counter, labels `group`, `topic`, `partition`: message payload bytes read.
-    pub const BYTES: &str = "anthracite_kafka_bytes_total";
-    /// Gauge, labels `group`, `topic`, `partition`: seconds since the partition's last
-    /// committed offset (since its assignment while nothing was committed).
-    pub const COMMIT_AGE: &str = "anthracite_kafka_commit_age_seconds";
-    /// Counter, labels `group`, `kind` (`assign`, `revoke`): rebalance events.
-    pub const REBALANCES: &str = "anthracite_kafka_rebalances_total";
-    /// Counter, label `group`: offset commits that succeeded.
-    pub const COMMITS: &str = "anthracite_kafka_commits_total";
-    /// Counter, labels `group`, `reason` (`not_graphite`, `bad_pickle`): messages that held
-    /// no datapoint; their lines or entries are also counted as invalid datapoints.
-    pub const BAD_MESSAGES: &str = "anthracite_kafka_bad_messages_total";
-    /// Counter, label `group`: client errors (brokers unreachable, a missing topic, a failed
-    /// commit).
-    pub const ERRORS: &str = "anthracite_kafka_errors_total";
-    /// Gauge, label `group`: partitions assigned to this relay.
-    pub const ASSIGNED_PARTITIONS: &str = "anthracite_kafka_assigned_partitions";
-}
 
 /// The `# HELP` text of a `/metrics` series (one line; the doc comments above say more).
 pub fn help(name: &str) -> &'static str {
-    use {facade as f, kafka as kf, kinesis as k, process as p};
+    use {facade as f, process as p};
     match name {
         f::RECEIVED => "Datapoints accepted by a receiver, after parsing.",
         f::INVALID => "Lines, entries or frames rejected while parsing, per reason.",
@@ -375,35 +277,11 @@ pub fn help(name: &str) -> &'static str {
             "Open intervals restored from a checkpoint (missing what came after it)."
         }
         f::AGGREGATOR_CHECKPOINTS => "Checkpoints of the open aggregation intervals, per result.",
-        k::MILLIS_BEHIND_LATEST => "How far the shard's reader is behind the tip, in ms.",
-        k::RECORDS => "Kinesis records received.",
-        k::LINES => "Non-empty lines handed to the parser.",
-        k::BYTES => "Kinesis record payload bytes received.",
-        k::THROTTLES => "Throttled GetRecords calls.",
-        k::EXPIRED_ITERATORS => "Expired shard iterators.",
-        k::KPL_AGGREGATED => "Records that were KPL aggregates.",
-        k::KPL_CORRUPT => "Records with the KPL magic that were not valid aggregates.",
-        k::CHECKPOINT_AGE => "Seconds since the stream's last committed checkpoint.",
-        k::ACTIVE_SHARDS => "Shards being read.",
-        k::LEASES_HELD => "Shard leases this worker holds (lease table mode).",
-        k::LEASES_TAKEN => "Unowned or expired shard leases this worker took.",
-        k::LEASES_STOLEN => "Shard leases this worker took from a live worker to balance.",
-        k::LEASES_LOST => "Shard leases this worker lost.",
-        kf::CONSUMER_LAG => "Messages between the group's committed offset and the end.",
-        kf::MESSAGES => "Kafka messages read.",
-        kf::LINES => "Lines or pickle entries handed to the parser.",
-        kf::BYTES => "Kafka message payload bytes read.",
-        kf::COMMIT_AGE => "Seconds since the partition's last committed offset.",
-        kf::REBALANCES => "Partition assignments and revocations.",
-        kf::COMMITS => "Offset commits that succeeded.",
-        kf::BAD_MESSAGES => "Kafka messages that held no datapoint, per reason.",
-        kf::ERRORS => "Kafka client errors (brokers unreachable, missing topic, failed commit).",
-        kf::ASSIGNED_PARTITIONS => "Partitions assigned to this relay.",
         p::RESIDENT_MEMORY => "Resident memory size in bytes.",
         p::CPU_SECONDS => "User and system CPU time spent, in seconds.",
         p::OPEN_FDS => "Open file descriptors.",
         p::MAX_FDS => "Limit on open file descriptors.",
         p::START_TIME => "Start time of the process since the Unix epoch, in seconds.",
-        _ => "anthracite self-metric (see src/telemetry/names.rs).",
+        _ => "anthracite self-metric.",
     }
 }

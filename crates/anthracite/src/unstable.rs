@@ -43,14 +43,6 @@ pub mod admin {
     pub use crate::admin::MIN_IDLE_TO_EVICT;
 }
 
-/// KPL aggregation records (Cargo feature `kpl`, part of `kinesis`).
-#[cfg(feature = "kpl")]
-pub mod kpl {
-    pub use crate::protocol::kpl::{
-        AggregatedRecord, Aggregator, Deaggregated, Record, aggregate, deaggregate,
-    };
-}
-
 /// carbon's rings, rules and aggregated routing; the route cache.
 pub mod router {
     pub use crate::router::{
@@ -98,10 +90,8 @@ pub mod ingest {
     }
 }
 
-/// Parts of the configuration the fuzz targets and the Kinesis tests reach.
+/// Parts of the configuration the fuzz targets reach.
 pub mod config {
-    #[cfg(feature = "kinesis")]
-    pub use crate::config::KinesisConfig;
 
     /// carbon.conf import.
     pub mod carbon {
@@ -111,12 +101,6 @@ pub mod config {
     /// carbon's INI dialect.
     pub mod ini {
         pub use crate::config::ini::Ini;
-    }
-
-    /// The Kinesis source's configuration.
-    #[cfg(feature = "kinesis")]
-    pub mod kinesis {
-        pub use crate::config::kinesis::InitialPosition;
     }
 }
 
@@ -144,39 +128,7 @@ pub mod relay {
     }
 }
 
-/// The Kinesis Data Streams source.
-#[cfg(feature = "kinesis")]
-pub mod kinesis {
-    pub use crate::receiver::kinesis::{KinesisSource, KinesisStats, ShardEvent};
-
-    /// Checkpoints.
-    pub mod checkpoint {
-        pub use crate::receiver::kinesis::checkpoint::{
-            FileStore, Position, SequenceNumber, StreamCheckpoint,
-        };
-    }
-
-    /// Record decoding.
-    pub mod decode {
-        pub use crate::receiver::kinesis::decode::feed_lines;
-    }
-
-    /// Shard leases.
-    pub mod leases {
-        pub use crate::receiver::kinesis::leases::{
-            Checkpoint, DynamoDbTable, Fence, Lease, LeaseTable, MemTable, Outcome, Update,
-        };
-    }
-}
-
-/// The Kafka destination's partitioner (Kafka's default: murmur2 of the key).
-#[cfg(feature = "kafka")]
-pub mod kafka {
-    pub use crate::destination::kafka::{murmur2, partition_for};
-}
-
-/// The shared pipeline behind a running relay (for sources that make their own ingestors,
-/// such as a `KinesisSource` run by a test).
+/// The shared pipeline behind a running relay (for tests that make their own ingestors).
 pub fn pipeline(handle: &crate::RelayHandle) -> &crate::ingest::Pipeline {
     handle.pipeline()
 }

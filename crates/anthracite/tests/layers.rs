@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["queue"],
     &["destination"],
     &["ingest"],
-    &["config"],
+    &["config", "extension"],
     &["receiver"],
     &["telemetry"],
     &["admin"],

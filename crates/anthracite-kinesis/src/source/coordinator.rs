@@ -22,12 +22,12 @@ use tracing::{info, warn};
 
 use super::KinesisError;
 use super::checkpoint::{CheckpointStore, StreamCheckpoint};
-use super::kinesis_stats::{KinesisStats, ShardEvent};
+use super::stats::{KinesisStats, ShardEvent};
 use super::leases::worker::{LeaseView, Leases, spawn as spawn_leases};
 use super::reader::{ReaderExit, ShardReader, sleep_or_stop};
 use super::shards::{Graph, Run, list_shards};
 use crate::config::KinesisConfig;
-use crate::ingest::Pipeline;
+use anthracite::extension::SourceContext;
 
 /// Everything a coordinator runs with.
 pub(crate) struct Parts {
@@ -37,7 +37,7 @@ pub(crate) struct Parts {
     pub control: Client,
     pub data: Client,
     pub stats: Arc<KinesisStats>,
-    pub pipeline: Pipeline,
+    pub relay: SourceContext,
     /// Lease mode.
     pub leases: Option<Arc<Leases>>,
 }
@@ -48,7 +48,7 @@ struct ReaderContext {
     control: Client,
     data: Client,
     stats: Arc<KinesisStats>,
-    pipeline: Pipeline,
+    relay: SourceContext,
     progress: Arc<Mutex<StreamCheckpoint>>,
 }
 
@@ -86,7 +86,7 @@ impl Readers {
                 config: self.ctx.config.clone(),
                 control: self.ctx.control.clone(),
                 data: self.ctx.data.clone(),
-                pipeline: self.ctx.pipeline.clone(),
+                relay: self.ctx.relay.clone(),
                 stats: self.ctx.stats.clone(),
                 progress: self.ctx.progress.clone(),
                 shard_id: id.clone(),
@@ -198,7 +198,7 @@ pub(crate) async fn run(parts: Parts, shutdown: CancellationToken) -> Result<(),
         control,
         data,
         stats,
-        pipeline,
+        relay,
         leases,
     } = parts;
     let progress = Arc::new(Mutex::new(checkpoint));
@@ -209,7 +209,7 @@ pub(crate) async fn run(parts: Parts, shutdown: CancellationToken) -> Result<(),
             control: control.clone(),
             data,
             stats: stats.clone(),
-            pipeline,
+            relay,
             progress: progress.clone(),
         },
         set: JoinSet::new(),

@@ -1,10 +1,9 @@
-//! Payload → Graphite lines: content decoding (none, gzip, zlib, auto) and line splitting.
+//! Payload → Graphite text: content decoding (none, gzip, zlib, auto). The text is fed to the
+//! ingestor as one message ([`anthracite::Ingestor::message`]: carbon's datagram rules).
 
 use std::io::Read;
 
-use crate::config::kinesis::ContentEncoding;
-use crate::ingest::Ingestor;
-use crate::protocol::DropReason;
+use crate::config::ContentEncoding;
 
 /// Largest decompressed user record. Bigger ones are dropped and counted (a compression bomb
 /// must not take the relay's memory).
@@ -104,28 +103,6 @@ fn inflate_into(buf: &mut Vec<u8>, data: &[u8], kind: Kind) -> Result<(), Decode
         *buf = Vec::new();
     }
     result
-}
-
-/// Feeds every line of one record to `ingestor` and returns how many lines it saw.
-///
-/// A record is a complete message, so the rules are those of a UDP datagram: split on `\n`
-/// and `\r` (CRLF works), skip empty lines, the last line needs no newline; lines over
-/// `max_line` bytes are counted as `too_long`.
-#[inline]
-pub fn feed_lines(text: &[u8], max_line: usize, ingestor: &mut Ingestor) -> u64 {
-    let mut lines = 0;
-    for line in text.split(|&b| b == b'\n' || b == b'\r') {
-        if line.is_empty() {
-            continue;
-        }
-        lines += 1;
-        if line.len() > max_line {
-            ingestor.reject(DropReason::TooLong);
-            continue;
-        }
-        ingestor.line(line);
-    }
-    lines
 }
 
 #[cfg(test)]

@@ -10,9 +10,9 @@
 //! `ChildShards` at the end of a shard, the children join the graph at once.
 //!
 //! A reader loops on GetRecords with the stream's pacing (about 1 s when caught up, 200 ms
-//! when behind: at most 5 calls per second per shard), de-aggregates KPL records ([`crate::protocol::kpl`]),
+//! when behind: at most 5 calls per second per shard), de-aggregates KPL records ([`crate::kpl`]),
 //! decodes the payload ([`decode`]: none, gzip, zlib, auto), splits lines like a UDP datagram
-//! and feeds them to its own [`Ingestor`](crate::ingest::Ingestor), which parses with carbon's
+//! and feeds them to its own [`Ingestor`](anthracite::Ingestor), which parses with carbon's
 //! rules, counts bad lines, routes, and flushes into the destination queues.
 //!
 //! # Delivery guarantee: at least once
@@ -46,7 +46,7 @@
 pub(crate) mod checkpoint;
 pub(crate) mod coordinator;
 pub(crate) mod decode;
-mod kinesis_stats;
+pub(crate) mod stats;
 pub(crate) mod leases;
 pub(crate) mod reader;
 pub(crate) mod shards;
@@ -57,16 +57,17 @@ use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::config::retry::RetryConfig;
-use tokio_util::sync::CancellationToken;
+
+use anthracite::extension::{SourceContext, StreamSource};
+use anthracite::figure::Reporting;
 
 use crate::config::KinesisConfig;
-use crate::config::kinesis::{InitialPosition, LeaseConfig};
-use crate::ingest::Pipeline;
+use crate::config::{InitialPosition, LeaseConfig};
 use leases::worker::{LeaseSettings, Leases};
 use leases::{Checkpoint, DynamoDbTable, LeaseStore};
 
 pub(crate) use checkpoint::{CheckpointError, CheckpointStore, FileStore, StreamCheckpoint};
-pub use kinesis_stats::{KinesisStats, ShardEvent};
+pub use stats::{KinesisStats, ShardEvent};
 
 /// Errors of a Kinesis source.
 #[derive(Debug, thiserror::Error)]
@@ -194,13 +195,10 @@ impl KinesisSource {
         &self.config.stream_name
     }
 
-    /// Reads until `shutdown` is cancelled, then stops every reader (each flushes what it
-    /// parsed) and commits the final checkpoint.
-    pub async fn run(
-        self,
-        pipeline: Pipeline,
-        shutdown: CancellationToken,
-    ) -> Result<(), KinesisError> {
+    /// Reads into the relay of `cx` until its stop signal, then stops every reader (each
+    /// flushes what it parsed) and commits the final checkpoint.
+    pub async fn run(self, cx: SourceContext) -> Result<(), KinesisError> {
+        let shutdown = cx.stop().clone();
         coordinator::run(
             coordinator::Parts {
                 config: Arc::new(self.config),
@@ -209,7 +207,7 @@ impl KinesisSource {
                 control: self.control,
                 data: self.data,
                 stats: self.stats,
-                pipeline,
+                relay: cx,
                 leases: self.leases,
             },
             shutdown,
@@ -293,45 +291,21 @@ async fn sdk_config(config: &KinesisConfig, base: Option<&SdkConfig>) -> SdkConf
     sdk
 }
 
-/// Prepares every configured stream (loads checkpoints, builds clients); used by
-/// [`Relay::run`](crate::Relay::run).
-pub(crate) async fn prepare(
-    configs: &[KinesisConfig],
-    base: Option<&SdkConfig>,
-) -> Result<Vec<KinesisSource>, KinesisError> {
-    let mut sources = Vec::with_capacity(configs.len());
-    for c in configs {
-        sources.push(KinesisSource::new(c.clone(), base).await?);
+impl StreamSource for KinesisSource {
+    fn describe(&self) -> String {
+        format!("kinesis stream {}", self.config.stream_name)
     }
-    Ok(sources)
-}
 
-/// Starts prepared sources; they stop when `stop` is cancelled.
-pub(crate) fn spawn(
-    sources: Vec<KinesisSource>,
-    pipeline: &Pipeline,
-    stop: &CancellationToken,
-) -> tokio::task::JoinSet<()> {
-    crate::receiver::spawn_sources(
-        sources,
-        pipeline,
-        stop,
-        |source, pipeline, stop| async move {
-            let stream = source.stream().to_string();
-            tracing::info!(%stream, "kinesis source starting");
-            if let Err(e) = source.run(pipeline, stop).await {
+    fn reporting(&self) -> Arc<dyn Reporting> {
+        self.stats.clone()
+    }
+
+    fn run(self: Box<Self>, cx: SourceContext) -> anthracite::destination::BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let stream = self.config.stream_name.clone();
+            if let Err(e) = (*self).run(cx).await {
                 tracing::error!(%stream, error = %e, "kinesis source failed");
             }
-        },
-    )
-}
-
-/// Waits for stopped sources (final checkpoints) until `deadline`.
-pub(crate) async fn join(tasks: tokio::task::JoinSet<()>, deadline: tokio::time::Instant) {
-    crate::receiver::join_sources(
-        tasks,
-        deadline,
-        "kinesis sources still stopping at the end of the grace period; aborted without a final checkpoint",
-    )
-    .await;
+        })
+    }
 }

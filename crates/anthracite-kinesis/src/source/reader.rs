@@ -26,14 +26,15 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::checkpoint::{Position, SequenceNumber, StreamCheckpoint};
-use super::decode::{PayloadDecoder, feed_lines};
-use super::kinesis_stats::{BatchCounts, KinesisStats, ShardMetrics};
+use super::decode::PayloadDecoder;
+use super::stats::{BatchCounts, KinesisStats, ShardMetrics};
 use super::leases::LeaseGuard;
 use crate::config::KinesisConfig;
-use crate::config::kinesis::InitialPosition;
-use crate::ingest::Source;
-use crate::ingest::{Ingestor, Pipeline};
-use crate::protocol::kpl::{Deaggregated, deaggregate};
+use crate::config::InitialPosition;
+
+use anthracite::Ingestor;
+use anthracite::extension::SourceContext;
+use crate::kpl::{Deaggregated, deaggregate};
 
 /// Where a reader starts when its shard has no checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -78,7 +79,7 @@ pub(crate) struct ShardReader {
     pub(crate) config: Arc<KinesisConfig>,
     pub(crate) control: Client,
     pub(crate) data: Client,
-    pub(crate) pipeline: Pipeline,
+    pub(crate) relay: SourceContext,
     pub(crate) stats: Arc<KinesisStats>,
     pub(crate) progress: Arc<Mutex<StreamCheckpoint>>,
     pub(crate) shard_id: String,
@@ -104,7 +105,7 @@ impl ShardReader {
     /// Reads the shard until SHARD_END or shutdown.
     pub(crate) async fn run(self, shutdown: CancellationToken) -> ReaderExit {
         let mut st = State {
-            ingestor: self.pipeline.ingestor(Source::Embedded).with_backpressure(),
+            ingestor: self.relay.ingestor(),
             decoder: PayloadDecoder::new(self.config.content_encoding),
             metrics: ShardMetrics::new(&self.stats, &self.shard_id),
             last: self.resume.clone(),
@@ -117,9 +118,9 @@ impl ShardReader {
         let mut next_call = Instant::now();
         loop {
             // Downstream full: stop reading, commit nothing new.
-            if self.pipeline.backlogged(self.config.queue_high_water) {
+            if self.relay.backlogged(self.config.queue_high_water) {
                 self.stats.paused();
-                while self.pipeline.backlogged(self.config.queue_high_water) {
+                while self.relay.backlogged(self.config.queue_high_water) {
                     if sleep_or_stop(PAUSE_POLL, &shutdown).await {
                         return ReaderExit::Stopped;
                     }
@@ -238,7 +239,7 @@ impl ShardReader {
                     }
                 }
                 Deaggregated::Plain(data) | Deaggregated::Corrupt(data, _) => {
-                    if data.starts_with(&crate::protocol::kpl::MAGIC) {
+                    if data.starts_with(&crate::kpl::MAGIC) {
                         counts.kpl_corrupt += 1;
                     }
                     if !seen(0) {
@@ -268,7 +269,7 @@ impl ShardReader {
         counts.user_records += 1;
         match st.decoder.decode(data) {
             Ok(text) => {
-                counts.lines += feed_lines(text, self.config.max_line_length, &mut st.ingestor)
+                counts.lines += st.ingestor.message(text, self.config.max_line_length).lines;
             }
             Err(_) => counts.decode_errors += 1,
         }

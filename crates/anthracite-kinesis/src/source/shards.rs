@@ -25,7 +25,7 @@ use super::leases::Checkpoint;
 use super::leases::worker::{HeldView, LeaseView};
 use super::reader::{StartAt, error_text};
 use crate::config::KinesisConfig;
-use crate::config::kinesis::InitialPosition;
+use crate::config::InitialPosition;
 
 /// One shard as ListShards returned it.
 #[derive(Clone, Debug, PartialEq, Eq)]

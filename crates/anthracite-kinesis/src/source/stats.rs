@@ -1,5 +1,5 @@
 //! Counters of one Kinesis source, updated once per GetRecords batch and mirrored to the
-//! `metrics` facade (names in [`crate::metric_names::kinesis`]).
+//! `metrics` facade (names in [`crate::metric_names`]).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use metrics::{Counter, Gauge, counter, gauge};
 
-use crate::figure::{Component, Figure, Fold, Reporting, path_component};
-use crate::metric_names::{carbon as leaf, kinesis as names};
+use anthracite::figure::{Component, Figure, Fold, Reporting, path_component};
+use crate::metric_names::{Named, carbon as leaf, facade as names};
 
 /// A shard's life, in the order the coordinator saw it (for operators and tests).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -257,19 +257,19 @@ impl Reporting for KinesisStats {
         let stream = || vec![("stream", self.stream.clone())];
         let mut figures = vec![
             Figure::gauge(self.checkpoint_lag_secs())
-                .series(names::CHECKPOINT_AGE, stream())
+                .named(names::CHECKPOINT_AGE, stream())
                 .carbon_folded(leaf::CHECKPOINT_LAG_SECONDS, Fold::Max),
             Figure::gauge(self.active_shards.load(Relaxed) as f64)
-                .series(names::ACTIVE_SHARDS, stream()),
+                .named(names::ACTIVE_SHARDS, stream()),
         ];
         let shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
         for (shard, c) in shards.iter() {
             let labels = || vec![("stream", self.stream.clone()), ("shard", shard.clone())];
             let count =
-                |a: &AtomicU64, name| Figure::counter(a.load(Relaxed)).series(name, labels());
+                |a: &AtomicU64, name| Figure::counter(a.load(Relaxed)).named(name, labels());
             figures.extend([
                 Figure::gauge(c.behind_ms.load(Relaxed) as f64)
-                    .series(names::MILLIS_BEHIND_LATEST, labels())
+                    .named(names::MILLIS_BEHIND_LATEST, labels())
                     .carbon_folded(leaf::MILLIS_BEHIND_LATEST, Fold::Max),
                 count(&c.records, names::RECORDS).carbon(leaf::RECORDS_READ),
                 count(&c.lines, names::LINES),
@@ -289,10 +289,10 @@ impl Reporting for KinesisStats {
         if let Some(worker) = worker {
             let labels = || vec![("stream", self.stream.clone()), ("worker", worker.clone())];
             let count =
-                |a: &AtomicU64, name| Figure::counter(a.load(Relaxed)).series(name, labels());
+                |a: &AtomicU64, name| Figure::counter(a.load(Relaxed)).named(name, labels());
             figures.extend([
                 Figure::gauge(self.leases_held.load(Relaxed) as f64)
-                    .series(names::LEASES_HELD, labels())
+                    .named(names::LEASES_HELD, labels())
                     .carbon(leaf::LEASES_HELD),
                 count(&self.leases_taken, names::LEASES_TAKEN).carbon(leaf::LEASES_TAKEN),
                 count(&self.leases_stolen, names::LEASES_STOLEN).carbon(leaf::LEASES_STOLEN),

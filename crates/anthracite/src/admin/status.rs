@@ -13,7 +13,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use super::Phase;
-use crate::telemetry::process::features;
 
 /// The status page, served as is.
 pub(super) const PAGE: &str = include_str!("status.html");
@@ -25,6 +24,9 @@ pub(super) const MAX_RELOADS: usize = 20;
 #[derive(Debug)]
 pub(crate) struct Overview {
     started: SystemTime,
+    /// The build's features (`Extensions::features`: extensions and the like), for `/status`
+    /// and `anthracite_build_info`.
+    features: Vec<&'static str>,
     state: Mutex<State>,
 }
 
@@ -47,10 +49,23 @@ pub(super) struct ReloadRecord {
 
 impl Default for Overview {
     fn default() -> Self {
+        Self::new(Vec::new())
+    }
+}
+
+impl Overview {
+    /// An overview of a build with `features`.
+    pub(crate) fn new(features: Vec<&'static str>) -> Self {
         Self {
             started: SystemTime::now(),
+            features,
             state: Mutex::default(),
         }
+    }
+
+    /// The build's features.
+    pub(crate) fn features(&self) -> &[&'static str] {
+        &self.features
     }
 }
 
@@ -83,7 +98,7 @@ impl Overview {
         let s = self.state();
         let status = Status {
             version: env!("CARGO_PKG_VERSION"),
-            features: features(),
+            features: self.features.clone(),
             phase: phase.name(),
             phase_reason: phase.reason(),
             started_at_unix: unix(self.started),

@@ -98,7 +98,7 @@ impl ConfigBuilder {
     /// What destinations are sent (`destinations.protocol`, default pickle, as carbon-relay
     /// sends to carbon-cache).
     pub fn protocol(mut self, protocol: OutputProtocol) -> Self {
-        self.raw.destinations.protocol = protocol;
+        self.raw.destinations.protocol = protocol.as_str().to_string();
         self
     }
 

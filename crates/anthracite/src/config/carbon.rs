@@ -449,7 +449,7 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
         }
     }
     raw.destinations.servers = destinations.into_iter().map(RawServer::Address).collect();
-    raw.destinations.protocol = match s.str("DESTINATION_PROTOCOL").unwrap_or("pickle") {
+    let protocol = match s.str("DESTINATION_PROTOCOL").unwrap_or("pickle") {
         "pickle" => OutputProtocol::Pickle,
         "line" => OutputProtocol::Line,
         "protobuf" => OutputProtocol::Protobuf,
@@ -466,6 +466,7 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
             ));
         }
     };
+    raw.destinations.protocol = protocol.as_str().to_string();
     raw.destinations.tls = destination_tls(&s, &file, &mut warnings);
     raw.destinations.pool_replicas = s.bool("DESTINATION_POOL_REPLICAS", false)?;
     raw.destinations.queue.max_datapoints = match s.count_or_inf("MAX_QUEUE_SIZE", Some(1000))? {

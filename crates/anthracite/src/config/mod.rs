@@ -8,8 +8,6 @@ pub(crate) mod aggregation;
 mod builder;
 pub(crate) mod carbon;
 pub(crate) mod ini;
-pub(crate) mod kafka;
-pub(crate) mod kinesis;
 mod placement;
 pub(crate) mod raw;
 mod telemetry;
@@ -17,9 +15,11 @@ mod validate;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::destination::DestinationConfig;
+use crate::extension::{Extensions, SourceSpec};
 pub(crate) use crate::filter::ListsConfig;
 use crate::router::RouterSpec;
 use crate::tls::ServerTls;
@@ -28,8 +28,6 @@ pub(crate) use telemetry::TelemetryConfig;
 
 pub use builder::ConfigBuilder;
 pub use carbon::{CarbonImport, CarbonOptions};
-pub(crate) use kafka::KafkaConfig;
-pub use kinesis::KinesisConfig;
 pub use raw::LogFormat;
 pub(crate) use raw::RawConfig;
 
@@ -136,43 +134,51 @@ pub struct Config {
     pub(crate) admin_listen: Option<SocketAddr>,
     /// Where it was read from (a file name, `<string>`, `<builder>`), for logs.
     pub(crate) source: String,
-    /// Kinesis Data Streams sources (`[[kinesis]]`).
-    #[cfg_attr(not(feature = "kinesis"), allow(dead_code))]
-    pub(crate) kinesis: Vec<KinesisConfig>,
+    /// Sources of extensions (`[[kinesis]]`, `[[kafka]]`, …), in file order.
+    pub(crate) sources: Vec<Arc<dyn SourceSpec>>,
     /// carbon-aggregator's stage (`[aggregation]`, `[rewrite]`; `None`: off).
     pub(crate) aggregation: Option<aggregation::AggregationConfig>,
-    /// Kafka sources (`[[kafka]]`).
-    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
-    pub(crate) kafka: Vec<KafkaConfig>,
     /// The raw configuration with every default filled in (what `anthracite check` prints).
     pub(crate) resolved: RawConfig,
 }
 
 impl Config {
-    /// Reads and validates a `relay.toml` file. A relative `destinations.spill.dir` is
-    /// taken relative to the file's directory, not to wherever the relay was started.
+    /// Reads and validates a `relay.toml` file of the core alone (a section of an extension,
+    /// such as `[[kinesis]]`, is an error: see [`load_with`](Self::load_with)). A relative
+    /// `destinations.spill.dir` is taken relative to the file's directory, not to wherever the
+    /// relay was started.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::load_with(path, &Extensions::new())
+    }
+
+    /// Reads and validates a `relay.toml` file whose extension sections and destination
+    /// protocols go to `extensions`.
+    pub fn load_with(path: &Path, extensions: &Extensions) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;
         let file = path.display().to_string();
-        let mut raw: RawConfig = toml::from_str(&text).map_err(|e| ConfigError::Syntax {
-            file: file.clone(),
-            message: e.to_string(),
-        })?;
+        let mut raw = RawConfig::parse(&text, &file)?;
         let spill = &mut raw.destinations.spill.dir;
         if !spill.is_empty() && Path::new(spill.as_str()).is_relative() {
             let base = path.parent().unwrap_or(Path::new(""));
             let base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
             *spill = base.join(spill.as_str()).display().to_string();
         }
-        Self::from_raw(raw, &file)
+        Self::validate(raw, &file, extensions)
     }
 
-    /// Parses and validates `relay.toml` text.
+    /// Parses and validates `relay.toml` text of the core alone.
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        Self::parse(text, "<string>")
+        Self::from_toml_str_with(text, &Extensions::new())
+    }
+
+    /// Parses and validates `relay.toml` text whose extension sections and destination
+    /// protocols go to `extensions`.
+    pub fn from_toml_str_with(text: &str, extensions: &Extensions) -> Result<Self, ConfigError> {
+        let raw = RawConfig::parse(text, "<string>")?;
+        Self::validate(raw, "<string>", extensions)
     }
 
     /// Reads an unchanged carbon-relay `carbon.conf` (`[relay]`, then `[relay:<instance>]`)
@@ -206,35 +212,40 @@ impl Config {
         )
     }
 
-    fn parse(text: &str, file: &str) -> Result<Self, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
-            file: file.to_string(),
-            message: e.to_string(),
-        })?;
-        Self::from_raw(raw, file)
+    /// Validates raw structs of the core alone (the second stage).
+    pub(crate) fn from_raw(raw: RawConfig, file: &str) -> Result<Self, ConfigError> {
+        Self::validate(raw, file, &Extensions::new())
     }
 
-    /// Validates raw structs (the second stage), one validator per section.
-    pub fn from_raw(raw: RawConfig, file: &str) -> Result<Self, ConfigError> {
+    /// Validates raw structs (the second stage), one validator per section; the extensions'
+    /// sections and destinations go to their extensions.
+    fn validate(
+        mut raw: RawConfig,
+        file: &str,
+        extensions: &Extensions,
+    ) -> Result<Self, ConfigError> {
         let ctx = validate::Ctx { file };
         let listen = validate::listen(&raw.listen, &ctx)?;
-        let destinations = validate::destinations(&raw.destinations, &ctx)?;
+        let destinations =
+            validate::destinations(&mut raw.destinations, &ctx, extensions)?;
         let router = validate::router(&raw.router, &raw.rules, &destinations, &ctx)?;
         let route_cache_bytes = validate::route_cache_bytes(&raw.router, &ctx)?;
         let telemetry = validate::telemetry(&raw.telemetry, &ctx)?;
         let ingest = validate::ingest(&raw.ingest, &ctx)?;
         let shutdown_grace = validate::shutdown_grace(&raw.shutdown, &ctx)?;
         let admin_listen = validate::admin(&raw.admin, &ctx)?;
-        let kinesis = kinesis::validate_all(&raw.kinesis.0, listen.max_line_length)
-            .map_err(|(key, message)| ctx.invalid(&key, message))?;
+        let sources = validate::extension_sections(
+            &mut raw.extensions,
+            &ctx,
+            listen.max_line_length,
+            extensions,
+        )?;
         let aggregation = aggregation::validate(
             raw.aggregation.as_ref(),
             raw.rewrite.as_ref(),
             &raw.destinations.spill.dir,
             file,
         )?;
-        let kafka = kafka::validate_all(&raw.kafka.0, listen.max_line_length)
-            .map_err(|(key, message)| ctx.invalid(&key, message))?;
         Ok(Config {
             aggregation,
             route_cache_bytes,
@@ -247,8 +258,7 @@ impl Config {
             shutdown_grace,
             admin_listen,
             source: file.to_string(),
-            kinesis,
-            kafka,
+            sources,
             resolved: raw,
         })
     }
@@ -258,9 +268,11 @@ impl Config {
         self.resolved.log.format
     }
 
-    /// The configuration with every default filled in, as TOML.
+    /// The configuration with every default filled in, as TOML (the sections of extensions
+    /// last, as their extensions resolved them).
     pub fn to_resolved_toml(&self) -> String {
-        toml::to_string_pretty(&self.resolved)
+        self.resolved
+            .to_toml()
             .unwrap_or_else(|e| format!("# cannot render configuration: {e}\n"))
     }
 }

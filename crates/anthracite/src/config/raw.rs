@@ -1,19 +1,24 @@
 //! The `relay.toml` schema: serde structs with documented defaults.
 //!
-//! Unknown keys are errors (`deny_unknown_fields`). Durations are numbers with their unit in
-//! the key name (`_ms`, `_secs`); sizes are bytes.
+//! Unknown keys are errors (`deny_unknown_fields`), except at the top level, whose other
+//! sections belong to extensions ([`crate::extension`]), and in a `servers` entry, whose other
+//! keys belong to its protocol's extension. Durations are numbers with their unit in the key
+//! name (`_ms`, `_secs`); sizes are bytes.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::kafka::{RawKafka, RawKafkaSink};
-use super::kinesis::{OneOrMany, RawKinesis};
+use super::ConfigError;
 use crate::destination::OutputProtocol;
 use crate::queue::WhenFull;
 use crate::router::{HashType, Method};
 
-/// The whole file.
+/// The whole file. Its top-level keys are the core's sections ([`RawConfig::SECTIONS`]) and the
+/// sections of extensions (`extensions`), which the first stage keeps as TOML for their
+/// extensions to validate.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct RawConfig {
     /// `[listen]`.
     pub listen: RawListen,
@@ -39,12 +44,81 @@ pub struct RawConfig {
     /// `[rewrite]`: carbon's rewrite rules (with `[aggregation]` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rewrite: Option<super::aggregation::RawRewrite>,
-    /// `[[kinesis]]` (or one `[kinesis]`): Kinesis Data Streams sources. Default: none.
-    #[serde(skip_serializing_if = "OneOrMany::is_empty")]
-    pub kinesis: OneOrMany<RawKinesis>,
-    /// `[[kafka]]` (or one `[kafka]`): Apache Kafka sources. Default: none.
-    #[serde(skip_serializing_if = "OneOrMany::is_empty")]
-    pub kafka: OneOrMany<RawKafka>,
+    /// Sections of extensions (`[[kinesis]]`, `[[kafka]]`, …), by name, as written; after
+    /// validation, as their extensions resolved them.
+    #[serde(skip)]
+    pub extensions: BTreeMap<String, toml::Value>,
+}
+
+impl RawConfig {
+    /// The core's top-level sections.
+    pub const SECTIONS: [&'static str; 11] = [
+        "listen",
+        "router",
+        "destinations",
+        "rules",
+        "ingest",
+        "telemetry",
+        "shutdown",
+        "admin",
+        "log",
+        "aggregation",
+        "rewrite",
+    ];
+
+    /// The first stage: the core's sections with their schema (unknown keys inside them are
+    /// errors with their position), and every other top-level key kept for an extension.
+    pub(crate) fn parse(text: &str, file: &str) -> Result<Self, ConfigError> {
+        let syntax = |e: toml::de::Error| ConfigError::Syntax {
+            file: file.to_string(),
+            message: e.to_string(),
+        };
+        let mut raw: RawConfig = toml::from_str(text).map_err(syntax)?;
+        raw.extensions = toml::from_str::<OtherSections>(text).map_err(syntax)?.0;
+        Ok(raw)
+    }
+
+    /// The file as TOML: the core's sections, then the extensions'.
+    pub(crate) fn to_toml(&self) -> Result<String, toml::ser::Error> {
+        let mut text = toml::to_string_pretty(self)?;
+        if !self.extensions.is_empty() {
+            let table: toml::Table = self.extensions.clone().into_iter().collect();
+            text.push('\n');
+            text.push_str(&toml::to_string_pretty(&table)?);
+        }
+        Ok(text)
+    }
+}
+
+/// The top-level keys that are not the core's sections, as TOML values (the core's are
+/// skipped unread: their integers may pass what a TOML value holds).
+struct OtherSections(BTreeMap<String, toml::Value>);
+
+impl<'de> Deserialize<'de> for OtherSections {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = OtherSections;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a TOML document")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<OtherSections, A::Error> {
+                let mut other = BTreeMap::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if RawConfig::SECTIONS.contains(&key.as_str()) {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    } else {
+                        other.insert(key, map.next_value::<toml::Value>()?);
+                    }
+                }
+                Ok(OtherSections(other))
+            }
+        }
+        d.deserialize_map(Visitor)
+    }
 }
 
 /// `[listen]`: receivers.
@@ -193,9 +267,9 @@ pub struct RawDestinations {
     /// `host:port[:instance]` strings (or tables with per-destination overrides), in ring
     /// insertion order. Required.
     pub servers: Vec<RawServer>,
-    /// `pickle` (default), `line`, `protobuf`, `udp` (plaintext lines in datagrams) or
-    /// `kinesis` (per server, with `stream`: KPL-aggregated records in a Kinesis stream).
-    pub protocol: OutputProtocol,
+    /// `pickle` (default), `line`, `protobuf`, `udp` (plaintext lines in datagrams), or the
+    /// protocol of an extension (`kinesis`, `kafka`: per server, with that extension's keys).
+    pub protocol: String,
     /// Datapoints per pickle or protobuf message. Default 500 (carbon's
     /// `MAX_DATAPOINTS_PER_MESSAGE`).
     pub max_datapoints_per_message: usize,
@@ -239,7 +313,7 @@ impl Default for RawDestinations {
     fn default() -> Self {
         Self {
             servers: Vec::new(),
-            protocol: OutputProtocol::Pickle,
+            protocol: OutputProtocol::Pickle.as_str().to_string(),
             max_datapoints_per_message: 500,
             max_datagram_bytes: 1432,
             pool_replicas: false,
@@ -351,13 +425,12 @@ pub enum RawServer {
 
 /// Per-destination overrides.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawServerDetail {
     /// `host:port[:instance]`.
     pub address: String,
     /// Overrides `destinations.protocol`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<OutputProtocol>,
+    pub protocol: Option<String>,
     /// Overrides `destinations.queue.when_full`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when_full: Option<WhenFull>,
@@ -376,20 +449,10 @@ pub struct RawServerDetail {
     /// Overrides `destinations.spill.replay_rate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_rate: Option<u64>,
-    /// `protocol = "kinesis"`: the stream written to. Required with it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stream: Option<String>,
-    /// `protocol = "kinesis"`: the AWS region (default: the SDK's chain, `AWS_REGION`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
-    /// `protocol = "kinesis"`: endpoint override (kinesalite, LocalStack, a VPC endpoint).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint_url: Option<String>,
-    /// With `protocol = "kafka"`: the topic (`{ topic, brokers, format, client_id,
-    /// properties }`); the address is then the destination's name on the ring, and its
-    /// `host:port` the bootstrap broker unless `brokers` is given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kafka: Option<RawKafkaSink>,
+    /// Every other key: the settings of an extension's protocol (`stream` for `kinesis`, a
+    /// `kafka` table for `kafka`), validated by that extension; with a core protocol, an error.
+    #[serde(flatten)]
+    pub settings: toml::Table,
 }
 
 impl RawServer {

@@ -7,9 +7,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::TelemetryConfig;
-use super::raw::{self, RawDestinations, RawIngest, RawListen, RawRouter, RawRule, RawTelemetry};
+use super::raw::{
+    self, RawConfig, RawDestinations, RawIngest, RawListen, RawRouter, RawRule, RawServer,
+    RawTelemetry,
+};
 use super::{ConfigError, IngestConfig, ListenConfig};
-use crate::destination::{DestinationConfig, KinesisTarget, MAX_UDP_PAYLOAD, OutputProtocol};
+use crate::destination::{
+    DestinationConfig, ExtensionDestination, MAX_UDP_PAYLOAD, OutputProtocol,
+};
+use crate::extension::{DestinationContext, Extensions, SectionContext, SourceSpec};
 use crate::filter::ListsConfig;
 use crate::queue::spill::{FsyncPolicy, SpillConfig};
 use crate::queue::{QueueLimits, SpillSettings, WhenFull};
@@ -160,8 +166,9 @@ fn overlap(a: &SocketAddr, b: &SocketAddr) -> bool {
 
 /// `[destinations]` with its `queue` and `spill` tables and per-server overrides.
 pub(super) fn destinations(
-    d: &RawDestinations,
+    d: &mut RawDestinations,
     ctx: &Ctx,
+    extensions: &Extensions,
 ) -> Result<Vec<DestinationConfig>, ConfigError> {
     if d.servers.is_empty() {
         return Err(ctx.invalid(
@@ -221,7 +228,8 @@ pub(super) fn destinations(
         ));
     }
     let mut out: Vec<DestinationConfig> = Vec::with_capacity(d.servers.len());
-    for (i, server) in d.servers.iter().enumerate() {
+    for i in 0..d.servers.len() {
+        let server = &d.servers[i];
         let key = format!("destinations.servers[{i}]");
         let spec = DestinationSpec::parse(server.address())
             .map_err(|e| ctx.invalid(&key, e.to_string()))?;
@@ -250,7 +258,22 @@ pub(super) fn destinations(
             ));
         }
         let o = server.overrides();
-        let protocol = o.protocol.unwrap_or(d.protocol);
+        let name = o.protocol.as_deref().unwrap_or(&d.protocol);
+        let (protocol, extension) = match OutputProtocol::from_name(name) {
+            Some(p) => {
+                if let Some(k) = o.settings.keys().next() {
+                    return Err(ctx.invalid(
+                        &format!("{key}.{k}"),
+                        format!("unknown key for protocol \"{}\"", p.as_str()),
+                    ));
+                }
+                (p, None)
+            }
+            None => {
+                let e = extension_destination(name, &o.settings, &key, &spec, tls.is_some(), ctx, extensions)?;
+                (OutputProtocol::default(), Some(e))
+            }
+        };
         if protocol == OutputProtocol::Udp && tls.is_some() {
             return Err(ctx.invalid(
                 "destinations.tls",
@@ -259,46 +282,21 @@ pub(super) fn destinations(
                 ),
             ));
         }
-        let kinesis = kinesis_target(protocol, &o, &key, ctx)?;
-        let kafka = match (protocol, &o.kafka) {
-            (OutputProtocol::Kafka, Some(k)) => {
-                if tls.is_some() {
-                    return Err(ctx.invalid(
-                        "destinations.tls",
-                        format!("{spec} uses protocol \"kafka\": its TLS settings are librdkafka properties in its kafka table"),
-                    ));
-                }
-                let host_port = format!("{}:{}", spec.host, spec.port);
-                Some(
-                    k.validate(&key, &host_port)
-                        .map_err(|(k, m)| ctx.invalid(&k, m))?,
-                )
-            }
-            (OutputProtocol::Kafka, None) => {
-                return Err(ctx.invalid(
-                    &key,
-                    format!("{spec} uses protocol \"kafka\": it needs a kafka table with a topic"),
-                ));
-            }
-            (_, Some(_)) => {
-                return Err(ctx.invalid(
-                    &format!("{key}.kafka"),
-                    "only used with protocol = \"kafka\"".to_string(),
-                ));
-            }
-            (_, None) => None,
-        };
         let queue = queue_limits(d, &o, &key, ctx)?;
         let spill = if d.spill.dir.is_empty() {
             None
         } else {
             Some(spill_settings(&d.spill, &o, &spec, ctx)?)
         };
+        if let (Some(e), Some(RawServer::Detailed(detail))) = (&extension, d.servers.get_mut(i)) {
+            detail.settings = e.settings.clone();
+        }
         out.push(DestinationConfig {
             spec,
             protocol,
-            // Kinesis speaks HTTPS through the AWS SDK; `destinations.tls` is for TCP.
-            tls: tls.clone().filter(|_| kinesis.is_none()),
+            // `destinations.tls` is the core's TCP transport's; an extension's destination
+            // has its own (and says so when it refuses the setting).
+            tls: tls.clone().filter(|_| extension.is_none()),
             max_datagram_bytes: d.max_datagram_bytes,
             max_datapoints_per_message: d.max_datapoints_per_message,
             queue,
@@ -311,53 +309,85 @@ pub(super) fn destinations(
                 .then(|| Duration::from_millis(d.write_timeout_ms)),
             keepalive: (d.keepalive_secs > 0).then(|| Duration::from_secs(d.keepalive_secs)),
             spill,
-            kinesis,
-            kafka,
+            extension,
         });
     }
     Ok(out)
 }
 
-/// A server's Kinesis stream: `stream` required with `protocol = "kinesis"`, and `stream`,
-/// `region`, `endpoint_url` only with it.
-fn kinesis_target(
-    protocol: OutputProtocol,
-    o: &raw::RawServerDetail,
+/// A destination of an extension's protocol: its settings validated by that extension.
+fn extension_destination(
+    protocol: &str,
+    settings: &toml::Table,
     key: &str,
+    spec: &DestinationSpec,
+    tls: bool,
     ctx: &Ctx,
-) -> Result<Option<KinesisTarget>, ConfigError> {
-    if protocol != OutputProtocol::Kinesis {
-        for (name, set) in [
-            ("stream", o.stream.is_some()),
-            ("region", o.region.is_some()),
-            ("endpoint_url", o.endpoint_url.is_some()),
-        ] {
-            if set {
-                return Err(
-                    ctx.invalid(&format!("{key}.{name}"), "only for protocol = \"kinesis\"")
-                );
-            }
-        }
-        return Ok(None);
-    }
-    if !cfg!(feature = "kinesis") {
+    extensions: &Extensions,
+) -> Result<ExtensionDestination, ConfigError> {
+    let Some(extension) = extensions.get(protocol) else {
+        let core: Vec<&str> = OutputProtocol::ALL.iter().map(|p| p.as_str()).collect();
         return Err(ctx.invalid(
             &format!("{key}.protocol"),
-            "\"kinesis\" needs anthracite built with the `kinesis` feature",
+            format!(
+                "unknown protocol {protocol:?}: this build has {}{} (stream protocols such as \"kinesis\" and \"kafka\" need the anthracite binary built with their Cargo features)",
+                core.join(", "),
+                extensions
+                    .names()
+                    .iter()
+                    .map(|n| format!(", {n}"))
+                    .collect::<String>()
+            ),
         ));
+    };
+    let name = spec.to_string();
+    let cx = DestinationContext {
+        file: ctx.file,
+        key,
+        name: &name,
+        tls,
+    };
+    let (kind, settings) = extension.destination(settings, &cx)?;
+    Ok(ExtensionDestination {
+        protocol: extension.name(),
+        settings,
+        kind,
+    })
+}
+
+/// The top-level sections that are not the core's: each validated by the extension of its
+/// name into sources, and replaced by its resolved form.
+pub(super) fn extension_sections(
+    sections: &mut std::collections::BTreeMap<String, toml::Value>,
+    ctx: &Ctx,
+    max_line_length: usize,
+    extensions: &Extensions,
+) -> Result<Vec<std::sync::Arc<dyn SourceSpec>>, ConfigError> {
+    let cx = SectionContext {
+        file: ctx.file,
+        max_line_length,
+    };
+    let mut sources = Vec::new();
+    for (name, value) in sections.iter_mut() {
+        let Some(extension) = extensions.get(name) else {
+            return Err(ctx.invalid(
+                name,
+                format!(
+                    "unknown section: relay.toml has {}{} (the sections of stream sources such as [[kinesis]] and [[kafka]] need the anthracite binary built with their Cargo features)",
+                    RawConfig::SECTIONS.join(", "),
+                    extensions
+                        .names()
+                        .iter()
+                        .map(|n| format!(", {n}"))
+                        .collect::<String>()
+                ),
+            ));
+        };
+        let section = extension.sources(value, &cx)?;
+        *value = section.resolved;
+        sources.extend(section.sources);
     }
-    let stream = o.stream.clone().unwrap_or_default();
-    if stream.is_empty() {
-        return Err(ctx.invalid(
-            &format!("{key}.stream"),
-            "protocol = \"kinesis\" needs the stream's name",
-        ));
-    }
-    Ok(Some(KinesisTarget {
-        stream,
-        region: o.region.clone(),
-        endpoint_url: o.endpoint_url.clone(),
-    }))
+    Ok(sources)
 }
 
 /// One server's queue bounds and policies (its overrides over `[destinations.queue]`).

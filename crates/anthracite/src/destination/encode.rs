@@ -44,12 +44,7 @@ impl Encoder {
         let mut points = batches.iter().flat_map(|b| b.iter());
         let mut e = Encoded::default();
         match self.protocol {
-            // Kinesis and Kafka destinations encode their messages themselves; never reached
-            // for Kinesis.
-            OutputProtocol::Line
-            | OutputProtocol::Udp
-            | OutputProtocol::Kinesis
-            | OutputProtocol::Kafka => {
+            OutputProtocol::Line | OutputProtocol::Udp => {
                 for dp in points {
                     line::encode_line(dp, out);
                 }

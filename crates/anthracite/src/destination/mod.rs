@@ -1,27 +1,25 @@
-//! One task per destination: queue → socket.
+//! One task per destination: queue → connection.
 //!
 //! The task connects (capped exponential backoff with jitter between attempts), then drains the
 //! queue over that connection until it is lost, the queue is closed and empty, or the grace
-//! period ends. How it talks depends on [`OutputProtocol`]:
+//! period ends. How it connects and talks is a [`Transport`]; the core has two, chosen by
+//! [`OutputProtocol`], and a destination kind of another crate (a Kinesis stream, a Kafka
+//! topic: [`StreamDestination`], validated by an [`Extension`](crate::extension::Extension))
+//! brings its own. Every transport sees the queue through the same [`Outbox`], so the queue,
+//! its spill tier, the failure episodes and shutdown behave alike for all of them:
 //!
 //! - [`stream`]: pickle, plaintext lines or protobuf over TCP, optionally inside TLS
 //!   ([`crate::tls::ClientTls`], carbon's `DESTINATION_TRANSPORT = ssl`). Writes are batched
 //!   to `flush_bytes` or a `linger`; a write is counted as sent only once the connection is
 //!   seen alive after it (carbon's protocols have no acknowledgement), and batches whose write
 //!   failed go back to the front of the queue for the next connection.
-//! - `kafka` (Cargo feature `kafka`): a Kafka topic. Datapoints are partitioned by metric
-//!   name and sent as line or pickle messages through librdkafka's idempotent producer; a
-//!   batch counts as sent only once the broker acknowledged every message of it (`acks=all`).
 //! - [`udp`]: plaintext lines packed into datagrams. UDP has no connection to lose: a datagram
 //!   the kernel refuses is counted as dropped (`send_failed`).
 //!
-//! - [`kinesis`] (Cargo feature `kinesis`): KPL-aggregated records into a Kinesis stream with
-//!   `PutRecords`, counted as sent only once the stream acknowledged them.
-//!
-//! `encode` (private) turns in-flight batches into bytes for either. A slow or dead destination only
-//! ever fills its own queue; a TLS certificate that does not verify is a failed connection
-//! attempt like a refused one (logged with the reason, counted, retried with backoff), so the
-//! data waits in the queue or its spill log and is never sent in plaintext.
+//! `encode` (private) turns in-flight batches into bytes for a stream write. A slow or dead
+//! destination only ever fills its own queue; a TLS certificate that does not verify is a failed
+//! connection attempt like a refused one (logged with the reason, counted, retried with
+//! backoff), so the data waits in the queue or its spill log and is never sent in plaintext.
 //!
 //! ## Dead peers
 //!
@@ -44,10 +42,7 @@
 //! [`DEAD_AT_SHUTDOWN`] before the destination gives up.
 
 mod encode;
-#[cfg(feature = "kafka")]
-pub(crate) mod kafka;
-#[cfg(feature = "kinesis")]
-pub(crate) mod kinesis;
+mod outbox;
 pub(crate) mod stream;
 pub(crate) mod udp;
 
@@ -59,12 +54,14 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::batch::Batch;
 use crate::queue::{DestinationQueue, QueueLimits};
 use crate::router::DestinationSpec;
 use crate::tls::ClientTls;
 
-/// What a destination is sent.
+pub use crate::batch::Datapoint;
+pub use outbox::{BoxFuture, DestinationSettings, Outbox, Served, StreamDestination, Transport};
+
+/// What a destination of the core is sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -78,14 +75,17 @@ pub enum OutputProtocol {
     Protobuf,
     /// Plaintext lines in UDP datagrams (carbon-cache's `UDP_RECEIVER_PORT`).
     Udp,
-    /// KPL-aggregated records in a Kinesis stream (Cargo feature `kinesis`); the destination's
-    /// `host:port:instance` only names it (in the ring and in metrics).
-    Kinesis,
-    /// Messages on a Kafka topic (the destination's `kafka` table: topic, brokers, format).
-    Kafka,
 }
 
 impl OutputProtocol {
+    /// Every protocol of the core.
+    pub const ALL: [OutputProtocol; 4] = [
+        OutputProtocol::Pickle,
+        OutputProtocol::Line,
+        OutputProtocol::Protobuf,
+        OutputProtocol::Udp,
+    ];
+
     /// The config spelling.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -93,37 +93,44 @@ impl OutputProtocol {
             OutputProtocol::Line => "line",
             OutputProtocol::Protobuf => "protobuf",
             OutputProtocol::Udp => "udp",
-            OutputProtocol::Kinesis => "kinesis",
-            OutputProtocol::Kafka => "kafka",
         }
+    }
+
+    /// The protocol spelled `name` in the configuration, if the core has it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == name)
     }
 }
 
-/// What one stream message (Kafka) holds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MessageFormat {
-    /// One or more Graphite plaintext lines (default).
-    #[default]
-    Lines,
-    /// One carbon pickle payload (a list of `(name, (timestamp, value))`), without the
-    /// 4-byte length prefix of the TCP protocol.
-    Pickle,
+/// A destination of another crate's kind, as validated by its extension: the protocol name,
+/// the settings with their defaults resolved (what `anthracite check` prints, and what a
+/// reload compares), and the kind that makes its transport.
+#[derive(Clone, Debug)]
+pub(crate) struct ExtensionDestination {
+    /// The extension's name (`protocol = "…"`).
+    pub protocol: &'static str,
+    /// The destination's own settings, resolved.
+    pub settings: toml::Table,
+    /// Makes the transport.
+    pub kind: Arc<dyn StreamDestination>,
 }
 
-/// Where a `protocol = "kafka"` destination writes.
-#[derive(Clone, Debug, PartialEq)]
-pub struct KafkaTarget {
-    /// `bootstrap.servers`.
-    pub brokers: String,
-    /// The topic.
-    pub topic: String,
-    /// Message payload format.
-    pub format: MessageFormat,
-    /// Client id.
-    pub client_id: String,
-    /// Passed-through librdkafka producer properties.
-    pub properties: std::collections::BTreeMap<String, String>,
+impl PartialEq for ExtensionDestination {
+    fn eq(&self, other: &Self) -> bool {
+        self.protocol == other.protocol && self.settings == other.settings
+    }
+}
+
+/// Appends `dp` as a Graphite plaintext line (`name value timestamp\n`), exactly as the
+/// core's line destinations write it (carbon's value and timestamp formatting).
+pub fn encode_line(dp: Datapoint<'_>, out: &mut bytes::BytesMut) {
+    crate::protocol::line::encode_line(dp, out);
+}
+
+/// Appends one carbon pickle message of `points`: the 4-byte big-endian length, then a
+/// protocol 2 pickle of `[(name, (timestamp, value)), …]`, as carbon-cache reads it.
+pub fn encode_pickle<'a>(points: impl Iterator<Item = Datapoint<'a>>, out: &mut bytes::BytesMut) {
+    crate::protocol::pickle::encode_message(points, out);
 }
 
 /// Largest payload a UDP datagram can carry (IPv4).
@@ -134,7 +141,7 @@ pub(crate) const MAX_UDP_PAYLOAD: usize = 65_507;
 pub(crate) struct DestinationConfig {
     /// Where it is and its ring identity.
     pub spec: DestinationSpec,
-    /// Wire format.
+    /// Wire format (of the core's transports; unused with `extension`).
     pub protocol: OutputProtocol,
     /// Largest pickle or protobuf message, in datapoints.
     pub max_datapoints_per_message: usize,
@@ -161,26 +168,32 @@ pub(crate) struct DestinationConfig {
     pub write_timeout: Option<Duration>,
     /// TCP keepalive idle time (`None`: no keepalive).
     pub keepalive: Option<Duration>,
-    /// With [`OutputProtocol::Kinesis`]: the stream.
-    pub kinesis: Option<KinesisTarget>,
-    /// With [`OutputProtocol::Kafka`]: the topic and its brokers.
-    pub kafka: Option<KafkaTarget>,
+    /// A destination of another crate's kind (`protocol = "kinesis"`, `"kafka"`, …).
+    pub extension: Option<ExtensionDestination>,
 }
 
-/// Where a Kinesis destination writes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct KinesisTarget {
-    /// The stream's name.
-    pub stream: String,
-    /// AWS region (default: the SDK's chain: `AWS_REGION`, the profile).
-    pub region: Option<String>,
-    /// Endpoint override (kinesalite, LocalStack, a VPC endpoint).
-    pub endpoint_url: Option<String>,
+impl DestinationConfig {
+    /// The settings every transport may read.
+    pub(crate) fn settings(&self) -> DestinationSettings {
+        DestinationSettings {
+            name: self.spec.to_string(),
+            host: self.spec.host.clone(),
+            port: self.spec.port,
+            instance: self.spec.instance.clone(),
+            max_datapoints_per_message: self.max_datapoints_per_message,
+            flush_bytes: self.flush_bytes,
+            linger: self.linger,
+            connect_timeout: self.connect_timeout,
+            write_timeout: self.write_timeout,
+            backoff_min: self.backoff_min,
+            backoff_max: self.backoff_max,
+        }
+    }
 }
 
 /// Capped exponential backoff with jitter (each delay uniformly in `[d/2, d]`).
 #[derive(Debug)]
-pub(crate) struct Backoff {
+pub struct Backoff {
     min: Duration,
     max: Duration,
     current: Duration,
@@ -188,7 +201,7 @@ pub(crate) struct Backoff {
 
 impl Backoff {
     /// Starts at `min`, doubles to `max`.
-    pub(crate) fn new(min: Duration, max: Duration) -> Self {
+    pub fn new(min: Duration, max: Duration) -> Self {
         Self {
             min,
             max,
@@ -197,14 +210,14 @@ impl Backoff {
     }
 
     /// The next delay to wait.
-    pub(crate) fn next_delay(&mut self) -> Duration {
+    pub fn next_delay(&mut self) -> Duration {
         let d = self.current;
         self.current = (self.current * 2).min(self.max);
         d.mul_f64(0.5 + fastrand::f64() * 0.5)
     }
 
     /// After a success.
-    pub(crate) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         self.current = self.min;
     }
 }
@@ -224,21 +237,7 @@ pub(crate) const RECOVERY_WINDOW: Duration = Duration::from_secs(30);
 
 /// During shutdown, how long a destination in a failure episode may stall a write before it
 /// gives up.
-pub(crate) const DEAD_AT_SHUTDOWN: Duration = Duration::from_secs(1);
-
-/// How one connection ended.
-pub(crate) enum Served {
-    /// Queue closed and empty: done.
-    Drained,
-    /// Grace period over.
-    Aborted,
-    /// Shutdown is draining and the destination is known dead; in-flight data was requeued.
-    GaveUp,
-    /// Write or read failed; in-flight data was requeued.
-    Lost(std::io::Error),
-    /// A write made no progress for the write timeout; in-flight data was requeued.
-    Hung(std::io::Error),
-}
+pub const DEAD_AT_SHUTDOWN: Duration = Duration::from_secs(1);
 
 /// What went wrong with a destination.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -251,12 +250,12 @@ enum Failure {
 /// A destination's failure episode: from the first failure until a connection stays healthy
 /// for [`RECOVERY_WINDOW`]. Logs the first failure of each kind and the recovery.
 #[derive(Debug, Default)]
-pub(crate) struct Episode {
+pub(crate) struct FailureEpisode {
     since: Option<Instant>,
     counts: [u64; 3],
 }
 
-impl Episode {
+impl FailureEpisode {
     /// True from the first failure until the recovery.
     pub(crate) fn is_active(&self) -> bool {
         self.since.is_some()
@@ -301,15 +300,13 @@ impl Episode {
     }
 }
 
-/// An open connection to a destination.
-enum Link {
-    /// TCP, or TLS over TCP.
-    Stream(stream::Halves),
-    /// A connected UDP socket.
-    Datagram(tokio::net::UdpSocket),
-    /// A Kinesis stream whose shards were listed.
-    #[cfg(feature = "kinesis")]
-    Kinesis,
+/// The transport of a destination: its extension's, or the core's for its protocol.
+fn transport(config: &DestinationConfig) -> Box<dyn Transport> {
+    match (&config.extension, config.protocol) {
+        (Some(e), _) => e.kind.transport(&config.settings()),
+        (None, OutputProtocol::Udp) => Box::new(udp::UdpTransport::new(config)),
+        (None, _) => Box::new(stream::TcpTransport::new(config)),
+    }
 }
 
 /// Runs one destination until its queue is closed and drained, `signals.abort` fires, or it
@@ -319,60 +316,39 @@ pub(crate) async fn run(
     queue: Arc<DestinationQueue>,
     signals: DestinationSignals,
 ) {
-    #[cfg(feature = "kafka")]
-    if config.protocol == OutputProtocol::Kafka {
-        return kafka::run(config, queue, signals).await;
-    }
     let name = config.spec.to_string();
     let stats = queue.stats().clone();
     let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
-    let mut stream_sender = stream::Sender::new(&config);
-    let mut datagram_sender = udp::Sender::new(&config);
-    #[cfg(feature = "kinesis")]
-    let mut kinesis_sender = kinesis::Sender::new(&config);
-    let mut episode = Episode::default();
+    let mut transport = transport(&config);
+    let mut episode = FailureEpisode::default();
+    let mut in_flight = Vec::new();
     let gave_up =
         || warn!(destination = %name, "known dead at shutdown: not waiting for the grace period");
     loop {
         if queue_closed_and_empty(&queue) {
             return;
         }
-        let attempt = async {
-            #[cfg(feature = "kinesis")]
-            if let Some(k) = kinesis_sender.as_mut() {
-                return k
-                    .connect(config.connect_timeout)
-                    .await
-                    .map(|()| Link::Kinesis);
-            }
-            connect(&config).await
-        };
         let connected = tokio::select! {
             _ = signals.abort.cancelled() => return,
-            c = attempt => c,
+            c = transport.connect() => c,
         };
         let failure = match connected {
-            Ok(link) => {
+            Ok(()) => {
                 debug!(destination = %name, "connected");
                 backoff.reset();
                 stats.set_connected(true);
-                let outcome = match link {
-                    Link::Stream(halves) => {
-                        stream_sender
-                            .serve(halves, &queue, &signals, &mut episode)
-                            .await
-                    }
-                    Link::Datagram(socket) => {
-                        datagram_sender
-                            .serve(&socket, &queue, &signals, &name)
-                            .await
-                    }
-                    #[cfg(feature = "kinesis")]
-                    Link::Kinesis => match kinesis_sender.as_mut() {
-                        Some(k) => k.serve(&queue, &signals, &mut episode).await,
-                        None => Served::Aborted,
-                    },
+                let outbox = Outbox {
+                    queue: &queue,
+                    signals: &signals,
+                    episode: &mut episode,
+                    in_flight: &mut in_flight,
+                    name: &name,
+                    flush_bytes: config.flush_bytes,
+                    linger: config.linger,
+                    write_timeout: config.write_timeout,
+                    connected_at: Instant::now(),
                 };
+                let outcome = transport.serve(outbox).await;
                 stats.set_connected(false);
                 match outcome {
                     Served::Drained | Served::Aborted => return,
@@ -416,36 +392,14 @@ pub(crate) async fn run(
     }
 }
 
-/// Waits for the next batch, unless the task is aborted first, and gathers a write from it
-/// into `in_flight` ([`gather`]). `Some` when the task ends instead: aborted, or its queue
-/// closed and drained.
-pub(crate) async fn next_write(
-    queue: &DestinationQueue,
-    signals: &DestinationSignals,
-    flush_bytes: usize,
-    linger: Duration,
-    in_flight: &mut Vec<Batch>,
-) -> Option<Served> {
-    let first = tokio::select! {
-        biased;
-        _ = signals.abort.cancelled() => return Some(Served::Aborted),
-        b = queue.pop() => b,
-    };
-    let Some(first) = first else {
-        return Some(Served::Drained);
-    };
-    gather(queue, first, flush_bytes, linger, in_flight).await;
-    None
-}
-
 /// Starts a write with `first` and keeps taking batches into `in_flight` until `flush_bytes`
 /// are gathered, lingering once (at most `linger`) for more when the queue runs dry.
 pub(crate) async fn gather(
     queue: &DestinationQueue,
-    first: Batch,
+    first: crate::batch::Batch,
     flush_bytes: usize,
     linger: Duration,
-    in_flight: &mut Vec<Batch>,
+    in_flight: &mut Vec<crate::batch::Batch>,
 ) {
     let mut pending = first.size_bytes();
     in_flight.push(first);
@@ -480,15 +434,12 @@ async fn wait_closed_and_empty(queue: &DestinationQueue) {
     }
 }
 
-/// Opens a link of the destination's kind, bounded by the connect timeout (TLS handshake
-/// included).
-async fn connect(config: &DestinationConfig) -> std::io::Result<Link> {
+/// Opens a TCP connection (inside TLS where configured), bounded by the connect timeout
+/// (TLS handshake included).
+async fn connect_stream(config: &DestinationConfig) -> std::io::Result<stream::Halves> {
     let host = config.spec.host.as_str();
     let target = (host, config.spec.port);
     let attempt = async {
-        if config.protocol == OutputProtocol::Udp {
-            return udp::connect(target).await.map(Link::Datagram);
-        }
         let stream = TcpStream::connect(target).await?;
         stream.set_nodelay(true)?;
         if let Some(idle) = config.keepalive {
@@ -501,9 +452,9 @@ async fn connect(config: &DestinationConfig) -> std::io::Result<Link> {
         match &config.tls {
             Some(tls) => {
                 let tls_stream = tls.connect(stream, host).await?;
-                Ok(Link::Stream(stream::Halves::tls(tls_stream)))
+                Ok(stream::Halves::tls(tls_stream))
             }
-            None => Ok(Link::Stream(stream::Halves::tcp(stream))),
+            None => Ok(stream::Halves::tcp(stream)),
         }
     };
     let what = if config.tls.is_some() {

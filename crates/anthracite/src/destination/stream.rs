@@ -18,7 +18,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::encode::{Encoded, Encoder};
-use super::{DEAD_AT_SHUTDOWN, DestinationConfig, DestinationSignals, Episode, Served, gather};
+use super::{
+    BoxFuture, DEAD_AT_SHUTDOWN, DestinationConfig, DestinationSignals, FailureEpisode, Outbox,
+    Served, Transport, gather,
+};
 use crate::batch::Batch;
 use crate::queue::{DestinationDropReason, DestinationQueue, DestinationStats};
 
@@ -51,6 +54,48 @@ impl Halves {
     }
 }
 
+/// The core's TCP transport (pickle, plaintext or protobuf, optionally inside TLS).
+pub(crate) struct TcpTransport {
+    config: DestinationConfig,
+    sender: Sender,
+    link: Option<Halves>,
+}
+
+impl TcpTransport {
+    pub(crate) fn new(config: &DestinationConfig) -> Self {
+        Self {
+            config: config.clone(),
+            sender: Sender::new(config),
+            link: None,
+        }
+    }
+}
+
+impl Transport for TcpTransport {
+    fn connect(&mut self) -> BoxFuture<'_, std::io::Result<()>> {
+        Box::pin(async move {
+            self.link = Some(super::connect_stream(&self.config).await?);
+            Ok(())
+        })
+    }
+
+    fn serve<'a>(&'a mut self, outbox: Outbox<'a>) -> BoxFuture<'a, Served> {
+        Box::pin(async move {
+            match self.link.take() {
+                Some(halves) => {
+                    self.sender
+                        .serve(halves, outbox.queue, outbox.signals, outbox.episode)
+                        .await
+                }
+                None => Served::Lost(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "not connected",
+                )),
+            }
+        })
+    }
+}
+
 /// Encoding state reused across connections.
 pub(crate) struct Sender {
     name: String,
@@ -80,7 +125,7 @@ impl Sender {
         halves: Halves,
         queue: &DestinationQueue,
         signals: &DestinationSignals,
-        episode: &mut Episode,
+        episode: &mut FailureEpisode,
     ) -> Served {
         let Halves {
             mut reader,
@@ -89,7 +134,7 @@ impl Sender {
         let mut unconfirmed = Unconfirmed::default();
         let connected_at = Instant::now();
         let name = self.name.clone();
-        let confirm = |unconfirmed: &mut Unconfirmed, episode: &mut Episode| {
+        let confirm = |unconfirmed: &mut Unconfirmed, episode: &mut FailureEpisode| {
             if unconfirmed.confirm(queue) {
                 episode.delivered(&name, connected_at);
             }

@@ -20,7 +20,10 @@ use bytes::BytesMut;
 use tokio::net::UdpSocket;
 use tracing::{info, warn};
 
-use super::{DestinationConfig, DestinationSignals, MAX_UDP_PAYLOAD, Served, next_write};
+use super::outbox::next_write;
+use super::{
+    BoxFuture, DestinationConfig, DestinationSignals, MAX_UDP_PAYLOAD, Outbox, Served, Transport,
+};
 use crate::batch::Batch;
 use crate::protocol::line;
 use crate::queue::{DestinationDropReason, DestinationQueue};
@@ -44,6 +47,48 @@ pub(crate) async fn connect(target: (&str, u16)) -> std::io::Result<UdpSocket> {
     let socket = UdpSocket::bind(local).await?;
     socket.connect(addr).await?;
     Ok(socket)
+}
+
+/// The core's UDP transport: a connected socket, lines packed into datagrams.
+pub(crate) struct UdpTransport {
+    host: String,
+    port: u16,
+    sender: Sender,
+    socket: Option<UdpSocket>,
+}
+
+impl UdpTransport {
+    pub(crate) fn new(config: &DestinationConfig) -> Self {
+        Self {
+            host: config.spec.host.clone(),
+            port: config.spec.port,
+            sender: Sender::new(config),
+            socket: None,
+        }
+    }
+}
+
+impl Transport for UdpTransport {
+    fn connect(&mut self) -> BoxFuture<'_, std::io::Result<()>> {
+        Box::pin(async move {
+            self.socket = Some(connect((&self.host, self.port)).await?);
+            Ok(())
+        })
+    }
+
+    fn serve<'a>(&'a mut self, outbox: Outbox<'a>) -> BoxFuture<'a, Served> {
+        Box::pin(async move {
+            let Some(socket) = self.socket.take() else {
+                return Served::Lost(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "not connected",
+                ));
+            };
+            self.sender
+                .serve(&socket, outbox.queue, outbox.signals, outbox.name)
+                .await
+        })
+    }
 }
 
 /// What one round of sends did.
@@ -174,7 +219,7 @@ mod tests {
         DestinationConfig {
             spec: DestinationSpec::parse("127.0.0.1:1").expect("spec"),
             protocol: super::super::OutputProtocol::Udp,
-            kafka: None,
+            extension: None,
             max_datapoints_per_message: 500,
             queue: QueueLimits::default(),
             flush_bytes: 1 << 16,
@@ -187,7 +232,6 @@ mod tests {
             max_datagram_bytes,
             write_timeout: None,
             keepalive: None,
-            kinesis: None,
         }
     }
 

@@ -29,6 +29,7 @@ use crate::aggregator::{Aggregation, Staged};
 use crate::batch::Batch;
 use crate::filter::{NameFilter, SharedLists, Verdict};
 use crate::protocol::tags::TagNormalizer;
+use crate::protocol::pickle::PickleDecoder;
 use crate::protocol::{DropCounts, DropReason, line, normalize};
 use crate::protocol::{Point, RUN};
 use crate::queue::{DestinationQueue, PushMode, PushOutcome};
@@ -266,6 +267,20 @@ pub struct Ingestor {
     aggregation: Option<Arc<Aggregation>>,
     /// Datapoints waiting for the aggregator (fed at the next flush).
     staged: Staged,
+    /// The decoder of [`pickle_payload`](Self::pickle_payload) and its drop tally, made at its
+    /// first use and kept (its scratch space) for the next.
+    pickle: Option<Box<(PickleDecoder, DropCounts)>>,
+}
+
+/// What one [`Ingestor::message`] held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MessageLines {
+    /// Non-empty lines.
+    pub lines: u64,
+    /// Lines rejected (unparseable, too long, filtered as invalid), each counted with its
+    /// reason.
+    pub invalid: u64,
 }
 
 impl Ingestor {
@@ -299,6 +314,7 @@ impl Ingestor {
             accepted: 0,
             drops: DropCounts::default(),
             now: unix_now(),
+            pickle: None,
         }
     }
 
@@ -691,9 +707,58 @@ impl Ingestor {
         }
     }
 
-    /// Counts a datapoint (or frame) rejected before it reached [`push`](Self::push).
+    /// Feeds one complete message of Graphite plaintext lines (a UDP datagram, a stream
+    /// record): carbon's datagram rules, split on `\n` and `\r` (CRLF works), empty lines
+    /// skipped, the last line needs no newline; a line over `max_line` bytes is counted as
+    /// `too_long`.
+    pub fn message(&mut self, text: &[u8], max_line: usize) -> MessageLines {
+        let mut seen = MessageLines::default();
+        for line in text.split(|&b| b == b'\n' || b == b'\r') {
+            if line.is_empty() {
+                continue;
+            }
+            seen.lines += 1;
+            let pushed = if line.len() > max_line {
+                self.reject(DropReason::TooLong)
+            } else {
+                self.line(line)
+            };
+            if matches!(pushed, Pushed::Invalid(_)) {
+                seen.invalid += 1;
+            }
+        }
+        seen
+    }
+
+    /// Feeds one carbon pickle payload, a list of `(name, (timestamp, value))` without the
+    /// 4-byte length prefix of the TCP protocol (a stream message). Entries that are not
+    /// datapoints are counted with their reasons; a payload that is not a valid pickle is
+    /// counted once and given as the error. `Ok` holds the entries seen.
+    pub fn pickle_payload(&mut self, payload: &[u8]) -> Result<u64, DropReason> {
+        if payload.is_empty() {
+            return Ok(0);
+        }
+        let mut decoder = self.pickle.take().unwrap_or_default();
+        let (pickle, drops) = &mut *decoder;
+        let decoded = pickle.decode_batched(payload, drops, |run| self.push_run(run));
+        if !drops.is_empty() {
+            self.add_drops(drops);
+            drops.clear();
+        }
+        self.pickle = Some(decoder);
+        match decoded {
+            Ok(entries) => Ok(entries as u64),
+            Err(reason) => {
+                self.reject(reason);
+                Err(reason)
+            }
+        }
+    }
+
+    /// Counts a datapoint (or frame, or line) rejected before it reached the parser, with its
+    /// reason (the `reason` label of the invalid-datapoint counter).
     #[inline]
-    pub(crate) fn reject(&mut self, reason: DropReason) -> Pushed {
+    pub fn reject(&mut self, reason: DropReason) -> Pushed {
         self.drops.add(reason);
         Pushed::Invalid(reason)
     }

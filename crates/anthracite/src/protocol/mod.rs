@@ -9,16 +9,11 @@
 //! - [`protobuf`]: carbon's protobuf framing (4-byte big-endian length + `carbon.Payload`), a
 //!   zero-copy decoder and the encoder for `protocol = "protobuf"` destinations.
 //!
-//! - `kpl` (Cargo feature `kpl`, part of `kinesis`): the Kinesis Producer Library's aggregated
-//!   records, de-aggregated into their user records.
-//!
 //! - [`number`]: Python's `float()` grammar and `repr(float)`, shared by both.
 //!
 //! Both decoders report problems as small `Copy` enums whose [`DropReason::as_str`] is the
 //! `reason` label of the drop counter.
 
-#[cfg(feature = "kpl")]
-pub(crate) mod kpl;
 pub(crate) mod line;
 pub(crate) mod number;
 pub(crate) mod pickle;

@@ -9,10 +9,9 @@
 //!   framing);
 //! - [`stream`]: a client connection, plain or TLS;
 //! - [`udp`]: plaintext datagrams, with the kernel's drop counter (`SO_RXQ_OVFL`);
-//! - `kinesis` (Cargo feature `kinesis`, on by default): AWS Kinesis Data Streams shards,
-//!   read by one task per shard into the same pipeline;
-//! - `kafka` (Cargo feature `kafka`): Apache Kafka partitions, read by one consumer thread
-//!   per `[[kafka]]` entry as a member of a consumer group.
+//!
+//! Sources that are not sockets (a Kinesis stream, a Kafka consumer group) come from
+//! extensions ([`crate::extension`]) and feed the same pipeline.
 //!
 //! Each connection owns an `Ingestor` and flushes it after every read, so counters and queue
 //! locks are touched once per read, not per datapoint. On shutdown a connection stops waiting
@@ -21,10 +20,6 @@
 pub(crate) mod admission;
 pub(crate) mod buffer;
 pub(crate) mod framed;
-#[cfg(feature = "kafka")]
-pub(crate) mod kafka;
-#[cfg(feature = "kinesis")]
-pub(crate) mod kinesis;
 mod listener;
 pub(crate) mod stream;
 pub(crate) mod tcp;
@@ -44,44 +39,6 @@ pub(crate) use admission::Admission;
 pub use buffer::READ_BUFFER;
 pub(crate) use listener::StreamListener;
 pub use listener::{Incoming, Listener};
-
-/// Starts one task per message-queue source (Kinesis streams, Kafka groups): `run` reads it
-/// into `pipeline` until `stop` is cancelled.
-#[cfg(any(feature = "kinesis", feature = "kafka"))]
-pub(crate) fn spawn_sources<S, F, Fut>(
-    sources: Vec<S>,
-    pipeline: &Pipeline,
-    stop: &CancellationToken,
-    run: F,
-) -> tokio::task::JoinSet<()>
-where
-    F: Fn(S, Pipeline, CancellationToken) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let mut tasks = tokio::task::JoinSet::new();
-    for source in sources {
-        tasks.spawn(run(source, pipeline.clone(), stop.clone()));
-    }
-    tasks
-}
-
-/// Waits for stopped message-queue sources (their final checkpoints or commits) until
-/// `deadline`; then aborts the rest, logging `late` (what aborting them costs).
-#[cfg(any(feature = "kinesis", feature = "kafka"))]
-pub(crate) async fn join_sources(
-    mut tasks: tokio::task::JoinSet<()>,
-    deadline: tokio::time::Instant,
-    late: &'static str,
-) {
-    let done = tokio::time::timeout_at(deadline, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    if done.is_err() {
-        tracing::warn!("{late}");
-        tasks.abort_all();
-    }
-}
 
 /// Decoded bytes (names + 24 per datapoint) a frame may turn into without taking from the
 /// decoded-size budget: about what one 64 KiB read of plaintext lines turns into, which every

@@ -21,7 +21,6 @@ use tracing::{info, warn};
 use super::ReceiverContext;
 use crate::episode::{Episode, Line};
 use crate::ingest::{IngestStats, Ingestor, Source};
-use crate::protocol::DropReason;
 
 /// Largest UDP payload.
 const DATAGRAM: usize = 65_536;
@@ -99,7 +98,7 @@ impl Reader {
                         rx.drops_seen = c;
                         self.stats.udp_kernel_dropped(u64::from(new));
                     }
-                    parse_datagram(self.buf.get(..n).unwrap_or(&[]), self.max_line, ingestor);
+                    ingestor.message(self.buf.get(..n).unwrap_or(&[]), self.max_line);
                     if let Some(Line::Ended(c)) = self.errors.cleared(Instant::now()) {
                         info!(errors = c.occurrences, over = ?c.over, "udp receive recovered");
                     }
@@ -222,15 +221,3 @@ fn socket_drops(_socket: &UdpSocket) -> Option<u32> {
     None
 }
 
-fn parse_datagram(data: &[u8], max_line: usize, ingestor: &mut Ingestor) {
-    for line in data.split(|&b| b == b'\n' || b == b'\r') {
-        if line.is_empty() {
-            continue;
-        }
-        if line.len() > max_line {
-            ingestor.reject(DropReason::TooLong);
-            continue;
-        }
-        ingestor.line(line);
-    }
-}

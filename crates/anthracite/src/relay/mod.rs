@@ -28,6 +28,7 @@ use std::sync::Arc;
 use tokio::net::{TcpListener, UdpSocket};
 
 use crate::config::{Config, ConfigError};
+use crate::extension::SourceContext;
 use crate::ingest::{IngestStats, Ingestor, Pipeline, Source};
 use crate::queue::DestinationQueue;
 use crate::receiver::{Listener, StreamListener};
@@ -79,10 +80,10 @@ pub enum RelayError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// A Kinesis source could not start (e.g. its checkpoint file is corrupt).
-    #[cfg(feature = "kinesis")]
-    #[error(transparent)]
-    Kinesis(#[from] crate::receiver::kinesis::KinesisError),
+    /// A source of an extension could not be prepared (e.g. a Kinesis stream's checkpoint
+    /// file is corrupt).
+    #[error("cannot start a source: {0}")]
+    Source(crate::extension::SourceError),
 }
 
 pub use reload::{ReloadError, Reloaded};
@@ -100,8 +101,6 @@ pub struct Relay {
     pickle: Option<StreamListener>,
     protobuf: Option<StreamListener>,
     udp: Option<UdpSocket>,
-    #[cfg(feature = "kinesis")]
-    aws: Option<aws_config::SdkConfig>,
 }
 
 /// Builds a [`Relay`]: inject already-bound sockets (tests bind port 0, embedders own their
@@ -113,8 +112,7 @@ pub struct RelayBuilder {
     pickle: Option<StreamListener>,
     protobuf: Option<StreamListener>,
     udp: Option<UdpSocket>,
-    #[cfg(feature = "kinesis")]
-    aws: Option<aws_config::SdkConfig>,
+    features: Vec<&'static str>,
 }
 
 /// A cheap, cloneable handle onto a relay: counters, and ingestors for non-socket sources.
@@ -146,8 +144,7 @@ impl Relay {
             pickle: None,
             protobuf: None,
             udp: None,
-            #[cfg(feature = "kinesis")]
-            aws: None,
+            features: Vec::new(),
         }
     }
 
@@ -241,11 +238,10 @@ impl RelayBuilder {
         self
     }
 
-    /// Uses this AWS configuration (credentials, region) for the configured Kinesis streams
-    /// instead of the SDK's default chain; each stream's region, role and endpoint still apply.
-    #[cfg(feature = "kinesis")]
-    pub fn aws_sdk_config(mut self, sdk: aws_config::SdkConfig) -> Self {
-        self.aws = Some(sdk);
+    /// The build's features, reported by `/status` and `anthracite_build_info`
+    /// ([`Extensions::features`](crate::extension::Extensions::features)). Default: none.
+    pub fn features(mut self, features: &[&'static str]) -> Self {
+        self.features = features.to_vec();
         self
     }
 
@@ -295,7 +291,9 @@ impl RelayBuilder {
         }
         Ok(Relay {
             config: self.config,
-            shared: Arc::new(Shared::new(pipeline).with_spill_locks(spill_locks)),
+            shared: Arc::new(
+                Shared::new(pipeline, self.features).with_spill_locks(spill_locks),
+            ),
             queues,
             lists,
             aggregation,
@@ -304,8 +302,6 @@ impl RelayBuilder {
             pickle: self.pickle,
             protobuf: self.protobuf,
             udp: self.udp,
-            #[cfg(feature = "kinesis")]
-            aws: self.aws,
         })
     }
 }
@@ -316,10 +312,29 @@ impl RelayHandle {
         self.shared.snapshot()
     }
 
-    /// An ingestor for a non-socket source (Kinesis, an embedding program): push datapoints
-    /// or lines into it and [`flush`](Ingestor::flush) them into the queues.
+    /// An ingestor for a non-socket source (an embedding program): push datapoints or lines
+    /// into it and [`flush`](Ingestor::flush) them into the queues.
     pub fn ingestor(&self) -> Ingestor {
         self.shared.pipeline.ingestor(Source::Embedded)
+    }
+
+    /// What a source runs with ([`StreamSource::run`](crate::extension::StreamSource::run)),
+    /// for a source the embedding program starts itself: it reads into this relay until
+    /// `stop` is cancelled.
+    pub fn source_context(&self, stop: tokio_util::sync::CancellationToken) -> SourceContext {
+        SourceContext::new(self.shared.pipeline.clone(), stop)
+    }
+
+    /// Adds `figures` to what the relay reports about itself (carbon self-metrics and
+    /// `/metrics`), for a source the embedding program starts itself.
+    pub fn report(&self, figures: Arc<dyn crate::figure::Reporting>) {
+        self.shared.add_source(figures);
+    }
+
+    /// True while any destination's memory tier holds more than `fraction` (0–1) of its
+    /// bound (see [`SourceContext::backlogged`]).
+    pub fn backlogged(&self, fraction: f64) -> bool {
+        self.shared.pipeline.backlogged(fraction)
     }
 
     /// The shared parse → route → queue pipeline, for sources that make their own ingestors.

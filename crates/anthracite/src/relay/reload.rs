@@ -24,8 +24,7 @@
 //! | `[telemetry]` | the reporter restarts |
 //! | white/blacklist files | re-read now (a new generation carries them) |
 //! | `[shutdown]` | applies to the next shutdown |
-//! | `[[kinesis]]` | **rejected**: needs a restart |
-//! | `[[kafka]]` | **rejected**: needs a restart |
+//! | a section of an extension (`[[kinesis]]`, `[[kafka]]`) | **rejected**: needs a restart |
 //! | `[log]` | applies at the next start (logged) |
 //!
 //! ## Ordering guarantees
@@ -244,16 +243,11 @@ impl Running {
     /// Rejects what cannot change while the relay runs.
     fn check_reloadable(&self, new: &Config) -> Result<(), ReloadError> {
         let old = &self.config;
-        if section(&old.resolved.kinesis) != section(&new.resolved.kinesis) {
+        let (a, b) = (&old.resolved.extensions, &new.resolved.extensions);
+        if let Some(name) = a.keys().chain(b.keys()).find(|k| a.get(*k) != b.get(*k)) {
             return Err(ReloadError::NeedsRestart {
-                key: "kinesis".into(),
-                message: "Kinesis sources cannot change while the relay runs".into(),
-            });
-        }
-        if section(&old.resolved.kafka) != section(&new.resolved.kafka) {
-            return Err(ReloadError::NeedsRestart {
-                key: "kafka".into(),
-                message: "Kafka sources cannot change while the relay runs".into(),
+                key: name.clone(),
+                message: format!("the sources of [{name}] cannot change while the relay runs"),
             });
         }
         // A finished retirement closed its queue: the destination may come back with other

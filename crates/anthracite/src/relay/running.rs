@@ -6,8 +6,6 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-#[cfg(any(feature = "kinesis", feature = "kafka"))]
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -18,6 +16,7 @@ use super::listeners::{self, Kind, Listeners, Socket};
 use super::{Relay, RelayError, ShutdownReport, shared::Shared};
 use crate::admin::{self, AdminState, Phase};
 use crate::config::Config;
+use crate::extension::{SourceContext, StreamSource};
 use crate::filter::ListWatcher;
 use crate::ingest::{Pipeline, Routing};
 use crate::telemetry::reporter::{self, Books};
@@ -38,10 +37,8 @@ pub(super) struct Running {
     pub(super) listeners: Listeners,
     stop_receivers: CancellationToken,
     connections: TaskTracker,
-    #[cfg(feature = "kinesis")]
-    kinesis: JoinSet<()>,
-    #[cfg(feature = "kafka")]
-    kafka: JoinSet<()>,
+    /// The running sources of extensions, each with what it reads (for logs).
+    sources: Vec<(String, JoinHandle<()>)>,
     pub(super) background: Background,
     pub(super) admin: Admin,
 }
@@ -140,8 +137,9 @@ impl Admin {
 }
 
 impl Relay {
-    /// Startup: the admin listener first (so `/ready` can say "starting"), then Kinesis
-    /// checkpoints (a corrupt one stops startup before any port is taken), then the
+    /// Startup: the admin listener first (so `/ready` can say "starting"), then the sources
+    /// of extensions are prepared (a corrupt Kinesis checkpoint stops startup before any port
+    /// is taken), then the
     /// receivers' sockets; destinations start before receivers, so nothing accepted waits for
     /// a destination to exist; then the self-metrics reporter and the list watcher. The relay
     /// is ready once all of that runs.
@@ -157,8 +155,6 @@ impl Relay {
             pickle,
             protobuf,
             udp,
-            #[cfg(feature = "kinesis")]
-            aws,
         } = self;
         let pipeline = shared.pipeline.clone();
         let admin = match (admin, config.admin_listen) {
@@ -177,9 +173,10 @@ impl Relay {
             (None, None) => None,
         };
         let admin = Admin::start(config.admin_listen, admin, &shared);
-        #[cfg(feature = "kinesis")]
-        let kinesis_sources =
-            crate::receiver::kinesis::prepare(&config.kinesis, aws.as_ref()).await?;
+        let mut prepared = Vec::with_capacity(config.sources.len());
+        for spec in &config.sources {
+            prepared.push(spec.prepare().await.map_err(RelayError::Source)?);
+        }
         let mut sockets = Vec::new();
         let injected = [
             (Kind::Line, line.map(Socket::Tcp)),
@@ -219,20 +216,10 @@ impl Relay {
             &config.listen,
         );
         listeners.serve_all(sockets, &config);
-        #[cfg(feature = "kinesis")]
-        for source in &kinesis_sources {
-            shared.add_source(source.stats());
-        }
-        #[cfg(feature = "kinesis")]
-        let kinesis = crate::receiver::kinesis::spawn(kinesis_sources, &pipeline, &stop_receivers);
-        #[cfg(feature = "kafka")]
-        let kafka = {
-            let sources = crate::receiver::kafka::prepare(&config.kafka);
-            for source in &sources {
-                shared.add_source(source.stats());
-            }
-            crate::receiver::kafka::spawn(sources, &pipeline, &stop_receivers)
-        };
+        let sources = prepared
+            .into_iter()
+            .map(|source| start_source(source, &shared, &pipeline, &stop_receivers))
+            .collect();
 
         let stop_background = CancellationToken::new();
         let mut background = Background {
@@ -272,10 +259,7 @@ impl Relay {
             listeners,
             stop_receivers,
             connections,
-            #[cfg(feature = "kinesis")]
-            kinesis,
-            #[cfg(feature = "kafka")]
-            kafka,
+            sources,
             background,
             admin,
         };
@@ -284,6 +268,20 @@ impl Relay {
         shared.overview.set_config(running.summary());
         Ok(running)
     }
+}
+
+/// Starts a prepared source of an extension; it stops when `stop` is cancelled.
+fn start_source(
+    source: Box<dyn StreamSource>,
+    shared: &Shared,
+    pipeline: &crate::ingest::Pipeline,
+    stop: &CancellationToken,
+) -> (String, JoinHandle<()>) {
+    let what = source.describe();
+    shared.add_source(source.reporting());
+    info!(source = %what, "source starting");
+    let cx = SourceContext::new(pipeline.clone(), stop.clone());
+    (what, tokio::spawn(source.run(cx)))
 }
 
 impl Running {
@@ -365,15 +363,18 @@ impl Running {
     }
 
     /// Phase 1: stop accepting; every connection parses what its client already sent and
-    /// flushes; Kinesis readers flush what they parsed and commit their final checkpoint;
-    /// Kafka consumers flush, commit what was delivered and leave their groups.
+    /// flushes; the sources of extensions flush what they parsed and commit their positions
+    /// (Kinesis readers their final checkpoint, Kafka consumers what was delivered, leaving
+    /// their groups).
     async fn stop_receivers(&mut self, deadline: Instant) {
         self.stop_receivers.cancel();
         self.listeners.stop().await;
-        #[cfg(feature = "kinesis")]
-        crate::receiver::kinesis::join(std::mem::take(&mut self.kinesis), deadline).await;
-        #[cfg(feature = "kafka")]
-        crate::receiver::kafka::join(std::mem::take(&mut self.kafka), deadline).await;
+        for (what, mut task) in std::mem::take(&mut self.sources) {
+            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
+                warn!(source = %what, "still stopping at the end of the grace period; aborted before its final checkpoint or commit");
+                task.abort();
+            }
+        }
         self.connections.close();
         if tokio::time::timeout_at(deadline, self.connections.wait())
             .await

@@ -1,6 +1,6 @@
 //! What a relay shares with its handles, its admin listener and its self-metrics reporter:
 //! the pipeline (whose books and queues the counters come from), the relay's phase, the
-//! other sources' figures (Kinesis streams) and the reload counters.
+//! other sources' figures (the sources of extensions) and the reload counters.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -55,11 +55,11 @@ struct ReloadBooks {
 }
 
 impl Shared {
-    pub(crate) fn new(pipeline: Pipeline) -> Self {
+    pub(crate) fn new(pipeline: Pipeline, features: Vec<&'static str>) -> Self {
         Self {
             pipeline,
             health: Arc::new(Health::default()),
-            overview: Arc::new(Overview::default()),
+            overview: Arc::new(Overview::new(features)),
             sources: Mutex::new(Vec::new()),
             reloads: ReloadBooks {
                 applied: AtomicU64::new(0),
@@ -88,7 +88,6 @@ impl Shared {
     }
 
     /// Another source reports figures of its own from now on.
-    #[cfg_attr(not(any(feature = "kinesis", feature = "kafka")), allow(dead_code))]
     pub(crate) fn add_source(&self, source: Arc<dyn Reporting>) {
         self.sources
             .lock()

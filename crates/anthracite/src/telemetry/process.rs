@@ -96,22 +96,10 @@ pub(crate) fn start_time_seconds() -> Option<f64> {
     Some(btime + start_ticks / TICKS_PER_SECOND)
 }
 
-/// The library's optional Cargo features this build has, for `--version` and
-/// `anthracite_build_info`.
-pub(crate) fn features() -> Vec<&'static str> {
-    let mut out = Vec::new();
-    if cfg!(feature = "kinesis") {
-        out.push("kinesis");
-    }
-    if cfg!(feature = "kafka") {
-        out.push("kafka");
-    }
-    out
-}
-
 /// The `/metrics` process series (no carbon leaves: carbon's `cpuUsage` and `memUsage` are
-/// per-interval figures the reporter computes with [`ProcessUsage`]) and the build info.
-pub(crate) fn figures() -> Vec<Figure> {
+/// per-interval figures the reporter computes with [`ProcessUsage`]) and the build info of a
+/// build with `features`.
+pub(crate) fn figures(features: &[&str]) -> Vec<Figure> {
     let gauges = [
         (
             names::RESIDENT_MEMORY,
@@ -130,7 +118,7 @@ pub(crate) fn figures() -> Vec<Figure> {
         facade::BUILD_INFO,
         vec![
             ("version", env!("CARGO_PKG_VERSION").to_string()),
-            ("features", features().join(",")),
+            ("features", features.join(",")),
         ],
     ));
     out

@@ -17,11 +17,11 @@ use super::lease::{Checkpoint, Lease};
 use super::memory::MemTable;
 use super::table::{Fence, LeaseTable, Outcome, Update};
 use super::worker::{LeaseSettings, Leases};
-use crate::receiver::kinesis::checkpoint::{
+use crate::source::checkpoint::{
     Position, SequenceNumber, ShardCheckpoint, StreamCheckpoint,
 };
-use crate::receiver::kinesis::kinesis_stats::KinesisStats;
-use crate::receiver::kinesis::shards::ListedShard;
+use crate::source::stats::KinesisStats;
+use crate::source::shards::ListedShard;
 
 const L: Duration = Duration::from_secs(9);
 

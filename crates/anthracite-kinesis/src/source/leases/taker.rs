@@ -224,7 +224,7 @@ impl Observer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::receiver::kinesis::leases::lease::Checkpoint;
+    use crate::source::leases::lease::Checkpoint;
 
     fn lease(key: &str, owner: Option<&str>, counter: u64) -> Lease {
         Lease {

@@ -17,9 +17,9 @@ use super::lease::Checkpoint;
 use super::sync::{Initial, plan};
 use super::table::{Fence, LeaseTable, Outcome, TableError, Update};
 use super::taker::{Act, Observer};
-use crate::receiver::kinesis::checkpoint::StreamCheckpoint;
-use crate::receiver::kinesis::kinesis_stats::{KinesisStats, LeaseMetrics};
-use crate::receiver::kinesis::shards::ListedShard;
+use crate::source::checkpoint::StreamCheckpoint;
+use crate::source::stats::{KinesisStats, LeaseMetrics};
+use crate::source::shards::ListedShard;
 
 /// How a worker uses the lease table.
 #[derive(Clone, Debug)]

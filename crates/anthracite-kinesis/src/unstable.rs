@@ -1,0 +1,20 @@
+//! The crate's internals for its own tests, benchmarks and fuzz targets and for anthracite's
+//! process-level tests, behind the Cargo feature `unstable` and hidden from the documentation.
+//! **No stability promise.** Every item is listed by name.
+
+/// Checkpoints.
+pub mod checkpoint {
+    pub use crate::source::checkpoint::{
+        FileStore, Position, SequenceNumber, ShardCheckpoint, StreamCheckpoint,
+    };
+}
+
+/// Shard leases.
+pub mod leases {
+    pub use crate::source::leases::{
+        Checkpoint, DynamoDbTable, Fence, Lease, LeaseTable, MemTable, Outcome, Update,
+    };
+}
+
+/// Where a shard without a checkpoint starts.
+pub use crate::config::InitialPosition;
