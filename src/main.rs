@@ -4,6 +4,7 @@ use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anthracite::extension::Extensions;
 use anthracite::{CarbonOptions, Config, LogFormat, Placement, Relay, RelayError, RelayHandle};
 use anyhow::Context;
 mod try_it;
@@ -91,7 +92,7 @@ impl ConfigArgs {
     /// Loads relay.toml, or carbon.conf with the warnings it produced.
     fn load(&self) -> Result<(Config, Vec<String>), anthracite::ConfigError> {
         match &self.carbon_config {
-            None => Config::load(&self.config).map(|c| (c, Vec::new())),
+            None => Config::load_with(&self.config, &extensions()).map(|c| (c, Vec::new())),
             Some(path) => {
                 let mut options = CarbonOptions::new(path.clone());
                 options.instance = self.instance.clone();
@@ -140,12 +141,23 @@ enum Command {
     Bench(Box<anthracite_bench::BenchArgs>),
 }
 
+/// What this build composes with the relay core, by Cargo feature: the stream extensions
+/// (`kinesis`, `kafka`) and the other features. The one list of the build's features: what
+/// `--version` names and what `/status` and `anthracite_build_info` report.
+fn extensions() -> Extensions {
+    let e = Extensions::new();
+    #[cfg(feature = "kinesis")]
+    let e = e.with(anthracite_kinesis::Kinesis::new());
+    #[cfg(feature = "kafka")]
+    let e = e.with(anthracite_kafka::Kafka);
+    #[cfg(feature = "kafka-tls")]
+    let e = e.with_feature("kafka-tls");
+    e
+}
+
 /// `anthracite --version`: the version and the Cargo features built in.
 fn version_line() -> &'static str {
-    let features: Vec<&str> = [("kinesis", cfg!(feature = "kinesis"))]
-        .into_iter()
-        .filter_map(|(name, on)| on.then_some(name))
-        .collect();
+    let features = extensions().features().to_vec();
     let line = format!(
         "{} (features: {})",
         env!("CARGO_PKG_VERSION"),
@@ -314,7 +326,9 @@ fn run(config: Config, args: &ConfigArgs, pid_file: Option<&Path>) -> anyhow::Re
     runtime.block_on(async move {
         // Handlers first: a signal that arrives while the relay starts must not kill it.
         let signals = Signals::install().context("cannot install signal handlers")?;
-        let relay = Relay::builder(config).build()?;
+        let relay = Relay::builder(config)
+            .features(extensions().features())
+            .build()?;
         let Signals { term, int, hup } = signals;
         #[cfg(target_env = "gnu")]
         tokio::spawn(trim_heap());

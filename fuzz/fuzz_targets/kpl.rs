@@ -2,7 +2,7 @@
 //! record that is not a valid aggregate passes through whole.
 #![no_main]
 
-use anthracite::unstable::kpl::deaggregate;
+use anthracite_kinesis::kpl::deaggregate;
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anthracite::Config;
-use anthracite::unstable::kafka::partition_for;
+use anthracite_kafka::partition_for;
 
 use crate::common::{LONG, consumer_toml, metric};
 use crate::sink::Received;

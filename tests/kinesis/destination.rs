@@ -11,7 +11,7 @@ use crate::support_kinesis::fleet::{self, RelayProcess};
 use crate::support_kinesis::harness::*;
 use crate::support_kinesis::kinesalite::Kinesalite;
 use crate::support_kinesis::{sink, wait_for};
-use anthracite::unstable::kpl::{Deaggregated, deaggregate};
+use anthracite_kinesis::kpl::{Deaggregated, deaggregate};
 
 /// An edge relay listening for lines on `port`, its one destination the Kinesis stream.
 fn edge_toml(port: u16, stream: &str, endpoint: &str) -> String {

@@ -5,9 +5,9 @@ use crate::support_kinesis;
 
 use std::time::Duration;
 
-use anthracite::unstable::kinesis::KinesisSource;
-use anthracite::unstable::kinesis::checkpoint::FileStore;
 use anthracite::{Config, Relay};
+use anthracite_kinesis::KinesisSource;
+use anthracite_kinesis::unstable::checkpoint::FileStore;
 use base64::Engine;
 use support_kinesis::harness::*;
 use support_kinesis::kinesalite::Kinesalite;
@@ -166,7 +166,7 @@ async fn kpl_vectors_mixed_with_plain_records_in_one_batch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latest_and_at_timestamp_start_positions() {
-    use anthracite::unstable::config::kinesis::InitialPosition;
+    use anthracite_kinesis::unstable::InitialPosition;
     let k = Kinesalite::start().await;
     k.create_stream("pos", 2).await;
     let (dest, received) = sink::start("127.0.0.1:0").await;
@@ -251,10 +251,10 @@ async fn corrupt_checkpoint_file_is_a_clear_error() {
             dir.path().display()
         ),
     );
-    let relay = Relay::builder(Config::from_toml_str(&toml).expect("config"))
-        .aws_sdk_config(k.sdk_config())
-        .build()
-        .expect("build");
+    let kinesis = anthracite_kinesis::Kinesis::new().with_sdk_config(k.sdk_config());
+    let extensions = anthracite::extension::Extensions::new().with(kinesis);
+    let config = Config::from_toml_str_with(&toml, &extensions).expect("config");
+    let relay = Relay::builder(config).build().expect("build");
     let err = relay.run(async {}).await.expect_err("relay must not start");
     assert!(err.to_string().contains("corrupt"), "{err}");
 }

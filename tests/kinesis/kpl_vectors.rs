@@ -1,7 +1,7 @@
 //! Every vector in ../shared/compat/kpl-vectors.json through `kpl::deaggregate` and the
 //! encoder, `kpl::Aggregator` (no server).
 
-use anthracite::unstable::kpl::{Aggregator, Deaggregated, deaggregate};
+use anthracite_kinesis::kpl::{Aggregator, Deaggregated, deaggregate};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;

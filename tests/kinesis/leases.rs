@@ -14,8 +14,8 @@ use crate::support_kinesis::harness::{LONG, lines};
 use crate::support_kinesis::kinesalite::Kinesalite;
 use crate::support_kinesis::sink::{self, Received};
 use crate::support_kinesis::{proxy, wait_for};
-use anthracite::unstable::kinesis::checkpoint::{FileStore, SequenceNumber};
-use anthracite::unstable::kinesis::leases::{
+use anthracite_kinesis::unstable::checkpoint::{FileStore, SequenceNumber};
+use anthracite_kinesis::unstable::leases::{
     Checkpoint, Fence, Lease, LeaseTable, MemTable, Outcome, Update,
 };
 
@@ -942,7 +942,7 @@ async fn dynamodb_local_agrees_with_the_in_memory_model_and_sixteen_racers_get_o
     real.ensure_table().await.expect("existing table");
     let model = MemTable::new();
     let seq = |s: &str, sub| {
-        Checkpoint::At(anthracite::unstable::kinesis::checkpoint::Position {
+        Checkpoint::At(anthracite_kinesis::unstable::checkpoint::Position {
             sequence: SequenceNumber::new(s).expect("seq"),
             sub_sequence: sub,
         })

@@ -6,8 +6,8 @@ use crate::support_kinesis;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anthracite::unstable::kinesis::ShardEvent;
-use anthracite::unstable::kinesis::checkpoint::FileStore;
+use anthracite_kinesis::ShardEvent;
+use anthracite_kinesis::unstable::checkpoint::FileStore;
 use support_kinesis::harness::*;
 use support_kinesis::kinesalite::Kinesalite;
 use support_kinesis::{proxy, sink, wait_for};
@@ -84,7 +84,7 @@ async fn restart_from_checkpoint_no_loss_bounded_duplicates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_in_the_middle_of_an_aggregate() {
-    use anthracite::unstable::kpl::{AggregatedRecord, Record, aggregate};
+    use anthracite_kinesis::kpl::{AggregatedRecord, Record, aggregate};
     let k = Kinesalite::start().await;
     k.create_stream("midagg", 1).await;
     let (dest, received) = sink::start("127.0.0.1:0").await;
@@ -283,7 +283,7 @@ async fn throttles_and_expired_iterators_lose_and_duplicate_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn downstream_full_pauses_polling_and_checkpoint_stays_behind() {
-    use anthracite::unstable::kinesis::checkpoint::SequenceNumber;
+    use anthracite_kinesis::unstable::checkpoint::SequenceNumber;
     let k = Kinesalite::start().await;
     k.create_stream("full", 1).await;
     // Reserve a port with nothing listening: the destination cannot drain its queue.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anthracite::unstable::kinesis::leases::{DynamoDbTable, Lease, LeaseTable};
+use anthracite_kinesis::unstable::leases::{DynamoDbTable, Lease, LeaseTable};
 use tokio_util::sync::CancellationToken;
 
 pub use crate::support::relay_process::RelayProcess;

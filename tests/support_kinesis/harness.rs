@@ -5,10 +5,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anthracite::unstable::config::KinesisConfig;
-use anthracite::unstable::kinesis::checkpoint::{FileStore, StreamCheckpoint};
-use anthracite::unstable::kinesis::{KinesisSource, KinesisStats};
+use anthracite::extension::Extensions;
 use anthracite::{Config, Relay, RelayHandle};
+use anthracite_kinesis::unstable::checkpoint::{FileStore, StreamCheckpoint};
+use anthracite_kinesis::{Kinesis, KinesisConfig, KinesisSource, KinesisStats};
 use tokio_util::sync::CancellationToken;
 
 use super::kinesalite::Kinesalite;
@@ -31,12 +31,13 @@ pub fn relay_toml(dest: &str, extra: &str) -> String {
 }
 
 pub async fn start_relay(toml: &str, aws: Option<aws_config::SdkConfig>) -> TestRelay {
-    let config = Config::from_toml_str(toml).expect("relay config");
-    let mut builder = Relay::builder(config);
-    if let Some(a) = aws {
-        builder = builder.aws_sdk_config(a);
-    }
-    let relay = builder.build().expect("relay builds");
+    let kinesis = match aws {
+        Some(a) => Kinesis::new().with_sdk_config(a),
+        None => Kinesis::new(),
+    };
+    let config =
+        Config::from_toml_str_with(toml, &Extensions::new().with(kinesis)).expect("relay config");
+    let relay = Relay::builder(config).build().expect("relay builds");
     let handle = relay.handle();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -96,9 +97,8 @@ pub async fn run_source(
         .expect("source starts");
     let stats = source.stats();
     let stop = CancellationToken::new();
-    let pipeline = anthracite::unstable::pipeline(&relay.handle).clone();
-    let s = stop.clone();
-    let task = tokio::spawn(async move { source.run(pipeline, s).await.expect("source runs") });
+    let cx = relay.handle.source_context(stop.clone());
+    let task = tokio::spawn(async move { source.run(cx).await.expect("source runs") });
     RunningSource { stats, stop, task }
 }
 

@@ -1,17 +1,14 @@
-//! `[[kafka]]` (or a single `[kafka]`): Apache Kafka sources, and the `kafka` table of a
-//! destination with `protocol = "kafka"`.
-//!
-//! Always compiled, so a `relay.toml` is validated the same way with or without the `kafka`
-//! Cargo feature; a binary built without the feature rejects a configured source or
-//! destination with an error naming the key. The runtime lives in `crate::receiver::kafka`
-//! and `crate::destination::kafka`.
+//! The settings this crate owns in `relay.toml`: `[[kafka]]` (or a single `[kafka]`), the
+//! sources, and the `kafka` table of a `servers` entry with `protocol = "kafka"`, a
+//! destination. Raw serde structs with documented defaults, validated into [`KafkaConfig`]
+//! and [`KafkaTarget`]; every error names the key and the file.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use anthracite::ConfigError;
+use anthracite::extension::{DestinationContext, SectionContext, epoch_seconds};
 use serde::{Deserialize, Serialize};
-
-use crate::destination::KafkaTarget;
 
 /// Where a partition without a committed offset starts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -26,7 +23,32 @@ pub enum InitialOffset {
     Timestamp,
 }
 
-pub(crate) use crate::destination::MessageFormat;
+/// What one Kafka message holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageFormat {
+    /// One or more Graphite plaintext lines (default).
+    #[default]
+    Lines,
+    /// One carbon pickle payload (a list of `(name, (timestamp, value))`), without the
+    /// 4-byte length prefix of the TCP protocol.
+    Pickle,
+}
+
+/// Where a `protocol = "kafka"` destination writes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KafkaTarget {
+    /// `bootstrap.servers`.
+    pub brokers: String,
+    /// The topic.
+    pub topic: String,
+    /// Message payload format.
+    pub format: MessageFormat,
+    /// Client id.
+    pub client_id: String,
+    /// Passed-through librdkafka producer properties.
+    pub properties: BTreeMap<String, String>,
+}
 
 /// One `[[kafka]]` entry as written in `relay.toml`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -97,7 +119,7 @@ const RESERVED: &[&str] = &[
 
 /// A validated Kafka source.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct KafkaConfig {
+pub struct KafkaConfig {
     /// `bootstrap.servers`.
     pub brokers: String,
     /// Topics to read.
@@ -148,13 +170,13 @@ fn default_client_id() -> String {
 
 fn check_properties(
     properties: &BTreeMap<String, String>,
-    err: &dyn Fn(&str, &str) -> (String, String),
-) -> Result<(), (String, String)> {
+    err: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<(), ConfigError> {
     for k in properties.keys() {
         if RESERVED.contains(&k.as_str()) {
             return Err(err(
                 &format!("properties.\"{k}\""),
-                "is set by the relay itself (see the README's Kafka section)",
+                "is set by the relay itself (see docs/streams.md, Kafka)",
             ));
         }
     }
@@ -163,8 +185,8 @@ fn check_properties(
 
 fn check_brokers(
     brokers: &[String],
-    err: &dyn Fn(&str, &str) -> (String, String),
-) -> Result<String, (String, String)> {
+    err: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<String, ConfigError> {
     for b in brokers {
         let ok = b
             .rsplit_once(':')
@@ -185,14 +207,13 @@ fn valid_topic(t: &str) -> bool {
 }
 
 impl KafkaConfig {
-    /// Validates one raw entry; `key` is its dotted name (`kafka[0]`). Errors are
-    /// `(key, message)`.
-    pub(crate) fn from_raw(
+    /// Validates one raw entry; `key` is its dotted name (`kafka[0]`).
+    pub fn from_raw(
         raw: &RawKafka,
         key: &str,
-        max_line_length: usize,
-    ) -> Result<Self, (String, String)> {
-        let err = |k: &str, m: &str| (format!("{key}.{k}"), m.to_string());
+        cx: &SectionContext<'_>,
+    ) -> Result<Self, ConfigError> {
+        let err = |k: &str, m: &str| cx.invalid(&format!("{key}.{k}"), m);
         if raw.brokers.is_empty() {
             return Err(err("brokers", "at least one bootstrap broker is required"));
         }
@@ -217,7 +238,7 @@ impl KafkaConfig {
                 ));
             }
             (InitialOffset::Timestamp, Some(t)) => {
-                let secs = super::kinesis::datetime_to_epoch(t).ok_or_else(|| {
+                let secs = epoch_seconds(t).ok_or_else(|| {
                     err("initial_timestamp", "needs a date, a time and an offset")
                 })?;
                 Some((secs * 1000.0).round() as i64)
@@ -251,69 +272,101 @@ impl KafkaConfig {
             format: raw.format,
             commit_interval: Duration::from_millis(raw.commit_interval_ms),
             queue_high_water: raw.queue_high_water,
-            max_line_length,
+            max_line_length: cx.max_line_length(),
             properties: raw.properties.clone(),
         })
     }
 }
 
-impl RawKafkaSink {
-    /// Validates a destination's `kafka` table; `host_port` is the destination's address
-    /// (the bootstrap broker when `brokers` is empty); `key` names the destination.
-    pub fn validate(&self, key: &str, host_port: &str) -> Result<KafkaTarget, (String, String)> {
-        let raw = self;
-        let err = |k: &str, m: &str| (format!("{key}.kafka.{k}"), m.to_string());
-        let brokers = if raw.brokers.is_empty() {
-            host_port.to_string()
-        } else {
-            check_brokers(&raw.brokers, &err)?
+/// The keys of a `servers` entry with `protocol = "kafka"`: the `kafka` table.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKafkaDestination {
+    /// The topic and its settings. Required.
+    pub kafka: Option<RawKafkaSink>,
+}
+
+impl KafkaTarget {
+    /// Validates a destination's keys (its `kafka` table); the destination's own `host:port`
+    /// is the bootstrap broker when the table names none. Returns the target and the table
+    /// with its defaults resolved.
+    pub fn from_settings(
+        settings: &toml::Table,
+        cx: &DestinationContext<'_>,
+    ) -> Result<(Self, toml::Table), ConfigError> {
+        let raw: RawKafkaDestination = toml::Value::Table(settings.clone())
+            .try_into()
+            .map_err(|e| cx.invalid("", e.to_string().trim_end().to_string()))?;
+        let Some(mut sink) = raw.kafka else {
+            return Err(cx.invalid(
+                "",
+                format!(
+                    "{} uses protocol \"kafka\": it needs a kafka table with a topic",
+                    cx.name()
+                ),
+            ));
         };
-        if !valid_topic(&raw.topic) {
+        if cx.tls() {
+            return Err(invalid_tls(cx));
+        }
+        let err = |k: &str, m: &str| cx.invalid(&format!("kafka.{k}"), m);
+        let brokers = if sink.brokers.is_empty() {
+            format!("{}:{}", cx.host(), cx.port())
+        } else {
+            check_brokers(&sink.brokers, &err)?
+        };
+        if !valid_topic(&sink.topic) {
             return Err(err("topic", "required: 1-249 characters of [a-zA-Z0-9._-]"));
         }
-        check_properties(&raw.properties, &err)?;
-        if !cfg!(feature = "kafka") {
-            return Err((
-                key.to_string(),
-                "this binary was built without the `kafka` feature".into(),
-            ));
+        check_properties(&sink.properties, &err)?;
+        if sink.client_id.is_empty() {
+            sink.client_id = default_client_id();
         }
-        Ok(KafkaTarget {
+        let target = KafkaTarget {
             brokers,
-            topic: raw.topic.clone(),
-            format: raw.format,
-            client_id: if raw.client_id.is_empty() {
-                default_client_id()
-            } else {
-                raw.client_id.clone()
-            },
-            properties: raw.properties.clone(),
-        })
+            topic: sink.topic.clone(),
+            format: sink.format,
+            client_id: sink.client_id.clone(),
+            properties: sink.properties.clone(),
+        };
+        let mut resolved = toml::Table::new();
+        resolved.insert(
+            "kafka".into(),
+            toml::Value::try_from(&sink).map_err(|e| cx.invalid("kafka", e.to_string()))?,
+        );
+        Ok((target, resolved))
     }
 }
 
-/// Validates every `[[kafka]]` entry; errors are `(dotted key, message)`.
+fn invalid_tls(cx: &DestinationContext<'_>) -> ConfigError {
+    ConfigError::Invalid {
+        file: cx.file().to_string(),
+        key: "destinations.tls".into(),
+        message: format!(
+            "{} uses protocol \"kafka\": its TLS settings are librdkafka properties in its kafka table",
+            cx.name()
+        ),
+    }
+}
+
+/// Validates every `[[kafka]]` entry.
 pub(crate) fn validate_all(
     raw: &[RawKafka],
-    max_line_length: usize,
-) -> Result<Vec<KafkaConfig>, (String, String)> {
-    let mut out = Vec::with_capacity(raw.len());
-    for (i, k) in raw.iter().enumerate() {
-        let key = format!("kafka[{i}]");
-        if !cfg!(feature = "kafka") {
-            return Err((
-                key,
-                "this binary was built without the `kafka` feature".into(),
-            ));
-        }
-        out.push(KafkaConfig::from_raw(k, &key, max_line_length)?);
-    }
-    Ok(out)
+    cx: &SectionContext<'_>,
+) -> Result<Vec<KafkaConfig>, ConfigError> {
+    raw.iter()
+        .enumerate()
+        .map(|(i, k)| KafkaConfig::from_raw(k, &format!("kafka[{i}]"), cx))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cx() -> SectionContext<'static> {
+        SectionContext::new("<string>", 100)
+    }
 
     fn raw() -> RawKafka {
         RawKafka {
@@ -328,20 +381,62 @@ mod tests {
         let mut r = raw();
         r.properties
             .insert("enable.auto.commit".into(), "true".into());
-        let e = KafkaConfig::from_raw(&r, "kafka[0]", 100).expect_err("reserved key");
-        assert_eq!(e.0, "kafka[0].properties.\"enable.auto.commit\"");
+        let key = |e: ConfigError| match e {
+            ConfigError::Invalid { key, .. } => key,
+            other => panic!("{other}"),
+        };
+        let e = KafkaConfig::from_raw(&r, "kafka[0]", &cx()).expect_err("reserved key");
+        assert_eq!(key(e), "kafka[0].properties.\"enable.auto.commit\"");
         let mut r = raw();
         r.initial_offset = InitialOffset::Timestamp;
-        let e = KafkaConfig::from_raw(&r, "kafka[0]", 100).expect_err("no timestamp");
-        assert_eq!(e.0, "kafka[0].initial_timestamp");
+        let e = KafkaConfig::from_raw(&r, "kafka[0]", &cx()).expect_err("no timestamp");
+        assert_eq!(key(e), "kafka[0].initial_timestamp");
         let mut r = raw();
         r.brokers = vec!["nohost".into()];
         assert_eq!(
-            KafkaConfig::from_raw(&r, "kafka[1]", 100)
-                .expect_err("bad broker")
-                .0,
+            key(KafkaConfig::from_raw(&r, "kafka[1]", &cx()).expect_err("bad broker")),
             "kafka[1].brokers"
         );
+    }
+
+    /// A whole `relay.toml` text through the relay's configuration with this extension.
+    fn relay(text: &str) -> Result<anthracite::Config, ConfigError> {
+        let extensions = anthracite::extension::Extensions::new().with(crate::Kafka);
+        anthracite::Config::from_toml_str_with(text, &extensions)
+    }
+
+    #[test]
+    fn a_destination_needs_its_kafka_table_and_its_brokers_default_to_its_address() {
+        let d = |extra: &str| {
+            relay(&format!(
+                "[destinations]\nservers = [{{ address = \"127.0.0.1:9092:k\", protocol = \"kafka\"{extra} }}]\n"
+            ))
+        };
+        let c = d(", kafka = { topic = \"graphite\" }").expect("a topic");
+        let resolved = c.to_resolved_toml();
+        assert!(resolved.contains("topic = \"graphite\""), "{resolved}");
+        assert!(resolved.contains("client_id = \"anthracite-"), "{resolved}");
+        let err = d("").expect_err("no kafka table");
+        assert!(err.to_string().contains("destinations.servers[0]"), "{err}");
+        let err = d(", kafka = { topic = \"graphite\", properties = { acks = \"1\" } }")
+            .expect_err("a reserved property");
+        assert!(
+            err.to_string()
+                .contains("destinations.servers[0].kafka.properties.\"acks\""),
+            "{err}"
+        );
+        let err = d(", kafka = { topic = \"t\" }, stream = \"s\"").expect_err("another key");
+        assert!(err.to_string().contains("stream"), "{err}");
+        let err = relay(
+            "[destinations]\nservers = [{ address = \"127.0.0.1:9092:k\", protocol = \"kafka\", kafka = { topic = \"t\" } }]\n[destinations.tls]\n",
+        )
+        .expect_err("the core's TLS");
+        assert!(err.to_string().contains("destinations.tls"), "{err}");
+        let ok = relay(
+            "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\n[[kafka]]\nbrokers = [\"127.0.0.1:9092\"]\ntopics = [\"graphite\"]\n",
+        )
+        .expect("a source");
+        assert!(ok.to_resolved_toml().contains("[[kafka]]"));
     }
 
     #[test]
@@ -349,7 +444,7 @@ mod tests {
         let mut r = raw();
         r.initial_offset = InitialOffset::Timestamp;
         r.initial_timestamp = Some("2023-11-14T22:13:20Z".parse().expect("datetime"));
-        let c = KafkaConfig::from_raw(&r, "kafka[0]", 100).expect("valid");
+        let c = KafkaConfig::from_raw(&r, "kafka[0]", &cx()).expect("valid");
         assert_eq!(c.initial_timestamp_ms, Some(1_700_000_000_000));
     }
 }

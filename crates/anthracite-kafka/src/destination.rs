@@ -19,21 +19,18 @@
 //! refreshed every `METADATA_REFRESH`; adding partitions moves series, as it does for any
 //! keyed Kafka producer.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anthracite::destination::{
+    BoxFuture, Datapoint, DestinationSettings, Outbox, Served, StreamDestination, Transport,
+    encode_line, encode_pickle,
+};
 use bytes::BytesMut;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-use tracing::{debug, warn};
+use tracing::debug;
 
-use super::{
-    Backoff, DestinationConfig, DestinationSignals, Episode, Failure, KafkaTarget, MessageFormat,
-    next_write,
-};
-use crate::batch::{Batch, Datapoint};
-use crate::protocol::{line, pickle};
-use crate::queue::DestinationQueue;
+use crate::config::{KafkaTarget, MessageFormat};
 
 /// How often the topic's partition count is read again.
 const METADATA_REFRESH: Duration = Duration::from_secs(60);
@@ -114,17 +111,17 @@ struct Messages {
     datapoints: usize,
 }
 
-/// Groups the datapoints of `batches` by partition and encodes them.
-fn encode(
-    batches: &[Batch],
+/// Groups `points` by partition and encodes them.
+fn encode<'d>(
+    points: impl Iterator<Item = Datapoint<'d>>,
     partitions: i32,
     format: MessageFormat,
     per_message: usize,
 ) -> Messages {
     let partitions = partitions.max(1);
-    let mut groups: Vec<Vec<Datapoint<'_>>> = (0..partitions).map(|_| Vec::new()).collect();
+    let mut groups: Vec<Vec<Datapoint<'d>>> = (0..partitions).map(|_| Vec::new()).collect();
     let mut m = Messages::default();
-    for dp in batches.iter().flat_map(|b| b.iter()) {
+    for dp in points {
         let p = partition_for(dp.name, partitions) as usize;
         if let Some(g) = groups.get_mut(p) {
             g.push(dp);
@@ -138,11 +135,11 @@ fn encode(
             match format {
                 MessageFormat::Lines => {
                     for &dp in chunk {
-                        line::encode_line(dp, &mut buf);
+                        encode_line(dp, &mut buf);
                     }
                 }
                 MessageFormat::Pickle => {
-                    pickle::encode_message(chunk.iter().copied(), &mut buf);
+                    encode_pickle(chunk.iter().copied(), &mut buf);
                     // The TCP framing's length prefix: a Kafka message has its own length.
                     let _ = buf.split_to(4);
                 }
@@ -168,7 +165,7 @@ async fn send(
     producer: &FutureProducer,
     topic: &str,
     messages: &Messages,
-    signals: &DestinationSignals,
+    outbox: &Outbox<'_>,
 ) -> Result<(), Failed> {
     let mut pending = Vec::with_capacity(messages.out.len());
     for message in &messages.out {
@@ -191,7 +188,7 @@ async fn send(
                 )) => {
                     record = r;
                     tokio::select! {
-                        _ = signals.abort.cancelled() => return Err(Failed::Aborted),
+                        _ = outbox.aborted() => return Err(Failed::Aborted),
                         _ = tokio::time::sleep(Duration::from_millis(5)) => {}
                     }
                 }
@@ -202,7 +199,7 @@ async fn send(
     let mut failure = None;
     for delivery in pending {
         let result = tokio::select! {
-            _ = signals.abort.cancelled() => return Err(Failed::Aborted),
+            _ = outbox.aborted() => return Err(Failed::Aborted),
             r = delivery => r,
         };
         match result {
@@ -243,127 +240,108 @@ async fn partitions(producer: &FutureProducer, topic: &str) -> Result<i32, Strin
     .map_err(|e| e.to_string())?
 }
 
-/// Runs a `protocol = "kafka"` destination until its queue is closed and drained, `abort`
-/// fires, or it is known dead when shutdown drains the queues.
-pub(crate) async fn run(
-    config: DestinationConfig,
-    queue: Arc<DestinationQueue>,
-    signals: DestinationSignals,
-) {
-    let name = config.spec.to_string();
-    let Some(target) = config.kafka.clone() else {
-        warn!(destination = %name, "protocol \"kafka\" without a kafka table; nothing is sent");
-        return;
-    };
-    let stats = queue.stats().clone();
-    let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
-    let mut episode = Episode::default();
-    let producer: FutureProducer = match client_config(&target).create() {
-        Ok(p) => p,
-        Err(e) => {
-            warn!(destination = %name, error = %e, "kafka producer cannot be created (a property librdkafka refuses?); data stays queued");
-            signals.abort.cancelled().await;
-            return;
-        }
-    };
-    let mut in_flight: Vec<Batch> = Vec::new();
-    let mut count: Option<(i32, Instant)> = None;
-    let connected_at = Instant::now();
-    loop {
-        if queue.is_closed() && queue.queued() == 0 {
-            return;
-        }
-        let n = match count {
-            Some((n, at)) if at.elapsed() < METADATA_REFRESH => n,
-            _ => match partitions(&producer, &target.topic).await {
-                Ok(n) => {
-                    stats.set_connected(true);
-                    count = Some((n, Instant::now()));
-                    n
-                }
-                Err(e) => {
-                    let error = std::io::Error::other(e);
-                    stats.connect_failed(&error);
-                    stats.set_connected(false);
-                    count = None;
-                    episode.failed(&name, Failure::Connect, &error, None);
-                    if wait(&mut backoff, &signals, &queue).await {
-                        return;
-                    }
-                    continue;
-                }
-            },
-        };
-        // Aborted, or drained and closed: the task ends either way.
-        if next_write(
-            &queue,
-            &signals,
-            config.flush_bytes,
-            config.linger,
-            &mut in_flight,
-        )
-        .await
-        .is_some()
-        {
-            return;
-        }
-        let messages = encode(
-            &in_flight,
-            n,
-            target.format,
-            config.max_datapoints_per_message,
-        );
-        match send(&producer, &target.topic, &messages, &signals).await {
-            Ok(()) => {
-                backoff.reset();
-                queue.recycle(in_flight.drain(..));
-                queue.settle(messages.datapoints, messages.out.len(), &[]);
-                episode.delivered(&name, connected_at);
-            }
-            Err(Failed::Aborted) => {
-                queue.requeue(std::mem::take(&mut in_flight));
-                return;
-            }
-            Err(Failed::Kafka(e)) => {
-                debug!(destination = %name, error = %e, "kafka write not acknowledged; requeued");
-                queue.requeue(std::mem::take(&mut in_flight));
-                let error = std::io::Error::other(e);
-                stats.connect_failed(&error);
-                stats.set_connected(false);
-                queue.connection_lost();
-                count = None;
-                episode.failed(&name, Failure::Lost, &error, None);
-                if signals.drain.is_cancelled() {
-                    warn!(destination = %name, "known dead at shutdown: not waiting for the grace period");
-                    return;
-                }
-                if wait(&mut backoff, &signals, &queue).await {
-                    return;
-                }
-            }
-        }
+/// A validated `protocol = "kafka"` destination: the topic it writes to.
+#[derive(Debug)]
+pub struct KafkaDestination {
+    target: KafkaTarget,
+}
+
+impl KafkaDestination {
+    /// A destination writing to `target`.
+    pub fn new(target: KafkaTarget) -> Self {
+        Self { target }
     }
 }
 
-/// Backs off; true when the destination should stop (aborted, or draining while dead).
-async fn wait(
-    backoff: &mut Backoff,
-    signals: &DestinationSignals,
-    queue: &DestinationQueue,
-) -> bool {
-    if signals.drain.is_cancelled() {
-        return true;
+impl StreamDestination for KafkaDestination {
+    fn transport(&self, settings: &DestinationSettings) -> Box<dyn Transport> {
+        Box::new(Sender {
+            target: self.target.clone(),
+            per_message: settings.max_datapoints_per_message,
+            producer: None,
+            partitions: None,
+        })
     }
-    let delay = backoff.next_delay();
-    tokio::select! {
-        _ = signals.abort.cancelled() => true,
-        _ = signals.drain.cancelled() => true,
-        _ = tokio::time::sleep(delay) => false,
-        _ = async {
-            while !(queue.is_closed() && queue.queued() == 0) {
-                queue.changed().await;
+}
+
+/// The Kafka side of a destination task: the producer (made at the first connection and kept:
+/// librdkafka reconnects to the brokers by itself) and the topic's partition count.
+struct Sender {
+    target: KafkaTarget,
+    per_message: usize,
+    producer: Option<FutureProducer>,
+    /// The partition count and when it was read.
+    partitions: Option<(i32, Instant)>,
+}
+
+impl Transport for Sender {
+    /// "Connecting" reads the topic's partition count: brokers unreachable or the topic
+    /// missing are failed attempts, retried with backoff while the data waits in the queue.
+    fn connect(&mut self) -> BoxFuture<'_, std::io::Result<()>> {
+        Box::pin(async move {
+            let producer = match &self.producer {
+                Some(p) => p.clone(),
+                None => {
+                    let p: FutureProducer = client_config(&self.target).create().map_err(|e| {
+                        std::io::Error::other(format!(
+                            "kafka producer cannot be created (a property librdkafka refuses?): {e}"
+                        ))
+                    })?;
+                    self.producer = Some(p.clone());
+                    p
+                }
+            };
+            let n = partitions(&producer, &self.target.topic)
+                .await
+                .map_err(std::io::Error::other)?;
+            self.partitions = Some((n, Instant::now()));
+            Ok(())
+        })
+    }
+
+    fn serve<'a>(&'a mut self, outbox: Outbox<'a>) -> BoxFuture<'a, Served> {
+        Box::pin(self.deliver(outbox))
+    }
+}
+
+impl Sender {
+    /// Delivers writes until one is not acknowledged, the queue ends, or shutdown.
+    async fn deliver(&mut self, mut outbox: Outbox<'_>) -> Served {
+        let Some(producer) = self.producer.clone() else {
+            return Served::Lost(std::io::ErrorKind::NotConnected.into());
+        };
+        loop {
+            let n = match self.partitions {
+                Some((n, at)) if at.elapsed() < METADATA_REFRESH => n,
+                _ => match partitions(&producer, &self.target.topic).await {
+                    Ok(n) => {
+                        self.partitions = Some((n, Instant::now()));
+                        n
+                    }
+                    Err(e) => {
+                        self.partitions = None;
+                        return Served::Lost(std::io::Error::other(e));
+                    }
+                },
+            };
+            if let Err(end) = outbox.next_write().await {
+                return end;
             }
-        } => true,
+            let messages = encode(outbox.datapoints(), n, self.target.format, self.per_message);
+            match send(&producer, &self.target.topic, &messages, &outbox).await {
+                Ok(()) => outbox.delivered(messages.datapoints, messages.out.len(), 0),
+                Err(Failed::Aborted) => {
+                    outbox.requeue();
+                    return Served::Aborted;
+                }
+                Err(Failed::Kafka(e)) => {
+                    debug!(destination = %outbox.name(), error = %e, "kafka write not acknowledged; requeued");
+                    outbox.requeue();
+                    self.partitions = None;
+                    return Served::Lost(std::io::Error::other(e));
+                }
+            }
+        }
     }
 }
 
@@ -387,16 +365,22 @@ mod tests {
 
     #[test]
     fn a_series_keeps_its_partition_and_messages_hold_at_most_per_message() {
-        let mut b = Batch::new();
-        for i in 0..10 {
-            b.push(
-                format!("a.b.{}", i % 3).as_bytes(),
-                1_700_000_000.0 + f64::from(i),
-                1.0,
-            )
-            .expect("room");
-        }
-        let m = encode(std::slice::from_ref(&b), 4, MessageFormat::Lines, 2);
+        let names: Vec<(Vec<u8>, f64)> = (0..10)
+            .map(|i| {
+                (
+                    format!("a.b.{}", i % 3).into_bytes(),
+                    1_700_000_000.0 + f64::from(i),
+                )
+            })
+            .collect();
+        let points = || {
+            names.iter().map(|(name, timestamp)| Datapoint {
+                name,
+                timestamp: *timestamp,
+                value: 1.0,
+            })
+        };
+        let m = encode(points(), 4, MessageFormat::Lines, 2);
         assert_eq!(m.datapoints, 10);
         for message in &m.out {
             let lines: Vec<&[u8]> = message.payload[..]
@@ -412,7 +396,7 @@ mod tests {
                 assert_eq!(partition_for(name, 4), message.partition);
             }
         }
-        let m = encode(&[b], 1, MessageFormat::Pickle, 500);
+        let m = encode(points(), 1, MessageFormat::Pickle, 500);
         assert_eq!(m.out.len(), 1);
         assert_eq!(m.out[0].key, b"a.b.0");
         assert_eq!(&m.out[0].payload[..3], b"\x80\x02]", "no length prefix");

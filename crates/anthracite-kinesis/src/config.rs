@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anthracite::ConfigError;
-use anthracite::extension::{DestinationContext, SectionContext};
+use anthracite::extension::{DestinationContext, SectionContext, epoch_seconds};
 use serde::{Deserialize, Serialize};
 
 /// Where a shard without a checkpoint starts.
@@ -272,7 +272,7 @@ impl KinesisConfig {
                 ));
             }
             (InitialPosition::AtTimestamp, Some(t)) => {
-                Some(datetime_to_epoch(t).ok_or_else(|| {
+                Some(epoch_seconds(t).ok_or_else(|| {
                     err("initial_timestamp", "needs a date, a time and an offset")
                 })?)
             }
@@ -466,48 +466,9 @@ pub(crate) fn validate_all(
     Ok(out)
 }
 
-/// Seconds since the epoch of a TOML offset datetime.
-pub(crate) fn datetime_to_epoch(t: &toml::value::Datetime) -> Option<f64> {
-    let date = t.date?;
-    let time = t.time?;
-    let offset_minutes = match t.offset? {
-        toml::value::Offset::Z => 0i64,
-        toml::value::Offset::Custom { minutes } => i64::from(minutes),
-    };
-    // Howard Hinnant's days_from_civil.
-    let (y, m, d) = (
-        i64::from(date.year),
-        i64::from(date.month),
-        i64::from(date.day),
-    );
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400
-        + i64::from(time.hour) * 3600
-        + i64::from(time.minute) * 60
-        + i64::from(time.second)
-        - offset_minutes * 60;
-    Some(secs as f64 + f64::from(time.nanosecond) / 1e9)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn epoch_of_datetimes() {
-        let t: toml::value::Datetime = "2023-11-14T22:13:20Z".parse().expect("datetime");
-        assert_eq!(datetime_to_epoch(&t), Some(1_700_000_000.0));
-        let t: toml::value::Datetime = "2023-11-15T00:13:20+02:00".parse().expect("datetime");
-        assert_eq!(datetime_to_epoch(&t), Some(1_700_000_000.0));
-        let t: toml::value::Datetime = "1970-01-01T00:00:00.5Z".parse().expect("datetime");
-        assert_eq!(datetime_to_epoch(&t), Some(0.5));
-    }
 
     /// The `[[kinesis]]` entries of a whole `relay.toml` text, validated.
     fn kinesis(text: &str) -> Result<Vec<KinesisConfig>, ConfigError> {

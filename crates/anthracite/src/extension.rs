@@ -47,8 +47,11 @@ pub trait Extension: Send + Sync + fmt::Debug + 'static {
     fn name(&self) -> &'static str;
 
     /// Validates the section (a table, or an array of tables) into sources.
-    fn sources(&self, section: &toml::Value, cx: &SectionContext<'_>)
-    -> Result<Section, ConfigError>;
+    fn sources(
+        &self,
+        section: &toml::Value,
+        cx: &SectionContext<'_>,
+    ) -> Result<Section, ConfigError>;
 
     /// Validates a destination with `protocol = name`: `settings` holds the keys of its
     /// `servers` entry that are not the core's. Returns the destination kind and the settings
@@ -142,6 +145,8 @@ pub struct DestinationContext<'a> {
     pub(crate) file: &'a str,
     pub(crate) key: &'a str,
     pub(crate) name: &'a str,
+    pub(crate) host: &'a str,
+    pub(crate) port: u16,
     pub(crate) tls: bool,
 }
 
@@ -159,6 +164,16 @@ impl DestinationContext<'_> {
     /// The destination's name (`host:port:instance`).
     pub fn name(&self) -> &str {
         self.name
+    }
+
+    /// The host of its address (brackets of an IPv6 address removed).
+    pub fn host(&self) -> &str {
+        self.host
+    }
+
+    /// The port of its address.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Whether `[destinations.tls]` is set (the core's TLS, for TCP destinations).
@@ -281,5 +296,50 @@ impl SourceContext {
     /// Cancelled when the source must stop (the relay's shutdown, phase 1).
     pub fn stop(&self) -> &CancellationToken {
         &self.stop
+    }
+}
+
+/// Seconds since the epoch of a TOML offset datetime (`None` without a date, a time or an
+/// offset).
+pub fn epoch_seconds(t: &toml::value::Datetime) -> Option<f64> {
+    let date = t.date?;
+    let time = t.time?;
+    let offset_minutes = match t.offset? {
+        toml::value::Offset::Z => 0i64,
+        toml::value::Offset::Custom { minutes } => i64::from(minutes),
+    };
+    // Howard Hinnant's days_from_civil.
+    let (y, m, d) = (
+        i64::from(date.year),
+        i64::from(date.month),
+        i64::from(date.day),
+    );
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400
+        + i64::from(time.hour) * 3600
+        + i64::from(time.minute) * 60
+        + i64::from(time.second)
+        - offset_minutes * 60;
+    Some(secs as f64 + f64::from(time.nanosecond) / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_of_datetimes() {
+        let t: toml::value::Datetime = "2023-11-14T22:13:20Z".parse().expect("datetime");
+        assert_eq!(epoch_seconds(&t), Some(1_700_000_000.0));
+        let t: toml::value::Datetime = "2023-11-15T00:13:20+02:00".parse().expect("datetime");
+        assert_eq!(epoch_seconds(&t), Some(1_700_000_000.0));
+        let t: toml::value::Datetime = "1970-01-01T00:00:00.5Z".parse().expect("datetime");
+        assert_eq!(epoch_seconds(&t), Some(0.5));
     }
 }

@@ -219,7 +219,6 @@ pub mod carbon {
     pub const UDP_KERNEL_DROPS: &str = "udpKernelDrops";
 }
 
-
 /// The `# HELP` text of a `/metrics` series (one line; the doc comments above say more).
 pub fn help(name: &str) -> &'static str {
     use {facade as f, process as p};

@@ -20,15 +20,15 @@ use rdkafka::statistics::Statistics;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 use tokio::runtime::Handle;
-use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::kafka_stats::{BadMessage, KafkaStats};
 use super::payload::Payloads;
 use super::positions::Positions;
-use crate::config::kafka::{InitialOffset, KafkaConfig};
-use crate::episode::{Episode, Line};
-use crate::ingest::{Ingestor, Pipeline};
+use super::stats::{BadMessage, KafkaStats};
+use crate::config::{InitialOffset, KafkaConfig};
+use anthracite::Ingestor;
+use anthracite::episode::{Episode, Line};
+use anthracite::extension::SourceContext;
 
 /// Datapoints parsed before an intermediate flush.
 const FLUSH_EVERY: u64 = 16_384;
@@ -336,7 +336,7 @@ fn client_config(config: &KafkaConfig) -> ClientConfig {
 pub(crate) struct Parts {
     pub config: Arc<KafkaConfig>,
     pub stats: Arc<KafkaStats>,
-    pub pipeline: Pipeline,
+    pub relay: SourceContext,
     pub runtime: Handle,
 }
 
@@ -346,14 +346,12 @@ pub(crate) fn create(parts: Parts) -> Result<BaseConsumer<Context>, KafkaError> 
     let Parts {
         config,
         stats,
-        pipeline,
+        relay,
         runtime,
     } = parts;
     let context = Context {
         state: Mutex::new(State {
-            ingestor: pipeline
-                .ingestor(crate::ingest::Source::Embedded)
-                .with_backpressure(),
+            ingestor: relay.ingestor(),
             payloads: Payloads::new(config.format, config.max_line_length),
             positions: Positions::default(),
             pending_since: None,
@@ -370,13 +368,10 @@ pub(crate) fn create(parts: Parts) -> Result<BaseConsumer<Context>, KafkaError> 
     Ok(consumer)
 }
 
-/// Polls until `shutdown`; then flushes, commits what was delivered and leaves the group
-/// (dropping the consumer revokes its partitions through the callback above).
-pub(crate) fn run(
-    consumer: BaseConsumer<Context>,
-    pipeline: &Pipeline,
-    shutdown: &CancellationToken,
-) {
+/// Polls until the relay's stop signal; then flushes, commits what was delivered and leaves
+/// the group (dropping the consumer revokes its partitions through the callback above).
+pub(crate) fn run(consumer: BaseConsumer<Context>, relay: &SourceContext) {
+    let shutdown = relay.stop();
     let ctx = consumer.context().clone();
     let config = ctx.config.clone();
     let mut last_commit = Instant::now();
@@ -427,7 +422,7 @@ pub(crate) fn run(
         };
         if due {
             ctx.flush(&mut st);
-            let backlogged = pipeline.backlogged(config.queue_high_water);
+            let backlogged = relay.backlogged(config.queue_high_water);
             if backlogged != paused {
                 paused = backlogged;
                 pause(&consumer, paused);

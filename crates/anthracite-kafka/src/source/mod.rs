@@ -12,7 +12,7 @@
 //! partitions to the others.
 //!
 //! Each message is one or more Graphite lines, or one carbon pickle payload (`format`),
-//! decoded into the thread's own [`Ingestor`](crate::ingest::Ingestor) (`payload.rs`) and
+//! decoded into the thread's own [`Ingestor`](anthracite::Ingestor) (`payload.rs`) and
 //! flushed into the destination queues when the consumer is idle, every 16 384 datapoints, or
 //! 50 ms after the oldest unflushed one.
 //!
@@ -41,22 +41,24 @@
 //! any other: a poison message never blocks its partition.
 
 pub(crate) mod consumer;
-mod kafka_stats;
 mod payload;
 mod positions;
+mod stats;
 
 use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
+use anthracite::destination::BoxFuture;
+use anthracite::extension::{SourceContext, StreamSource};
+use anthracite::figure::Reporting;
 
-use crate::config::kafka::KafkaConfig;
-use crate::ingest::Pipeline;
+use crate::config::KafkaConfig;
 
-pub(crate) use kafka_stats::KafkaStats;
+pub use stats::KafkaStats;
 
 /// Errors of a Kafka source.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum KafkaError {
+#[non_exhaustive]
+pub enum KafkaError {
     /// librdkafka refused the configuration (an unknown or invalid property).
     #[error("kafka source (group {group}): {source}")]
     Client {
@@ -69,14 +71,14 @@ pub(crate) enum KafkaError {
 
 /// One `[[kafka]]` entry being read into a relay's pipeline.
 #[derive(Debug)]
-pub(crate) struct KafkaSource {
+pub struct KafkaSource {
     config: Arc<KafkaConfig>,
     stats: Arc<KafkaStats>,
 }
 
 impl KafkaSource {
     /// A source for `config` (nothing is contacted until [`run`](Self::run)).
-    pub(crate) fn new(config: KafkaConfig) -> Self {
+    pub fn new(config: KafkaConfig) -> Self {
         let stats = Arc::new(KafkaStats::new(&config.group_id));
         Self {
             config: Arc::new(config),
@@ -85,30 +87,25 @@ impl KafkaSource {
     }
 
     /// The source's counters (shared; valid while and after it runs).
-    pub(crate) fn stats(&self) -> Arc<KafkaStats> {
+    pub fn stats(&self) -> Arc<KafkaStats> {
         self.stats.clone()
     }
 
-    /// Reads until `shutdown` is cancelled, then commits what was delivered and leaves the
-    /// group. Runs the consumer on a blocking thread of the current runtime.
-    pub(crate) async fn run(
-        self,
-        pipeline: Pipeline,
-        shutdown: CancellationToken,
-    ) -> Result<(), KafkaError> {
+    /// Reads into the relay of `cx` until its stop signal, then commits what was delivered
+    /// and leaves the group. Runs the consumer on a blocking thread of the current runtime.
+    pub async fn run(self, cx: SourceContext) -> Result<(), KafkaError> {
         let group = self.config.group_id.clone();
         let parts = consumer::Parts {
             config: self.config,
             stats: self.stats,
-            pipeline: pipeline.clone(),
+            relay: cx.clone(),
             runtime: tokio::runtime::Handle::current(),
         };
         let consumer = consumer::create(parts).map_err(|source| KafkaError::Client {
             group: group.clone(),
             source,
         })?;
-        let thread =
-            tokio::task::spawn_blocking(move || consumer::run(consumer, &pipeline, &shutdown));
+        let thread = tokio::task::spawn_blocking(move || consumer::run(consumer, &cx));
         if let Err(e) = thread.await {
             tracing::error!(%group, error = %e, "kafka consumer thread failed");
         }
@@ -116,37 +113,26 @@ impl KafkaSource {
     }
 }
 
-/// Sources for every configured entry; used by [`Relay::run`](crate::Relay::run).
-pub(crate) fn prepare(configs: &[KafkaConfig]) -> Vec<KafkaSource> {
-    configs.iter().cloned().map(KafkaSource::new).collect()
-}
+impl StreamSource for KafkaSource {
+    fn describe(&self) -> String {
+        format!(
+            "kafka group {} (topics {}, brokers {})",
+            self.config.group_id,
+            self.config.topics.join(","),
+            self.config.brokers
+        )
+    }
 
-/// Starts prepared sources; they stop when `stop` is cancelled.
-pub(crate) fn spawn(
-    sources: Vec<KafkaSource>,
-    pipeline: &Pipeline,
-    stop: &CancellationToken,
-) -> tokio::task::JoinSet<()> {
-    crate::receiver::spawn_sources(
-        sources,
-        pipeline,
-        stop,
-        |source, pipeline, stop| async move {
-            let group = source.config.group_id.clone();
-            tracing::info!(%group, topics = ?source.config.topics, brokers = %source.config.brokers, "kafka source starting");
-            if let Err(e) = source.run(pipeline, stop).await {
+    fn reporting(&self) -> Arc<dyn Reporting> {
+        self.stats.clone()
+    }
+
+    fn run(self: Box<Self>, cx: SourceContext) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let group = self.config.group_id.clone();
+            if let Err(e) = (*self).run(cx).await {
                 tracing::error!(%group, error = %e, "kafka source failed");
             }
-        },
-    )
-}
-
-/// Waits for stopped sources (final commits) until `deadline`.
-pub(crate) async fn join(tasks: tokio::task::JoinSet<()>, deadline: tokio::time::Instant) {
-    crate::receiver::join_sources(
-        tasks,
-        deadline,
-        "kafka sources still stopping at the end of the grace period; their last offsets may not be committed",
-    )
-    .await;
+        })
+    }
 }

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use super::kafka_stats::{PartitionCounters, PartitionCounts};
+use super::stats::{PartitionCounters, PartitionCounts};
 
 /// One assigned partition.
 #[derive(Debug)]
@@ -128,7 +128,7 @@ impl Positions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::receiver::kafka::KafkaStats;
+    use crate::source::KafkaStats;
 
     #[test]
     fn only_accepted_offsets_are_committed_once() {

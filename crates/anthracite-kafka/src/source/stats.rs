@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use metrics::{Counter, Gauge, counter, gauge};
 
-use crate::figure::{Component, Figure, Fold, Reporting, path_component};
-use crate::metric_names::{carbon as leaf, kafka as names};
+use crate::metric_names::{Named, carbon as leaf, facade as names};
+use anthracite::figure::{Component, Figure, Fold, Reporting, path_component};
 
 /// Why a message held no datapoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +35,7 @@ impl BadMessage {
 
 /// Counters of one source.
 #[derive(Debug)]
-pub(crate) struct KafkaStats {
+pub struct KafkaStats {
     group: String,
     messages: AtomicU64,
     lines: AtomicU64,
@@ -229,17 +229,17 @@ impl Reporting for KafkaStats {
     fn component(&self) -> Component {
         let group = || vec![("group", self.group.clone())];
         let mut figures = vec![
-            Figure::counter(self.commits.load(Relaxed)).series(names::COMMITS, group()),
-            Figure::counter(self.errors.load(Relaxed)).series(names::ERRORS, group()),
+            Figure::counter(self.commits.load(Relaxed)).named(names::COMMITS, group()),
+            Figure::counter(self.errors.load(Relaxed)).named(names::ERRORS, group()),
             Figure::gauge(self.assigned_now.load(Relaxed) as f64)
-                .series(names::ASSIGNED_PARTITIONS, group()),
+                .named(names::ASSIGNED_PARTITIONS, group()),
         ];
         for (kind, n) in [("assign", &self.assigned), ("revoke", &self.revoked)] {
             let mut labels = group();
             labels.push(("kind", kind.to_string()));
             figures.push(
                 Figure::counter(n.load(Relaxed))
-                    .series(names::REBALANCES, labels)
+                    .named(names::REBALANCES, labels)
                     .carbon(leaf::REBALANCES),
             );
         }
@@ -248,7 +248,7 @@ impl Reporting for KafkaStats {
             labels.push(("reason", r.as_str().to_string()));
             figures.push(
                 Figure::counter(self.bad[r as usize].load(Relaxed))
-                    .series(names::BAD_MESSAGES, labels)
+                    .named(names::BAD_MESSAGES, labels)
                     .carbon(format!("{}.{}", leaf::BAD_MESSAGES, r.as_str())),
             );
         }
@@ -262,13 +262,13 @@ impl Reporting for KafkaStats {
                 ]
             };
             let count =
-                |a: &AtomicU64, name| Figure::counter(a.load(Relaxed)).series(name, labels());
+                |a: &AtomicU64, name| Figure::counter(a.load(Relaxed)).named(name, labels());
             figures.extend([
                 Figure::gauge(c.lag.load(Relaxed) as f64)
-                    .series(names::CONSUMER_LAG, labels())
+                    .named(names::CONSUMER_LAG, labels())
                     .carbon_folded(leaf::CONSUMER_LAG, Fold::Max),
                 Figure::gauge(c.commit_age())
-                    .series(names::COMMIT_AGE, labels())
+                    .named(names::COMMIT_AGE, labels())
                     .carbon_folded(leaf::COMMIT_AGE_SECONDS, Fold::Max),
                 count(&c.messages, names::MESSAGES).carbon(leaf::MESSAGES_READ),
                 count(&c.lines, names::LINES).carbon(leaf::LINES_READ),

@@ -22,10 +22,10 @@ use tracing::{info, warn};
 
 use super::KinesisError;
 use super::checkpoint::{CheckpointStore, StreamCheckpoint};
-use super::stats::{KinesisStats, ShardEvent};
 use super::leases::worker::{LeaseView, Leases, spawn as spawn_leases};
 use super::reader::{ReaderExit, ShardReader, sleep_or_stop};
 use super::shards::{Graph, Run, list_shards};
+use super::stats::{KinesisStats, ShardEvent};
 use crate::config::KinesisConfig;
 use anthracite::extension::SourceContext;
 

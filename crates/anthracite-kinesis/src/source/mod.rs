@@ -46,10 +46,10 @@
 pub(crate) mod checkpoint;
 pub(crate) mod coordinator;
 pub(crate) mod decode;
-pub(crate) mod stats;
 pub(crate) mod leases;
 pub(crate) mod reader;
 pub(crate) mod shards;
+pub(crate) mod stats;
 
 use std::sync::Arc;
 

@@ -27,14 +27,14 @@ use tracing::{debug, info, warn};
 
 use super::checkpoint::{Position, SequenceNumber, StreamCheckpoint};
 use super::decode::PayloadDecoder;
-use super::stats::{BatchCounts, KinesisStats, ShardMetrics};
 use super::leases::LeaseGuard;
-use crate::config::KinesisConfig;
+use super::stats::{BatchCounts, KinesisStats, ShardMetrics};
 use crate::config::InitialPosition;
+use crate::config::KinesisConfig;
 
+use crate::kpl::{Deaggregated, deaggregate};
 use anthracite::Ingestor;
 use anthracite::extension::SourceContext;
-use crate::kpl::{Deaggregated, deaggregate};
 
 /// Where a reader starts when its shard has no checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -24,8 +24,8 @@ use super::checkpoint::StreamCheckpoint;
 use super::leases::Checkpoint;
 use super::leases::worker::{HeldView, LeaseView};
 use super::reader::{StartAt, error_text};
-use crate::config::KinesisConfig;
 use crate::config::InitialPosition;
+use crate::config::KinesisConfig;
 
 /// One shard as ListShards returned it.
 #[derive(Clone, Debug, PartialEq, Eq)]

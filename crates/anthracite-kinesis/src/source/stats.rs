@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use metrics::{Counter, Gauge, counter, gauge};
 
-use anthracite::figure::{Component, Figure, Fold, Reporting, path_component};
 use crate::metric_names::{Named, carbon as leaf, facade as names};
+use anthracite::figure::{Component, Figure, Fold, Reporting, path_component};
 
 /// A shard's life, in the order the coordinator saw it (for operators and tests).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -226,8 +226,7 @@ impl Config {
     ) -> Result<Self, ConfigError> {
         let ctx = validate::Ctx { file };
         let listen = validate::listen(&raw.listen, &ctx)?;
-        let destinations =
-            validate::destinations(&mut raw.destinations, &ctx, extensions)?;
+        let destinations = validate::destinations(&mut raw.destinations, &ctx, extensions)?;
         let router = validate::router(&raw.router, &raw.rules, &destinations, &ctx)?;
         let route_cache_bytes = validate::route_cache_bytes(&raw.router, &ctx)?;
         let telemetry = validate::telemetry(&raw.telemetry, &ctx)?;

@@ -270,7 +270,15 @@ pub(super) fn destinations(
                 (p, None)
             }
             None => {
-                let e = extension_destination(name, &o.settings, &key, &spec, tls.is_some(), ctx, extensions)?;
+                let e = extension_destination(
+                    name,
+                    &o.settings,
+                    &key,
+                    &spec,
+                    tls.is_some(),
+                    ctx,
+                    extensions,
+                )?;
                 (OutputProtocol::default(), Some(e))
             }
         };
@@ -345,6 +353,8 @@ fn extension_destination(
         file: ctx.file,
         key,
         name: &name,
+        host: &spec.host,
+        port: spec.port,
         tls,
     };
     let (kind, settings) = extension.destination(settings, &cx)?;

@@ -198,7 +198,10 @@ impl Outbox<'_> {
     /// write timeout, or at most [`DEAD_AT_SHUTDOWN`] while [`giving_up`](Self::giving_up).
     pub fn stall_limit(&self) -> Option<Duration> {
         if self.giving_up() {
-            Some(self.write_timeout.map_or(DEAD_AT_SHUTDOWN, |t| t.min(DEAD_AT_SHUTDOWN)))
+            Some(
+                self.write_timeout
+                    .map_or(DEAD_AT_SHUTDOWN, |t| t.min(DEAD_AT_SHUTDOWN)),
+            )
         } else {
             self.write_timeout
         }

@@ -220,4 +220,3 @@ fn socket_drops(socket: &UdpSocket) -> Option<u32> {
 fn socket_drops(_socket: &UdpSocket) -> Option<u32> {
     None
 }
-

@@ -291,9 +291,7 @@ impl RelayBuilder {
         }
         Ok(Relay {
             config: self.config,
-            shared: Arc::new(
-                Shared::new(pipeline, self.features).with_spill_locks(spill_locks),
-            ),
+            shared: Arc::new(Shared::new(pipeline, self.features).with_spill_locks(spill_locks)),
             queues,
             lists,
             aggregation,

@@ -27,7 +27,10 @@ pub(crate) fn render<'a>(figures: impl IntoIterator<Item = &'a Figure>) -> Strin
             continue;
         };
         if described.insert(series.name) {
-            let help = series.help.unwrap_or_else(|| names::help(series.name)).into();
+            let help = series
+                .help
+                .unwrap_or_else(|| names::help(series.name))
+                .into();
             match f.kind {
                 Kind::Counter => recorder.describe_counter(series.name.into(), None, help),
                 Kind::Gauge => recorder.describe_gauge(series.name.into(), None, help),
