@@ -159,11 +159,11 @@ pub fn unix_now() -> i64 {
         .as_secs() as i64
 }
 
-/// `../shared/compat/<file>` next to the repository, read in place.
+/// The golden compatibility data from the real systems (carbon 1.1.10, the KPL), committed
+/// unchanged in `tests/compat/` (its README says how each file was made).
+pub const COMPAT_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/compat");
+
+/// `tests/compat/<file>`, read in place.
 pub fn compat_path(file: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("shared")
-        .join("compat")
-        .join(file)
+    std::path::Path::new(COMPAT_DIR).join(file)
 }
