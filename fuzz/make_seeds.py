@@ -46,8 +46,8 @@ write("pickle", "memo_shared", b"\x80\x02]q\x00(X\x03\x00\x00\x00a.bq\x01K\x01G@
 write("pickle", "global_opcode", b"\x80\x02cos\nsystem\nq\x00.")
 write("pickle", "deep", b"\x80\x02" + b"]" * 50 + b"e" * 49 + b".")
 
-# kpl: every record of ../shared/compat/kpl-vectors.json.
-with open(os.path.join(REPO, "..", "shared", "compat", "kpl-vectors.json")) as f:
+# kpl: every record of tests/compat/kpl-vectors.json.
+with open(os.path.join(REPO, "tests", "compat", "kpl-vectors.json")) as f:
     vectors = json.load(f)
 for i, v in enumerate(vectors["vectors"] + vectors["negative"]):
     write("kpl", f"vector{i}", base64.b64decode(v["data_b64"]))

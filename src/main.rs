@@ -36,6 +36,12 @@ async fn trim_heap() {
 /// Exit code for configuration errors (a runtime failure exits with 1).
 const EXIT_CONFIG: u8 = 2;
 
+/// The configuration read when `--config` is not given, if it exists in the working directory.
+const DEFAULT_CONFIG: &str = "relay.toml";
+
+/// What `anthracite config --example` prints: the annotated example of every setting.
+const EXAMPLE_CONFIG: &str = include_str!("../relay.toml.example");
+
 #[derive(Parser, Debug)]
 #[command(
     name = "anthracite",
@@ -57,9 +63,10 @@ struct Cli {
 
 #[derive(Args, Debug, Clone)]
 struct ConfigArgs {
-    /// relay.toml to use.
-    #[arg(long, short = 'c', global = true, default_value = "relay.toml")]
-    config: PathBuf,
+    /// relay.toml to use [default: ./relay.toml if it exists, else carbon-relay's defaults:
+    /// plaintext on 2013, pickle on 2014, to 127.0.0.1:2004, admin on 127.0.0.1:8080].
+    #[arg(long, short = 'c', global = true)]
+    config: Option<PathBuf>,
     /// Run on carbon-relay's carbon.conf instead ([relay], then [relay:<instance>]).
     #[arg(long, global = true, value_name = "PATH")]
     carbon_config: Option<PathBuf>,
@@ -83,25 +90,56 @@ struct ConfigArgs {
     rewrite_rules: Option<PathBuf>,
 }
 
-impl ConfigArgs {
-    /// The file the configuration came from.
-    fn source(&self) -> &Path {
-        self.carbon_config.as_deref().unwrap_or(&self.config)
+/// Where the configuration comes from, decided once at startup: a reload reads the same.
+#[derive(Clone, Debug)]
+enum ConfigSource {
+    /// A relay.toml: `--config`, else `./relay.toml`.
+    Toml(PathBuf),
+    /// carbon-relay's carbon.conf (`--carbon-config`) and the files it names.
+    Carbon(CarbonOptions),
+    /// No configuration given and no `./relay.toml`: [`Config::carbon_relay_defaults`].
+    CarbonRelayDefaults,
+}
+
+impl ConfigSource {
+    fn of(args: &ConfigArgs) -> Self {
+        if let Some(path) = &args.carbon_config {
+            let mut options = CarbonOptions::new(path.clone());
+            options.instance = args.instance.clone();
+            options.rules = args.rules.clone();
+            options.aggregation_rules = args.aggregation_rules.clone();
+            options.aggregator = args.aggregator;
+            options.rewrite_rules = args.rewrite_rules.clone();
+            return Self::Carbon(options);
+        }
+        if let Some(path) = &args.config {
+            return Self::Toml(path.clone());
+        }
+        // Anything by that name (even a dangling link or an unreadable file) is meant as the
+        // configuration: reading it then fails loudly instead of running on the defaults.
+        let default = Path::new(DEFAULT_CONFIG);
+        if default.symlink_metadata().is_ok() {
+            Self::Toml(default.to_path_buf())
+        } else {
+            Self::CarbonRelayDefaults
+        }
     }
 
-    /// Loads relay.toml, or carbon.conf with the warnings it produced.
+    /// What it is called in `check`'s output and the reload log line.
+    fn name(&self) -> String {
+        match self {
+            Self::Toml(path) => path.display().to_string(),
+            Self::Carbon(options) => options.path.display().to_string(),
+            Self::CarbonRelayDefaults => "carbon-relay 1.1.10's defaults".into(),
+        }
+    }
+
+    /// Loads the configuration, with the warnings the carbon.conf import produced.
     fn load(&self) -> Result<(Config, Vec<String>), anthracite::ConfigError> {
-        match &self.carbon_config {
-            None => Config::load_with(&self.config, &extensions()).map(|c| (c, Vec::new())),
-            Some(path) => {
-                let mut options = CarbonOptions::new(path.clone());
-                options.instance = self.instance.clone();
-                options.rules = self.rules.clone();
-                options.aggregation_rules = self.aggregation_rules.clone();
-                options.aggregator = self.aggregator;
-                options.rewrite_rules = self.rewrite_rules.clone();
-                Config::load_carbon(&options).map(|i| (i.config, i.warnings))
-            }
+        match self {
+            Self::Toml(path) => Config::load_with(path, &extensions()).map(|c| (c, Vec::new())),
+            Self::Carbon(options) => Config::load_carbon(options).map(|i| (i.config, i.warnings)),
+            Self::CarbonRelayDefaults => Ok((Config::carbon_relay_defaults(), Vec::new())),
         }
     }
 }
@@ -135,6 +173,13 @@ enum Command {
         /// Lines to send, one per argument.
         #[arg(required = true)]
         lines: Vec<String>,
+    },
+    /// Print a configuration to start from.
+    Config {
+        /// The annotated relay.toml.example, every setting with its default
+        /// (`anthracite config --example > relay.toml`).
+        #[arg(long, required = true)]
+        example: bool,
     },
     /// Capacity-planning benchmark: load generator + counting sinks + report, against
     /// anthracite in-process or any relay by address or command (see bench/scenarios/).
@@ -209,6 +254,7 @@ fn main() -> ExitCode {
     let tried = match &command {
         Command::Sink { listen } => Some(try_it::sink(*listen)),
         Command::Send { to, lines } => Some(try_it::send(*to, lines)),
+        Command::Config { .. } => Some(print_example()),
         _ => None,
     };
     if let Some(result) = tried {
@@ -231,7 +277,8 @@ fn main() -> ExitCode {
             }
         };
     }
-    let (config, warnings) = match cli.run.load() {
+    let source = ConfigSource::of(&cli.run);
+    let (config, warnings) = match source.load() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("anthracite: configuration error: {e}");
@@ -242,11 +289,18 @@ fn main() -> ExitCode {
     for w in &warnings {
         tracing::warn!("{w}");
     }
+    if let ConfigSource::CarbonRelayDefaults = source {
+        tracing::info!(
+            "no --config and no ./{DEFAULT_CONFIG}: running on carbon-relay 1.1.10's defaults: \
+             {}. Write a configuration with `anthracite config --example > {DEFAULT_CONFIG}`",
+            config.endpoints()
+        );
+    }
     let result = match command {
-        Command::Run => run(config, &cli.run, cli.pid_file.as_deref()),
-        Command::Reload => Ok(()),
+        Command::Run => run(config, source.clone(), cli.pid_file.as_deref()),
+        Command::Reload | Command::Config { .. } => Ok(()),
         Command::Bench(_) | Command::Sink { .. } | Command::Send { .. } => Ok(()),
-        Command::Check => check(&config, cli.run.source(), &warnings),
+        Command::Check => check(&config, &source.name(), &warnings),
         Command::Route { names } => route(config, names),
     };
     match result {
@@ -316,7 +370,20 @@ fn is_config_error(e: &anyhow::Error) -> bool {
     })
 }
 
-fn run(config: Config, args: &ConfigArgs, pid_file: Option<&Path>) -> anyhow::Result<()> {
+/// `anthracite config --example`: the example configuration on stdout.
+fn print_example() -> anyhow::Result<()> {
+    use std::io::Write;
+    match std::io::stdout()
+        .lock()
+        .write_all(EXAMPLE_CONFIG.as_bytes())
+    {
+        // `anthracite config --example | head` is not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        result => result.context("cannot write to stdout"),
+    }
+}
+
+fn run(config: Config, source: ConfigSource, pid_file: Option<&Path>) -> anyhow::Result<()> {
     let _pid = pid_file.map(PidFile::create).transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -332,7 +399,7 @@ fn run(config: Config, args: &ConfigArgs, pid_file: Option<&Path>) -> anyhow::Re
         let Signals { term, int, hup } = signals;
         #[cfg(target_env = "gnu")]
         tokio::spawn(trim_heap());
-        tokio::spawn(on_hangup(hup, relay.handle(), args.clone()));
+        tokio::spawn(on_hangup(hup, relay.handle(), source));
         let report = relay.run(shutdown_signal(term, int)).await?;
         let lost: u64 = report.undelivered.iter().map(|(_, n)| n).sum();
         if lost > 0 {
@@ -372,14 +439,15 @@ async fn shutdown_signal(
 }
 
 /// SIGHUP: reload the configuration from the same files (relay.toml, or carbon.conf with its
-/// rules, aggregation and list files). The relay logs and counts the outcome; a rejected
-/// configuration leaves it running on the one it has.
-async fn on_hangup(mut hup: tokio::signal::unix::Signal, relay: RelayHandle, args: ConfigArgs) {
+/// rules, aggregation and list files; a relay on carbon-relay's defaults stays on them). The
+/// relay logs and counts the outcome; a rejected configuration leaves it running on the one
+/// it has.
+async fn on_hangup(mut hup: tokio::signal::unix::Signal, relay: RelayHandle, source: ConfigSource) {
     while hup.recv().await.is_some() {
-        tracing::info!(config = %args.source().display(), "SIGHUP received: reloading the configuration");
+        tracing::info!(config = %source.name(), "SIGHUP received: reloading the configuration");
         let _ = relay
             .reload_with(|| {
-                args.load().map(|(config, warnings)| {
+                source.load().map(|(config, warnings)| {
                     for w in &warnings {
                         tracing::warn!("{w}");
                     }
@@ -390,9 +458,9 @@ async fn on_hangup(mut hup: tokio::signal::unix::Signal, relay: RelayHandle, arg
     }
 }
 
-fn check(config: &Config, path: &Path, warnings: &[String]) -> anyhow::Result<()> {
-    Placement::new(config).with_context(|| format!("{}: router", path.display()))?;
-    println!("# {}: OK", path.display());
+fn check(config: &Config, source: &str, warnings: &[String]) -> anyhow::Result<()> {
+    Placement::new(config).with_context(|| format!("{source}: router"))?;
+    println!("# {source}: OK");
     for w in warnings {
         println!("# warning: {w}");
     }

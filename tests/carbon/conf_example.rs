@@ -2,7 +2,8 @@
 //! sdist (downloaded at test time with pip, never committed): it starts, and names every key
 //! of the `[relay]` section it does not implement; with carbon's drop-in settings switched on
 //! (protobuf, TLS, pooled replicas, the protobuf receiver) only keys that change nothing in what
-//! is delivered where are still warned about.
+//! is delivered where are still warned about. The bare `anthracite`'s built-in defaults are
+//! the same example's `[relay]` section.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -200,4 +201,73 @@ fn drop_in_keys_in_the_example_are_honoured_and_only_delivery_neutral_keys_warn(
             "{k} not reported: {warnings:#?}"
         );
     }
+}
+
+/// The settings of `anthracite check` after its `# …` header lines, as TOML.
+fn resolved(out: &std::process::Output) -> toml::Table {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body: String = stdout
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    body.parse()
+        .unwrap_or_else(|e| panic!("check prints TOML: {e}\n{stdout}"))
+}
+
+/// What the bare `anthracite` runs on is what the drop-in import makes of carbon 1.1.10's own
+/// carbon.conf.example, setting for setting, but for the two documented differences: routing
+/// by consistent hashing where the example says `rules` (it ships no relay-rules.conf for them;
+/// one destination takes every name either way) and the admin listener carbon does not have.
+#[test]
+fn built_in_defaults_are_the_examples_relay_section() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = carbon_example(dir.path());
+    let text = std::fs::read_to_string(&conf).expect("read example");
+    assert!(
+        text.contains("\nRELAY_METHOD = rules\n"),
+        "the example routes by rules"
+    );
+    std::fs::write(
+        &conf,
+        text.replacen(
+            "\nRELAY_METHOD = rules\n",
+            "\nRELAY_METHOD = consistent-hashing\n",
+            1,
+        ),
+    )
+    .expect("write conf");
+    let mut example = resolved(&check(&conf));
+
+    let empty = tempfile::tempdir().expect("tempdir");
+    let mut defaults = resolved(
+        &Command::new(env!("CARGO_BIN_EXE_anthracite"))
+            .arg("check")
+            .current_dir(empty.path())
+            .output()
+            .expect("run anthracite check"),
+    );
+    let admin = defaults
+        .get_mut("admin")
+        .and_then(|a| a.as_table_mut())
+        .expect("[admin]");
+    assert_eq!(
+        admin
+            .remove("listen")
+            .and_then(|l| l.as_str().map(str::to_owned)),
+        Some("127.0.0.1:8080".to_owned())
+    );
+    if let Some(admin) = example.get_mut("admin").and_then(|a| a.as_table_mut()) {
+        assert_eq!(
+            admin.remove("listen").as_ref().and_then(|l| l.as_str()),
+            Some(""),
+            "carbon has no admin listener"
+        );
+    }
+    assert_eq!(defaults, example);
 }

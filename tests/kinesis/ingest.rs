@@ -1,6 +1,7 @@
 //! The Kinesis source against a real local Kinesis (kinesalite): lines, KPL vectors, start
 //! positions, configuration through the relay, a missing stream, a corrupt checkpoint.
 
+use crate::support;
 use crate::support_kinesis;
 
 use std::time::Duration;
@@ -71,11 +72,8 @@ async fn kpl_vectors_mixed_with_plain_records_in_one_batch() {
     let (dest, received) = sink::start("127.0.0.1:0").await;
     let relay = start_relay(&relay_toml(&dest.to_string(), ""), None).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/compat/kpl-vectors.json"
-    ))
-    .expect("kpl-vectors.json");
+    let text = std::fs::read_to_string(support::compat_path("kpl-vectors.json"))
+        .expect("kpl-vectors.json");
     let v: serde_json::Value = serde_json::from_str(&text).expect("json");
     let b64 = |s: &serde_json::Value| {
         base64::engine::general_purpose::STANDARD

@@ -1,5 +1,7 @@
-//! Every vector in ../shared/compat/kpl-vectors.json through `kpl::deaggregate` and the
+//! Every vector in tests/compat/kpl-vectors.json through `kpl::deaggregate` and the
 //! encoder, `kpl::Aggregator` (no server).
+
+use crate::support;
 
 use anthracite_kinesis::kpl::{Aggregator, Deaggregated, deaggregate};
 use base64::Engine;
@@ -7,11 +9,9 @@ use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 
 fn vectors() -> serde_json::Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/compat/kpl-vectors.json"
-    );
-    let text = std::fs::read_to_string(path).expect("read ../shared/compat/kpl-vectors.json");
+    let path = support::compat_path("kpl-vectors.json");
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     serde_json::from_str(&text).expect("kpl-vectors.json is JSON")
 }
 

@@ -25,6 +25,8 @@ fn quickstart_block(readme: &str) -> String {
 
 #[test]
 fn readme_quick_start_runs_as_written_and_a_sink_prints_the_datapoint() {
+    // The example's fixed ports (2003, 2004, admin 8080), one test at a time.
+    let _turn = support::fixed_ports_turn();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
     let block = quickstart_block(&readme);

@@ -1,4 +1,5 @@
-//! The `anthracite` binary: `check`, `route`, and `run` stopped by SIGTERM.
+//! The `anthracite` binary: `check`, `route`, `config --example`, `run` stopped by SIGTERM,
+//! and the bare binary on carbon-relay's defaults.
 
 use crate::support;
 
@@ -7,6 +8,7 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::process::{ManagedChild, output_with_timeout};
 use support::sink::{CountingSink, SinkProtocol};
 
 fn bin() -> Command {
@@ -179,6 +181,7 @@ fn example(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn embed_example_runs_while_carbon_ports_are_taken() {
+    let _turn = support::fixed_ports_turn();
     // Hold 2003 and 2004 as a carbon on this host would (if something else already holds
     // them, they are taken all the same).
     let _held: Vec<std::net::TcpListener> = ["0.0.0.0:2003", "0.0.0.0:2004"]
@@ -311,5 +314,140 @@ fn check_and_run_exit_2_on_values_that_crashed_or_slipped_through() {
                 "{command} on {key}: {err}"
             );
         }
+    }
+}
+
+/// `anthracite` with no arguments, in a directory with no relay.toml, is carbon-relay 1.1.10
+/// as its carbon.conf.example sets it up: a line sent to 127.0.0.1:2013 reaches the
+/// carbon-cache on 127.0.0.1:2004 in pickle, and the admin answers on 127.0.0.1:8080.
+#[test]
+fn bare_binary_in_an_empty_directory_relays_2013_to_a_carbon_cache_on_2004() {
+    let _turn = support::fixed_ports_turn();
+    support::assert_ports_free(&[2013, 2014, 2004, 8080]);
+    let cache = CountingSink::start_on("carbon-cache", SinkProtocol::Pickle, 2004);
+    let empty = tempfile::tempdir().expect("tempdir");
+    let logs = tempfile::tempdir().expect("tempdir");
+    let mut cmd = bin();
+    cmd.current_dir(empty.path()).env("RUST_LOG", "info");
+    let mut relay = ManagedChild::spawn("anthracite", cmd, logs.path().join("relay.log"));
+
+    let admin = ([127, 0, 0, 1], 8080).into();
+    support::http::wait_ready(admin, &mut relay);
+    let (status, body) = support::http::get(admin, "/healthz").expect("GET /healthz");
+    assert_eq!(status, 200, "{body}");
+    let now = support::unix_now();
+    support::send_lines(
+        ([127, 0, 0, 1], 2013).into(),
+        &[("bare.binary.relayed".into(), now, 42.0)],
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cache
+        .received()
+        .iter()
+        .any(|r| r.path == "bare.binary.relayed" && r.value == 42.0 && r.timestamp == now as f64)
+    {
+        relay.assert_running("the datapoint to reach 127.0.0.1:2004");
+        assert!(
+            Instant::now() < deadline,
+            "the carbon-cache on 2004 did not receive the line; it has {:?}\n{}",
+            cache.received(),
+            relay.log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(cache.errors().is_empty(), "{:?}", cache.errors());
+
+    let log = std::fs::read_to_string(&relay.log).expect("relay log");
+    let told: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("carbon-relay 1.1.10's defaults"))
+        .collect();
+    assert_eq!(told.len(), 1, "one line says so:\n{log}");
+    for part in [
+        "INFO",
+        "0.0.0.0:2013",
+        "0.0.0.0:2014",
+        "127.0.0.1:2004 (pickle)",
+        "127.0.0.1:8080",
+        "anthracite config --example > relay.toml",
+    ] {
+        assert!(
+            told[0].contains(part),
+            "{part:?} missing from {:?}",
+            told[0]
+        );
+    }
+
+    let status = Command::new("kill")
+        .args(["-TERM", &relay.pid().to_string()])
+        .status()
+        .expect("send SIGTERM");
+    assert!(status.success());
+    let exit = relay.wait_exit(Duration::from_secs(30), "the relay to stop on SIGTERM");
+    assert!(exit.success(), "{exit}\n{}", relay.log_tail(30));
+    assert_eq!(
+        std::fs::read_dir(empty.path()).expect("read dir").count(),
+        0,
+        "the relay wrote nothing into its working directory"
+    );
+}
+
+/// `anthracite config --example` prints relay.toml.example, and what it prints is a
+/// configuration `anthracite check` accepts, found as ./relay.toml with no `--config`.
+#[test]
+fn config_example_is_the_repository_example_and_passes_check() {
+    let out = bin()
+        .args(["config", "--example"])
+        .output()
+        .expect("run anthracite config --example");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let example = std::fs::read(repo_file("relay.toml.example")).expect("relay.toml.example");
+    assert!(out.stdout == example, "the output is relay.toml.example");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("relay.toml"), &out.stdout).expect("write relay.toml");
+    let mut check = bin();
+    check.arg("check").current_dir(dir.path());
+    let out = output_with_timeout(
+        "anthracite check",
+        check,
+        Vec::new(),
+        Duration::from_secs(60),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("# relay.toml: OK\n"), "{stdout}");
+}
+
+/// An explicit `--config` that does not exist is a configuration error (exit 2), never a
+/// reason to fall back to carbon-relay's defaults, for `run` as for `check` and `route`.
+#[test]
+fn explicit_missing_config_exits_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing.toml");
+    for command in ["run", "check", "route"] {
+        let mut cmd = bin();
+        cmd.arg(command)
+            .arg("--config")
+            .arg(&missing)
+            .current_dir(dir.path());
+        if command == "route" {
+            cmd.arg("a.b");
+        }
+        let out = output_with_timeout("anthracite", cmd, Vec::new(), Duration::from_secs(60));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {err}");
+        assert!(
+            err.contains("missing.toml") && !err.contains("defaults"),
+            "{command}: {err}"
+        );
     }
 }

@@ -1,7 +1,8 @@
-//! carbon 1.1.10's own routing decisions (`../shared/compat/carbon-hash-vectors.json`) against
+//! carbon 1.1.10's own routing decisions (`tests/compat/carbon-hash-vectors.json`) against
 //! anthracite's router: every case, every ring entry, every metric, every method.
 
-use std::path::PathBuf;
+use crate::support;
+
 use std::sync::Arc;
 
 use anthracite::unstable::router::{
@@ -10,12 +11,10 @@ use anthracite::unstable::router::{
 use serde_json::Value;
 
 fn vectors() -> Value {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/carbon-hash-vectors.json");
+    let path = support::compat_path("carbon-hash-vectors.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "cannot read carbon's golden vectors at {}: {e} \
-             (they live in the shared compat directory beside the repository)",
+            "cannot read carbon's golden vectors at {}: {e}",
             path.display()
         )
     });

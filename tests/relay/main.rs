@@ -21,6 +21,7 @@ mod overload;
 mod pickle;
 mod pickle_malicious;
 mod reload;
+mod repository;
 mod spill;
 mod spill_log;
 mod tls;

@@ -114,6 +114,38 @@ pub fn free_ports(n: usize) -> Vec<u16> {
         .collect()
 }
 
+/// Takes the machine's turn at carbon's fixed ports (2003, 2004, 2013, 2014) and the admin's
+/// 8080, which a few tests must use as they are: the bare binary on carbon-relay's defaults,
+/// the README's quick start, the embedding example while carbon's ports are taken. The
+/// returned file holds an exclusive lock on one file in the system's temporary directory, so
+/// those tests take turns across threads, test binaries and checkouts; dropping it lets the
+/// next one in.
+pub fn fixed_ports_turn() -> std::fs::File {
+    let path = std::env::temp_dir().join("anthracite-fixed-ports.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("open the fixed ports' lock file {}: {e}", path.display()));
+    file.lock()
+        .unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
+    file
+}
+
+/// Panics, naming the port, unless every one of `ports` is free on every address (a
+/// test about to start something on fixed ports, during its [`fixed_ports_turn`]).
+pub fn assert_ports_free(ports: &[u16]) {
+    for &port in ports {
+        if let Err(e) = TcpListener::bind(("0.0.0.0", port)) {
+            panic!(
+                "port {port} is taken ({e}); this test needs it free: stop whatever listens \
+                 there (`ss -ltnp 'sport = :{port}'` shows it)"
+            );
+        }
+    }
+}
+
 /// Sends `path value timestamp\n` lines over one TCP connection to `addr` and closes it.
 pub fn send_lines(addr: std::net::SocketAddr, points: &[(String, i64, f64)]) {
     use std::io::Write;
@@ -159,11 +191,11 @@ pub fn unix_now() -> i64 {
         .as_secs() as i64
 }
 
-/// `../shared/compat/<file>` next to the repository, read in place.
+/// The golden compatibility data from the real systems (carbon 1.1.10, the KPL), committed
+/// unchanged in `tests/compat/` (its README says how each file was made).
+pub const COMPAT_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/compat");
+
+/// `tests/compat/<file>`, read in place.
 pub fn compat_path(file: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("shared")
-        .join("compat")
-        .join(file)
+    std::path::Path::new(COMPAT_DIR).join(file)
 }

@@ -16,12 +16,14 @@ use std::path::{Path, PathBuf};
 
 use super::ini::{self, Ini};
 
+mod relay_defaults;
 mod relay_rules;
 use super::raw::{RawConfig, RawServer};
 use super::{Config, ConfigError};
 use crate::destination::OutputProtocol;
 use crate::queue::WhenFull;
 use crate::router::{DestinationSpec, HashType, Method};
+pub(crate) use relay_defaults::relay_defaults;
 pub use relay_rules::parse_relay_rules;
 
 /// How to read a carbon.conf (carbon-relay's command-line options).

@@ -188,6 +188,29 @@ impl Config {
         carbon::load(options)
     }
 
+    /// carbon-relay 1.1.10's defaults, as its `carbon.conf.example` gives them in `[relay]`
+    /// (imported like any carbon.conf), plus an admin listener: what the `anthracite` binary
+    /// runs on when it is given no configuration.
+    ///
+    /// - plaintext on `0.0.0.0:2013`, pickle on `0.0.0.0:2014` (no UDP, no protobuf);
+    /// - one destination, `127.0.0.1:2004` (a carbon-cache's pickle port), spoken to in pickle,
+    ///   500 datapoints per message;
+    /// - a queue of 10,000 datapoints (`MAX_QUEUE_SIZE`) that makes producers wait when full
+    ///   (`USE_FLOW_CONTROL = True`: the `block` policy), no spill directory;
+    /// - self-metrics every 60 s under `carbon.relays.<host>-a`;
+    /// - the admin listener (`/metrics`, `/healthz`, the status page) on `127.0.0.1:8080`,
+    ///   which carbon does not have.
+    ///
+    /// The routing is consistent hashing (`carbon_ch`, replication factor 1), where the example
+    /// says `RELAY_METHOD = rules`: carbon-relay cannot start on that without a
+    /// relay-rules.conf, which the example does not provide, and with a single destination
+    /// every method sends every name to it, so consistent hashing, which needs no rules file,
+    /// places every datapoint where carbon's rules would. Adding destinations calls for a
+    /// configuration anyway.
+    pub fn carbon_relay_defaults() -> Self {
+        carbon::relay_defaults()
+    }
+
     /// A builder with typed setters; unlike `relay.toml`, it binds no port unless asked.
     pub fn builder() -> ConfigBuilder {
         ConfigBuilder::new()
@@ -210,6 +233,38 @@ impl Config {
             self.router.hash_type.as_str(),
             self.router.replication_factor
         )
+    }
+
+    /// One line for logs: where the relay listens and where it sends, e.g. `plaintext
+    /// 0.0.0.0:2013, pickle 0.0.0.0:2014, admin 127.0.0.1:8080; to 127.0.0.1:2004 (pickle)`.
+    pub fn endpoints(&self) -> String {
+        let l = &self.listen;
+        let listening: Vec<String> = [
+            ("plaintext", l.line_tcp),
+            ("plaintext udp", l.line_udp),
+            ("pickle", l.pickle_tcp),
+            ("protobuf", l.protobuf_tcp),
+            ("admin", self.admin_listen),
+        ]
+        .into_iter()
+        .filter_map(|(what, addr)| Some(format!("{what} {}", addr?)))
+        .collect();
+        let sending: Vec<String> = self
+            .destinations
+            .iter()
+            .map(|d| {
+                let protocol = d
+                    .extension
+                    .as_ref()
+                    .map_or(d.protocol.as_str(), |e| e.protocol);
+                format!("{} ({protocol})", d.spec)
+            })
+            .collect();
+        if sending.is_empty() {
+            listening.join(", ")
+        } else {
+            format!("{}; to {}", listening.join(", "), sending.join(", "))
+        }
     }
 
     /// Validates raw structs of the core alone (the second stage).

@@ -1,9 +1,9 @@
 //! carbon's position hashes and the literal strings it feeds them.
 //!
 //! Everything here reproduces `carbon.hashing.carbonHash` and the replica keys of
-//! `ConsistentHashRing.add_node` byte for byte; `../shared/compat/carbon-hash-vectors.json`
-//! is the judge. Only ring construction builds strings; the per-datapoint path calls
-//! [`carbon_hash`] on the name's bytes and nothing else.
+//! `ConsistentHashRing.add_node` byte for byte; the repository's
+//! `tests/compat/carbon-hash-vectors.json` is the judge. Only ring construction builds strings;
+//! the per-datapoint path calls [`carbon_hash`] on the name's bytes and nothing else.
 
 use md5::{Digest, Md5};
 use regex::Regex;
