@@ -11,7 +11,7 @@ use anthracite::unstable::ingest::{Pipeline, lines as lines_into};
 use anthracite::unstable::protocol::line::LineFramer;
 use anthracite::unstable::protocol::pickle::encode_message;
 use anthracite::unstable::queue::{DestinationQueue, DestinationStats, QueueLimits};
-use anthracite::unstable::router::{DestinationSpec, HashType, Method, Router, RouterSpec};
+use anthracite::unstable::router::{DestinationSpec, HashType, RelayMethod, Router, RouterSpec};
 use bytes::BytesMut;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
@@ -22,7 +22,7 @@ fn pipeline() -> Pipeline {
     ];
     let router = Arc::new(
         Router::new(RouterSpec {
-            method: Method::ConsistentHashing,
+            method: RelayMethod::ConsistentHashing,
             hash_type: HashType::CarbonCh,
             replication_factor: 1,
             diverse_replicas: true,

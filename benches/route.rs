@@ -18,7 +18,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use anthracite::unstable::router::{
-    DestinationSpec, HashType, Method, RouteCache, Router, RouterSpec,
+    DestinationSpec, HashType, RelayMethod, RouteCache, Router, RouterSpec,
 };
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
@@ -28,7 +28,7 @@ const NAMES: usize = 100_000;
 /// The relay's default budget.
 const BUDGET: usize = 64 << 20;
 
-fn router(method: Method, hash_type: HashType) -> Arc<Router> {
+fn router(method: RelayMethod, hash_type: HashType) -> Arc<Router> {
     let destinations = ["127.0.0.1:2104:a", "127.0.0.1:2204:b"]
         .iter()
         .filter_map(|d| DestinationSpec::parse(d).ok())
@@ -113,12 +113,12 @@ fn bench_cold(group: &mut BenchmarkGroup<'_, WallTime>, names: &[String]) {
         ("fnv1a_ch", HashType::Fnv1aCh),
         ("mmh3_ch", HashType::Mmh3Ch),
     ] {
-        let r = router(Method::ConsistentHashing, hash_type);
+        let r = router(RelayMethod::ConsistentHashing, hash_type);
         group.bench_function(format!("cold/{label}"), |b| {
             b.iter(|| sum_routes(names, |n, out| r.route_into(n, out)))
         });
     }
-    let r = router(Method::ConsistentHashing, HashType::CarbonCh);
+    let r = router(RelayMethod::ConsistentHashing, HashType::CarbonCh);
     let bytes: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
     let mut out = Vec::new();
     let mut spans = [(0u32, 0u32); 128];
@@ -136,7 +136,7 @@ fn bench_cold(group: &mut BenchmarkGroup<'_, WallTime>, names: &[String]) {
 }
 
 fn bench_hit(group: &mut BenchmarkGroup<'_, WallTime>, names: &[String]) {
-    let r = router(Method::ConsistentHashing, HashType::CarbonCh);
+    let r = router(RelayMethod::ConsistentHashing, HashType::CarbonCh);
     let shared = RouteCache::new(r.clone(), BUDGET);
     let mut private = PrivateCache::new(r.clone(), 1_000_000);
     // Warm: every name seen once, as after the first interval.
@@ -175,7 +175,7 @@ fn bench_hit(group: &mut BenchmarkGroup<'_, WallTime>, names: &[String]) {
 }
 
 fn bench_miss(group: &mut BenchmarkGroup<'_, WallTime>) {
-    let r = router(Method::ConsistentHashing, HashType::CarbonCh);
+    let r = router(RelayMethod::ConsistentHashing, HashType::CarbonCh);
     let pool = names(1_000_000, "fresh.");
     let shared = RouteCache::new(r.clone(), 16 << 20);
     let mut private = PrivateCache::new(r.clone(), 100_000);
@@ -197,7 +197,7 @@ fn bench_miss(group: &mut BenchmarkGroup<'_, WallTime>) {
 }
 
 fn bench_churn(group: &mut BenchmarkGroup<'_, WallTime>) {
-    let r = router(Method::ConsistentHashing, HashType::CarbonCh);
+    let r = router(RelayMethod::ConsistentHashing, HashType::CarbonCh);
     let hot = names(20_000, "hot.");
     let cold = names(2_000_000, "cold.");
     // 4 MiB holds the hot names about three times over; the cold stream passes through it

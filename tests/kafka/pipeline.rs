@@ -146,8 +146,10 @@ async fn edge_to_kafka_to_caches_delivers_once_and_survives_a_broker_outage() {
     .await;
 
     // carbon_ch, as the consumer relay routes.
-    let router = anthracite::Placement::new(&Config::from_toml_str(&consumer).expect("config"))
-        .expect("router");
+    let router = anthracite::Placement::new(
+        &Config::from_toml_str_with(&consumer, &crate::support::extensions()).expect("config"),
+    )
+    .expect("router");
     let all = router.all_destinations();
     let place = |name: &str| {
         let first = &router.destinations(name)[0];

@@ -1,9 +1,9 @@
 //! Every vector in tests/compat/kpl-vectors.json through `kpl::deaggregate` and the
-//! encoder, `kpl::Aggregator` (no server).
+//! encoder, `kpl::AggregateBuilder` (no server).
 
 use crate::support;
 
-use anthracite_kinesis::kpl::{Aggregator, Deaggregated, deaggregate};
+use anthracite_kinesis::kpl::{AggregateBuilder, Deaggregated, deaggregate};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
@@ -84,7 +84,7 @@ fn every_negative_vector_passes_through_as_one_plain_record() {
 #[test]
 fn the_aggregator_reproduces_every_positive_vector_byte_for_byte() {
     let v = vectors();
-    let mut a = Aggregator::new();
+    let mut a = AggregateBuilder::new();
     for vector in v["vectors"].as_array().expect("vectors") {
         let name = vector["name"].as_str().unwrap_or("?");
         for r in vector["user_records"].as_array().expect("user_records") {

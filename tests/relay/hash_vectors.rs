@@ -6,7 +6,7 @@ use crate::support;
 use std::sync::Arc;
 
 use anthracite::unstable::router::{
-    DestinationSpec, HashType, Method, NodeKeys, RouteCache, Router, RouterSpec, carbon_hash,
+    DestinationSpec, HashType, NodeKeys, RelayMethod, RouteCache, Router, RouterSpec, carbon_hash,
 };
 use serde_json::Value;
 
@@ -31,7 +31,7 @@ fn hash_type(name: &str) -> HashType {
 }
 
 fn router(
-    method: Method,
+    method: RelayMethod,
     ht: HashType,
     rf: usize,
     diverse: bool,
@@ -108,8 +108,8 @@ fn carbon_hash_vectors() {
             .collect();
         assert_eq!(got, expected, "{id}: parsed destinations");
 
-        let ch = |rf, diverse| router(Method::ConsistentHashing, ht, rf, diverse, &parsed);
-        let fast = |rf, diverse| router(Method::FastHashing, ht, rf, diverse, &parsed);
+        let ch = |rf, diverse| router(RelayMethod::ConsistentHashing, ht, rf, diverse, &parsed);
+        let fast = |rf, diverse| router(RelayMethod::FastHashing, ht, rf, diverse, &parsed);
         let routers = [
             ("rf1", ch(1, false)),
             ("rf2_diverse", ch(2, true)),

@@ -41,6 +41,14 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// The stream extensions the `anthracite` binary composes (Kinesis, Kafka), for relays run
+/// in the test process on a `relay.toml` text.
+pub fn extensions() -> anthracite::extension::Extensions {
+    anthracite::extension::Extensions::new()
+        .with(anthracite_kinesis::Kinesis::new())
+        .with(anthracite_kafka::Kafka)
+}
+
 /// Panics with `hint` unless `tool arg` runs and succeeds (a tool the test support needs).
 pub fn require_tool(tool: &str, arg: &str, hint: &str) {
     let ok = Command::new(tool)

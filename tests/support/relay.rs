@@ -35,7 +35,8 @@ impl TestRelay {
     }
 
     fn start_inner(toml: &str, udp: Option<std::net::UdpSocket>) -> TestRelay {
-        let config = Config::from_toml_str(toml).expect("test relay config is valid");
+        let config = Config::from_toml_str_with(toml, &super::extensions())
+            .expect("test relay config is valid");
         let (tx, rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = thread::spawn(move || {

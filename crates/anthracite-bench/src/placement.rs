@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 
 use super::generator::NameOrder;
 use super::target::instance;
-use anthracite::unstable::router::{DestinationSpec, HashType, Method, Router, RouterSpec};
+use anthracite::unstable::router::{DestinationSpec, HashType, RelayMethod, Router, RouterSpec};
 
 /// Expected datapoints per sink, given the datapoints each connection actually sent and the
 /// length of each connection's name cycle (its payload). `None` if the ring cannot be built.
@@ -28,7 +28,7 @@ pub fn expected_per_sink(
         .map(|(i, a)| DestinationSpec::parse(&format!("{a}:{}", instance(i))).ok())
         .collect::<Option<Vec<_>>>()?;
     let router = Router::new(RouterSpec {
-        method: Method::ConsistentHashing,
+        method: RelayMethod::ConsistentHashing,
         hash_type: HashType::CarbonCh,
         replication_factor: 1,
         diverse_replicas: true,
@@ -112,7 +112,7 @@ mod tests {
             "127.0.0.1:2304".parse().unwrap(),
         ];
         let router = Router::new(RouterSpec {
-            method: Method::ConsistentHashing,
+            method: RelayMethod::ConsistentHashing,
             hash_type: HashType::CarbonCh,
             replication_factor: 1,
             diverse_replicas: true,

@@ -479,12 +479,14 @@ mod tests {
     }
 
     /// A whole `relay.toml` text through the relay's configuration with this extension.
+    #[cfg(feature = "aws")]
     fn relay(text: &str) -> Result<anthracite::Config, ConfigError> {
         let extensions = anthracite::extension::Extensions::new().with(crate::Kinesis::new());
         anthracite::Config::from_toml_str_with(text, &extensions)
     }
 
     #[test]
+    #[cfg(feature = "aws")]
     fn table_or_array_of_tables_and_errors_name_the_key() {
         let base = "[destinations]\nservers = [\"127.0.0.1:2104:a\"]\n";
         let one = format!("{base}[kinesis]\nstream = \"s\"\ncheckpoint_dir = \"/tmp/cp\"\n");
@@ -519,6 +521,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "aws")]
     fn a_destination_needs_its_stream_and_takes_no_other_key() {
         let d = |extra: &str| {
             relay(&format!(

@@ -11,7 +11,7 @@
 //!
 //! Payloads are [`Bytes`] slices of the outer record: nothing is copied.
 //!
-//! [`Aggregator`] is the other direction, for the Kinesis destination: it writes the protobuf
+//! [`AggregateBuilder`] is the other direction, for the Kinesis destination: it writes the protobuf
 //! by hand, field by field in number order as the KPL and `aws-kinesis-agg` do (so it
 //! reproduces their bytes), de-duplicating partition and explicit hash keys, and allocates
 //! nothing per user record once its buffers are warm.
@@ -202,7 +202,7 @@ impl KeyTable {
 /// [`finish`](Self::finish) into the output buffer; the aggregator is empty again afterwards
 /// and keeps its buffers.
 #[derive(Debug, Default)]
-pub struct Aggregator {
+pub struct AggregateBuilder {
     keys: KeyTable,
     hash_keys: KeyTable,
     records: Vec<u8>,
@@ -220,7 +220,7 @@ const TAG_RECORD_PARTITION_KEY_INDEX: u8 = 1 << 3;
 const TAG_RECORD_EXPLICIT_HASH_KEY_INDEX: u8 = 2 << 3;
 const TAG_RECORD_DATA: u8 = 3 << 3 | 2;
 
-impl Aggregator {
+impl AggregateBuilder {
     /// An empty aggregator.
     pub fn new() -> Self {
         Self::default()
@@ -372,7 +372,7 @@ mod tests {
 
     #[test]
     fn the_aggregator_writes_what_deaggregate_reads_keys_shared() {
-        let mut a = Aggregator::new();
+        let mut a = AggregateBuilder::new();
         let mut out = Vec::new();
         for round in 0..2 {
             for i in 0..300u64 {
@@ -402,6 +402,6 @@ mod tests {
             // The same bytes as prost's encoding of the same message.
             assert_eq!(aggregate(&agg), out[before..]);
         }
-        assert!(Aggregator::push_len(2, 12) >= 4 + 2 + 1 + 12 + 2);
+        assert!(AggregateBuilder::push_len(2, 12) >= 4 + 2 + 1 + 12 + 2);
     }
 }

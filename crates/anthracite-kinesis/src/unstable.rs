@@ -3,15 +3,17 @@
 //! **No stability promise.** Every item is listed by name.
 
 /// Checkpoints.
+#[cfg(feature = "aws")]
 pub mod checkpoint {
-    pub use crate::source::checkpoint::{
+    pub use crate::relay::source::checkpoint::{
         FileStore, Position, SequenceNumber, ShardCheckpoint, StreamCheckpoint,
     };
 }
 
 /// Shard leases.
+#[cfg(feature = "aws")]
 pub mod leases {
-    pub use crate::source::leases::{
+    pub use crate::relay::source::leases::{
         Checkpoint, DynamoDbTable, Fence, Lease, LeaseTable, MemTable, Outcome, Update,
     };
 }

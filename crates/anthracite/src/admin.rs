@@ -17,7 +17,8 @@
 //! each request's headers within [`HEADER_TIMEOUT`], a connection lasts at most
 //! [`CONNECTION_DEADLINE`], and at the limit the connection silent the longest (at least
 //! [`MIN_IDLE_TO_EVICT`]) is closed to admit the new one; only when every connection was
-//! active that recently is the new one refused. Evictions and refusals are counted
+//! active that recently is the new one refused (the receivers' admission,
+//! [`crate::receiver::admission`], with the admin listener's own limit). Evictions and refusals are counted
 //! (`anthracite_admin_connections_evicted_total`, `…_refused_total`). The listener is the
 //! first thing a relay starts and the last it stops, so `/ready` can say "starting" and
 //! "shutting down".
@@ -25,7 +26,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -35,7 +36,6 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
@@ -43,6 +43,7 @@ use tracing::debug;
 use crate::figure::Figure;
 use crate::metric_names::facade;
 use crate::queue::DestinationSnapshot;
+use crate::receiver::Admission;
 use crate::telemetry::prometheus;
 use crate::telemetry::reporter::{Books, all_components};
 
@@ -140,27 +141,17 @@ pub(crate) struct AdminState {
     pub overview: Arc<Overview>,
 }
 
-/// A served admin connection: when it last started a request, and how to close it.
-struct Slot {
-    last_active_ms: Arc<AtomicU64>,
-    abort: tokio::task::AbortHandle,
-}
-
 /// Serves the admin endpoints on `listener` until `stop` is cancelled; open connections are
 /// then closed.
 pub(crate) async fn serve(listener: TcpListener, state: AdminState, stop: CancellationToken) {
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let admission = Arc::new(Admission::new(MAX_CONNECTIONS, MIN_IDLE_TO_EVICT));
     let mut connections = JoinSet::new();
-    let mut slots: Vec<Slot> = Vec::new();
-    let epoch = Instant::now();
-    let now_ms = move || epoch.elapsed().as_millis() as u64;
     loop {
         let accepted = tokio::select! {
             _ = stop.cancelled() => break,
             a = listener.accept() => a,
         };
         while connections.try_join_next().is_some() {}
-        slots.retain(|s| !s.abort.is_finished());
         let (stream, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
@@ -169,44 +160,26 @@ pub(crate) async fn serve(listener: TcpListener, state: AdminState, stop: Cancel
                 continue;
             }
         };
-        let permit = match permits.clone().try_acquire_owned() {
-            Ok(p) => Some(p),
-            Err(_) => {
-                // At the limit: close the connection silent the longest, if long enough.
-                let now = now_ms();
-                let idlest = slots
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| (i, s.last_active_ms.load(Ordering::Relaxed)))
-                    .min_by_key(|&(_, t)| t)
-                    .filter(|&(_, t)| {
-                        now.saturating_sub(t) >= MIN_IDLE_TO_EVICT.as_millis() as u64
-                    });
-                match idlest {
-                    Some((i, _)) => {
-                        slots.swap_remove(i).abort.abort();
-                        state.counters.evicted.fetch_add(1, Ordering::Relaxed);
-                        // The aborted task gives its permit back once the runtime drops it.
-                        tokio::time::timeout(EVICTION_WAIT, permits.clone().acquire_owned())
-                            .await
-                            .ok()
-                            .and_then(Result::ok)
-                    }
-                    None => None,
-                }
+        let admitted = match admission.try_admit() {
+            Some(a) => Some(a),
+            // At the limit: close the connection silent the longest, if long enough.
+            None if admission.evict_idlest() => {
+                state.counters.evicted.fetch_add(1, Ordering::Relaxed);
+                admission.admit_within(EVICTION_WAIT).await
             }
+            None => None,
         };
-        let Some(permit) = permit else {
+        let Some(admitted) = admitted else {
             state.counters.refused.fetch_add(1, Ordering::Relaxed);
             debug!(%peer, "admin connection limit reached, every connection active; closing");
             continue;
         };
-        let last_active_ms = Arc::new(AtomicU64::new(now_ms()));
-        let active = last_active_ms.clone();
+        let admitted = Arc::new(admitted);
         let state = state.clone();
-        let abort = connections.spawn(async move {
+        connections.spawn(async move {
+            let active = admitted.clone();
             let service = hyper::service::service_fn(move |req| {
-                active.store(now_ms(), Ordering::Relaxed);
+                active.touch();
                 let response = respond(&state, &req);
                 async move { Ok::<_, Infallible>(response) }
             });
@@ -214,16 +187,16 @@ pub(crate) async fn serve(listener: TcpListener, state: AdminState, stop: Cancel
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service);
-            match tokio::time::timeout(CONNECTION_DEADLINE, served).await {
-                Ok(Err(e)) => debug!(%peer, error = %e, "admin connection ended"),
-                Err(_) => debug!(%peer, "admin connection deadline reached; closed"),
-                Ok(Ok(())) => {}
+            tokio::select! {
+                r = tokio::time::timeout(CONNECTION_DEADLINE, served) => match r {
+                    Ok(Err(e)) => debug!(%peer, error = %e, "admin connection ended"),
+                    Err(_) => debug!(%peer, "admin connection deadline reached; closed"),
+                    Ok(Ok(())) => {}
+                },
+                _ = admitted.slot().evicted().cancelled() => {
+                    debug!(%peer, "admin connection evicted for a newcomer");
+                }
             }
-            drop(permit);
-        });
-        slots.push(Slot {
-            last_active_ms,
-            abort,
         });
     }
     connections.abort_all();

@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::{Lookup, NameCache};
+use crate::name_cache::{Lookup, NameCache};
 use crate::pattern::{Pattern, PatternSet};
 
 /// carbon's `USE_WHITELIST` files.

@@ -47,7 +47,7 @@
 //! Each module imports only its own layer or those below it (`tests/layers.rs` checks the
 //! sources), bottom to top: `metric_names` (every self-metric name of the core), `episode`
 //! (the rate limit of episode log lines), `figure` (what a reported value is), `pattern`,
-//! `tls`, `batch` → `cache` → `protocol` → `router`, `filter`, `aggregator` → `queue` →
+//! `tls`, `batch` → `name_cache` → `protocol` → `router`, `filter`, `aggregator` → `queue` →
 //! `destination` → `ingest` → `config`, `extension` → `receiver` → `telemetry` → `admin` →
 //! `relay`.
 //!
@@ -120,7 +120,6 @@
 mod admin;
 mod aggregator;
 mod batch;
-mod cache;
 mod config;
 pub mod destination;
 pub mod episode;
@@ -129,6 +128,7 @@ pub mod figure;
 mod filter;
 mod ingest;
 mod metric_names;
+mod name_cache;
 mod pattern;
 mod protocol;
 mod queue;

@@ -46,7 +46,8 @@ pub mod admin {
 /// carbon's rings, rules and aggregated routing; the route cache.
 pub mod router {
     pub use crate::router::{
-        DestinationSpec, HashType, Method, NodeKeys, RouteCache, Router, RouterSpec, carbon_hash,
+        DestinationSpec, HashType, NodeKeys, RelayMethod, RouteCache, Router, RouterSpec,
+        carbon_hash,
     };
 
     /// carbon's aggregation rules, as `aggregated-consistent-hashing` reads them.

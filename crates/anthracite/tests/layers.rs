@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
         "tls",
         "batch",
     ],
-    &["cache"],
+    &["name_cache"],
     &["protocol"],
     &["router", "filter", "aggregator"],
     &["queue"],
@@ -189,4 +189,51 @@ fn the_checker_sees_an_upward_import() {
     let code: Vec<_> = code_lines("/// see crate::relay\nuse crate::queue;").collect();
     assert_eq!(imported(code[0].1, &roots), Vec::<String>::new());
     assert_eq!(imported(code[1].1, &roots), ["queue"]);
+}
+
+/// The core knows no stream by build flag: Kinesis and Kafka are crates of their own that join
+/// through `extension`, so no source of the core is compiled differently for them and none
+/// uses their clients.
+#[test]
+fn the_core_holds_no_stream_cfg_and_no_stream_client() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let manifest = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+        .expect("Cargo.toml");
+    let mut found = Vec::new();
+    for path in &files {
+        let text = fs::read_to_string(path).expect("read source");
+        for (n, line) in code_lines(&text) {
+            let cfg = ["\"kinesis\"", "\"kafka\"", "\"kpl\"", "\"kafka-tls\""]
+                .iter()
+                .any(|f| line.contains("feature") && line.contains(f));
+            let client = ["aws_sdk_", "aws_config", "rdkafka"]
+                .iter()
+                .any(|c| line.contains(c));
+            if cfg || client {
+                found.push(format!("{}:{n}: {}", path.display(), line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "stream code in the core:\n{}",
+        found.join("\n")
+    );
+    for dep in [
+        "aws-",
+        "rdkafka",
+        "flate2",
+        "prost = { workspace = true, optional",
+    ] {
+        let in_deps = manifest
+            .split("[dev-dependencies]")
+            .next()
+            .is_some_and(|deps| deps.contains(dep));
+        assert!(!in_deps, "the core's dependencies name {dep}");
+    }
+    assert!(
+        !manifest.contains("kinesis =") && !manifest.contains("kafka ="),
+        "the core declares a stream feature"
+    );
 }

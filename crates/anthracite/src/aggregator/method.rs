@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 
 /// One of carbon 1.1.10's aggregation methods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
+pub enum AggregationMethod {
     /// `sum(values)`.
     Sum,
     /// `float(sum(values)) / len(values)`.
@@ -19,7 +19,7 @@ pub enum Method {
     Percentile(u16),
 }
 
-impl Method {
+impl AggregationMethod {
     /// The method named as in `aggregation-rules.conf`.
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name {
@@ -131,23 +131,23 @@ impl Accumulator {
     /// The method's value over what was added; `None` when nothing was (carbon's functions
     /// return `None` for an empty list; an emitted interval is never empty). `scratch` holds
     /// the sorted copy for a percentile (one sort per emission, no allocation once grown).
-    pub(super) fn value(&self, method: Method, scratch: &mut Vec<f64>) -> Option<f64> {
+    pub(super) fn value(&self, method: AggregationMethod, scratch: &mut Vec<f64>) -> Option<f64> {
         if self.count == 0 {
             return None;
         }
         Some(match method {
-            Method::Sum => self.sum,
-            Method::Avg => self.sum / self.count as f64,
-            Method::Min => self.min,
-            Method::Max => self.max,
-            Method::Count => self.count as f64,
-            Method::Percentile(t) => {
+            AggregationMethod::Sum => self.sum,
+            AggregationMethod::Avg => self.sum / self.count as f64,
+            AggregationMethod::Min => self.min,
+            AggregationMethod::Max => self.max,
+            AggregationMethod::Count => self.count as f64,
+            AggregationMethod::Percentile(t) => {
                 scratch.clear();
                 scratch.extend_from_slice(&self.values);
                 // Python's `sorted` is stable and compares with `<`: equal values (0.0 and
                 // -0.0) keep their arrival order. NaN never reaches here (dropped at receive).
                 scratch.sort_by(|a, b| a.partial_cmp(b).unwrap_or(Ordering::Equal));
-                percentile(scratch, Method::factor(t))?
+                percentile(scratch, AggregationMethod::factor(t))?
             }
         })
     }
@@ -174,7 +174,7 @@ mod tests {
     use super::*;
 
     fn value(method: &str, values: &[f64]) -> f64 {
-        let method = Method::parse(method).expect("method");
+        let method = AggregationMethod::parse(method).expect("method");
         let mut acc = Accumulator::default();
         for &v in values {
             acc.add(v, method.keeps_values());
@@ -218,9 +218,9 @@ mod tests {
     #[test]
     fn every_method_name_round_trips() {
         for name in crate::router::aggregation::METHODS {
-            let m = Method::parse(name).expect("known");
+            let m = AggregationMethod::parse(name).expect("known");
             assert_eq!(m.name(), name);
         }
-        assert_eq!(Method::parse("median"), None);
+        assert_eq!(AggregationMethod::parse("median"), None);
     }
 }

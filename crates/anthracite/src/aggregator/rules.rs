@@ -4,7 +4,7 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::method::Method;
+use super::method::AggregationMethod;
 use crate::pattern::PatternSet;
 use crate::router::aggregation::{AggregationRule, AggregationRuleError};
 
@@ -36,7 +36,7 @@ pub struct Rule {
     /// The translated input pattern and output template.
     pub rule: AggregationRule,
     /// The method.
-    pub method: Method,
+    pub method: AggregationMethod,
     /// Seconds per interval (> 0).
     pub frequency: i64,
 }
@@ -76,7 +76,7 @@ impl AggregationRules {
                 });
             }
             // `AggregationRule::parse` accepts only carbon's method names.
-            let method = Method::parse(rule.method).unwrap_or(Method::Sum);
+            let method = AggregationMethod::parse(rule.method).unwrap_or(AggregationMethod::Sum);
             let frequency = rule.frequency;
             rules.push(Rule {
                 rule,
@@ -147,7 +147,7 @@ mod tests {
         let err = AggregationRules::parse("\na.b (60) = sum a.(").expect_err("regex");
         assert!(matches!(err, RulesError::Rule { line: 2, .. }), "{err}");
         let ok = AggregationRules::parse("a.b (60) = p999 a.*\n").expect("parses");
-        assert_eq!(ok.rules[0].method, Method::Percentile(999));
+        assert_eq!(ok.rules[0].method, AggregationMethod::Percentile(999));
         assert_eq!(ok.rules[0].frequency, 60);
     }
 }

@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
-use super::method::{Accumulator, Method};
+use super::method::{Accumulator, AggregationMethod};
 use super::rules::AggregationRules;
 use super::verdicts::Verdicts;
 use crate::protocol::{Point, RUN};
@@ -92,7 +92,7 @@ pub struct Emitted {
 #[derive(Debug)]
 struct SeriesRef {
     output: Box<str>,
-    method: Method,
+    method: AggregationMethod,
     frequency: i64,
     /// `(slot, generation)` of the series last found or created, checked before use: the
     /// series may have been deleted (and its slot reused) since.
@@ -111,7 +111,7 @@ pub(super) struct Interval {
 #[derive(Debug)]
 pub(super) struct Series {
     pub(super) name: Box<str>,
-    pub(super) method: Method,
+    pub(super) method: AggregationMethod,
     pub(super) frequency: i64,
     /// Seconds between timer ticks: `min(WRITE_BACK_FREQUENCY, frequency)`.
     pub(super) period: f64,

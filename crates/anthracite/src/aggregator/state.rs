@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::method::{Accumulator, Method};
+use super::method::{Accumulator, AggregationMethod};
 use super::series::{Aggregator, Interval, Series};
 
 /// File name of the state file in the spill directory.
@@ -283,7 +283,7 @@ pub fn restore(aggregator: &mut Aggregator, dir: &Path) -> Result<Option<Restore
         intervals: 0,
     };
     for s in file.series {
-        let Some(method) = Method::parse(&s.method) else {
+        let Some(method) = AggregationMethod::parse(&s.method) else {
             continue;
         };
         if s.frequency <= 0 || aggregator.has_series(&s.name) {

@@ -2,7 +2,7 @@
 //!
 //! The aggregator holds it under its own lock and is its only user, so it is a plain
 //! open-addressing table (no shards, no sequence counter, no atomics, unlike the relay's
-//! shared [`NameCache`](crate::cache::NameCache)): a lookup is the slot, then the record it
+//! shared [`NameCache`](crate::name_cache::NameCache)): a lookup is the slot, then the record it
 //! points at, both of which [`Verdicts::prefetch_slot`] and [`Verdicts::prefetch_entry`] can
 //! start loading a few datapoints ahead.
 //!
@@ -15,7 +15,7 @@
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::cache::prefetch;
+use crate::name_cache::prefetch;
 
 /// Log bytes allowed per name of the names bound (an entry of a 40-byte name with one output
 /// takes 64).

@@ -22,7 +22,7 @@ use super::raw::{RawConfig, RawServer};
 use super::{Config, ConfigError};
 use crate::destination::OutputProtocol;
 use crate::queue::WhenFull;
-use crate::router::{DestinationSpec, HashType, Method};
+use crate::router::{DestinationSpec, HashType, RelayMethod};
 pub(crate) use relay_defaults::relay_defaults;
 pub use relay_rules::parse_relay_rules;
 
@@ -394,11 +394,11 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
         s.str("RELAY_METHOD").unwrap_or("rules")
     };
     let method = match method_text {
-        "rules" => Method::Rules,
-        "consistent-hashing" => Method::ConsistentHashing,
-        "fast-hashing" => Method::FastHashing,
-        "aggregated-consistent-hashing" => Method::AggregatedConsistentHashing,
-        "fast-aggregated-hashing" => Method::FastAggregatedHashing,
+        "rules" => RelayMethod::Rules,
+        "consistent-hashing" => RelayMethod::ConsistentHashing,
+        "fast-hashing" => RelayMethod::FastHashing,
+        "aggregated-consistent-hashing" => RelayMethod::AggregatedConsistentHashing,
+        "fast-aggregated-hashing" => RelayMethod::FastAggregatedHashing,
         other => {
             return Err(s.invalid(
                 "RELAY_METHOD",
@@ -509,7 +509,7 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
         raw.ingest.blacklist = conf_dir.join("blacklist.conf").display().to_string();
     }
 
-    if method == Method::Rules {
+    if method == RelayMethod::Rules {
         let path = options
             .rules
             .clone()

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::ConfigError;
 use crate::destination::OutputProtocol;
 use crate::queue::WhenFull;
-use crate::router::{HashType, Method};
+use crate::router::{HashType, RelayMethod};
 
 /// The whole file. Its top-level keys are the core's sections ([`RawConfig::SECTIONS`]) and the
 /// sections of extensions (`extensions`), which the first stage keeps as TOML for their
@@ -230,7 +230,7 @@ pub(crate) const DEFAULT_ROUTE_CACHE_BYTES: usize = 64 << 20;
 #[serde(deny_unknown_fields, default)]
 pub struct RawRouter {
     /// `consistent-hashing` (default), `fast-hashing` or `rules`.
-    pub method: Method,
+    pub method: RelayMethod,
     /// `carbon_ch` (default), `fnv1a_ch` or `mmh3_ch`.
     pub hash_type: HashType,
     /// Copies of each datapoint. Default 1.
@@ -250,7 +250,7 @@ pub struct RawRouter {
 impl Default for RawRouter {
     fn default() -> Self {
         Self {
-            method: Method::ConsistentHashing,
+            method: RelayMethod::ConsistentHashing,
             hash_type: HashType::CarbonCh,
             replication_factor: 1,
             diverse_replicas: true,

@@ -20,7 +20,7 @@ use crate::filter::ListsConfig;
 use crate::queue::spill::{FsyncPolicy, SpillConfig};
 use crate::queue::{QueueLimits, SpillSettings, WhenFull};
 use crate::router::aggregation::AggregationRule;
-use crate::router::{DestinationSpec, Method, RouterSpec, RuleSpec};
+use crate::router::{DestinationSpec, RelayMethod, RouterSpec, RuleSpec};
 use crate::tls::{ClientTls, ClientTlsSettings, ServerTls, ServerTlsSettings};
 
 /// Where errors point: the file being validated.
@@ -622,7 +622,7 @@ pub(super) fn router(
     ctx: &Ctx,
 ) -> Result<RouterSpec, ConfigError> {
     ctx.int("router.replication_factor", r.replication_factor, 1, 100)?;
-    let rules = if r.method == Method::Rules {
+    let rules = if r.method == RelayMethod::Rules {
         rules(raw_rules, destinations, ctx)?
     } else if !raw_rules.is_empty() {
         return Err(ctx.invalid(

@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, RwLock};
 
 use crate::aggregator::Aggregation;
-use crate::cache::NameCache;
 use crate::filter::SharedLists;
+use crate::name_cache::NameCache;
 use crate::queue::DestinationQueue;
 use crate::router::{ReplicaPools, RouteCache, Router};
 

@@ -5,7 +5,7 @@ use bytes::BytesMut;
 use super::*;
 use crate::protocol::line::LineFramer;
 use crate::queue::{DestinationStats, QueueLimits};
-use crate::router::{DestinationSpec, HashType, Method, RouterSpec};
+use crate::router::{DestinationSpec, HashType, RelayMethod, RouterSpec};
 
 fn pipeline(route_cache_bytes: usize) -> Pipeline {
     pipeline_rf(route_cache_bytes, 2)
@@ -17,7 +17,7 @@ fn pipeline_rf(route_cache_bytes: usize, replication_factor: usize) -> Pipeline 
         .map(|d| DestinationSpec::parse(d).expect("destination"))
         .collect();
     let router = Router::new(RouterSpec {
-        method: Method::ConsistentHashing,
+        method: RelayMethod::ConsistentHashing,
         hash_type: HashType::CarbonCh,
         replication_factor,
         diverse_replicas: false,

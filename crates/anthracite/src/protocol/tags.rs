@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use crate::cache::{Lookup, NameCache};
+use crate::name_cache::{Lookup, NameCache};
 
 /// The normalised form of `name`, or `None` when carbon would keep the name as it is because it
 /// does not parse.
@@ -181,7 +181,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::{TagNormalizer, normalize};
-    use crate::cache::NameCache;
+    use crate::name_cache::NameCache;
 
     /// Names the shortcut skips come back exactly as `normalize` would give them, and take no
     /// room in the memo; tagged ones are normalised and memoised.

@@ -1,10 +1,11 @@
-//! Connection admission: the connection limit, shared by every TCP receiver.
+//! Connection admission: a connection limit with eviction of the idlest connection, shared by
+//! every TCP receiver (and, with its own limit, by the admin listener).
 //!
 //! carbon accepts connections up to `MAX_RECEIVER_CONNECTIONS` and closes the rest, so a flood
 //! of idle sockets (or clients that went away without closing) locks every real client out
 //! until something frees a slot. anthracite chooses **eviction**: when the limit is reached,
 //! the connection that has been silent the longest is closed to admit the new one — provided
-//! it has been silent for at least [`MIN_IDLE_TO_EVICT`]. Only when every connection is busy
+//! it has been silent for at least a minimum ([`MIN_IDLE_TO_EVICT`] for the receivers). Only when every connection is busy
 //! is the new one refused. Both are counted (`evicted`, `rejected`) and logged once per
 //! episode. A client that is sending is never the one evicted; one that is evicted sees its
 //! connection closed, as with the idle timeout, and reconnects.
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-/// A connection silent for less than this is never evicted.
+/// A receiver's connection silent for less than this is never evicted.
 pub const MIN_IDLE_TO_EVICT: Duration = Duration::from_secs(1);
 
 /// One admitted connection's shared state.
@@ -51,6 +52,8 @@ struct Registry {
 pub(crate) struct Admission {
     /// Changed by a configuration reload (`listen.max_connections`).
     limit: AtomicUsize,
+    /// A connection silent for less than this is never evicted.
+    min_idle: Duration,
     epoch: Instant,
     registry: Mutex<Registry>,
     /// Wakes an accept loop waiting for an evicted connection to leave.
@@ -92,10 +95,12 @@ impl Drop for Admitted {
 }
 
 impl Admission {
-    /// At most `limit` connections at once.
-    pub(crate) fn new(limit: usize) -> Self {
+    /// At most `limit` connections at once; one silent for `min_idle` may be evicted for a
+    /// newcomer.
+    pub(crate) fn new(limit: usize, min_idle: Duration) -> Self {
         Self {
             limit: AtomicUsize::new(limit),
+            min_idle,
             epoch: Instant::now(),
             registry: Mutex::new(Registry::default()),
             freed: Notify::new(),
@@ -151,11 +156,16 @@ impl Admission {
         })
     }
 
-    /// Tells the connection silent the longest (at least [`MIN_IDLE_TO_EVICT`]) to close.
-    /// False when every connection is busy (or already told to close).
+    /// How long a connection must be silent before it may be evicted.
+    pub(crate) fn min_idle(&self) -> Duration {
+        self.min_idle
+    }
+
+    /// Tells the connection silent the longest (at least the minimum) to close. False when
+    /// every connection is busy (or already told to close).
     pub(crate) fn evict_idlest(&self) -> bool {
         let now = self.now_ms();
-        let min_idle = MIN_IDLE_TO_EVICT.as_millis() as u64;
+        let min_idle = self.min_idle.as_millis() as u64;
         let r = self.lock();
         let victim = r
             .slots
@@ -197,7 +207,7 @@ mod tests {
 
     #[tokio::test]
     async fn at_the_limit_the_idlest_connection_is_evicted_and_busy_ones_are_kept() {
-        let a = Arc::new(Admission::new(2));
+        let a = Arc::new(Admission::new(2, MIN_IDLE_TO_EVICT));
         let first = a.try_admit().expect("room");
         let second = a.try_admit().expect("room");
         assert!(a.try_admit().is_none());

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::ReceiverContext;
-use super::admission::{Admitted, MIN_IDLE_TO_EVICT};
+use super::admission::Admitted;
 use super::buffer::ReadBuffer;
 use super::listener::{Accepted, StreamListener};
 use super::stream::ClientStream;
@@ -126,7 +126,7 @@ where
             stats.connection_rejected(source);
             match refusals.occurred(1, std::time::Instant::now()) {
                 Some(Line::Started(_)) => warn!(source = source.as_str(),
-                    idle_needed = ?MIN_IDLE_TO_EVICT,
+                    idle_needed = ?ctx.admission.min_idle(),
                     "connection limit reached and no connection idle: refusing new connections"),
                 Some(Line::Ongoing(c)) => warn!(source = source.as_str(), refused = c.occurrences,
                     over = ?c.over, "still refusing connections at the limit"),

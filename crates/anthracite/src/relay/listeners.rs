@@ -121,7 +121,7 @@ fn tcp_listen(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
 }
 
 /// One served socket.
-struct Served {
+struct ServedSocket {
     kind: Kind,
     /// The address the configuration named for it (`None` for a socket an embedder
     /// injected while the configuration named none).
@@ -133,7 +133,7 @@ struct Served {
 
 /// What every receiver's context shares, besides its settings.
 #[derive(Clone)]
-pub(super) struct Shared {
+pub(super) struct ReceiverBase {
     pub(super) pipeline: Pipeline,
     /// Cancelled at shutdown: accept loops stop, connections drain.
     pub(super) shutdown: CancellationToken,
@@ -142,8 +142,8 @@ pub(super) struct Shared {
 
 /// The served sockets.
 pub(super) struct Listeners {
-    shared: Shared,
-    served: Vec<Served>,
+    base: ReceiverBase,
+    served: Vec<ServedSocket>,
     /// The connection limit over every TCP receiver, for the relay's life (a reload changes
     /// its limit; the connections it admitted stay registered).
     admission: Arc<Admission>,
@@ -158,11 +158,14 @@ pub(super) struct Listeners {
 }
 
 impl Listeners {
-    pub(super) fn new(shared: Shared, listen: &ListenConfig) -> Self {
+    pub(super) fn new(base: ReceiverBase, listen: &ListenConfig) -> Self {
         Self {
-            shared,
+            base,
             served: Vec::new(),
-            admission: Arc::new(Admission::new(listen.max_connections)),
+            admission: Arc::new(Admission::new(
+                listen.max_connections,
+                crate::receiver::admission::MIN_IDLE_TO_EVICT,
+            )),
             frame_budget: (
                 Arc::new(Semaphore::new(listen.max_frame_buffer_bytes)),
                 listen.max_frame_buffer_bytes,
@@ -176,10 +179,10 @@ impl Listeners {
     fn context(&self, config: &Config) -> ReceiverContext {
         let l = &config.listen;
         ReceiverContext {
-            pipeline: self.shared.pipeline.clone(),
-            shutdown: self.shared.shutdown.clone(),
-            accepting: self.shared.shutdown.child_token(),
-            tracker: self.shared.tracker.clone(),
+            pipeline: self.base.pipeline.clone(),
+            shutdown: self.base.shutdown.clone(),
+            accepting: self.base.shutdown.child_token(),
+            tracker: self.base.tracker.clone(),
             admission: self.admission.clone(),
             frame_budget: self.frame_budget.0.clone(),
             decoded_budget: self.decoded_budget.clone(),
@@ -216,7 +219,7 @@ impl Listeners {
             // A socket of the wrong type never reaches here (bound by kind).
             (_, s) => tokio::spawn(async move { s }),
         };
-        self.served.push(Served {
+        self.served.push(ServedSocket {
             kind,
             configured: kind.configured(&config.listen),
             local,

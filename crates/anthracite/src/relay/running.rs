@@ -208,7 +208,7 @@ impl Relay {
         let stop_receivers = CancellationToken::new();
         let connections = TaskTracker::new();
         let mut listeners = Listeners::new(
-            listeners::Shared {
+            listeners::ReceiverBase {
                 pipeline: pipeline.clone(),
                 shutdown: stop_receivers.clone(),
                 tracker: connections.clone(),

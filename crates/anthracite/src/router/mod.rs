@@ -30,17 +30,17 @@ use std::ops::ControlFlow;
 use serde::{Deserialize, Serialize};
 
 pub(crate) mod aggregation;
-pub(crate) mod cache;
 pub(crate) mod hash;
 pub(crate) mod md5x;
 pub(crate) mod pool;
 pub(crate) mod ring;
+pub(crate) mod route_cache;
 pub(crate) mod rules;
 
-pub use cache::RouteCache;
 pub use hash::{NodeKeys, carbon_hash};
 pub(crate) use pool::ReplicaPools;
 pub(crate) use ring::{ConsistentHashRing, FastHashOrder};
+pub use route_cache::RouteCache;
 
 use ring::{Node, Replication, RouteTable};
 use rules::Rules;
@@ -178,7 +178,7 @@ pub enum HashType {
 /// carbon's `RELAY_METHOD`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Method {
+pub enum RelayMethod {
     /// Consistent-hashing ring.
     #[default]
     ConsistentHashing,
@@ -203,15 +203,15 @@ impl HashType {
     }
 }
 
-impl Method {
+impl RelayMethod {
     /// carbon's spelling (`RELAY_METHOD`).
     pub const fn as_str(self) -> &'static str {
         match self {
-            Method::ConsistentHashing => "consistent-hashing",
-            Method::FastHashing => "fast-hashing",
-            Method::Rules => "rules",
-            Method::AggregatedConsistentHashing => "aggregated-consistent-hashing",
-            Method::FastAggregatedHashing => "fast-aggregated-hashing",
+            RelayMethod::ConsistentHashing => "consistent-hashing",
+            RelayMethod::FastHashing => "fast-hashing",
+            RelayMethod::Rules => "rules",
+            RelayMethod::AggregatedConsistentHashing => "aggregated-consistent-hashing",
+            RelayMethod::FastAggregatedHashing => "fast-aggregated-hashing",
         }
     }
 
@@ -219,13 +219,16 @@ impl Method {
     pub fn is_aggregated(self) -> bool {
         matches!(
             self,
-            Method::AggregatedConsistentHashing | Method::FastAggregatedHashing
+            RelayMethod::AggregatedConsistentHashing | RelayMethod::FastAggregatedHashing
         )
     }
 
     /// True for the methods that walk a [`FastHashOrder`] rather than a ring.
     pub fn is_fast(self) -> bool {
-        matches!(self, Method::FastHashing | Method::FastAggregatedHashing)
+        matches!(
+            self,
+            RelayMethod::FastHashing | RelayMethod::FastAggregatedHashing
+        )
     }
 }
 
@@ -245,7 +248,7 @@ pub struct RuleSpec {
 #[derive(Clone, Debug, Default)]
 pub struct RouterSpec {
     /// Routing method.
-    pub method: Method,
+    pub method: RelayMethod,
     /// Hash for ring positions.
     pub hash_type: HashType,
     /// Copies per datapoint.
@@ -451,11 +454,11 @@ impl Router {
             return Err(RouterError::ZeroReplicationFactor);
         }
         let strategy = match spec.method {
-            Method::Rules => Strategy::Rules(Rules::new(&spec.rules, count)?),
-            Method::ConsistentHashing
-            | Method::FastHashing
-            | Method::AggregatedConsistentHashing
-            | Method::FastAggregatedHashing => {
+            RelayMethod::Rules => Strategy::Rules(Rules::new(&spec.rules, count)?),
+            RelayMethod::ConsistentHashing
+            | RelayMethod::FastHashing
+            | RelayMethod::AggregatedConsistentHashing
+            | RelayMethod::FastAggregatedHashing => {
                 let mut seen = std::collections::HashSet::with_capacity(count);
                 for d in &spec.destinations {
                     if !seen.insert((d.host.as_str(), d.instance.as_deref())) {

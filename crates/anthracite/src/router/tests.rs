@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn spec(method: Method, destinations: &[&str]) -> RouterSpec {
+fn spec(method: RelayMethod, destinations: &[&str]) -> RouterSpec {
     RouterSpec {
         method,
         hash_type: HashType::CarbonCh,
@@ -84,35 +84,35 @@ fn parse_list_splits_on_commas() {
 #[test]
 fn router_rejects_bad_specs() {
     assert!(matches!(
-        Router::new(spec(Method::ConsistentHashing, &[])),
+        Router::new(spec(RelayMethod::ConsistentHashing, &[])),
         Err(RouterError::NoDestinations)
     ));
     // Port is not part of carbon's ring key.
-    let err = Router::new(spec(Method::ConsistentHashing, &["h:1:a", "h:2:a"])).unwrap_err();
+    let err = Router::new(spec(RelayMethod::ConsistentHashing, &["h:1:a", "h:2:a"])).unwrap_err();
     assert!(matches!(err, RouterError::DuplicateDestination(_)));
     assert!(err.to_string().contains("h:2:a"), "{err}");
-    let mut zero = spec(Method::FastHashing, &["h:1"]);
+    let mut zero = spec(RelayMethod::FastHashing, &["h:1"]);
     zero.replication_factor = 0;
     assert!(matches!(
         Router::new(zero),
         Err(RouterError::ZeroReplicationFactor)
     ));
     assert!(matches!(
-        Router::new(spec(Method::Rules, &["h:1"])),
+        Router::new(spec(RelayMethod::Rules, &["h:1"])),
         Err(RouterError::DefaultRuleCount(0))
     ));
 }
 
 #[test]
 fn route_into_replaces_out() {
-    let router = Router::new(spec(Method::ConsistentHashing, &["a:1", "b:1"])).unwrap();
+    let router = Router::new(spec(RelayMethod::ConsistentHashing, &["a:1", "b:1"])).unwrap();
     assert_eq!(route(&router, "foo.bar").len(), 1);
     assert_eq!(router.destinations().len(), 2);
 }
 
 #[test]
 fn rules_router_routes_by_pattern() {
-    let mut s = spec(Method::Rules, &["a:1", "b:1"]);
+    let mut s = spec(RelayMethod::Rules, &["a:1", "b:1"]);
     s.rules = vec![
         RuleSpec {
             pattern: None,
@@ -133,7 +133,7 @@ fn rules_router_routes_by_pattern() {
 
 #[test]
 fn replication_factor_above_node_count_yields_each_node_once() {
-    let mut s = spec(Method::ConsistentHashing, &["a:1", "b:1", "c:1"]);
+    let mut s = spec(RelayMethod::ConsistentHashing, &["a:1", "b:1", "c:1"]);
     s.replication_factor = 5;
     s.diverse_replicas = false;
     let router = Router::new(s).unwrap();

@@ -1,5 +1,5 @@
 //! Self-metrics, aggregated from above: the relay-wide [`StatsSnapshot`], the components the
-//! relay and its destinations report ([`figures`]), the [`reporter`] that feeds
+//! relay and its destinations report ([`components`]), the [`reporter`] that feeds
 //! `carbon.relays.<host>.*` back into the stream and the Prometheus text of `/metrics`.
 //!
 //! The books themselves live with what they count: the ingest side's in
@@ -13,8 +13,8 @@
 //! limit of episode log lines ([`crate::episode`]) are bottom modules every layer may import;
 //! this module may import every layer below the relay.
 
+pub(crate) mod components;
 pub(crate) mod drop_episodes;
-pub(crate) mod figures;
 pub(crate) mod process;
 pub(crate) mod prometheus;
 pub(crate) mod reporter;

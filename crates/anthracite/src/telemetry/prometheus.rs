@@ -1,4 +1,4 @@
-//! `GET /metrics`: the relay's [figures](super::figures) as Prometheus text, through
+//! `GET /metrics`: the relay's [figures](super::components) as Prometheus text, through
 //! `metrics-exporter-prometheus`.
 //!
 //! Each scrape builds a recorder of its own ([`PrometheusBuilder::build_recorder`]), never

@@ -4,7 +4,7 @@
 //! `….destinations.<host with . → _>:<port>:<instance>.<leaf>`; per Kinesis stream
 //! `….kinesis.<stream>.<leaf>`. Counters are reported as their increase over the interval
 //! (carbon's counts are per interval), gauges as sampled at report time. The values are the
-//! relay's [figures](super::figures), the same that `/metrics` renders.
+//! relay's [figures](super::components), the same that `/metrics` renders.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::TelemetryConfig;
-use super::figures::destination_path;
+use super::components::destination_path;
 use super::process::ProcessUsage;
 use super::snapshot::StatsSnapshot;
 use crate::figure::{Component, Fold, Kind};
@@ -35,7 +35,7 @@ pub(crate) trait Books: Send + Sync {
 
 /// Every component a relay reports: itself, its destinations, its other sources.
 pub(crate) fn all_components(books: &dyn Books) -> Vec<Component> {
-    let mut out = super::figures::components(&books.snapshot());
+    let mut out = super::components::components(&books.snapshot());
     out.extend(books.sources());
     out
 }
@@ -164,7 +164,7 @@ mod tests {
     use crate::figure::Figure;
     use crate::protocol::DropReason;
     use crate::queue::DestinationDropReason;
-    use crate::telemetry::figures::components;
+    use crate::telemetry::components::components;
 
     #[test]
     fn interval_has_carbon_leaves_and_counts_per_interval() {

@@ -50,7 +50,7 @@ mod tests {
     use super::*;
     use crate::destination::OutputProtocol;
     use crate::queue::WhenFull;
-    use crate::router::Method;
+    use crate::router::RelayMethod;
     use std::time::Duration;
 
     #[test]
@@ -68,7 +68,7 @@ mod tests {
         assert_eq!(d.queue.when_full, WhenFull::Block);
         assert_eq!(d.max_datapoints_per_message, 500);
         assert!(d.spill.is_none());
-        assert_eq!(c.router.method, Method::ConsistentHashing);
+        assert_eq!(c.router.method, RelayMethod::ConsistentHashing);
         assert_eq!(c.router.replication_factor, 1);
         assert_eq!(c.telemetry.interval, Some(Duration::from_secs(60)));
         assert_eq!(c.admin_listen, ADMIN_LISTEN.parse().ok());

@@ -221,7 +221,7 @@ fn aggregation_rules_feed_the_aggregated_router() {
     let mut direct = Vec::new();
     router.route_into(b"prod.host7.cpu", &mut by_agg);
     let plain = crate::router::Router::new(crate::router::RouterSpec {
-        method: Method::ConsistentHashing,
+        method: RelayMethod::ConsistentHashing,
         ..c.config.router.clone()
     })
     .expect("plain");

@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::lease::{Checkpoint, Lease};
-use crate::source::checkpoint::StreamCheckpoint;
-use crate::source::shards::ListedShard;
+use crate::relay::source::checkpoint::StreamCheckpoint;
+use crate::relay::source::shards::ListedShard;
 
 /// What one sync writes.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -109,7 +109,7 @@ pub(crate) fn plan(listed: &[ListedShard], rows: &[Lease], initial: &Initial<'_>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::checkpoint::{Position, SequenceNumber, ShardCheckpoint};
+    use crate::relay::source::checkpoint::{Position, SequenceNumber, ShardCheckpoint};
 
     fn shard(id: &str, parents: &[&str], closed: bool) -> ListedShard {
         ListedShard {

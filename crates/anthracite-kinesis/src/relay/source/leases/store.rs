@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::worker::Leases;
-use crate::source::checkpoint::{CheckpointStore, StoreFuture, StreamCheckpoint};
+use crate::relay::source::checkpoint::{CheckpointStore, StoreFuture, StreamCheckpoint};
 
 /// Writes each shard's checkpoint into its lease row, fenced by the lease this worker holds:
 /// shards it does not hold are skipped, and a write that fails its condition loses the lease

@@ -3,7 +3,7 @@
 //!
 //! Each datapoint becomes one user record: its plaintext line, under the metric name as
 //! partition key, so a series always maps to one shard. User records are packed per shard
-//! into KPL aggregates ([`crate::kpl::Aggregator`]) of at most
+//! into KPL aggregates ([`crate::kpl::AggregateBuilder`]) of at most
 //! `AGGREGATE_BYTES`, the KPL's default `AggregationMaxSize`: the shard comes from the
 //! name's MD5, as Kinesis computes it, against the open shards' hash ranges listed when the
 //! destination connects, and the aggregate's outer partition key is its first user record's,
@@ -37,7 +37,7 @@ use md5::{Digest, Md5};
 use tracing::{debug, warn};
 
 use crate::config::KinesisTarget;
-use crate::kpl::{Aggregator, MAX_RECORD_BYTES};
+use crate::kpl::{AggregateBuilder, MAX_RECORD_BYTES};
 
 /// The KPL's default `AggregationMaxSize`: an aggregate of this size carries hundreds of
 /// datapoints while a shard's 1 MiB/s write limit still takes about twenty of them a second.
@@ -88,7 +88,7 @@ pub(crate) struct Sender {
     backoff: (Duration, Duration),
     client: Option<Client>,
     shards: Vec<Range>,
-    aggregators: Vec<Aggregator>,
+    aggregators: Vec<AggregateBuilder>,
     line: BytesMut,
     out: Vec<u8>,
 }
@@ -195,7 +195,7 @@ impl Sender {
         ranges.sort_by_key(|r| r.start);
         self.shards = ranges;
         self.aggregators
-            .resize_with(self.shards.len(), Aggregator::new);
+            .resize_with(self.shards.len(), AggregateBuilder::new);
         Ok(())
     }
 
@@ -255,7 +255,7 @@ impl Sender {
             };
             self.line.clear();
             encode_line(dp, &mut self.line);
-            let need = Aggregator::push_len(key.len(), self.line.len());
+            let need = AggregateBuilder::push_len(key.len(), self.line.len());
             if need + key.len() + 32 > MAX_RECORD_BYTES {
                 round.unencodable += 1;
                 continue;
@@ -406,7 +406,7 @@ struct EncodedRound {
     unencodable: usize,
 }
 
-fn finish(agg: &mut Aggregator, out: &mut Vec<u8>, records: &mut Vec<Pending>) {
+fn finish(agg: &mut AggregateBuilder, out: &mut Vec<u8>, records: &mut Vec<Pending>) {
     // Keys are UTF-8 (checked when pushed); a lossy conversion would never change them.
     let key = String::from_utf8_lossy(agg.first_partition_key()).into_owned();
     out.clear();
@@ -472,7 +472,8 @@ mod tests {
             line: BytesMut::new(),
             out: Vec::new(),
         };
-        s.aggregators.resize_with(shards.len(), Aggregator::new);
+        s.aggregators
+            .resize_with(shards.len(), AggregateBuilder::new);
         s
     }
 

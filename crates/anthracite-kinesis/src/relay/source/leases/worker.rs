@@ -17,9 +17,9 @@ use super::lease::Checkpoint;
 use super::sync::{Initial, plan};
 use super::table::{Fence, LeaseTable, Outcome, TableError, Update};
 use super::taker::{Act, Observer};
-use crate::source::checkpoint::StreamCheckpoint;
-use crate::source::shards::ListedShard;
-use crate::source::stats::{KinesisStats, LeaseMetrics};
+use crate::relay::source::checkpoint::StreamCheckpoint;
+use crate::relay::source::shards::ListedShard;
+use crate::relay::source::stats::{KinesisStats, LeaseMetrics};
 
 /// How a worker uses the lease table.
 #[derive(Clone, Debug)]

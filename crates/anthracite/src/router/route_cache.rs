@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use super::{Router, Strategy, md5x};
-use crate::cache::{Lookup, NameCache, ValueSink};
+use crate::name_cache::{Lookup, NameCache, ValueSink};
 
 /// Routes with at most this many destinations are encoded on the stack on a miss.
 const INLINE_ROUTE: usize = 16;
@@ -240,7 +240,7 @@ impl RouteCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::router::{DestinationSpec, HashType, Method, RouterSpec};
+    use crate::router::{DestinationSpec, HashType, RelayMethod, RouterSpec};
 
     fn router() -> Arc<Router> {
         let destinations = ["127.0.0.1:2104:a", "127.0.0.1:2204:b", "10.0.0.1:2004"]
@@ -249,7 +249,7 @@ mod tests {
             .collect();
         Arc::new(
             Router::new(RouterSpec {
-                method: Method::ConsistentHashing,
+                method: RelayMethod::ConsistentHashing,
                 hash_type: HashType::CarbonCh,
                 replication_factor: 2,
                 diverse_replicas: false,
@@ -308,7 +308,7 @@ mod tests {
         };
         let short = [b'a'; md5x::MAX_KEY];
         let long = [b'a'; md5x::MAX_KEY + 1];
-        for method in [Method::ConsistentHashing, Method::FastHashing] {
+        for method in [RelayMethod::ConsistentHashing, RelayMethod::FastHashing] {
             for hash_type in [HashType::CarbonCh, HashType::Fnv1aCh, HashType::Mmh3Ch] {
                 let r = Arc::new(Router::new(spec(method, hash_type)).unwrap());
                 let cache = RouteCache::new(r, 1 << 20);
@@ -322,7 +322,7 @@ mod tests {
                 destinations: vec![0],
                 continue_matching: false,
             }],
-            ..spec(Method::Rules, HashType::CarbonCh)
+            ..spec(RelayMethod::Rules, HashType::CarbonCh)
         })
         .unwrap();
         let cache = RouteCache::new(Arc::new(rules), 1 << 20);

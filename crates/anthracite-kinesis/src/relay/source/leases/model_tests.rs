@@ -17,9 +17,11 @@ use super::lease::{Checkpoint, Lease};
 use super::memory::MemTable;
 use super::table::{Fence, LeaseTable, Outcome, Update};
 use super::worker::{LeaseSettings, Leases};
-use crate::source::checkpoint::{Position, SequenceNumber, ShardCheckpoint, StreamCheckpoint};
-use crate::source::shards::ListedShard;
-use crate::source::stats::KinesisStats;
+use crate::relay::source::checkpoint::{
+    Position, SequenceNumber, ShardCheckpoint, StreamCheckpoint,
+};
+use crate::relay::source::shards::ListedShard;
+use crate::relay::source::stats::KinesisStats;
 
 const L: Duration = Duration::from_secs(9);
 

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::source::checkpoint::{Position, SequenceNumber};
+use crate::relay::source::checkpoint::{Position, SequenceNumber};
 
 /// DynamoDB attribute names, exactly as KCL 2.x writes them (`DynamoDBLeaseSerializer`).
 pub(crate) mod attr {

@@ -13,7 +13,7 @@ use aws_sdk_dynamodb::types::{
 
 use super::lease::{Checkpoint, Lease, attr, sentinel};
 use super::table::{Fence, LeaseTable, Outcome, TableError, TableFuture, Update};
-use crate::source::reader::error_text;
+use crate::relay::source::reader::error_text;
 
 /// How long `ensure_table` waits for a new table to become active.
 const ACTIVE_WAIT: Duration = Duration::from_secs(120);
@@ -513,7 +513,7 @@ impl LeaseTable for DynamoDbTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::checkpoint::{Position, SequenceNumber};
+    use crate::relay::source::checkpoint::{Position, SequenceNumber};
 
     #[test]
     fn items_round_trip_with_kcl_attribute_names() {

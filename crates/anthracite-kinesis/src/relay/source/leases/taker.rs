@@ -224,7 +224,7 @@ impl Observer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::leases::lease::Checkpoint;
+    use crate::relay::source::leases::lease::Checkpoint;
 
     fn lease(key: &str, owner: Option<&str>, counter: u64) -> Lease {
         Lease {
