@@ -133,13 +133,17 @@ fn workspace_crates() -> Vec<String> {
     let mut names = Vec::new();
     let mut manifests = vec![root().join("Cargo.toml")];
     if let Ok(dirs) = std::fs::read_dir(root().join("crates")) {
-        manifests.extend(dirs.filter_map(|e| e.ok()).map(|e| e.path().join("Cargo.toml")));
+        manifests.extend(
+            dirs.filter_map(|e| e.ok())
+                .map(|e| e.path().join("Cargo.toml")),
+        );
     }
     for m in manifests {
         let Ok(text) = std::fs::read_to_string(&m) else {
             continue;
         };
-        let manifest: Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", m.display()));
+        let manifest: Table =
+            toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", m.display()));
         if let Some(name) = manifest
             .get("package")
             .and_then(|p| p.get("name"))
@@ -204,7 +208,10 @@ fn toml_blocks_pass_anthracite_check() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
-    assert!(checked >= 10, "only {checked} toml blocks: is the reader broken?");
+    assert!(
+        checked >= 10,
+        "only {checked} toml blocks: is the reader broken?"
+    );
 }
 
 #[test]
@@ -262,7 +269,10 @@ fn runnable_shell_blocks_run() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
-    assert!(ran >= 2, "only {ran} runnable blocks: were the markers lost?");
+    assert!(
+        ran >= 2,
+        "only {ran} runnable blocks: were the markers lost?"
+    );
 }
 
 #[test]

@@ -172,7 +172,8 @@ fn flatten(
 fn resolve(probe: &str) -> Table {
     let parsed: Table = toml::from_str(probe).expect("a probe is TOML");
     let out = check_config(parsed, "a probe configuration").unwrap_or_else(|e| panic!("{e}"));
-    toml::from_str(&out).unwrap_or_else(|e| panic!("`anthracite check` printed no TOML: {e}\n{out}"))
+    toml::from_str(&out)
+        .unwrap_or_else(|e| panic!("`anthracite check` printed no TOML: {e}\n{out}"))
 }
 
 /// What the code resolves, once per test run.
@@ -183,7 +184,13 @@ pub fn resolved() -> &'static Resolved {
         let mut paths = BTreeSet::new();
         for probe in [PROBE_ALL, PROBE_RULES] {
             let mut found = Vec::new();
-            flatten("", &Value::Table(resolve(probe)), false, &mut found, &mut paths);
+            flatten(
+                "",
+                &Value::Table(resolve(probe)),
+                false,
+                &mut found,
+                &mut paths,
+            );
             for (k, v) in found {
                 leaves.entry(k).or_insert(v);
             }
@@ -202,9 +209,7 @@ fn same(a: &Value, b: &Value) -> bool {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
         }
         (Value::Table(x), Value::Table(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
         }
         _ => a == b,
     }
@@ -299,7 +304,9 @@ fn the_reference_shows_the_defaults_the_code_resolves() {
     }
     for key in r.leaves.keys() {
         if !seen.contains(key) {
-            problems.push(format!("{key}: resolved by the code, missing from docs/configuration.md"));
+            problems.push(format!(
+                "{key}: resolved by the code, missing from docs/configuration.md"
+            ));
         }
     }
     for key in OMITTED {
@@ -349,7 +356,9 @@ fn number(text: &str) -> Option<f64> {
 }
 
 fn bounds(cell: &str) -> Option<Bounds> {
-    let plain = Regex::new(r"\([^)]*\)").expect("regex").replace_all(cell, "");
+    let plain = Regex::new(r"\([^)]*\)")
+        .expect("regex")
+        .replace_all(cell, "");
     let alternatives: Vec<&str> = plain
         .split(", or ")
         .flat_map(|a| a.split(" or "))
@@ -400,7 +409,11 @@ const WIDEST: &[(&str, i64)] = &[
 /// key.
 fn accepts(key: &str, value: Value) -> Result<bool, String> {
     let mut config: Table = toml::from_str(PROBE_ALL).expect("the probe is TOML");
-    set(&mut config, "destinations.spill.dir", Value::String("spill".into()));
+    set(
+        &mut config,
+        "destinations.spill.dir",
+        Value::String("spill".into()),
+    );
     for (k, v) in WIDEST {
         if *k != key {
             set(&mut config, k, Value::Integer(*v));
@@ -415,7 +428,9 @@ fn accepts(key: &str, value: Value) -> Result<bool, String> {
             if e.contains(leaf) {
                 Ok(false)
             } else {
-                Err(format!("{key} = {shown} was refused for another reason:\n{e}"))
+                Err(format!(
+                    "{key} = {shown} was refused for another reason:\n{e}"
+                ))
             }
         }
     }
@@ -430,7 +445,10 @@ fn the_ranges_in_the_reference_hold_at_their_bounds() {
         let (Some(b), Some(default)) = (bounds(&row.range), r.leaves.get(&row.key)) else {
             continue;
         };
-        let at = format!("docs/configuration.md:{}: {} ({})", row.line, row.key, row.range);
+        let at = format!(
+            "docs/configuration.md:{}: {} ({})",
+            row.line, row.key, row.range
+        );
         let int = default.is_integer();
         let value = |x: f64| {
             if int {
@@ -442,7 +460,13 @@ fn the_ranges_in_the_reference_hold_at_their_bounds() {
         let mut probes = Vec::new();
         if let Some(min) = b.min {
             probes.push((min, true));
-            let below = if int { min - 1.0 } else if min > 0.0 { min / 2.0 } else { -1.0 };
+            let below = if int {
+                min - 1.0
+            } else if min > 0.0 {
+                min / 2.0
+            } else {
+                -1.0
+            };
             if below >= 0.0 || !int {
                 probes.push((below, b.zero_off && below == 0.0));
             }
@@ -475,12 +499,24 @@ fn the_ranges_in_the_reference_hold_at_their_bounds() {
 fn the_range_reader_reads_the_reference_forms() {
     let b = |min, max, zero_off| Some(Bounds { min, max, zero_off });
     assert_eq!(bounds("1 – 1,000,000"), b(Some(1.0), Some(1e6), false));
-    assert_eq!(bounds("0 (off), or 100 – 3,600,000"), b(Some(100.0), Some(3.6e6), true));
+    assert_eq!(
+        bounds("0 (off), or 100 – 3,600,000"),
+        b(Some(100.0), Some(3.6e6), true)
+    );
     assert_eq!(bounds("0 (off) – 7200"), b(Some(0.0), Some(7200.0), false));
-    assert_eq!(bounds("4096 – 4 GiB − 1"), b(Some(4096.0), Some(4294967295.0), false));
-    assert_eq!(bounds("`backoff_min_ms` – 3,600,000"), b(None, Some(3.6e6), false));
+    assert_eq!(
+        bounds("4096 – 4 GiB − 1"),
+        b(Some(4096.0), Some(4294967295.0), false)
+    );
+    assert_eq!(
+        bounds("`backoff_min_ms` – 3,600,000"),
+        b(None, Some(3.6e6), false)
+    );
     assert_eq!(bounds("at least 200"), b(Some(200.0), None, false));
-    assert_eq!(bounds("0 (never), or 0.001 – 31,536,000"), b(Some(0.001), Some(31536000.0), true));
+    assert_eq!(
+        bounds("0 (never), or 0.001 – 31,536,000"),
+        b(Some(0.001), Some(31536000.0), true)
+    );
     assert_eq!(bounds("`IP:port`, or `\"\"`"), None);
     assert_eq!(bounds("a positive number"), None);
 }
@@ -543,7 +579,8 @@ fn example_marks(text: &str) -> BTreeMap<String, bool> {
 #[test]
 fn the_example_shows_every_key_and_its_default() {
     let r = resolved();
-    let text = std::fs::read_to_string(root().join("relay.toml.example")).expect("relay.toml.example");
+    let text =
+        std::fs::read_to_string(root().join("relay.toml.example")).expect("relay.toml.example");
 
     // As it is, the example runs (the quick start uses it).
     let dir = scratch();
@@ -777,16 +814,40 @@ fn the_schema_doc_comments_state_the_resolved_defaults() {
 #[test]
 fn the_doc_comment_reader_reads_the_schema_forms() {
     let v = |d: &str| stated_default(d);
-    assert_eq!(v("Plaintext. Default `0.0.0.0:2003`; `\"\"` disables."), Some(Value::String("0.0.0.0:2003".into())));
-    assert_eq!(v("(1–1000000). Default 10000. At the limit"), Some(Value::Integer(10000)));
-    assert_eq!(v("0 = never (carbon's default). Default 600."), Some(Value::Integer(600)));
-    assert_eq!(v("counted. Default 64 MiB; 0 disables"), Some(Value::Integer(64 << 20)));
+    assert_eq!(
+        v("Plaintext. Default `0.0.0.0:2003`; `\"\"` disables."),
+        Some(Value::String("0.0.0.0:2003".into()))
+    );
+    assert_eq!(
+        v("(1–1000000). Default 10000. At the limit"),
+        Some(Value::Integer(10000))
+    );
+    assert_eq!(
+        v("0 = never (carbon's default). Default 600."),
+        Some(Value::Integer(600))
+    );
+    assert_eq!(
+        v("counted. Default 64 MiB; 0 disables"),
+        Some(Value::Integer(64 << 20))
+    );
     assert_eq!(v("Wait this long. Default 5 ms."), Some(Value::Integer(5)));
-    assert_eq!(v("`consistent-hashing` (default), `fast-hashing`"), Some(Value::String("consistent-hashing".into())));
-    assert_eq!(v("dir; `\"\"` (default) disables"), Some(Value::String(String::new())));
-    assert_eq!(v("replay; 0 (default) = no limit."), Some(Value::Integer(0)));
+    assert_eq!(
+        v("`consistent-hashing` (default), `fast-hashing`"),
+        Some(Value::String("consistent-hashing".into()))
+    );
+    assert_eq!(
+        v("dir; `\"\"` (default) disables"),
+        Some(Value::String(String::new()))
+    );
+    assert_eq!(
+        v("replay; 0 (default) = no limit."),
+        Some(Value::Integer(0))
+    );
     assert_eq!(v("fraction. Default 0.5."), Some(Value::Float(0.5)));
-    assert_eq!(v("per host. Default true (carbon's default)."), Some(Value::Boolean(true)));
+    assert_eq!(
+        v("per host. Default true (carbon's default)."),
+        Some(Value::Boolean(true))
+    );
     assert_eq!(v("Host part. Default: the machine's hostname."), None);
     assert_eq!(v("Client id. Default `anthracite-<hostname>`."), None);
     let f = fields(

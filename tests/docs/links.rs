@@ -89,7 +89,10 @@ fn check_target(
         return;
     };
     if !resolves(&resolved, problems, at) {
-        problems.push(format!("{at}: {target}: {} does not exist", resolved.display()));
+        problems.push(format!(
+            "{at}: {target}: {} does not exist",
+            resolved.display()
+        ));
         return;
     }
     if let Some(anchor) = anchor {
@@ -190,21 +193,36 @@ fn sections_cited_by_dist_files_exist() {
         for (n, line) in text.lines().enumerate() {
             for m in cite.find_iter(line) {
                 let at = format!("{file}:{}", n + 1);
-                check_target(Path::new("README.md"), m.as_str(), &at, &anchors, &mut problems);
+                check_target(
+                    Path::new("README.md"),
+                    m.as_str(),
+                    &at,
+                    &anchors,
+                    &mut problems,
+                );
                 checked += 1;
             }
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert!(checked >= 2, "the unit and the alerts cite the operations page");
+    assert!(
+        checked >= 2,
+        "the unit and the alerts cite the operations page"
+    );
 }
 
 #[test]
 fn the_path_reader_knows_a_path_from_a_word() {
     let top = vec!["src".to_owned(), "dist".to_owned(), "README.md".to_owned()];
-    assert_eq!(repository_path("src/main.rs", &top).as_deref(), Some("src/main.rs"));
+    assert_eq!(
+        repository_path("src/main.rs", &top).as_deref(),
+        Some("src/main.rs")
+    );
     assert_eq!(repository_path("dist/", &top).as_deref(), Some("dist/"));
-    assert_eq!(repository_path("README.md", &top).as_deref(), Some("README.md"));
+    assert_eq!(
+        repository_path("README.md", &top).as_deref(),
+        Some("README.md")
+    );
     assert_eq!(repository_path("src", &top), None);
     assert_eq!(repository_path("bench/*.sh", &top), None);
     assert_eq!(repository_path("dist/<x>", &top), None);

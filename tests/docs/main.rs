@@ -84,7 +84,10 @@ fn check(config: &Path) -> Result<String, String> {
     if let Some(dir) = config.parent() {
         cmd.current_dir(dir);
     }
-    let out = run_bounded(cmd, &format!("anthracite check --config {}", config.display()));
+    let out = run_bounded(
+        cmd,
+        &format!("anthracite check --config {}", config.display()),
+    );
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     if out.status.success() {

@@ -244,7 +244,9 @@ pub fn cells(line: &str) -> Vec<String> {
                 in_code = !in_code;
                 cell.push(c);
             }
-            '|' if !in_code && prev != '\\' => out.push(std::mem::take(&mut cell).trim().to_owned()),
+            '|' if !in_code && prev != '\\' => {
+                out.push(std::mem::take(&mut cell).trim().to_owned())
+            }
             _ => cell.push(c),
         }
         prev = c;

@@ -18,10 +18,7 @@ fn forbidden() -> Vec<(Regex, &'static str)> {
             "a tracker's target (state the figure)",
         ),
         (re(r"(?i)\bthis round\b"), "a working note (\"this round\")"),
-        (
-            re(r"\.\./shared|/work/"),
-            "a path outside the repository",
-        ),
+        (re(r"\.\./shared|/work/"), "a path outside the repository"),
     ]
 }
 
@@ -32,7 +29,9 @@ fn commit_hashes(text: &str) -> Vec<String> {
         // The digits after a decimal point (`9.882973263293738e-06`) are a number.
         .filter(|m| !text[..m.start()].ends_with('.'))
         .map(|m| m.as_str())
-        .filter(|w| w.bytes().any(|b| b.is_ascii_digit()) && w.bytes().any(|b| b.is_ascii_alphabetic()))
+        .filter(|w| {
+            w.bytes().any(|b| b.is_ascii_digit()) && w.bytes().any(|b| b.is_ascii_alphabetic())
+        })
         .map(str::to_owned)
         .collect()
 }
@@ -45,7 +44,12 @@ fn pages_hold_no_commit_hashes_issue_numbers_or_working_notes() {
         for (n, line) in text.lines().enumerate() {
             for (re, why) in &rules {
                 if let Some(m) = re.find(line) {
-                    found.push(format!("{}:{}: {:?}: {why}", path.display(), n + 1, m.as_str()));
+                    found.push(format!(
+                        "{}:{}: {:?}: {why}",
+                        path.display(),
+                        n + 1,
+                        m.as_str()
+                    ));
                 }
             }
             for hash in commit_hashes(line) {
@@ -62,13 +66,29 @@ fn pages_hold_no_commit_hashes_issue_numbers_or_working_notes() {
 
 #[test]
 fn the_word_checks_catch_what_they_are_for() {
-    assert_eq!(commit_hashes("the release build of b39b2c7 and e2e066a"), ["b39b2c7", "e2e066a"]);
-    assert!(commit_hashes("1700000000 deadbeef 0x7fffffff 12.5 ab12 9.882973263293738e-06").is_empty());
+    assert_eq!(
+        commit_hashes("the release build of b39b2c7 and e2e066a"),
+        ["b39b2c7", "e2e066a"]
+    );
+    assert!(
+        commit_hashes("1700000000 deadbeef 0x7fffffff 12.5 ab12 9.882973263293738e-06").is_empty()
+    );
     let rules = forbidden();
-    for bad in ["Before issue 24 the wait", "Issue #2's measurement", "this round's queue", "../shared/compat", "against issue 11's targets", "Against the issue's targets"] {
+    for bad in [
+        "Before issue 24 the wait",
+        "Issue #2's measurement",
+        "this round's queue",
+        "../shared/compat",
+        "against issue 11's targets",
+        "Against the issue's targets",
+    ] {
         assert!(rules.iter().any(|(re, _)| re.is_match(bad)), "{bad}");
     }
-    for good in ["an issue with the disk", "a round of measurements", "tests/compat/"] {
+    for good in [
+        "an issue with the disk",
+        "a round of measurements",
+        "tests/compat/",
+    ] {
         assert!(!rules.iter().any(|(re, _)| re.is_match(good)), "{good}");
     }
 }
