@@ -1,19 +1,12 @@
 //! Each default in one place: the code. What the documentation shows is checked against what
-//! `anthracite check` resolves:
-//!
-//! - the tables of docs/configuration.md: every default shown as a value, every key of the
-//!   schema has a row, and every range holds at its bounds;
-//! - relay.toml.example: it passes `anthracite check` as it is and with every setting
-//!   uncommented, shows every key, and shows each one's default unless the line says
-//!   `# example`;
-//! - the doc comments of the `relay.toml` schema (the `Raw*` structs): a default they state is
-//!   the resolved one.
+//! `anthracite check` resolves: here the tables of docs/configuration.md (every default shown
+//! as a value, every key of the schema has a row, every range holds at its bounds); in
+//! `example` relay.toml.example, in `schema` the doc comments of the `relay.toml` schema.
 //!
 //! What the code resolves comes from `anthracite check` on two probe configurations that hold
 //! every section (`[[rules]]` needs a method of its own) and only the keys a section requires.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -21,7 +14,7 @@ use toml::{Table, Value};
 
 use crate::blocks::check_config;
 use crate::markdown::{code_spans, tables};
-use crate::{check, root, scratch};
+use crate::root;
 
 /// Keys the reference documents that `anthracite check` leaves out while they hold their
 /// default (the schema skips them when unset or empty), so their defaults are stated in words.
@@ -52,10 +45,10 @@ const OMITTED: &[&str] = &[
 ];
 
 /// Optional tables the schema has (absent: off).
-const OPTIONAL_TABLES: &[&str] = &["listen.tls", "destinations.tls"];
+pub(crate) const OPTIONAL_TABLES: &[&str] = &["listen.tls", "destinations.tls"];
 
 /// Keys the probes set (what a section requires to validate): resolved, but not defaults.
-const PROBED: &[&str] = &[
+pub(crate) const PROBED: &[&str] = &[
     "destinations.servers",
     "destinations.servers.address",
     "destinations.servers.protocol",
@@ -101,18 +94,18 @@ destinations = ["127.0.0.1:2104:a"]
 
 /// What the code resolves: values by dotted key (the first entry of an array of tables), and
 /// every key and table that exists.
-pub struct Resolved {
-    leaves: BTreeMap<String, Value>,
-    paths: BTreeSet<String>,
+pub(crate) struct Resolved {
+    pub(crate) leaves: BTreeMap<String, Value>,
+    pub(crate) paths: BTreeSet<String>,
 }
 
 impl Resolved {
-    fn known(&self, key: &str) -> bool {
+    pub(crate) fn known(&self, key: &str) -> bool {
         self.paths.contains(key) || OMITTED.contains(&key) || OPTIONAL_TABLES.contains(&key)
     }
 }
 
-fn join(prefix: &str, key: &str) -> String {
+pub(crate) fn join(prefix: &str, key: &str) -> String {
     if prefix.is_empty() {
         key.to_owned()
     } else {
@@ -122,7 +115,7 @@ fn join(prefix: &str, key: &str) -> String {
 
 /// Flattens a configuration: every leaf with its dotted key (all entries of an array of
 /// tables when `every_entry`, else the first), and every path.
-fn flatten(
+pub(crate) fn flatten(
     prefix: &str,
     value: &Value,
     every_entry: bool,
@@ -177,7 +170,7 @@ fn resolve(probe: &str) -> Table {
 }
 
 /// What the code resolves, once per test run.
-pub fn resolved() -> &'static Resolved {
+pub(crate) fn resolved() -> &'static Resolved {
     static RESOLVED: OnceLock<Resolved> = OnceLock::new();
     RESOLVED.get_or_init(|| {
         let mut leaves = BTreeMap::new();
@@ -200,7 +193,7 @@ pub fn resolved() -> &'static Resolved {
 }
 
 /// Two values that are the same setting: numbers by value (`600` is `600.0`).
-fn same(a: &Value, b: &Value) -> bool {
+pub(crate) fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Integer(x), Value::Float(y)) | (Value::Float(y), Value::Integer(x)) => {
             (*x as f64) == *y
@@ -376,7 +369,7 @@ fn bounds(cell: &str) -> Option<Bounds> {
 }
 
 /// Sets a dotted key in a configuration (in the first entry of an array of tables).
-fn set(config: &mut Table, key: &str, value: Value) {
+pub(crate) fn set(config: &mut Table, key: &str, value: Value) {
     let mut parts: Vec<&str> = key.split('.').collect();
     let last = parts.pop().expect("a key");
     let mut table = config;
@@ -519,346 +512,4 @@ fn the_range_reader_reads_the_reference_forms() {
     );
     assert_eq!(bounds("`IP:port`, or `\"\"`"), None);
     assert_eq!(bounds("a positive number"), None);
-}
-
-/// relay.toml.example with its settings uncommented: `# key = value` lines (and `# [table]`
-/// headers) lose their `# `; `##` lines are explanations and stay.
-fn uncomment(text: &str) -> String {
-    text.lines()
-        .map(|l| l.strip_prefix("# ").unwrap_or(l))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Where a line's trailing comment starts (a `#` outside strings).
-fn comment_start(line: &str) -> Option<usize> {
-    let mut quote: Option<char> = None;
-    let mut escaped = false;
-    for (i, c) in line.char_indices() {
-        match (quote, c) {
-            (Some('"'), '\\') if !escaped => {
-                escaped = true;
-                continue;
-            }
-            (Some(q), c) if c == q && !escaped => quote = None,
-            (None, '"' | '\'') => quote = Some(c),
-            (None, '#') => return Some(i),
-            _ => {}
-        }
-        escaped = false;
-    }
-    None
-}
-
-/// The example's settings: dotted key → whether its line says `# example`.
-fn example_marks(text: &str) -> BTreeMap<String, bool> {
-    let key = Regex::new(r"^([A-Za-z0-9_.]+)\s*=").expect("regex");
-    let mut marks = BTreeMap::new();
-    let mut section = String::new();
-    for line in text.lines() {
-        let t = line.trim();
-        if t.starts_with('#') || t.is_empty() {
-            continue;
-        }
-        if t.starts_with('[') {
-            section = t.trim_matches(['[', ']']).to_owned();
-            continue;
-        }
-        if let Some(c) = key.captures(t) {
-            let example = comment_start(t)
-                .is_some_and(|i| t[i..].trim_start_matches('#').trim().starts_with("example"));
-            marks
-                .entry(join(&section, &c[1]))
-                .and_modify(|m| *m |= example)
-                .or_insert(example);
-        }
-    }
-    marks
-}
-
-#[test]
-fn the_example_shows_every_key_and_its_default() {
-    let r = resolved();
-    let text =
-        std::fs::read_to_string(root().join("relay.toml.example")).expect("relay.toml.example");
-
-    // As it is, the example runs (the quick start uses it).
-    let dir = scratch();
-    let file = dir.path().join("relay.toml.example");
-    std::fs::write(&file, &text).expect("write the example");
-    check(&file).unwrap_or_else(|e| panic!("relay.toml.example as it is:\n{e}"));
-
-    // Uncommented, it is valid too. Its [[rules]] apply with method "rules", which the example
-    // keeps at its default: that one key is changed for the check.
-    let full = uncomment(&text);
-    let parsed: Table = toml::from_str(&full)
-        .unwrap_or_else(|e| panic!("relay.toml.example uncommented is not TOML: {e}"));
-    let mut checked = parsed.clone();
-    if checked.contains_key("rules") {
-        set(&mut checked, "router.method", Value::String("rules".into()));
-    }
-    check_config(checked, "relay.toml.example, every setting uncommented")
-        .unwrap_or_else(|e| panic!("{e}"));
-
-    let marks = example_marks(&full);
-    let mut leaves = Vec::new();
-    let mut paths = BTreeSet::new();
-    flatten("", &Value::Table(parsed), true, &mut leaves, &mut paths);
-    let mut problems = Vec::new();
-    let mut compared = 0;
-    for (key, value) in &leaves {
-        if !r.known(key) {
-            problems.push(format!("{key}: not a key of the schema"));
-            continue;
-        }
-        let example = marks
-            .iter()
-            .filter(|(k, _)| key == *k || key.starts_with(&format!("{k}.")))
-            .max_by_key(|(k, _)| k.len())
-            .is_some_and(|(_, m)| *m);
-        if example || PROBED.contains(&key.as_str()) {
-            continue;
-        }
-        if let Some(default) = r.leaves.get(key) {
-            if same(value, default) {
-                compared += 1;
-            } else {
-                problems.push(format!(
-                    "{key} = {value}: not the default ({default}); end the line with `# example` if it is one"
-                ));
-            }
-        }
-    }
-    let shown: BTreeSet<&str> = leaves.iter().map(|(k, _)| k.as_str()).collect();
-    for key in r.leaves.keys() {
-        // The per-server table is shown in words: its keys override the sections' ones.
-        if key.starts_with("destinations.servers.") {
-            continue;
-        }
-        if !shown.contains(key.as_str()) {
-            problems.push(format!("{key}: missing from relay.toml.example"));
-        }
-    }
-    for table in OPTIONAL_TABLES {
-        if !paths.contains(*table) {
-            problems.push(format!("[{table}]: missing from relay.toml.example"));
-        }
-    }
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert!(compared >= 80, "only {compared} defaults compared");
-}
-
-/// The schema's structs and the section each one is.
-const SCHEMA: &[(&str, &str)] = &[
-    ("RawListen", "listen"),
-    ("RawServerTls", "listen.tls"),
-    ("RawRouter", "router"),
-    ("RawRule", "rules"),
-    ("RawDestinations", "destinations"),
-    ("RawServerDetail", "destinations.servers"),
-    ("RawKafkaSink", "destinations.servers.kafka"),
-    ("RawClientTls", "destinations.tls"),
-    ("RawQueue", "destinations.queue"),
-    ("RawSpill", "destinations.spill"),
-    ("RawIngest", "ingest"),
-    ("RawTelemetry", "telemetry"),
-    ("RawShutdown", "shutdown"),
-    ("RawAdmin", "admin"),
-    ("RawLog", "log"),
-    ("RawAggregation", "aggregation"),
-    ("RawRewrite", "rewrite"),
-    ("RawKinesis", "kinesis"),
-    ("RawKafka", "kafka"),
-];
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.filter_map(|e| e.ok()) {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
-/// A field of a schema struct: its key and its doc comment.
-struct Field {
-    key: String,
-    doc: String,
-}
-
-/// The fields of `pub struct name { … }` in `text`, if it is there.
-fn fields(text: &str, name: &str) -> Option<Vec<Field>> {
-    let start = text.find(&format!("pub struct {name} {{"))?;
-    let body = &text[start..];
-    let body = &body[body.find('{')? + 1..body.find("\n}")?];
-    let field = Regex::new(r"^pub ([a-z_0-9]+):").expect("regex");
-    let rename = Regex::new(r#"rename = "([^"]+)""#).expect("regex");
-    let mut out = Vec::new();
-    let mut doc = String::new();
-    let mut renamed = None;
-    for line in body.lines().map(str::trim) {
-        if let Some(d) = line.strip_prefix("///") {
-            doc.push(' ');
-            doc.push_str(d.trim());
-        } else if line.starts_with("#[") {
-            if let Some(c) = rename.captures(line) {
-                renamed = Some(c[1].to_owned());
-            }
-        } else if let Some(c) = field.captures(line) {
-            out.push(Field {
-                key: renamed.take().unwrap_or_else(|| c[1].to_owned()),
-                doc: std::mem::take(&mut doc),
-            });
-        }
-    }
-    Some(out)
-}
-
-/// The default a doc comment states: `Default 600`, `Default 64 MiB`, ``Default `a` ``,
-/// `` `pickle` (default) ``, `0 (default)`. Templates (`<hostname>`) and words are not values.
-fn stated_default(doc: &str) -> Option<Value> {
-    let value = r"`[^`]*`|-?[0-9][0-9_]*(?:\.[0-9]+)?(?: (?:KiB|MiB|GiB|TiB|ms|s)\b)?|true|false";
-    let a = Regex::new(&format!(r"Default:? ({value})")).expect("regex");
-    let b = Regex::new(r"(`[^`]*`|-?[0-9][0-9_]*(?:\.[0-9]+)?) \(default\)").expect("regex");
-    let first = [a.captures(doc), b.captures(doc)]
-        .into_iter()
-        .flatten()
-        .min_by_key(|c| c.get(0).map_or(usize::MAX, |m| m.start()))?;
-    let text = first.get(1)?.as_str();
-    if let Some(code) = text.strip_prefix('`').and_then(|t| t.strip_suffix('`')) {
-        if code.contains('<') {
-            return None;
-        }
-        return Some(Value::String(if code == "\"\"" {
-            String::new()
-        } else {
-            code.to_owned()
-        }));
-    }
-    match text {
-        "true" => return Some(Value::Boolean(true)),
-        "false" => return Some(Value::Boolean(false)),
-        _ => {}
-    }
-    let (n, unit) = text.split_once(' ').unwrap_or((text, ""));
-    let scale = match unit {
-        "KiB" => 1i64 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "TiB" => 1 << 40,
-        _ => 1,
-    };
-    let n = n.replace('_', "");
-    match n.parse::<i64>() {
-        Ok(i) => Some(Value::Integer(i * scale)),
-        Err(_) => n.parse::<f64>().ok().map(Value::Float),
-    }
-}
-
-#[test]
-fn the_schema_doc_comments_state_the_resolved_defaults() {
-    let r = resolved();
-    let mut files = Vec::new();
-    rust_files(&root().join("crates"), &mut files);
-    let sources: Vec<(PathBuf, String)> = files
-        .into_iter()
-        .filter_map(|p| std::fs::read_to_string(&p).ok().map(|t| (p, t)))
-        .collect();
-    let mut problems = Vec::new();
-    let mut compared = 0;
-    for (name, section) in SCHEMA {
-        let Some((file, fields)) = sources
-            .iter()
-            .find_map(|(p, t)| fields(t, name).map(|f| (p, f)))
-        else {
-            problems.push(format!(
-                "pub struct {name} (`[{section}]`) is not under crates/: update SCHEMA in tests/docs/defaults.rs"
-            ));
-            continue;
-        };
-        let file = file.strip_prefix(root()).unwrap_or(file).display();
-        for f in fields {
-            let key = join(section, &f.key);
-            if !r.known(&key) {
-                problems.push(format!(
-                    "{file}: {name}.{}: {key} is neither resolved by `anthracite check` nor in OMITTED",
-                    f.key
-                ));
-                continue;
-            }
-            let (Some(stated), Some(value)) = (stated_default(&f.doc), r.leaves.get(&key)) else {
-                continue;
-            };
-            if PROBED.contains(&key.as_str()) {
-                continue;
-            }
-            if same(&stated, value) {
-                compared += 1;
-            } else {
-                problems.push(format!(
-                    "{file}: {name}.{}: the doc comment says the default is {stated}, the code resolves {value}",
-                    f.key
-                ));
-            }
-        }
-    }
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert!(compared >= 60, "only {compared} doc comments compared");
-}
-
-#[test]
-fn the_doc_comment_reader_reads_the_schema_forms() {
-    let v = |d: &str| stated_default(d);
-    assert_eq!(
-        v("Plaintext. Default `0.0.0.0:2003`; `\"\"` disables."),
-        Some(Value::String("0.0.0.0:2003".into()))
-    );
-    assert_eq!(
-        v("(1–1000000). Default 10000. At the limit"),
-        Some(Value::Integer(10000))
-    );
-    assert_eq!(
-        v("0 = never (carbon's default). Default 600."),
-        Some(Value::Integer(600))
-    );
-    assert_eq!(
-        v("counted. Default 64 MiB; 0 disables"),
-        Some(Value::Integer(64 << 20))
-    );
-    assert_eq!(v("Wait this long. Default 5 ms."), Some(Value::Integer(5)));
-    assert_eq!(
-        v("`consistent-hashing` (default), `fast-hashing`"),
-        Some(Value::String("consistent-hashing".into()))
-    );
-    assert_eq!(
-        v("dir; `\"\"` (default) disables"),
-        Some(Value::String(String::new()))
-    );
-    assert_eq!(
-        v("replay; 0 (default) = no limit."),
-        Some(Value::Integer(0))
-    );
-    assert_eq!(v("fraction. Default 0.5."), Some(Value::Float(0.5)));
-    assert_eq!(
-        v("per host. Default true (carbon's default)."),
-        Some(Value::Boolean(true))
-    );
-    assert_eq!(v("Host part. Default: the machine's hostname."), None);
-    assert_eq!(v("Client id. Default `anthracite-<hostname>`."), None);
-    let f = fields(
-        "pub struct RawX {\n    /// A. Default 1.\n    #[serde(default, rename = \"continue\")]\n    pub continue_matching: bool,\n    /// B.\n    pub b: u8,\n}\n",
-        "RawX",
-    )
-    .expect("the struct");
-    assert_eq!(f.len(), 2);
-    assert_eq!(f[0].key, "continue");
-    assert_eq!(stated_default(&f[0].doc), Some(Value::Integer(1)));
-    assert_eq!(comment_start(r#"a = "x#y"   # example"#), Some(12));
-    assert_eq!(comment_start(r##"a = "x\"#"  # z"##), Some(12));
-    assert_eq!(uncomment("## why\n# a = 1\nb = 2"), "## why\na = 1\nb = 2");
 }

@@ -5,17 +5,19 @@
 //!   runnable runs;
 //! - `links`: every relative link, anchor and repository path resolves;
 //! - `words`: no commit hashes, issue numbers or working notes;
-//! - `defaults`: every default shown (the configuration reference, the example configuration,
-//!   the schema's doc comments) is what `anthracite check` resolves, every key is documented,
-//!   and the documented ranges hold at their bounds.
+//! - `defaults`, `example`, `schema`: every default shown (the configuration reference, the
+//!   example configuration, the schema's doc comments) is what `anthracite check` resolves,
+//!   every key is documented, and the documented ranges hold at their bounds.
 //!
 //! No servers: the only processes are `anthracite check` and the runnable shell blocks, each
 //! bounded in time and stopped by its id.
 
 mod blocks;
 mod defaults;
+mod example;
 mod links;
 mod markdown;
+mod schema;
 mod words;
 
 use std::path::{Path, PathBuf};
