@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The README's "Replacing carbon-aggregator" figures: bench/scenarios/aggregate.toml (100k input
-# names, 100 aggregation rules, 10k output series of 60 s, FORWARD_ALL) against anthracite with
-# the generated rules in its [aggregation] (bench/relays/anthracite.toml), carbon-c-relay 3.7.3
-# with the same rules as `aggregate` statements, carbon-aggregator.py 1.1.10 (the venv the test
-# suite installs under target/tmp/carbon-1.1.10-venv: `cargo test --test carbon` once) with the
-# same rules file, and anthracite relaying the same input without aggregation (plain), rounds
-# alternating. Needs a release build (BIN=path overrides it). Logs and JSON go to $1 (default
+# The figures of docs/benchmarks.md, "Aggregation beside carbon-aggregator.py and
+# carbon-c-relay": bench/scenarios/aggregate.toml (100k input names, 100 aggregation rules, 10k
+# output series of 60 s, FORWARD_ALL) against anthracite with the generated rules in its
+# [aggregation] (bench/relays/anthracite.toml), carbon-c-relay 3.7.3 with the same rules as
+# `aggregate` statements, carbon-aggregator.py 1.1.10 (the venv the test suite installs under
+# target/tmp/carbon-1.1.10-venv: `cargo test --test carbon` once) with the same rules file, and
+# anthracite relaying the same input without aggregation (plain), rounds alternating. Needs a
+# release build (BIN=path overrides it). Logs and JSON go to $1 (default
 # bench-results/aggregate); further arguments go to `anthracite bench` (e.g. --datapoints
-# 1000000 for a shorter run: carbon-aggregator.py takes about 125 CPU-s per million here, so
-# the scenario's 3M take it about 7 minutes).
+# 1000000 for a shorter run: carbon-aggregator.py takes about 125 CPU-s per million here, so the
+# scenario's 3M take it about 7 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-bench-results/aggregate}"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Every workload of the README's "Side by side with carbon-c-relay" table: anthracite as its own
-# process on relay.toml.example's settings (bench/relays/anthracite-example.toml) beside
-# carbon-c-relay 3.7.3 (Debian's package: apt-get install carbon-c-relay) in one --compare run
-# per workload, rounds alternating. Needs a release build (cargo build --release). Logs and
-# JSON go to $1 (default bench-results/).
+# Every workload of the "Side by side with carbon-c-relay" table in docs/benchmarks.md:
+# anthracite as its own process on relay.toml.example's settings
+# (bench/relays/anthracite-example.toml) beside carbon-c-relay 3.7.3 (Debian's package: apt-get
+# install carbon-c-relay) in one --compare run per workload, rounds alternating. Needs a release
+# build (cargo build --release). Logs and JSON go to $1 (default bench-results/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-bench-results}"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The README's "Cost as the configuration grows" table: `anthracite bench --sweep` over rule
-# count (bench/scenarios/cost-rules.toml) and over destinations × replication
+# The "Cost as the configuration grows" tables of docs/benchmarks.md: `anthracite bench --sweep`
+# over rule count (bench/scenarios/cost-rules.toml) and over destinations × replication
 # (bench/scenarios/cost-destinations.toml), anthracite as its own process beside carbon-c-relay
-# 3.7.3 (Debian's package) with the same rules or ring, rounds alternating at each point.
-# Needs a release build (BIN=path overrides it). Logs, JSON and SVG go to $1 (default
+# 3.7.3 (Debian's package) with the same rules or ring, rounds alternating at each point. Needs
+# a release build (BIN=path overrides it). Logs, JSON and SVG go to $1 (default
 # bench-results/cost); ROUNDS=n sets the rounds per point (default 2); further arguments go to
 # `anthracite bench` (e.g. --datapoints 1000000).
 set -euo pipefail
