@@ -17,7 +17,7 @@ use tracing_subscriber::EnvFilter;
 const TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The binary keeps the system allocator (glibc's malloc), cheaper per datapoint than
-/// mimalloc here (README, "Benchmark notes": allocator). glibc keeps freed memory in its
+/// mimalloc here (docs/benchmarks.md, "Benchmark notes": allocator). glibc keeps freed memory in its
 /// heaps, though, so every [`TRIM_INTERVAL`] the free memory is handed back (`malloc_trim`; it takes the arena locks
 /// for the time it walks the free lists, well under a millisecond on the relay's heaps).
 #[cfg(target_env = "gnu")]

@@ -18,6 +18,7 @@ const SCHEMA: &[(&str, &str)] = &[
     ("RawRule", "rules"),
     ("RawDestinations", "destinations"),
     ("RawServerDetail", "destinations.servers"),
+    ("RawKinesisDestination", "destinations.servers"),
     ("RawKafkaSink", "destinations.servers.kafka"),
     ("RawClientTls", "destinations.tls"),
     ("RawQueue", "destinations.queue"),
@@ -63,6 +64,8 @@ fn fields(text: &str, name: &str) -> Option<Vec<Field>> {
     let mut out = Vec::new();
     let mut doc = String::new();
     let mut renamed = None;
+    // A flattened field holds other structs' keys (an extension's, in a `servers` entry).
+    let mut flattened = false;
     for line in body.lines().map(str::trim) {
         if let Some(d) = line.strip_prefix("///") {
             doc.push(' ');
@@ -71,11 +74,13 @@ fn fields(text: &str, name: &str) -> Option<Vec<Field>> {
             if let Some(c) = rename.captures(line) {
                 renamed = Some(c[1].to_owned());
             }
+            flattened |= line.contains("flatten");
         } else if let Some(c) = field.captures(line) {
-            out.push(Field {
-                key: renamed.take().unwrap_or_else(|| c[1].to_owned()),
-                doc: std::mem::take(&mut doc),
-            });
+            let doc = std::mem::take(&mut doc);
+            let key = renamed.take().unwrap_or_else(|| c[1].to_owned());
+            if !std::mem::take(&mut flattened) {
+                out.push(Field { key, doc });
+            }
         }
     }
     Some(out)

@@ -16,7 +16,7 @@ const WAIT: Duration = Duration::from_secs(900);
 const EXPLAINED: &[(&str, &str)] = &[
     (
         "no-manual-page",
-        "`anthracite --help` and the README are the documentation; no man page is generated",
+        "`anthracite --help`, README.md and docs/ are the documentation; no man page is generated",
     ),
     (
         "initial-upload-closes-no-bugs",

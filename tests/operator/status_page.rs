@@ -229,7 +229,7 @@ fn status_page_in_chromium_shows_what_destinations_and_metrics_say_with_a_destin
     );
     assert!(dom.contains("no reloads since start"), "{dom}");
 
-    // A screenshot of the same page, for the eye (and the README's picture).
+    // A screenshot of the same page, for the eye (and the picture in docs/operations.md).
     let shot = profile.path().join("status-page.png");
     let mut cmd = chromium(&profile.path().join("shot"));
     cmd.args(["--virtual-time-budget=7000", "--window-size=1280,1500"])

@@ -400,7 +400,7 @@ fn series_past_the_bound_are_dropped_and_counted() {
 /// Far more output series than `max_series` (150,000 outputs, 300,000 datapoints over 300,000
 /// input names, one connection): the aggregator holds `max_series` of them, the rule-verdict
 /// cache `max_cached_names` names and the intervals `max_intervals_held`, so the process's peak
-/// resident set (`VmHWM`) stays within the README's figure for this configuration, and every
+/// resident set (`VmHWM`) stays within the figure of docs/migrating.md for this configuration, and every
 /// datapoint past the bound is counted as a `series_limit` drop in `/metrics` and in the carbon
 /// self-metrics.
 #[test]
@@ -476,7 +476,7 @@ fn more_output_series_than_the_bound_keep_peak_rss_within_the_readme_figure() {
         },
     );
     relay.stop();
-    // The README's figure for this configuration (aggregation, "Bounds"): per output series
+    // The figure of docs/migrating.md for this configuration ("Past carbon: bounded"): per output series
     // 1 KiB (its slot, name twice, index and timer entries, one interval's allocation), per
     // cached input name 512 bytes, per held interval 128 bytes, plus 8 MiB for the receive
     // path and allocator slack, over the idle process.
@@ -490,7 +490,7 @@ fn more_output_series_than_the_bound_keep_peak_rss_within_the_readme_figure() {
     );
     assert!(
         peak <= baseline + bound,
-        "peak RSS {peak} bytes is over the baseline {baseline} + the README's figure {bound}"
+        "peak RSS {peak} bytes is over the baseline {baseline} + the documented figure {bound}"
     );
 }
 

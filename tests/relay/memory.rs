@@ -121,7 +121,7 @@ fn memo_pickle_frame(name: &str, repeats: usize) -> Vec<u8> {
 /// of a decoded-size budget as large as the frame budget; a frame decoding into more than all
 /// of it is dropped (`decoded_too_large`). The real binary's peak resident set (`VmHWM`) under
 /// 16 protobuf connections (8 of the shape, 8 that fit the budget and are relayed) and
-/// 4 memo-heavy pickle connections stays within the README's memory bound for its
+/// 4 memo-heavy pickle connections stays within the memory bound of docs/operations.md for its
 /// configuration.
 #[test]
 fn amplifying_frames_keep_peak_rss_within_the_readme_bound() {
@@ -200,7 +200,7 @@ fn amplifying_frames_keep_peak_rss_within_the_readme_bound() {
     assert_eq!((received(), too_large()), (8 * 12_000, 12));
     let peak = support::process::peak_rss(relay.pid());
     relay.stop();
-    // The README's "Memory" rows for this configuration: the memory tier and its spares, the
+    // The "Memory" rows of docs/operations.md for this configuration: the memory tier and its spares, the
     // write buffers, the route cache, the frame budget and as much again for what frames
     // decode into, pickle decoding (128 × a 0.2 MB payload on each of two workers), and per
     // connection its read buffer, a read's worth of parsed datapoints and decoder scratch.
@@ -212,13 +212,13 @@ fn amplifying_frames_keep_peak_rss_within_the_readme_bound() {
         + 2 * 128 * memo.len() as u64
         + 20 * (64 + 256 + 256) * 1024;
     eprintln!(
-        "amplifying frames: peak RSS {} MiB over a {} MiB baseline; README bound {} MiB",
+        "amplifying frames: peak RSS {} MiB over a {} MiB baseline; documented bound {} MiB",
         peak / MIB,
         baseline / MIB,
         bound / MIB
     );
     assert!(
         peak <= baseline + bound,
-        "peak RSS {peak} bytes is over the baseline {baseline} + the README's bound {bound}"
+        "peak RSS {peak} bytes is over the baseline {baseline} + the documented bound {bound}"
     );
 }

@@ -98,7 +98,7 @@ fn outage_of_500k_datapoints_spills_and_replays_everything_in_order() {
     let replay_started = Instant::now();
     sink.wait_for_count(n, WAIT);
     let s = relay.wait_stats("drained", WAIT, |s| s.destinations[0].queued == 0);
-    // Figures for the README (printed with --nocapture), never asserted.
+    // Figures for docs/benchmarks.md (printed with --nocapture), never asserted.
     eprintln!(
         "outage figures: {n} datapoints received and spilled in {:?} ({:.0}/s); replayed and \
          delivered in {:?} ({:.0}/s, includes the test sink's pickle decoding)",

@@ -116,7 +116,7 @@ pub struct CarbonSubstitute {
     pub refusal: &'static str,
 }
 
-/// A documented divergence from carbon-relay 1.1.10 (README material).
+/// A documented divergence from carbon-relay 1.1.10 (docs/migrating.md material).
 pub struct KnownDifference {
     pub path: &'static str,
     pub carbon: usize,

@@ -297,7 +297,7 @@ impl KafkaTarget {
         let raw: RawKafkaDestination = toml::Value::Table(settings.clone())
             .try_into()
             .map_err(|e| cx.invalid("", e.to_string().trim_end().to_string()))?;
-        let Some(mut sink) = raw.kafka else {
+        let Some(sink) = raw.kafka else {
             return Err(cx.invalid(
                 "",
                 format!(
@@ -319,14 +319,15 @@ impl KafkaTarget {
             return Err(err("topic", "required: 1-249 characters of [a-zA-Z0-9._-]"));
         }
         check_properties(&sink.properties, &err)?;
-        if sink.client_id.is_empty() {
-            sink.client_id = default_client_id();
-        }
         let target = KafkaTarget {
             brokers,
             topic: sink.topic.clone(),
             format: sink.format,
-            client_id: sink.client_id.clone(),
+            client_id: if sink.client_id.is_empty() {
+                default_client_id()
+            } else {
+                sink.client_id.clone()
+            },
             properties: sink.properties.clone(),
         };
         let mut resolved = toml::Table::new();
@@ -415,7 +416,7 @@ mod tests {
         let c = d(", kafka = { topic = \"graphite\" }").expect("a topic");
         let resolved = c.to_resolved_toml();
         assert!(resolved.contains("topic = \"graphite\""), "{resolved}");
-        assert!(resolved.contains("client_id = \"anthracite-"), "{resolved}");
+        assert!(resolved.contains("client_id = \"\""), "{resolved}");
         let err = d("").expect_err("no kafka table");
         assert!(err.to_string().contains("destinations.servers[0]"), "{err}");
         let err = d(", kafka = { topic = \"graphite\", properties = { acks = \"1\" } }")

@@ -73,8 +73,9 @@
 //!
 //! The lifecycle: a validated [`Config`] → [`Relay::builder`] with injected listeners →
 //! [`Relay::run`] with a shutdown future → [`ShutdownReport`]; a [`RelayHandle`] feeds it
-//! through [`Ingestor`]s, reads its counters and reloads it. The README's "Embedding
-//! anthracite" lists every builder setter with its default and what each error means.
+//! through [`Ingestor`]s, reads its counters and reloads it. The repository's
+//! `docs/embedding.md` lists every builder setter with its default, what each error means, and
+//! how the stream crates join a relay.
 //!
 //! ```no_run
 //! use anthracite::{Config, Delivery, Relay};

@@ -1,5 +1,5 @@
 //! The library's layering rule, checked on its sources: a module may import only modules of
-//! its own layer or below (the README's "Layout" states the same table). A `use crate::…` or a
+//! its own layer or below (the crate documentation's "Layers" states the same order). A `use crate::…` or a
 //! `crate::…` path in code (not in comments) names the module it imports; names re-exported at
 //! the crate root are resolved to the module that defines them through `lib.rs`.
 

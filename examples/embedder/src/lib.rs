@@ -1,4 +1,4 @@
-//! A program embedding anthracite, as an outsider writes it from the README's embedding guide:
+//! A program embedding anthracite, as an outsider writes it from the embedding guide (docs/embedding.md):
 //! only the crate root, no internals. [`LineSink`] stands in for a carbon-cache that takes
 //! plaintext (`protocol = line`), so the test can see where every datapoint went.
 

@@ -84,7 +84,7 @@ impl RouteCache {
     /// (`consistent-hashing`, `fast-hashing`), names up to 119 bytes (two MD5 blocks). Eight
     /// `carbon_ch` MD5s in AVX2, or one FNV-1a or MurmurHash3 of such a name, cost less than a
     /// lookup once the cache outgrows the CPU's caches (an index slot and an entry fetched
-    /// from memory, one after the other; README, "Benchmark notes": computed runs). Longer
+    /// from memory, one after the other; docs/benchmarks.md, "Benchmark notes": computed runs). Longer
     /// names, the rules and aggregation routers (regexes) still go through the cache, as does
     /// every lookup of a single name ([`route_into`](Self::route_into)).
     #[inline]

@@ -144,7 +144,7 @@ pub struct PickleDecoder {
 }
 
 /// What one decoded datapoint costs besides its name, in pending batches and queues (the
-/// README's "names + 24 bytes per datapoint"): the unit of the decoded-size budget.
+/// docs/operations.md "Memory": "names + 24 bytes per datapoint"): the unit of the decoded-size budget.
 pub const DECODED_POINT_BYTES: usize = 24;
 
 /// Most entries [`PickleDecoder::decode_batched`] hands over at once.
@@ -754,7 +754,7 @@ mod tests {
         assert!(matches!(long_val(&[], 0), Val::Int(0)));
     }
 
-    /// The bound the README's memory table states: a frame's scratch space is at most
+    /// The bound the memory table of docs/operations.md states: a frame's scratch space is at most
     /// `SCRATCH_PER_PAYLOAD_BYTE` times its payload, on the shapes that create the most
     /// values per byte (and all of it is given back after the frame).
     #[test]
