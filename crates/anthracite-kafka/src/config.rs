@@ -340,14 +340,14 @@ impl KafkaTarget {
 }
 
 fn invalid_tls(cx: &DestinationContext<'_>) -> ConfigError {
-    ConfigError::Invalid {
-        file: cx.file().to_string(),
-        key: "destinations.tls".into(),
-        message: format!(
+    ConfigError::invalid(
+        cx.file(),
+        "destinations.tls",
+        format!(
             "{} uses protocol \"kafka\": its TLS settings are librdkafka properties in its kafka table",
             cx.name()
         ),
-    }
+    )
 }
 
 /// Validates every `[[kafka]]` entry.

@@ -194,11 +194,7 @@ impl DestinationContext<'_> {
 }
 
 fn invalid(file: &str, key: &str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        file: file.to_string(),
-        key: key.to_string(),
-        message: message.into(),
-    }
+    ConfigError::invalid(file, key, message)
 }
 
 /// The extensions a relay's configuration may use, and the build's features for

@@ -134,11 +134,7 @@ fn invalid_line(path: &Path, message: &str) -> ConfigError {
         Some((line, rest)) if line.starts_with("line ") => (line.to_owned(), rest.to_owned()),
         _ => (String::new(), message.to_owned()),
     };
-    ConfigError::Invalid {
-        file: path.display().to_string(),
-        key,
-        message,
-    }
+    ConfigError::invalid(path.display(), key, message)
 }
 
 /// Validates `[aggregation]` and `[rewrite]` (`spill_dir` is `destinations.spill.dir`).
@@ -148,11 +144,8 @@ pub(crate) fn validate(
     spill_dir: &str,
     file: &str,
 ) -> Result<Option<AggregationConfig>, ConfigError> {
-    let invalid = |key: &str, message: &str| ConfigError::Invalid {
-        file: file.to_owned(),
-        key: key.to_owned(),
-        message: message.to_owned(),
-    };
+    let ctx = super::validate::Ctx { file };
+    let invalid = |key: &str, message: &str| ctx.invalid(key, message);
     let Some(a) = aggregation else {
         if rewrite.is_some() {
             return Err(invalid(

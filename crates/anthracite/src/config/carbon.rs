@@ -221,11 +221,7 @@ impl Settings<'_> {
     }
 
     fn invalid(&self, key: &str, message: String) -> ConfigError {
-        ConfigError::Invalid {
-            file: self.file.to_owned(),
-            key: self.section_key(key),
-            message,
-        }
+        ConfigError::invalid(self.file, self.section_key(key), message)
     }
 
     fn str(&self, key: &str) -> Option<&str> {
@@ -532,11 +528,7 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
         if path.exists() {
             let text = read(&path)?;
             crate::router::aggregation::parse_rules(&text).map_err(|(line, e)| {
-                ConfigError::Invalid {
-                    file: path.display().to_string(),
-                    key: format!("line {line}"),
-                    message: e.to_string(),
-                }
+                ConfigError::invalid(path.display(), format!("line {line}"), e.to_string())
             })?;
             raw.router.aggregation_rules = text
                 .lines()
@@ -578,13 +570,11 @@ fn aggregator_settings(
         )
     });
     if !rules.exists() {
-        return Err(ConfigError::Invalid {
-            file: rules.display().to_string(),
-            key: String::new(),
-            message:
-                "aggregation rules file does not exist (carbon-aggregator refuses to start too)"
-                    .into(),
-        });
+        return Err(ConfigError::invalid(
+            rules.display(),
+            "",
+            "aggregation rules file does not exist (carbon-aggregator refuses to start too)",
+        ));
     }
     let rewrite = options
         .rewrite_rules

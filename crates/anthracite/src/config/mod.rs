@@ -63,6 +63,23 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// A value of `file` at `key` is out of range or inconsistent: the one way every
+    /// validator (the core's sections, the carbon.conf import, an extension's section)
+    /// reports it.
+    pub fn invalid(
+        file: impl std::fmt::Display,
+        key: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        ConfigError::Invalid {
+            file: file.to_string(),
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
 /// Where the relay listens.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct ListenConfig {

@@ -30,11 +30,7 @@ pub(super) struct Ctx<'a> {
 
 impl Ctx<'_> {
     pub(super) fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
-        ConfigError::Invalid {
-            file: self.file.to_string(),
-            key: key.to_string(),
-            message: message.into(),
-        }
+        ConfigError::invalid(self.file, key, message)
     }
 
     /// `IP:port`, or `None` for `""`.

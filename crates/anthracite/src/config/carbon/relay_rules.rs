@@ -19,10 +19,8 @@ pub fn parse_relay_rules(
         file: file.clone(),
         message: e.to_string(),
     })?;
-    let invalid = |section: &str, key: &str, message: String| ConfigError::Invalid {
-        file: file.clone(),
-        key: format!("[{section}] {key}"),
-        message,
+    let invalid = |section: &str, key: &str, message: String| {
+        ConfigError::invalid(&file, format!("[{section}] {key}"), message)
     };
     let get = |section: &str, key: &str| -> Result<Option<String>, ConfigError> {
         ini.get(section, key)
@@ -105,11 +103,11 @@ pub fn parse_relay_rules(
         }
     }
     let Some(default) = default else {
-        return Err(ConfigError::Invalid {
-            file,
-            key: "default".into(),
-            message: "no default rule defined: exactly one section needs 'default = true'".into(),
-        });
+        return Err(ConfigError::invalid(
+            &file,
+            "default",
+            "no default rule defined: exactly one section needs 'default = true'",
+        ));
     };
     rules.push(default);
     Ok(rules)
