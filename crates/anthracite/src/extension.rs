@@ -11,7 +11,7 @@
 //! everything else with its own schema; the sections and keys it does not know go, as TOML
 //! values, to the extension registered under their name ([`Extensions`]), which validates
 //! them into sources ([`Section`]) or a destination kind
-//! ([`StreamDestination`](crate::destination::StreamDestination)). A section no registered
+//! ([`crate::destination::StreamDestination`]). A section no registered
 //! extension claims is an error naming it, like an unknown key.
 //!
 //! # Lifecycle
@@ -22,7 +22,7 @@
 //! with a [`SourceContext`]: ingestors into the relay's pipeline, the queue-pressure signal,
 //! and the stop signal. Shutdown stops sources with the receivers (phase 1) and waits for them
 //! (their final checkpoints and commits) until the grace period ends. A source's self-metrics
-//! are its [`Reporting`](crate::figure::Reporting) component, read at report and scrape time
+//! are its [`crate::figure::Reporting`] component, read at report and scrape time
 //! beside the relay's own.
 //!
 //! Sections of extensions are fixed for the life of a relay: a reload that changes one is

@@ -1,6 +1,6 @@
 //! The vocabulary of what the relay says about itself, shared by every layer: a [`Figure`] is
 //! one value with its spellings, a Prometheus series (a name from
-//! [`metric_names`](crate::metric_names) and its labels), a carbon leaf, or both. Figures are
+//! `metric_names` and its labels), a carbon leaf, or both. Figures are
 //! grouped in [`Component`]s, one per part of the relay with its own carbon path: the relay
 //! itself, each destination, each Kinesis stream. Several figures can share a carbon leaf
 //! (per-source or per-shard series folded into one carbon value, by sum or maximum); the carbon

@@ -8,12 +8,12 @@
 //! brings its own. Every transport sees the queue through the same [`Outbox`], so the queue,
 //! its spill tier, the failure episodes and shutdown behave alike for all of them:
 //!
-//! - [`stream`]: pickle, plaintext lines or protobuf over TCP, optionally inside TLS
-//!   ([`crate::tls::ClientTls`], carbon's `DESTINATION_TRANSPORT = ssl`). Writes are batched
+//! - `stream`: pickle, plaintext lines or protobuf over TCP, optionally inside TLS
+//!   (carbon's `DESTINATION_TRANSPORT = ssl`). Writes are batched
 //!   to `flush_bytes` or a `linger`; a write is counted as sent only once the connection is
 //!   seen alive after it (carbon's protocols have no acknowledgement), and batches whose write
 //!   failed go back to the front of the queue for the next connection.
-//! - [`udp`]: plaintext lines packed into datagrams. UDP has no connection to lose: a datagram
+//! - `udp`: plaintext lines packed into datagrams. UDP has no connection to lose: a datagram
 //!   the kernel refuses is counted as dropped (`send_failed`).
 //!
 //! `encode` (private) turns in-flight batches into bytes for a stream write. A slow or dead
@@ -34,7 +34,7 @@
 //! receiver.
 //!
 //! Failures come in *episodes*: from the first failure until a connection has stayed healthy
-//! for [`RECOVERY_WINDOW`]. The first failure of each kind in an episode (cannot connect,
+//! for `RECOVERY_WINDOW` (30 s). The first failure of each kind in an episode (cannot connect,
 //! connection lost, write timeout) is logged as a warning, the rest at debug level, and the end
 //! of the episode once, with its counts. At shutdown a destination in an episode is known
 //! dead: it stops at once (its queue is spilled or counted as undelivered) instead of holding
