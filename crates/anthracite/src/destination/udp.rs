@@ -53,6 +53,8 @@ pub(crate) async fn connect(target: (&str, u16)) -> std::io::Result<UdpSocket> {
 pub(crate) struct UdpTransport {
     host: String,
     port: u16,
+    /// Bounds the name lookup.
+    connect_timeout: Duration,
     sender: Sender,
     socket: Option<UdpSocket>,
 }
@@ -62,6 +64,7 @@ impl UdpTransport {
         Self {
             host: config.spec.host.clone(),
             port: config.spec.port,
+            connect_timeout: config.connect_timeout,
             sender: Sender::new(config),
             socket: None,
         }
@@ -71,7 +74,13 @@ impl UdpTransport {
 impl Transport for UdpTransport {
     fn connect(&mut self) -> BoxFuture<'_, std::io::Result<()>> {
         Box::pin(async move {
-            self.socket = Some(connect((&self.host, self.port)).await?);
+            let socket =
+                tokio::time::timeout(self.connect_timeout, connect((&self.host, self.port)))
+                    .await
+                    .map_err(|_| {
+                        std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")
+                    })??;
+            self.socket = Some(socket);
             Ok(())
         })
     }
