@@ -1,13 +1,13 @@
 //! The `anthracite` binary: `check`, `route`, and `run` stopped by SIGTERM.
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::io::Write;
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::sink::{CountingSink, SinkProtocol};
+use anthracite_sink::{Sink, SinkProtocol};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_anthracite"))
@@ -57,7 +57,7 @@ fn check_reports_the_bad_key_with_exit_code_2() {
 #[test]
 fn route_matches_carbon_for_the_example_config() {
     let vectors: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(support::compat_path("carbon-hash-vectors.json")).expect("read vectors"),
+        &std::fs::read(testkit::compat_path("carbon-hash-vectors.json")).expect("read vectors"),
     )
     .expect("parse vectors");
     let case = vectors["cases"]
@@ -110,8 +110,8 @@ fn route_matches_carbon_for_the_example_config() {
 
 #[test]
 fn sigterm_flushes_queued_data_and_exits_cleanly() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
-    let ports = support::free_ports(2);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
+    let ports = testkit::free_ports(2);
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("relay.toml");
     std::fs::write(
@@ -125,23 +125,9 @@ fn sigterm_flushes_queued_data_and_exits_cleanly() {
         ),
     )
     .expect("write config");
-    let mut child = bin()
-        .args(["run", "--config"])
-        .arg(&config)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn anthracite run");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut conn = loop {
-        match TcpStream::connect(("127.0.0.1", ports[0])) {
-            Ok(c) => break c,
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => {
-                let _ = child.kill();
-                panic!("relay did not listen within 20 s: {e}");
-            }
-        }
-    };
+    let mut relay = crate::anthracite("relay").config(&config).start();
+    relay.wait_listening(&ports[..1]);
+    let mut conn = TcpStream::connect(("127.0.0.1", ports[0])).expect("connect the relay");
     let n = 30_000;
     let mut payload = Vec::new();
     for i in 0..n {
@@ -149,17 +135,12 @@ fn sigterm_flushes_queued_data_and_exits_cleanly() {
     }
     conn.write_all(&payload).expect("write");
     drop(conn);
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("send SIGTERM");
-    assert!(status.success());
-    let out = child.wait_with_output().expect("relay exits");
+    relay.signal("TERM");
+    let status = relay.wait_exit(Duration::from_secs(60), "relay exits");
     assert!(
-        out.status.success(),
-        "exit status {:?}; stderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+        status.success(),
+        "exit status {status:?}; stderr:\n{}",
+        relay.log()
     );
     assert_eq!(sink.wait_for_count(n, Duration::from_secs(20)), n);
 }

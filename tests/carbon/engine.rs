@@ -2,7 +2,7 @@
 //! (`anthracite run --carbon-config`) on the **same carbon.conf file**, one after the other, each
 //! in front of fresh counting sinks on the destination ports, fed byte-identical input; then the
 //! multisets of (destination, path, timestamp, value) they delivered are compared exactly.
-//! `tests/differential.rs` and `tests/differential_dropin.rs` hold the cases; their module docs
+//! `differential.rs` and `differential_dropin.rs` beside it hold the cases; their module docs
 //! say what each proves.
 
 use std::collections::BTreeMap;
@@ -15,11 +15,11 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::carbon::{CarbonConf, CarbonRelay, write_carbon_conf};
-use super::process::ManagedChild;
-use super::sink::{CountingSink, SinkProtocol};
-use super::tls::TestCa;
-use super::{free_ports, send_lines, send_pickle, unix_now};
+use anthracite_sink::{Sink, SinkProtocol};
+use anthracite_testkit::RelayProcess;
+use anthracite_testkit::carbon::{CarbonConf, CarbonRelay, write_carbon_conf};
+use anthracite_testkit::tls::TestCa;
+use anthracite_testkit::{free_ports, send_lines, send_pickle, unix_now};
 /// Datapoints per chunk; chunks alternate plaintext and pickle.
 const CHUNK: usize = 2_500;
 /// Datapoints per pickle frame.
@@ -31,8 +31,6 @@ const CHUNK_TIMEOUT: Duration = Duration::from_secs(60);
 const QUIET: Duration = Duration::from_secs(2);
 /// Bound on waiting for the sinks to go quiet.
 const QUIET_TIMEOUT: Duration = Duration::from_secs(120);
-/// How long a relay gets to open its ports.
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// [relay] keys every case shares: no self-metrics, queues far above the input (so carbon drops
 /// nothing), flow control on (carbon's default: a full queue pauses the receivers).
@@ -373,7 +371,7 @@ enum RelayKind {
 /// A relay process under test.
 enum Relay {
     Carbon(CarbonRelay),
-    Anthracite(ManagedChild),
+    Anthracite(RelayProcess),
 }
 
 impl Relay {
@@ -381,15 +379,15 @@ impl Relay {
         match kind {
             RelayKind::Carbon => Relay::Carbon(CarbonRelay::start(conf)),
             RelayKind::Anthracite => {
-                let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
-                cmd.arg("run")
+                let mut relay = crate::anthracite("anthracite")
+                    .arg("run")
                     .arg("--carbon-config")
                     .arg(&conf.path)
-                    .env("NO_COLOR", "1");
-                let log = conf.root.join("storage").join("log").join("anthracite.log");
-                let mut child = ManagedChild::spawn("anthracite", cmd, log);
-                wait_for_ports(&mut child, &[conf.line_port, conf.pickle_port]);
-                Relay::Anthracite(child)
+                    .env("NO_COLOR", "1")
+                    .log(conf.root.join("storage").join("log").join("anthracite.log"))
+                    .start();
+                relay.wait_listening(&[conf.line_port, conf.pickle_port]);
+                Relay::Anthracite(relay)
             }
         }
     }
@@ -412,23 +410,6 @@ impl Relay {
         match self {
             Relay::Carbon(c) => c.stop(),
             Relay::Anthracite(c) => c.stop(),
-        }
-    }
-}
-
-fn wait_for_ports(child: &mut ManagedChild, ports: &[u16]) {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    for &port in ports {
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err() {
-            child.assert_running(&format!("{addr} to accept connections"));
-            assert!(
-                Instant::now() < deadline,
-                "{} did not listen on {addr} within {READY_TIMEOUT:?}\n{}",
-                child.label,
-                child.log_tail(30)
-            );
-            thread::sleep(Duration::from_millis(50));
         }
     }
 }
@@ -457,14 +438,12 @@ fn run(
     raw: &[Payload],
     case: &Case,
 ) -> Run {
-    let sinks: Vec<CountingSink> = setup
+    let sinks: Vec<Sink> = setup
         .sinks
         .iter()
-        .map(|(label, port)| {
-            CountingSink::start_on_with(label, setup.protocol, *port, setup.tls.clone())
-        })
+        .map(|(label, port)| Sink::start_on_with(label, setup.protocol, *port, setup.tls.clone()))
         .collect();
-    let total = |sinks: &[CountingSink]| sinks.iter().map(CountingSink::count).sum::<usize>();
+    let total = |sinks: &[Sink]| sinks.iter().map(Sink::count).sum::<usize>();
     let mut relay = Relay::start(kind, conf);
     let line_addr = SocketAddr::from(([127, 0, 0, 1], conf.line_port));
     let pickle_addr = SocketAddr::from(([127, 0, 0, 1], conf.pickle_port));
@@ -509,7 +488,7 @@ fn run(
             errors.is_empty(),
             "{}: sink {} saw undecodable data from {kind:?}: {:?}\n{}",
             case.name,
-            sink.label,
+            sink.label(),
             &errors[..errors.len().min(5)],
             relay.log_tail()
         );
@@ -518,7 +497,7 @@ fn run(
                 continue; // self-metrics (off anyway)
             }
             *delivered
-                .entry((sink.label.clone(), path, ts, value))
+                .entry((sink.label().to_owned(), path, ts, value))
                 .or_insert(0) += n;
         }
     }
@@ -555,9 +534,9 @@ fn pickle_frames(frames: &[serde_pickle::Value]) -> Vec<u8> {
 
 /// Waits until no sink has received anything for [`QUIET`]; panics (with the relay's log) if
 /// that does not happen within [`QUIET_TIMEOUT`].
-fn wait_quiet(sinks: &[CountingSink], relay: &mut Relay, kind: RelayKind) {
+fn wait_quiet(sinks: &[Sink], relay: &mut Relay, kind: RelayKind) {
     let deadline = Instant::now() + QUIET_TIMEOUT;
-    let total = || sinks.iter().map(CountingSink::count).sum::<usize>();
+    let total = || sinks.iter().map(Sink::count).sum::<usize>();
     let mut last = total();
     let mut since = Instant::now();
     while since.elapsed() < QUIET {

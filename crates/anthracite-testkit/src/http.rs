@@ -25,16 +25,6 @@ pub fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
     Ok((status, body.to_string()))
 }
 
-/// Waits until the relay process answers 200 on `/ready`.
-pub fn wait_ready(admin: SocketAddr, relay: &mut super::process::ManagedChild) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !matches!(get(admin, "/ready"), Ok((200, _))) {
-        relay.assert_running("the relay to be ready");
-        assert!(std::time::Instant::now() < deadline, "relay not ready");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Prometheus text: `name{labels}` exactly as rendered → value. Comments are skipped.
 pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
     text.lines()

@@ -11,8 +11,8 @@ use anthracite::unstable::kinesis::{KinesisSource, KinesisStats};
 use anthracite::{Config, Relay, RelayHandle};
 use tokio_util::sync::CancellationToken;
 
-use super::kinesalite::Kinesalite;
-use super::sink::Received;
+use anthracite_sink::Sink;
+use anthracite_testkit::kinesalite::{self, Kinesalite};
 
 /// Deadline for a hung test (never a timing assertion).
 pub const LONG: Duration = Duration::from_secs(90);
@@ -88,7 +88,7 @@ pub async fn run_source(
     endpoint: Option<&str>,
 ) -> RunningSource {
     let sdk = match endpoint {
-        Some(e) => super::kinesalite::sdk_config(e),
+        Some(e) => kinesalite::sdk_config(e),
         None => k.sdk_config(),
     };
     let source = KinesisSource::new(config, Some(&sdk))
@@ -115,12 +115,11 @@ pub fn load_checkpoint(dir: &Path, stream: &str) -> StreamCheckpoint {
         .expect("checkpoint loads")
 }
 
-pub fn values_for(received: &Received, prefix: &str) -> Vec<f64> {
-    received
-        .all()
+pub fn values_for(sink: &Sink, prefix: &str) -> Vec<f64> {
+    sink.received()
         .into_iter()
-        .filter(|(n, _, _)| n.starts_with(prefix))
-        .map(|(_, _, v)| v)
+        .filter(|r| r.path.starts_with(prefix))
+        .map(|r| r.value)
         .collect()
 }
 

@@ -1,6 +1,6 @@
 //! Java servers the tests run from Maven Central (Apache Kafka, DynamoDB Local): each has a
 //! `pom.xml` and a small launcher (`<Launcher>.java`, which binds it to loopback and exits with
-//! the test binary) in its own folder under `tests/`. [`JavaServer::install`] resolves the pom
+//! the test binary) in its own folder under the testkit's `servers/`. [`JavaServer::install`] resolves the pom
 //! with `mvn dependency:copy-dependencies` and compiles the launcher with `javac`, once per
 //! checkout, into `target/tmp/<folder>/`, under a file lock with a completion marker that
 //! records the inputs (so a change to them re-resolves). [`start_until_ready`] starts one and
@@ -23,9 +23,9 @@ const JAVAC_TIMEOUT: Duration = Duration::from_secs(300);
 pub struct JavaServer {
     /// What it is, for messages (`Apache Kafka 4.1.1`).
     pub name: &'static str,
-    /// Its folder under `tests/` (`pom.xml` and the launcher), and under `target/tmp/`.
+    /// Its folder under `servers/` (`pom.xml` and the launcher), and under `target/tmp/`.
     pub folder: &'static str,
-    /// The launcher's class, compiled from `tests/<folder>/<launcher>.java`.
+    /// The launcher's class, compiled from `servers/<folder>/<launcher>.java`.
     pub launcher: &'static str,
     /// Who needs it, for the message when Java or Maven is missing (`the Kafka tests`).
     pub needed_by: &'static str,
@@ -39,14 +39,14 @@ pub struct JavaServer {
 impl JavaServer {
     fn sources(&self) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests")
+            .join("servers")
             .join(self.folder)
     }
 
     /// `target/tmp/<folder>/`: `lib/` (the jars), `classes/` (the launcher), and whatever the
     /// server's runs keep there.
     pub fn base(&self) -> PathBuf {
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(self.folder)
+        super::target_tmp().join(self.folder)
     }
 
     /// The directory of the resolved jars.
@@ -130,7 +130,7 @@ impl JavaServer {
         assert!(
             out.status.success(),
             "resolving {} from Maven Central failed \
-             (mvn -f tests/{}/pom.xml dependency:copy-dependencies):\n{}\n{}",
+             (mvn -f servers/{}/pom.xml dependency:copy-dependencies):\n{}\n{}",
             self.name,
             self.folder,
             String::from_utf8_lossy(&out.stdout),
@@ -161,7 +161,7 @@ impl JavaServer {
         let out = output_with_timeout("javac", javac, Vec::new(), JAVAC_TIMEOUT);
         assert!(
             out.status.success(),
-            "compiling tests/{}/{}.java failed:\n{}",
+            "compiling servers/{}/{}.java failed:\n{}",
             self.folder,
             self.launcher,
             String::from_utf8_lossy(&out.stderr)

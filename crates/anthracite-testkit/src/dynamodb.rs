@@ -1,4 +1,4 @@
-//! DynamoDB Local 3.1.0 from Maven Central (`tests/dynamodb-local/pom.xml`): resolved once per
+//! DynamoDB Local 3.1.0 from Maven Central (`servers/dynamodb-local/pom.xml`): resolved once per
 //! checkout into `target/tmp/dynamodb-local/` (the server, its libraries and sqlite4java's
 //! native ones) by [`java_server`], with a small launcher that binds it to 127.0.0.1. One server
 //! per test binary, in memory, on a free port; tables are per test. It exits with the test
@@ -9,8 +9,8 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::support::java_server::{self, JavaServer};
-use crate::support::process::ManagedChild;
+use crate::java_server::{self, JavaServer};
+use crate::process::ManagedChild;
 
 const DYNAMODB_LOCAL: JavaServer = JavaServer {
     name: "DynamoDB Local 3.1.0",
@@ -33,7 +33,7 @@ impl DynamoDbLocal {
     /// Installs (once per checkout) and starts a server; ready when it says it listens.
     pub fn start() -> DynamoDbLocal {
         let base = DYNAMODB_LOCAL.install();
-        let port = crate::support::free_ports(1)[0];
+        let port = crate::free_ports(1)[0];
         let mut cmd = Command::new("java");
         cmd.arg(format!(
             "-Dsqlite4java.library.path={}",

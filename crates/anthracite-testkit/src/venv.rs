@@ -1,6 +1,6 @@
 //! The Python 3.11 venv with the real carbon 1.1.10, built once per checkout.
 //!
-//! It lives under `CARGO_TARGET_TMPDIR` (inside `target/`), so it survives between test binaries
+//! It lives under `target/tmp/`, so it survives between test binaries
 //! and runs. Test binaries run in parallel, so creation is serialized by an exclusive lock on a
 //! lock file, and a completion marker (holding the package list) is written only after the
 //! install and an import check succeeded; a half-built venv (no marker) is deleted and rebuilt,
@@ -56,7 +56,7 @@ pub fn carbon_venv() -> PathBuf {
 }
 
 fn build_once() -> PathBuf {
-    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let base = super::target_tmp();
     fs::create_dir_all(&base).unwrap_or_else(|e| panic!("create {}: {e}", base.display()));
     let venv = base.join("carbon-1.1.10-venv");
     let lock_path = base.join("carbon-1.1.10-venv.lock");

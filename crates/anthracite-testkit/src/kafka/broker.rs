@@ -1,4 +1,4 @@
-//! Apache Kafka 4.1.1 from Maven Central (`tests/kafka-broker/pom.xml`): resolved once per
+//! Apache Kafka 4.1.1 from Maven Central (`servers/kafka-broker/pom.xml`): resolved once per
 //! checkout into `target/tmp/kafka-broker/` by [`java_server`], with a small launcher
 //! (`LoopbackKafka.java`) that formats the KRaft log directory and runs one combined
 //! broker+controller in one JVM. One broker per test binary, on free loopback ports; it exits
@@ -15,8 +15,8 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 
-use crate::support::java_server::{self, JavaServer};
-use crate::support::process::ManagedChild;
+use crate::java_server::{self, JavaServer};
+use crate::process::ManagedChild;
 
 const KAFKA: JavaServer = JavaServer {
     name: "Apache Kafka 4.1.1",
@@ -46,7 +46,7 @@ impl Broker {
     /// free ports; returns once it serves clients.
     pub fn launch() -> Broker {
         KAFKA.install();
-        let ports = crate::support::free_ports(2);
+        let ports = crate::free_ports(2);
         let dir = KAFKA
             .base()
             .join(format!("run-{}-{}", std::process::id(), ports[0]));

@@ -1,6 +1,6 @@
 //! A fleet of real `anthracite` processes sharing one stream through a lease table: their
-//! relay.toml files, signals (SIGKILL, SIGTERM, SIGSTOP, SIGCONT) by PID, and a sampler that
-//! records the lease table's rows over time.
+//! relay.toml files and environment (local AWS stand-ins only), and a sampler that records the
+//! lease table's rows over time. Signals and stops go through [`RelayProcess`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -9,7 +9,8 @@ use std::time::Duration;
 use anthracite::unstable::kinesis::leases::{DynamoDbTable, Lease, LeaseTable};
 use tokio_util::sync::CancellationToken;
 
-pub use crate::support::relay_process::RelayProcess;
+pub use anthracite_testkit::RelayProcess;
+use anthracite_testkit::kinesalite;
 
 /// The lease settings every fleet test uses: short, so failover happens within seconds.
 pub const LEASE_SECS: f64 = 3.0;
@@ -57,31 +58,19 @@ impl RelaySpec<'_> {
     }
 }
 
-impl RelayProcess {
-    /// Writes `<dir>/<worker>.toml` and runs `anthracite run` on it, logging to
-    /// `<dir>/<worker>.log`.
-    pub fn start(dir: &Path, spec: &RelaySpec<'_>) -> RelayProcess {
-        Self::start_toml(dir, spec.worker, &spec.toml())
-    }
+/// Writes `<dir>/<worker>.toml` and runs `anthracite run` on it, logging to
+/// `<dir>/<worker>.log`.
+pub fn start(dir: &Path, spec: &RelaySpec<'_>) -> RelayProcess {
+    start_toml(dir, spec.worker, &spec.toml())
+}
 
-    /// Writes `<dir>/<name>.toml` with `toml` and runs `anthracite run` on it (AWS credentials
-    /// for the local servers in its environment), logging to `<dir>/<name>.log`.
-    pub fn start_toml(dir: &Path, name: &str, toml: &str) -> RelayProcess {
-        let no_config = dir.join("no-aws-config");
-        let no_credentials = dir.join("no-aws-credentials");
-        let env = [
-            ("AWS_ACCESS_KEY_ID", "AKIDTEST"),
-            ("AWS_SECRET_ACCESS_KEY", "secret"),
-            ("AWS_REGION", "us-east-1"),
-            ("AWS_EC2_METADATA_DISABLED", "true"),
-            ("AWS_CONFIG_FILE", &*no_config.to_string_lossy()),
-            (
-                "AWS_SHARED_CREDENTIALS_FILE",
-                &*no_credentials.to_string_lossy(),
-            ),
-        ];
-        RelayProcess::spawn(dir, name, toml, &env)
-    }
+/// Writes `<dir>/<name>.toml` with `toml` and runs `anthracite run` on it (AWS credentials for
+/// the local servers in its environment), logging to `<dir>/<name>.log`.
+pub fn start_toml(dir: &Path, name: &str, toml: &str) -> RelayProcess {
+    crate::anthracite(name)
+        .toml(dir, toml)
+        .envs(kinesalite::relay_env(dir))
+        .start()
 }
 
 /// One scan of the lease table.
@@ -175,12 +164,12 @@ impl Sampler {
 /// A lease table client for the test itself.
 pub fn table(endpoint: &str, name: &str) -> DynamoDbTable {
     DynamoDbTable::new(
-        aws_sdk_dynamodb::Client::new(&super::kinesalite::sdk_config(endpoint)),
+        aws_sdk_dynamodb::Client::new(&kinesalite::sdk_config(endpoint)),
         name,
     )
 }
 
 /// A scratch directory for configs and logs, kept when a test fails (its path is printed).
 pub fn scratch(test: &str) -> PathBuf {
-    crate::support::relay_process::scratch("kinesis-leases", test)
+    anthracite_testkit::scratch("kinesis-leases", test)
 }

@@ -18,7 +18,7 @@ pub struct Kinesalite {
 }
 
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kinesalite")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("servers/kinesalite")
 }
 
 fn require(tool: &str) {
@@ -30,14 +30,14 @@ fn require(tool: &str) {
     );
 }
 
-/// `npm ci` into tests/kinesalite once; later callers see the stamp and return.
+/// `npm ci` into servers/kinesalite once; later callers see the stamp and return.
 fn install() {
     require("node");
     require("npm");
     let dir = dir();
     let lock =
-        File::create(dir.join(".install.lock")).expect("create tests/kinesalite/.install.lock");
-    lock.lock().expect("lock tests/kinesalite/.install.lock");
+        File::create(dir.join(".install.lock")).expect("create servers/kinesalite/.install.lock");
+    lock.lock().expect("lock servers/kinesalite/.install.lock");
     let stamp = dir.join("node_modules/.anthracite-installed");
     let wanted = std::fs::read(dir.join("package-lock.json")).expect("read package-lock.json");
     if std::fs::read(&stamp).ok().as_deref() == Some(&wanted[..]) {
@@ -50,7 +50,7 @@ fn install() {
         .expect("run npm ci");
     assert!(
         out.status.success(),
-        "npm ci in tests/kinesalite failed:\n{}\n{}",
+        "npm ci in servers/kinesalite failed:\n{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -72,6 +72,24 @@ pub fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
         ))
         .endpoint_url(endpoint)
         .build()
+}
+
+/// The environment of a relay process that may talk to the local stand-ins only: dummy static
+/// credentials, a region, no instance metadata, and neither the machine's AWS config nor its
+/// credentials file (paths under `dir` that do not exist).
+pub fn relay_env(dir: &Path) -> Vec<(String, String)> {
+    let missing = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    vec![
+        ("AWS_ACCESS_KEY_ID".into(), "AKIDTEST".into()),
+        ("AWS_SECRET_ACCESS_KEY".into(), "secret".into()),
+        ("AWS_REGION".into(), "us-east-1".into()),
+        ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
+        ("AWS_CONFIG_FILE".into(), missing("no-aws-config")),
+        (
+            "AWS_SHARED_CREDENTIALS_FILE".into(),
+            missing("no-aws-credentials"),
+        ),
+    ]
 }
 
 impl Kinesalite {

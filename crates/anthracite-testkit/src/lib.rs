@@ -1,40 +1,58 @@
-//! Test support for proving anthracite against the real carbon 1.1.10.
+//! anthracite's test support: real processes and servers on loopback sockets, shared by the
+//! workspace's integration suites (the root `tests/` binaries, and the stream crates' own).
 //!
-//! Everything here talks to real processes over loopback sockets:
+//! Everything here talks to real programs over 127.0.0.1, starts them on free ports, bounds
+//! every wait, and stops what it started by PID:
 //!
-//! - [`apt`]: Debian packages (Chromium, Prometheus, lintian) installed when missing.
+//! - [`relay_process`]: `anthracite` as a process — the one way a test runs the relay's
+//!   binary ([`RelayCommand`] → [`RelayProcess`]: config, readiness, signals, logs).
+//! - [`relay`]: anthracite in-process on loopback listeners, on its own runtime thread.
+//! - [`process`]: any other child process with a bounded life ([`process::ManagedChild`]).
+//! - [`cargo`]: where this build's binaries are, and building another package's binary.
+//! - [`http`]: GET the admin endpoints, read Prometheus text.
+//! - [`tls`]: a CA and server certificates made at test time (rcgen).
 //! - [`venv`]: one Python 3.11 venv per checkout with `carbon==1.1.10`, `whisper==1.1.10` and
 //!   `mmh3`, built once and shared by every test binary (file lock + completion marker).
-//! - [`carbon`]: real `carbon-cache.py` instances ([`carbon::CarbonCaches`]) and a real
-//!   `carbon-relay.py` ([`carbon::CarbonRelay`]) on free ports, each stopped by PID on drop.
+//! - [`carbon`]: real `carbon-cache.py` instances ([`carbon::CarbonCaches`]), a real
+//!   `carbon-relay.py` ([`carbon::CarbonRelay`]) and `carbon-aggregator.py`.
 //! - [`whisper`]: read back what the caches stored, one Python process per batch of names.
 //! - [`placement`]: ask carbon's own `ConsistentHashingRouter` where names go.
-//! - [`relay`]: an in-process anthracite on loopback listeners (from main's relay tests).
-//! - [`http`]: GET the admin endpoints, read Prometheus text.
-//! - [`sink`]: a counting sink that decodes pickle (with `serde_pickle`) or protobuf (its own
-//!   prost types) — not anthracite's decoders —, or plaintext over TCP, TLS or UDP, and records
-//!   every datapoint it receives.
-//! - [`tls`]: a CA and server certificates made at test time (rcgen).
-//! - [`differential`]: the carbon-relay vs anthracite differential engine.
-//! - [`java_server`]: Java servers resolved from Maven Central (Kafka, DynamoDB Local).
-//! - [`relay_process`]: real `anthracite` processes (fleets), signalled by PID.
+//! - [`java_server`]: Java servers resolved from Maven Central (`servers/<name>/pom.xml`).
+//! - [`apt`]: Debian packages (Chromium, Prometheus, lintian) installed when missing.
+//! - [`proxy`]: a fault-injecting or recording HTTP proxy (in front of kinesalite or DynamoDB
+//!   Local).
+//! - `kinesalite`, `dynamodb` (feature `kinesis`): a local Kinesis (kinesalite from npm,
+//!   `servers/kinesalite/`) and DynamoDB Local (`servers/dynamodb-local/`), with AWS clients.
+//! - `kafka` (feature `kafka`): one Apache Kafka broker per test binary
+//!   (`servers/kafka-broker/`) and librdkafka clients of the test's own.
 //!
-//! Each `tests/*.rs` that needs this does `mod support;`; not every binary uses every item.
-#![allow(dead_code)]
+//! The stand-in carbon-cache that receives what a relay sends is `anthracite-sink`'s `Sink`.
+//! The testkit depends on the `anthracite` library only (for the in-process relay), never on
+//! another crate of the workspace, so every crate's tests can use it.
+
+#![warn(missing_docs)]
 
 pub mod apt;
 pub mod carbon;
-pub mod differential;
+pub mod cargo;
+#[cfg(feature = "kinesis")]
+pub mod dynamodb;
 pub mod http;
 pub mod java_server;
+#[cfg(feature = "kafka")]
+pub mod kafka;
+#[cfg(feature = "kinesis")]
+pub mod kinesalite;
 pub mod placement;
 pub mod process;
+pub mod proxy;
 pub mod relay;
 pub mod relay_process;
-pub mod sink;
 pub mod tls;
 pub mod venv;
 pub mod whisper;
+
+pub use relay_process::{RelayCommand, RelayProcess, scratch};
 
 use std::future::Future;
 use std::net::TcpListener;
@@ -161,9 +179,22 @@ pub fn unix_now() -> i64 {
 
 /// `../shared/compat/<file>` next to the repository, read in place.
 pub fn compat_path(file: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+    workspace_root()
         .join("..")
         .join("shared")
         .join("compat")
         .join(file)
+}
+
+/// The workspace's root directory (where the top `Cargo.toml` is).
+pub fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("..")
+}
+
+/// `<target dir>/tmp`, what Cargo gives integration tests as `CARGO_TARGET_TMPDIR`: scratch
+/// that outlives a test binary (installed servers, the carbon venv, kept logs).
+pub fn target_tmp() -> std::path::PathBuf {
+    cargo::target_dir().join("tmp")
 }
