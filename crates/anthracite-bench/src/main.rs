@@ -18,8 +18,9 @@ use tracing_subscriber::EnvFilter;
 struct Cli {
     #[command(flatten)]
     bench: BenchArgs,
-    /// Log lines as `text` or `json`; levels from RUST_LOG.
-    #[arg(long, value_parser = ["text", "json"])]
+    /// Log lines as `text` or `json`; levels from RUST_LOG. The last one given counts
+    /// (`anthracite --log-format json bench … --log-format text` passes both).
+    #[arg(long, value_parser = ["text", "json"], overrides_with = "log_format")]
     log_format: Option<String>,
 }
 

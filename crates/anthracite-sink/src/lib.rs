@@ -16,9 +16,9 @@
 //! What it keeps is chosen per sink ([`Keep`]): every datapoint (tests), only counts with the
 //! harness's latency figures, distinct names as well (the harness's placement check), or only
 //! bytes (the harness measuring its own generator). Counters move once per read, never per
-//! datapoint, and counting decodes into borrowed, typed values, so a counting sink keeps up
-//! with a relay's full rate on one core. With [`SinkConfig::echo`] every datapoint is also
-//! written out as a line (`anthracite sink`).
+//! datapoint, and a counting sink decodes into typed values that skip what it does not keep,
+//! so that in a benchmark the sink is not what limits the relay. With [`SinkConfig::echo`]
+//! every datapoint is also written out as a line (`anthracite sink`).
 //!
 //! A sink can play a misbehaving carbon-cache: slow (a bytes/s budget per connection), hung
 //! ([`Sink::pause`]: connections stay open, nothing is read), or dead ([`Sink::go_down`]: the
