@@ -152,7 +152,7 @@ impl Sink {
     }
 
     /// A copy of every datapoint received so far, in arrival order per connection (with
-    /// [`Keep::All`]).
+    /// [`Keep::All`](crate::Keep::All)).
     pub fn received(&self) -> Vec<Received> {
         self.shared.stats.received()
     }

@@ -327,7 +327,7 @@ impl CarbonRelay {
     }
 
     /// Starts carbon-relay on a carbon.conf it is expected to refuse, waits (at most
-    /// [`READY_TIMEOUT`]) for it to exit unsuccessfully, and returns its log. Panics if it keeps
+    /// 60 s) for it to exit unsuccessfully, and returns its log. Panics if it keeps
     /// running or exits with success.
     pub fn expect_refusal(conf: &CarbonConf) -> String {
         let venv = carbon_venv();
