@@ -368,6 +368,10 @@ fn read_all(shared: &Shared, mut conn: impl Read, decoder: &mut Decoder) -> usiz
         if n == 0 {
             break;
         }
+        // A read that was waiting when the sink paused counts nothing until it resumes.
+        if !shared.wait_while_paused() {
+            break;
+        }
         total += n as u64;
         let now_us = shared.clock.elapsed().as_micros() as u64;
         let consumed = if shared.config.keep == Keep::Bytes {
@@ -420,6 +424,9 @@ pub(crate) fn datagram_loop(shared: Arc<Shared>, socket: UdpSocket) {
         }
         match socket.recv(&mut buf) {
             Ok(n) => {
+                if !shared.wait_while_paused() {
+                    break;
+                }
                 let now_us = shared.clock.elapsed().as_micros() as u64;
                 let consumed = decoder.feed(&buf[..n], now_us);
                 if consumed != n {

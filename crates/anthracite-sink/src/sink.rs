@@ -214,7 +214,9 @@ impl Sink {
     }
 
     /// Hangs: connections stay open and new ones are accepted, but nothing is read (a
-    /// carbon-cache that stopped, as under SIGSTOP), until [`resume`](Self::resume).
+    /// carbon-cache that stopped, as under SIGSTOP), until [`resume`](Self::resume). A read
+    /// already waiting when it pauses takes one chunk from the socket and counts it only
+    /// after the resume.
     pub fn pause(&self) {
         self.shared.paused.store(true, Ordering::SeqCst);
     }

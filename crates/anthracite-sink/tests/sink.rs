@@ -178,7 +178,7 @@ fn tls_is_terminated_with_the_given_certificate() {
     let _ = tls.flush();
 }
 
-/// A paused sink reads nothing while its connections stay open; resumed, it reads it all.
+/// A paused sink counts nothing while its connections stay open; resumed, it reads it all.
 #[test]
 fn a_paused_sink_reads_nothing_until_resumed() {
     let sink = Sink::start("hung", SinkProtocol::Line);
@@ -186,18 +186,16 @@ fn a_paused_sink_reads_nothing_until_resumed() {
     conn.write_all(b"before 1 1700000000\n").expect("write");
     assert_eq!(sink.wait_for_count(1, WAIT), 1);
     sink.pause();
-    // The read already waiting takes one more chunk before it sees the pause.
-    conn.write_all(b"racing 2 1700000000\n").expect("write");
-    let at_pause = sink.wait_for_count(2, WAIT);
     let mut payload = Vec::new();
     for i in 0..1000 {
         payload.extend_from_slice(format!("during.{i} {i} 1700000000\n").as_bytes());
     }
     conn.write_all(&payload).expect("write while paused");
+    // Long enough for a sink that ignored the pause to count some of it.
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(sink.count(), at_pause, "nothing read while paused");
+    assert_eq!(sink.count(), 1, "nothing counted while paused");
     sink.resume();
-    assert_eq!(sink.wait_for_count(1002, WAIT), 1002);
+    assert_eq!(sink.wait_for_count(1001, WAIT), 1001);
 }
 
 #[test]
