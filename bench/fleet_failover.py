@@ -2,7 +2,7 @@
 """Failover timings of a relay fleet sharing one Kinesis stream through a DynamoDB lease table.
 
 Real processes: DynamoDB Local (as installed by `cargo test --test kinesis_leases` under
-target/tmp/dynamodb-local), kinesalite (tests/kinesalite), three `anthracite` relays with the
+target/tmp/dynamodb-local), kinesalite (crates/anthracite-testkit/servers/kinesalite), three `anthracite` relays with the
 default lease settings, a plaintext sink, and a producer writing one record per shard every
 50 ms (each record carries its put time). One relay is stopped with SIGKILL or SIGTERM; the
 script reports, per shard it held, when a survivor owned the lease and when a record of that
@@ -11,7 +11,7 @@ shard was delivered again, counted from the signal.
 Standard library only (the local servers accept any signature).
 
     cargo build && cargo test --test kinesis_leases --no-run   # binary + DynamoDB Local
-    (cd tests/kinesalite && npm ci)
+    (cd crates/anthracite-testkit/servers/kinesalite && npm ci)
     python3 bench/fleet_failover.py --signal KILL --runs 3
 """
 
@@ -122,8 +122,8 @@ def run(args, run_no):
              "-port", str(dport), "-inMemory", "-sharedDb", "-disableTelemetry"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(ddb)
-        kin = subprocess.Popen(["node", os.path.join(ROOT, "tests/kinesalite/start.js"), str(kport)],
-                               cwd=os.path.join(ROOT, "tests/kinesalite"), stdin=subprocess.PIPE,
+        kin = subprocess.Popen(["node", os.path.join(ROOT, "crates/anthracite-testkit/servers/kinesalite/start.js"), str(kport)],
+                               cwd=os.path.join(ROOT, "crates/anthracite-testkit/servers/kinesalite"), stdin=subprocess.PIPE,
                                stdout=subprocess.DEVNULL)
         procs.append(kin)
         wait_port(dport, "DynamoDB Local", ddb)

@@ -2,7 +2,7 @@
 # Edge → Kinesis beside edge → TCP, on bench/scenarios/kinesis-edge-1m.toml: CPU-seconds per
 # million datapoints of the edge relay process (from /proc), alternating rounds. Kinesis is
 # kinesalite (installed by the test support: `cargo test --test kinesis` once, or
-# `npm ci --prefix tests/kinesalite`) on a fixed port; a consumer relay (not measured) reads
+# `npm ci --prefix crates/anthracite-testkit/servers/kinesalite`) on a fixed port; a consumer relay (not measured) reads
 # the stream into the harness's sink so deliveries are counted end to end. Needs a release
 # build (cargo build --release; BIN=path overrides the binary) and curl. Logs and JSON go to $1
 # (default bench-results/); further arguments go to `anthracite bench` (e.g. --datapoints 300000); ROUNDS=n sets the rounds (default 3).
@@ -25,7 +25,7 @@ trap cleanup EXIT
 
 # kinesalite exits when its stdin closes: a FIFO this shell holds open until it exits.
 mkfifo "$work/kinesalite.stdin"
-node tests/kinesalite/start.js "$kport" <"$work/kinesalite.stdin" >"$out/kinesalite.log" 2>&1 &
+node crates/anthracite-testkit/servers/kinesalite/start.js "$kport" <"$work/kinesalite.stdin" >"$out/kinesalite.log" 2>&1 &
 pids+=($!)
 exec 3>"$work/kinesalite.stdin"
 kinesis() { # target, JSON body: kinesalite checks that a signature is present, not its value

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anthracite::extension::Extensions;
 use anthracite::{CarbonOptions, Config, LogFormat, Placement, Relay, RelayError, RelayHandle};
 use anyhow::Context;
+mod bench;
 mod try_it;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -183,7 +184,19 @@ enum Command {
     },
     /// Capacity-planning benchmark: load generator + counting sinks + report, against
     /// anthracite in-process or any relay by address or command (see bench/scenarios/).
-    Bench(Box<anthracite_bench::BenchArgs>),
+    ///
+    /// Runs the harness, `anthracite-bench` (beside this program, else on PATH), with ARGS;
+    /// `anthracite bench --help` lists them.
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// The harness's arguments.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 /// What this build composes with the relay core, by Cargo feature: the stream extensions
@@ -266,16 +279,9 @@ fn main() -> ExitCode {
             }
         };
     }
-    if let Command::Bench(args) = command {
-        init_logging(cli_format.unwrap_or_default());
+    if let Command::Bench { args } = command {
         // The harness builds its own relay configuration; no relay.toml is read.
-        return match bench(*args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("anthracite bench: {e:#}");
-                ExitCode::FAILURE
-            }
-        };
+        return bench::exec(args, cli.log_format.as_deref());
     }
     let source = ConfigSource::of(&cli.run);
     let (config, warnings) = match source.load() {
@@ -299,7 +305,7 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Run => run(config, source.clone(), cli.pid_file.as_deref()),
         Command::Reload | Command::Config { .. } => Ok(()),
-        Command::Bench(_) | Command::Sink { .. } | Command::Send { .. } => Ok(()),
+        Command::Bench { .. } | Command::Sink { .. } | Command::Send { .. } => Ok(()),
         Command::Check => check(&config, &source.name(), &warnings),
         Command::Route { names } => route(config, names),
     };
@@ -486,29 +492,6 @@ fn route(config: Config, names: Vec<String>) -> anyhow::Result<()> {
         for n in &names {
             print(n);
         }
-    }
-    Ok(())
-}
-
-fn bench(args: anthracite_bench::BenchArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("anth-bench")
-        .build()
-        .context("cannot start the async runtime")?;
-    let consistent = if args.sweep {
-        runtime
-            .block_on(anthracite_bench::run_sweep(args))?
-            .is_consistent()
-    } else {
-        runtime
-            .block_on(anthracite_bench::run(args))?
-            .is_consistent()
-    };
-    if !consistent {
-        anyhow::bail!(
-            "the report is internally inconsistent (percentiles or per-sink sums); see above"
-        );
     }
     Ok(())
 }

@@ -7,12 +7,11 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anthracite_bench::generator::{self, NameOrder, SendCounters, SendPlan};
-use anthracite_bench::scenario::{Names, Overrides, Protocol, Scenario, SinkProtocol};
-use anthracite_bench::sink::{Sink, SinkConfig};
+use anthracite_bench::scenario::{Names, Overrides, Protocol, Scenario};
 use anthracite_bench::{BenchArgs, RunOptions, TargetSpec, run_once};
+use anthracite_sink::{Histogram, Keep, Sink, SinkConfig, SinkProtocol};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
 
 const PYTHON: &str = "python3.11";
 
@@ -51,21 +50,19 @@ fn names(count: usize) -> Vec<String> {
     (0..count).map(|i| generator::name(&n, i)).collect()
 }
 
-async fn start_sink(protocol: SinkProtocol, record: bool) -> (Sink, watch::Sender<bool>) {
-    let (tx, rx) = watch::channel(false);
-    let sink = Sink::start(
-        "127.0.0.1:0".parse().unwrap(),
-        SinkConfig {
-            protocol,
-            record_names: record,
-            ..Default::default()
-        },
-        Instant::now(),
-        rx,
-    )
-    .await
-    .unwrap();
-    (sink, tx)
+/// A sink as the harness runs one: counting (and keeping names when `record`), values read
+/// as send instants on a clock started now.
+fn counting(protocol: SinkProtocol, record: bool) -> SinkConfig {
+    SinkConfig {
+        protocol,
+        keep: if record { Keep::Names } else { Keep::Count },
+        clock: Some(Instant::now()),
+        ..SinkConfig::default()
+    }
+}
+
+fn start_sink(protocol: SinkProtocol, record: bool) -> Sink {
+    Sink::bind("127.0.0.1:0".parse().unwrap(), counting(protocol, record)).unwrap()
 }
 
 /// Waits (bounded) until the sink has counted `n` datapoints, then a little longer so that
@@ -73,17 +70,24 @@ async fn start_sink(protocol: SinkProtocol, record: bool) -> (Sink, watch::Sende
 async fn settle(sink: &Sink, n: u64) -> u64 {
     let until = Instant::now() + Duration::from_secs(20);
     loop {
-        let d = sink.stats.delivered.load(Ordering::Relaxed);
+        let d = sink.stats().delivered();
         if d >= n || Instant::now() > until {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            return sink.stats.delivered.load(Ordering::Relaxed);
+            return sink.stats().delivered();
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
+/// Datapoints with a latency measurement.
+fn stamped(sink: &Sink) -> u64 {
+    let mut h = Histogram::new();
+    sink.stats().merge_latency_into(&mut h);
+    h.count()
+}
+
 async fn generator_into_sink(protocol: Protocol, points: u64, conns: usize) {
-    let (sink, _started) = start_sink(SinkProtocol::Auto, true).await;
+    let sink = start_sink(SinkProtocol::Auto, true);
     let names = names(1000);
     let epoch = Instant::now();
     let counters = Arc::new(SendCounters::new());
@@ -115,7 +119,7 @@ async fn generator_into_sink(protocol: Protocol, points: u64, conns: usize) {
             }
         }
         rendered += p.datapoints();
-        let s = TcpStream::connect(sink.addr).await.unwrap();
+        let s = TcpStream::connect(sink.addr()).await.unwrap();
         let plan = SendPlan {
             passes: Some(1),
             deadline: Instant::now() + Duration::from_secs(60),
@@ -138,11 +142,11 @@ async fn generator_into_sink(protocol: Protocol, points: u64, conns: usize) {
     assert_eq!(sent, expected);
     assert_eq!(counters.sent.load(Ordering::Relaxed), expected);
     assert_eq!(settle(&sink, expected).await, expected);
-    assert_eq!(sink.stats.bad.load(Ordering::Relaxed), 0);
-    assert_eq!(sink.stats.unstamped.load(Ordering::Relaxed), 0);
-    assert_eq!(sink.stats.latency.lock().unwrap().count(), expected);
-    assert_eq!(sink.stats.names.lock().unwrap().len(), 1000);
-    sink.stop().await;
+    assert_eq!(sink.stats().bad(), 0);
+    assert_eq!(sink.stats().unstamped(), 0);
+    assert_eq!(stamped(&sink), expected);
+    assert_eq!(sink.stats().distinct_names(), 1000);
+    sink.stop();
 }
 
 #[tokio::test]
@@ -157,7 +161,7 @@ async fn generator_pickle_counts_are_exact() {
 
 #[tokio::test]
 async fn paced_generator_sends_exact_count() {
-    let (sink, _started) = start_sink(SinkProtocol::Line, false).await;
+    let sink = start_sink(SinkProtocol::Line, false);
     let names = names(50);
     let p = generator::render(
         &names,
@@ -167,7 +171,7 @@ async fn paced_generator_sends_exact_count() {
         20,
         1_700_000_000,
     );
-    let s = TcpStream::connect(sink.addr).await.unwrap();
+    let s = TcpStream::connect(sink.addr()).await.unwrap();
     let plan = SendPlan {
         passes: Some(1),
         deadline: Instant::now() + Duration::from_secs(30),
@@ -178,7 +182,7 @@ async fn paced_generator_sends_exact_count() {
         .unwrap();
     assert_eq!(sent, 2_000);
     assert_eq!(settle(&sink, 2_000).await, 2_000);
-    sink.stop().await;
+    sink.stop();
 }
 
 /// carbon-style frames for every pickle protocol, from real Python, into a sink over TCP.
@@ -202,8 +206,8 @@ for proto in range(6):
     }
     assert_eq!(chunks.len(), 6);
     for (proto, frame) in chunks.iter().enumerate() {
-        let (sink, _started) = start_sink(SinkProtocol::Auto, true).await;
-        let mut s = TcpStream::connect(sink.addr).await.unwrap();
+        let sink = start_sink(SinkProtocol::Auto, true);
+        let mut s = TcpStream::connect(sink.addr()).await.unwrap();
         // Split inside the length prefix: partial frames must wait for the rest.
         let (head, tail) = frame.split_at(3);
         s.write_all(head).await.unwrap();
@@ -212,33 +216,28 @@ for proto in range(6):
         s.write_all(tail).await.unwrap();
         s.shutdown().await.unwrap();
         assert_eq!(settle(&sink, 101).await, 101, "protocol {proto}");
-        assert_eq!(
-            sink.stats.bad.load(Ordering::Relaxed),
-            0,
-            "protocol {proto}"
-        );
-        let names = sink.stats.names.lock().unwrap().clone();
+        assert_eq!(sink.stats().bad(), 0, "protocol {proto}");
+        let names = sink.stats().with_names(|n| n.clone());
         assert!(names.contains(&b"a.b.c42"[..]), "protocol {proto}");
         assert!(names.contains(&b"bytes.name"[..]), "protocol {proto}");
         // Every value was read: as a latency when it could be a send instant, else counted.
-        let stamped = sink.stats.latency.lock().unwrap().count();
-        let unstamped = sink.stats.unstamped.load(Ordering::Relaxed);
-        assert_eq!(stamped + unstamped, 101, "protocol {proto}");
-        sink.stop().await;
+        let unstamped = sink.stats().unstamped();
+        assert_eq!(stamped(&sink) + unstamped, 101, "protocol {proto}");
+        sink.stop();
     }
 }
 
 #[tokio::test]
 async fn sink_counts_lines_and_rejects_malformed_ones() {
-    let (sink, _started) = start_sink(SinkProtocol::Auto, false).await;
-    let mut s = TcpStream::connect(sink.addr).await.unwrap();
+    let sink = start_sink(SinkProtocol::Auto, false);
+    let mut s = TcpStream::connect(sink.addr()).await.unwrap();
     s.write_all(b"a.b 1.5 1700000000\r\nc.d 2 1700000000\nbad line\n")
         .await
         .unwrap();
     s.shutdown().await.unwrap();
     assert_eq!(settle(&sink, 2).await, 2);
-    assert_eq!(sink.stats.bad.load(Ordering::Relaxed), 1);
-    sink.stop().await;
+    assert_eq!(sink.stats().bad(), 1);
+    sink.stop();
 }
 
 /// The generator's pickle frames are what carbon's unpickler expects.
@@ -393,26 +392,15 @@ async fn in_process_anthracite_loses_nothing() {
 /// A down sink drops its connections and refuses new ones, then accepts on the same port.
 #[tokio::test]
 async fn down_sink_refuses_then_accepts_on_the_same_port() {
-    let (tx, rx) = watch::channel(false);
-    let sink = Sink::start(
-        "127.0.0.1:0".parse().unwrap(),
-        SinkConfig {
-            down: Some((0.0, 1.0)),
-            ..Default::default()
-        },
-        Instant::now(),
-        rx,
-    )
-    .await
-    .unwrap();
-    let before = TcpStream::connect(sink.addr).await.unwrap();
-    tx.send(true).unwrap();
+    let sink = start_sink(SinkProtocol::Auto, false);
+    let before = TcpStream::connect(sink.addr()).await.unwrap();
+    sink.schedule_outage(Duration::ZERO, Duration::from_secs(1));
     // Bounded wait for the refusal, then for the re-bind; no timing is asserted.
     let until = Instant::now() + Duration::from_secs(10);
     let mut refused = false;
     let mut accepted_again = false;
     while Instant::now() < until {
-        match TcpStream::connect(sink.addr).await {
+        match TcpStream::connect(sink.addr()).await {
             Err(_) => refused = true,
             Ok(mut s) if refused => {
                 s.write_all(b"a.b 1 1700000000\n").await.unwrap();
@@ -428,23 +416,19 @@ async fn down_sink_refuses_then_accepts_on_the_same_port() {
     assert!(accepted_again, "the sink never came back");
     assert_eq!(settle(&sink, 1).await, 1);
     drop(before);
-    sink.stop().await;
+    sink.stop();
 }
 
 /// A slow sink still counts every datapoint exactly.
 #[tokio::test]
 async fn slow_sink_counts_exactly() {
-    let (_tx, rx) = watch::channel(false);
-    let sink = Sink::start(
+    let sink = Sink::bind(
         "127.0.0.1:0".parse().unwrap(),
         SinkConfig {
             slow_bytes_per_sec: Some(200_000),
-            ..Default::default()
+            ..counting(SinkProtocol::Auto, false)
         },
-        Instant::now(),
-        rx,
     )
-    .await
     .unwrap();
     let p = generator::render(
         &names(100),
@@ -454,7 +438,7 @@ async fn slow_sink_counts_exactly() {
         100,
         1_700_000_000,
     );
-    let s = TcpStream::connect(sink.addr).await.unwrap();
+    let s = TcpStream::connect(sink.addr()).await.unwrap();
     let plan = SendPlan {
         passes: Some(1),
         deadline: Instant::now() + Duration::from_secs(30),
@@ -465,7 +449,7 @@ async fn slow_sink_counts_exactly() {
         .unwrap();
     assert_eq!(sent, 3_000);
     assert_eq!(settle(&sink, 3_000).await, 3_000);
-    sink.stop().await;
+    sink.stop();
 }
 
 /// `--compare` against a relay started as a process (another anthracite, by PID) and the
@@ -564,6 +548,8 @@ const SMALL_SWEEP: &str = "name = \"small-sweep\"\n\
 /// follows from its rows, and an SVG with the latency and loss series.
 #[test]
 fn sweep_prints_rows_and_knee_and_writes_json_and_svg() {
+    // `anthracite bench` runs the harness beside `anthracite`.
+    anthracite_testkit::cargo::workspace_binary("anthracite-bench", "anthracite-bench");
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("small-sweep.toml");
     std::fs::write(&scenario, SMALL_SWEEP).unwrap();

@@ -24,12 +24,8 @@
 //! difference is asserted exactly in [`EDGE_DIFFERENCES`] (with the reason) and only then left
 //! out of the comparison; everything else must match exactly.
 
-use crate::support;
-
-use support::differential::{
-    Case, Dest, DropIn, KnownDifference, Payload, differential, no_raw, one, two,
-};
-use support::sink::SinkProtocol;
+use crate::engine::{Case, Dest, DropIn, KnownDifference, Payload, differential, no_raw, one, two};
+use anthracite_sink::SinkProtocol;
 
 const THREE: &[Dest] = &[
     ("127.0.0.1", Some("a")),

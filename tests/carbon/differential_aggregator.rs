@@ -21,16 +21,15 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support;
+use anthracite_testkit as testkit;
 
-use support::carbon::CarbonAggregator;
-use support::process::ManagedChild;
-use support::sink::{CountingSink, SinkProtocol};
-use support::{free_ports, send_lines};
+use anthracite_sink::{Sink, SinkProtocol};
+use testkit::RelayProcess;
+use testkit::carbon::CarbonAggregator;
+use testkit::{free_ports, send_lines};
 
 const FREQUENCY: i64 = 5;
 
@@ -72,13 +71,13 @@ const REWRITE: &str = "\
 struct Daemon {
     label: String,
     line: SocketAddr,
-    sinks: Vec<CountingSink>,
+    sinks: Vec<Sink>,
     process: Process,
 }
 
 enum Process {
     Carbon(CarbonAggregator),
-    Anthracite(ManagedChild),
+    Anthracite(RelayProcess),
 }
 
 impl Daemon {
@@ -87,9 +86,9 @@ impl Daemon {
         let conf_dir = root.join("conf");
         fs::create_dir_all(&conf_dir).expect("create conf dir");
         fs::create_dir_all(root.join("storage").join("log")).expect("create storage/log");
-        let sinks: Vec<CountingSink> = ["a", "b"]
+        let sinks: Vec<Sink> = ["a", "b"]
             .iter()
-            .map(|i| CountingSink::start(&format!("{label}:{i}"), SinkProtocol::Pickle))
+            .map(|i| Sink::start(&format!("{label}:{i}"), SinkProtocol::Pickle))
             .collect();
         let ports = free_ports(2);
         let conf = format!(
@@ -117,7 +116,7 @@ impl Daemon {
         fs::write(conf_dir.join("rewrite-rules.conf"), REWRITE).expect("write rewrite rules");
         fs::write(
             conf_dir.join("storage-schemas.conf"),
-            support::carbon::STORAGE_SCHEMAS,
+            testkit::carbon::STORAGE_SCHEMAS,
         )
         .expect("write storage-schemas.conf");
         let process = if anthracite {
@@ -161,33 +160,21 @@ impl Daemon {
     }
 
     fn total(&self) -> usize {
-        self.sinks.iter().map(CountingSink::count).sum()
+        self.sinks.iter().map(Sink::count).sum()
     }
 }
 
-fn start_anthracite(root: &Path, conf: &Path, ports: &[u16]) -> ManagedChild {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
-    cmd.arg("run")
+fn start_anthracite(root: &Path, conf: &Path, ports: &[u16]) -> RelayProcess {
+    let mut relay = crate::anthracite("anthracite --aggregator")
+        .arg("run")
         .arg("--carbon-config")
         .arg(conf)
         .arg("--aggregator")
-        .env("NO_COLOR", "1");
-    let log = root.join("storage").join("log").join("anthracite.log");
-    let mut child = ManagedChild::spawn("anthracite --aggregator", cmd, log);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for &port in ports {
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            child.assert_running(&format!("port {port}"));
-            assert!(
-                Instant::now() < deadline,
-                "anthracite did not listen on {addr}:\n{}",
-                child.log_tail(40)
-            );
-            thread::sleep(Duration::from_millis(50));
-        }
-    }
-    child
+        .env("NO_COLOR", "1")
+        .log(root.join("storage").join("log").join("anthracite.log"))
+        .start();
+    relay.wait_listening(ports);
+    relay
 }
 
 /// Deterministic input: every name family the rules cover, plus names no rule matches.

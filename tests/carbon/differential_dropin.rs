@@ -1,5 +1,5 @@
 //! The drop-in settings against the real carbon-relay 1.1.10 (the engine and its method are in
-//! `support/differential.rs`; `tests/differential.rs` holds the routing cases): the protobuf
+//! `engine.rs`; `differential.rs` holds the routing cases): the protobuf
 //! destination protocol, TLS to the destinations, pooled replicas, a relay-rules pattern only
 //! Python's `re` (and anthracite's backtracking fallback) understands, and UDP destinations.
 //! Each case runs carbon-relay and anthracite on the same carbon.conf against counting sinks
@@ -20,10 +20,8 @@
 //! Sizes: 5,000–10,000 datapoints per case (half by plaintext, half by pickle), enough for
 //! every destination to get thousands.
 
-use crate::support;
-
-use support::differential::{CarbonSubstitute, Case, Dest, DropIn, Payload, differential, one};
-use support::sink::SinkProtocol;
+use crate::engine::{CarbonSubstitute, Case, Dest, DropIn, Payload, differential, one};
+use anthracite_sink::SinkProtocol;
 
 const THREE: &[Dest] = &[
     ("127.0.0.1", Some("a")),

@@ -4,17 +4,17 @@
 //! plugin, `PROTOBUF_RECEIVER_PORT`; 4,000 datapoints). Every whisper file must exist on
 //! exactly the cache carbon's own ring picks, with the values sent, and on no other cache.
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anthracite::{Config, Relay};
-use support::carbon::CarbonCaches;
-use support::placement::carbon_ring_placement;
-use support::whisper::{Stored, wait_for_whisper};
-use support::{send_lines, send_pickle, unix_now};
+use testkit::carbon::CarbonCaches;
+use testkit::placement::carbon_ring_placement;
+use testkit::whisper::{Stored, wait_for_whisper};
+use testkit::{send_lines, send_pickle, unix_now};
 
 /// Graphite-like names with some variety: shared prefixes, many directories, unicode
 /// components, a long component. No tags: the caches run with ENABLE_TAGS = False.
@@ -41,7 +41,7 @@ fn protobuf_out_lands_on_the_cache_carbon_picks() {
 fn end_to_end(
     protocol: &str,
     count: usize,
-    destination: fn(&support::carbon::CacheInstance) -> String,
+    destination: fn(&testkit::carbon::CacheInstance) -> String,
 ) {
     let mut caches = CarbonCaches::start(&["a", "b"]);
     let destinations: Vec<String> = caches.instances.iter().map(destination).collect();

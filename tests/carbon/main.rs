@@ -2,14 +2,17 @@
 //! carbon-cache end to end, carbon-relay differential runs, carbon.conf.example, Python's
 //! pickle. One test binary (one link) for the whole group.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod conf_example;
 mod differential;
 mod differential_aggregator;
 mod differential_dropin;
 mod e2e;
+mod engine;
 mod pickle_python;
 mod protobuf_receiver;
 mod support_selftest;
+
+/// The `anthracite` binary this test run built, as a relay process named `name` to start.
+fn anthracite(name: &str) -> anthracite_testkit::RelayCommand {
+    anthracite_testkit::RelayCommand::new(env!("CARGO_BIN_EXE_anthracite")).name(name)
+}

@@ -3,7 +3,7 @@
 //! the sink with its name, timestamp and value; a frame that is not a `Payload` is dropped and
 //! counted while the connection goes on; a length over the frame limit closes the connection.
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -11,9 +11,9 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use anthracite::DropReason;
-use support::relay::{TestRelay, config_for};
-use support::sink::{CountingSink, Key, Received, SinkProtocol};
-use support::venv::run_python_json;
+use anthracite_sink::{Key, Received, Sink, SinkProtocol};
+use testkit::relay::{TestRelay, config_for};
+use testkit::venv::run_python_json;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -87,7 +87,7 @@ fn carbon_pb2_frames_arrive_point_for_point() {
         &serde_json::to_value(&groups).expect("json"),
         Duration::from_secs(60),
     );
-    let sink = CountingSink::start("sink", SinkProtocol::Pickle);
+    let sink = Sink::start("sink", SinkProtocol::Pickle);
     let relay = TestRelay::start(&config_for(&[format!("{}:a", sink.addr())], ""));
     let mut conn = TcpStream::connect(relay.protobuf).expect("connect protobuf receiver");
     for (i, frame) in frames.iter().enumerate() {
@@ -116,7 +116,7 @@ fn carbon_pb2_frames_arrive_point_for_point() {
 
 #[test]
 fn frame_over_the_limit_closes_the_connection_and_is_counted() {
-    let sink = CountingSink::start("sink", SinkProtocol::Pickle);
+    let sink = Sink::start("sink", SinkProtocol::Pickle);
     let relay = TestRelay::start(&config_for(
         &[format!("{}:a", sink.addr())],
         "[listen]\nmax_protobuf_frame = 1024\n",

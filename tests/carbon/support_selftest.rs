@@ -3,17 +3,17 @@
 //! vectors, tagged names map to carbon's `_tagged/…` paths, and a real carbon-relay forwards to
 //! counting sinks.
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use support::carbon::{CarbonCaches, CarbonRelay, write_carbon_conf};
-use support::placement::carbon_ring_placement;
-use support::sink::{CountingSink, SinkProtocol};
-use support::whisper::{Stored, wait_for_whisper, whisper_rel_paths};
-use support::{compat_path, send_lines, send_pickle, unix_now};
+use anthracite_sink::{Sink, SinkProtocol};
+use testkit::carbon::{CarbonCaches, CarbonRelay, write_carbon_conf};
+use testkit::placement::carbon_ring_placement;
+use testkit::whisper::{Stored, wait_for_whisper, whisper_rel_paths};
+use testkit::{compat_path, send_lines, send_pickle, unix_now};
 
 #[test]
 fn line_and_pickle_to_carbon_cache_read_back_from_whisper() {
@@ -115,8 +115,8 @@ fn placement_matches_golden_vectors() {
 #[test]
 fn carbon_relay_forwards_to_counting_sinks() {
     let sinks = [
-        CountingSink::start("a", SinkProtocol::Pickle),
-        CountingSink::start("b", SinkProtocol::Pickle),
+        Sink::start("a", SinkProtocol::Pickle),
+        Sink::start("b", SinkProtocol::Pickle),
     ];
     let dests = format!(
         "127.0.0.1:{}:a, 127.0.0.1:{}:b",

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::support_kafka::broker::{Broker, exclusive};
-use crate::support_kafka::client;
+use anthracite_testkit::kafka::broker::{Broker, exclusive};
+use anthracite_testkit::kafka::client;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_starts_and_round_trips_a_message() {

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::sink::Received;
-use crate::support::http::{get, parse_metrics, sum};
+use anthracite_sink::{Received, Sink};
+use anthracite_testkit::http::{get, parse_metrics, sum};
 
 /// Deadline for a hung step (never a timing assertion).
 pub const LONG: Duration = Duration::from_secs(120);
@@ -55,7 +55,7 @@ pub fn line_messages(
     partitions: i32,
     indices: std::ops::Range<i64>,
 ) -> Vec<(i32, Vec<u8>)> {
-    let now = crate::support::unix_now();
+    let now = anthracite_testkit::unix_now();
     let mut out = Vec::new();
     for i in indices {
         for p in 0..partitions {
@@ -66,9 +66,9 @@ pub fn line_messages(
 }
 
 /// How many times each name with `tag` arrived.
-pub fn counts(received: &Received, tag: &str) -> BTreeMap<(i32, i64), usize> {
+pub fn counts(received: &Sink, tag: &str) -> BTreeMap<(i32, i64), usize> {
     let mut m = BTreeMap::new();
-    for (n, _, _) in received.all() {
+    for Received { path: n, .. } in received.received() {
         if let Some(k) = parse_name(tag, &n) {
             *m.entry(k).or_insert(0) += 1;
         }
@@ -77,7 +77,7 @@ pub fn counts(received: &Received, tag: &str) -> BTreeMap<(i32, i64), usize> {
 }
 
 /// Waits until every one of `expected` names with `tag` arrived at least once.
-pub async fn wait_delivered(received: &Received, tag: &str, expected: usize, what: &str) {
+pub async fn wait_delivered(received: &Sink, tag: &str, expected: usize, what: &str) {
     let end = tokio::time::Instant::now() + LONG;
     loop {
         let got = counts(received, tag).len();

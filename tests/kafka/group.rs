@@ -6,11 +6,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::common::{LONG, consumer_toml, counts, line_messages, metric, wait_delivered};
-use crate::support::free_ports;
-use crate::support_kafka::broker::{Broker, exclusive};
-use crate::support_kafka::client;
-use crate::support_kafka::fleet::{RelayProcess, scratch};
-use crate::support_kafka::wait_for;
+use anthracite_sink::{Sink, SinkProtocol};
+use anthracite_testkit::RelayProcess;
+use anthracite_testkit::free_ports;
+use anthracite_testkit::kafka::broker::{Broker, exclusive};
+use anthracite_testkit::kafka::client;
+use anthracite_testkit::wait_for;
 
 const TOPIC: &str = "group-six";
 const GROUP: &str = "relays";
@@ -46,8 +47,10 @@ async fn group_of_three_balances_and_hands_over_on_sigkill_and_sigterm() {
     let _turn = exclusive().await;
     let broker = Broker::shared();
     broker.create_topic(TOPIC, PARTITIONS).await;
-    let (sink, received) = crate::sink::start("127.0.0.1:0").await;
-    let dir = scratch("group");
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let sink = received.addr();
+    let dir = anthracite_testkit::scratch("kafka-tests", "group");
     let ports = free_ports(3);
     let admins: Vec<SocketAddr> = ports
         .iter()
@@ -59,7 +62,9 @@ async fn group_of_three_balances_and_hands_over_on_sigkill_and_sigterm() {
         .enumerate()
         .map(|(i, port)| {
             let toml = consumer_toml(&broker.bootstrap, TOPIC, GROUP, &sinks, *port, "");
-            RelayProcess::spawn(&dir, &format!("relay{i}"), &toml, &[])
+            crate::anthracite(&format!("relay{i}"))
+                .toml(&dir, &toml)
+                .start()
         })
         .collect();
 

@@ -1,19 +1,16 @@
 //! Kafka as a source (consumer groups of `anthracite` processes) and as a destination,
 //! against one real Apache Kafka 4.1.1 broker (KRaft, from Maven Central, started by
-//! `tests/support_kafka/`). One test binary, one broker; the tests take turns
-//! (`support_kafka::broker::exclusive`) because one of them stops the broker and the others
-//! run fleets of relays on two cores.
-
-#[path = "../support_kinesis/sink.rs"]
-#[allow(dead_code)]
-mod sink;
-#[path = "../support/mod.rs"]
-mod support;
-#[path = "../support_kafka/mod.rs"]
-mod support_kafka;
+//! `anthracite_testkit::kafka`). One test binary, one broker; the tests take turns
+//! (`anthracite_testkit::kafka::exclusive`) because one of them stops the broker and the
+//! others run fleets of relays on two cores.
 
 mod broker;
 mod common;
 mod group;
 mod pipeline;
 mod source;
+
+/// The `anthracite` binary this test run built, as a relay process named `name` to start.
+fn anthracite(name: &str) -> anthracite_testkit::RelayCommand {
+    anthracite_testkit::RelayCommand::new(env!("CARGO_BIN_EXE_anthracite")).name(name)
+}

@@ -12,11 +12,10 @@ use anthracite::Config;
 use anthracite_kafka::partition_for;
 
 use crate::common::{LONG, consumer_toml, metric};
-use crate::sink::Received;
-use crate::support::{free_ports, send_lines, unix_now};
-use crate::support_kafka::broker::{Broker, exclusive};
-use crate::support_kafka::fleet::{RelayProcess, scratch};
-use crate::support_kafka::wait_for;
+use anthracite_sink::{Received, Sink, SinkProtocol};
+use anthracite_testkit::kafka::broker::{Broker, exclusive};
+use anthracite_testkit::wait_for;
+use anthracite_testkit::{free_ports, send_lines, unix_now};
 
 const TOPIC: &str = "pipeline";
 
@@ -41,10 +40,10 @@ fn points(tag: &str, n: usize) -> Vec<(String, i64, f64)> {
 }
 
 /// Per name, the sinks (0: a, 1: b) it arrived at, with repeats.
-fn arrivals(sinks: &[&Received], tag: &str) -> BTreeMap<String, Vec<u16>> {
+fn arrivals(sinks: &[&Sink], tag: &str) -> BTreeMap<String, Vec<u16>> {
     let mut m: BTreeMap<String, Vec<u16>> = BTreeMap::new();
     for (i, s) in sinks.iter().enumerate() {
-        for (name, _, _) in s.all() {
+        for Received { path: name, .. } in s.received() {
             if name.starts_with(tag) {
                 m.entry(name).or_default().push(i as u16);
             }
@@ -81,10 +80,10 @@ fn pickle_names(payload: &[u8]) -> Vec<Vec<u8>> {
 async fn messages_are_keyed_by_a_name_they_hold(bootstrap: &str) {
     let bootstrap = bootstrap.to_string();
     let messages = tokio::task::spawn_blocking(move || {
-        let total: i64 = crate::support_kafka::client::end_offsets(&bootstrap, TOPIC, 4)
+        let total: i64 = anthracite_testkit::kafka::client::end_offsets(&bootstrap, TOPIC, 4)
             .values()
             .sum();
-        crate::support_kafka::client::read_all(&bootstrap, TOPIC, total as usize, LONG)
+        anthracite_testkit::kafka::client::read_all(&bootstrap, TOPIC, total as usize, LONG)
     })
     .await
     .expect("read the topic");
@@ -109,7 +108,7 @@ async fn messages_are_keyed_by_a_name_they_hold(bootstrap: &str) {
     }
 }
 
-async fn wait_all(sinks: &[&Received], tag: &str, n: usize, what: &str) {
+async fn wait_all(sinks: &[&Sink], tag: &str, n: usize, what: &str) {
     wait_for(what, LONG, || async { arrivals(sinks, tag).len() >= n }).await;
 }
 
@@ -118,19 +117,23 @@ async fn edge_to_kafka_to_caches_delivers_once_and_survives_a_broker_outage() {
     let _turn = exclusive().await;
     let broker = Broker::shared();
     broker.create_topic(TOPIC, 4).await;
-    let (a, got_a) = crate::sink::start("127.0.0.1:0").await;
-    let (b, got_b) = crate::sink::start("127.0.0.1:0").await;
+    let got_a = Sink::start("got_a", SinkProtocol::Pickle);
+
+    let a = got_a.addr();
+    let got_b = Sink::start("got_b", SinkProtocol::Pickle);
+
+    let b = got_b.addr();
     let sinks = [format!("{a}:a"), format!("{b}:b")];
-    let dir = scratch("pipeline");
+    let dir = anthracite_testkit::scratch("kafka-tests", "pipeline");
     let ports = free_ports(3);
     let edge_admin = SocketAddr::from(([127, 0, 0, 1], ports[1]));
     let edge_line = SocketAddr::from(([127, 0, 0, 1], ports[0]));
-    let _edge = RelayProcess::spawn(
-        &dir,
-        "edge",
-        &edge_toml(ports[0], ports[1], &broker.bootstrap, &dir.join("spill")),
-        &[],
-    );
+    let _edge = crate::anthracite("edge")
+        .toml(
+            &dir,
+            &edge_toml(ports[0], ports[1], &broker.bootstrap, &dir.join("spill")),
+        )
+        .start();
     let consumer = consumer_toml(
         &broker.bootstrap,
         TOPIC,
@@ -139,7 +142,7 @@ async fn edge_to_kafka_to_caches_delivers_once_and_survives_a_broker_outage() {
         ports[2],
         "format = \"pickle\"",
     );
-    let _consumer = RelayProcess::spawn(&dir, "consumer", &consumer, &[]);
+    let _consumer = crate::anthracite("consumer").toml(&dir, &consumer).start();
     wait_for("the edge relay listens", LONG, || async {
         std::net::TcpStream::connect(edge_line).is_ok()
     })
@@ -147,7 +150,11 @@ async fn edge_to_kafka_to_caches_delivers_once_and_survives_a_broker_outage() {
 
     // carbon_ch, as the consumer relay routes.
     let router = anthracite::Placement::new(
-        &Config::from_toml_str_with(&consumer, &crate::support::extensions()).expect("config"),
+        &Config::from_toml_str_with(
+            &consumer,
+            &anthracite::extension::Extensions::new().with(anthracite_kafka::Kafka),
+        )
+        .expect("config"),
     )
     .expect("router");
     let all = router.all_destinations();

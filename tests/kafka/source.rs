@@ -7,11 +7,12 @@ use std::net::SocketAddr;
 use anthracite::DropReason;
 
 use crate::common::{GROUP_PROPERTIES, LONG, counts, metric, name, wait_delivered};
-use crate::support::free_ports;
-use crate::support::relay::TestRelay;
-use crate::support_kafka::broker::{Broker, exclusive};
-use crate::support_kafka::client;
-use crate::support_kafka::wait_for;
+use anthracite_sink::{Sink, SinkProtocol};
+use anthracite_testkit::free_ports;
+use anthracite_testkit::kafka::broker::{Broker, exclusive};
+use anthracite_testkit::kafka::client;
+use anthracite_testkit::relay::TestRelay;
+use anthracite_testkit::wait_for;
 
 fn relay_toml(sink: SocketAddr, admin: u16, kafka: &str) -> String {
     format!(
@@ -33,7 +34,11 @@ async fn backfill_from_a_timestamp_reads_exactly_the_messages_after_it() {
     let producer = client::producer(&broker.bootstrap);
     for i in 0..100 {
         for p in 0..2 {
-            let line = format!("{} {i} {}\n", name("bf", p, i), crate::support::unix_now());
+            let line = format!(
+                "{} {i} {}\n",
+                name("bf", p, i),
+                anthracite_testkit::unix_now()
+            );
             client::send(
                 &producer,
                 topic,
@@ -44,7 +49,9 @@ async fn backfill_from_a_timestamp_reads_exactly_the_messages_after_it() {
             .await;
         }
     }
-    let (sink, received) = crate::sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let sink = received.addr();
     let admin = free_ports(1)[0];
     let kafka = format!(
         "[[kafka]]\nbrokers = [\"{}\"]\ntopics = [\"{topic}\"]\ngroup_id = \"backfill\"\n\
@@ -53,7 +60,10 @@ async fn backfill_from_a_timestamp_reads_exactly_the_messages_after_it() {
         broker.bootstrap
     );
     // 1970-01-12T13:47:40Z is 1 000 060 s after the epoch.
-    let relay = TestRelay::start(&relay_toml(sink, admin, &kafka));
+    let relay = TestRelay::start_with(
+        &relay_toml(sink, admin, &kafka),
+        &anthracite::extension::Extensions::new().with(anthracite_kafka::Kafka),
+    );
     wait_delivered(&received, "bf", 80, "the backfill").await;
     // Everything before the timestamp stays unread, even once the relay is idle.
     let admin_addr = SocketAddr::from(([127, 0, 0, 1], admin));
@@ -94,7 +104,7 @@ async fn bad_messages_and_dead_brokers_are_counted_and_never_stall_other_sources
     broker.create_topic("bad-lines", 1).await;
     broker.create_topic("bad-pickle", 1).await;
     let producer = client::producer(&broker.bootstrap);
-    let now = crate::support::unix_now();
+    let now = anthracite_testkit::unix_now();
     let good = format!("{} 1 {now}\n", name("ok", 0, 0));
     for m in [
         good.as_bytes(),
@@ -111,7 +121,9 @@ async fn bad_messages_and_dead_brokers_are_counted_and_never_stall_other_sources
     for m in [b"\x80\x02]q\x00(garbage".as_slice(), &good_pickle[..]] {
         client::send(&producer, "bad-pickle", 0, m, None).await;
     }
-    let (sink, received) = crate::sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let sink = received.addr();
     let admin = free_ports(1)[0];
     let kafka = format!(
         "[[kafka]]\nbrokers = [\"{b}\"]\ntopics = [\"bad-lines\"]\ngroup_id = \"bad-lines\"\n{GROUP_PROPERTIES}\n\
@@ -120,10 +132,13 @@ async fn bad_messages_and_dead_brokers_are_counted_and_never_stall_other_sources
          [[kafka]]\nbrokers = [\"{b}\"]\ntopics = [\"no-such-topic\"]\ngroup_id = \"missing\"\n{GROUP_PROPERTIES}\n",
         b = broker.bootstrap
     );
-    let relay = TestRelay::start(&relay_toml(sink, admin, &kafka));
+    let relay = TestRelay::start_with(
+        &relay_toml(sink, admin, &kafka),
+        &anthracite::extension::Extensions::new().with(anthracite_kafka::Kafka),
+    );
     let admin_addr = SocketAddr::from(([127, 0, 0, 1], admin));
     // The TCP receiver keeps working beside the failing sources.
-    crate::support::send_lines(relay.line, &[(name("tcp", 0, 0), now, 3.0)]);
+    anthracite_testkit::send_lines(relay.line, &[(name("tcp", 0, 0), now, 3.0)]);
     wait_delivered(&received, "ok", 2, "the good Kafka messages").await;
     wait_delivered(&received, "tcp", 1, "the TCP line").await;
     wait_for("bad messages counted", LONG, || async {

@@ -6,12 +6,13 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::support::{free_ports, send_lines};
-use crate::support_kinesis::fleet::{self, RelayProcess};
-use crate::support_kinesis::harness::*;
-use crate::support_kinesis::kinesalite::Kinesalite;
-use crate::support_kinesis::{sink, wait_for};
+use crate::fleet::{self, RelayProcess};
+use crate::harness::*;
 use anthracite_kinesis::kpl::{Deaggregated, deaggregate};
+use anthracite_sink::{Received, Sink, SinkProtocol};
+use anthracite_testkit::kinesalite::Kinesalite;
+use anthracite_testkit::wait_for;
+use anthracite_testkit::{free_ports, send_lines};
 
 /// An edge relay listening for lines on `port`, its one destination the Kinesis stream.
 fn edge_toml(port: u16, stream: &str, endpoint: &str) -> String {
@@ -25,7 +26,7 @@ fn edge_toml(port: u16, stream: &str, endpoint: &str) -> String {
 
 fn start_edge(dir: &std::path::Path, stream: &str, endpoint: &str) -> (RelayProcess, SocketAddr) {
     let port = free_ports(1)[0];
-    let relay = RelayProcess::start_toml(dir, "edge", &edge_toml(port, stream, endpoint));
+    let relay = fleet::start_toml(dir, "edge", &edge_toml(port, stream, endpoint));
     (relay, SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
@@ -99,14 +100,16 @@ async fn edge_to_kinesis_to_source_delivers_every_datapoint_in_kpl_aggregates() 
     k.create_stream("pipeline", 2).await;
     let dir = fleet::scratch("kinesis-destination");
     let (mut edge, addr) = start_edge(&dir, "pipeline", &k.endpoint);
-    let (dest, received) = sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let dest = received.addr();
     let consumer = start_relay(&relay_toml(&dest.to_string(), ""), None).await;
     let cp = tempfile::tempdir().expect("tempdir");
     let source = run_source(&k, source_config("pipeline", cp.path()), &consumer, None).await;
     const N: u32 = 20_000;
     send_when_listening(addr, points(N)).await;
     wait_for("every datapoint through the stream", LONG, || {
-        let n = received.len();
+        let n = received.count();
         async move { n >= N as usize }
     })
     .await;
@@ -114,7 +117,12 @@ async fn edge_to_kinesis_to_source_delivers_every_datapoint_in_kpl_aggregates() 
     source.stop().await;
     consumer.shutdown().await;
     let mut seen: HashMap<u32, usize> = HashMap::new();
-    for (name, ts, v) in received.all() {
+    for Received {
+        path: name,
+        timestamp: ts,
+        value: v,
+    } in received.received()
+    {
         assert_eq!(ts, 1_700_000_000.0);
         let i = v as u32;
         assert_eq!(
@@ -174,19 +182,21 @@ async fn missing_stream_queues_logs_and_delivers_once_it_exists_unreachable_endp
     edge.assert_running("while the stream is missing");
     // The stream appears: what waited in the queue is delivered.
     k.create_stream("later", 1).await;
-    let (dest, received) = sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let dest = received.addr();
     let consumer = start_relay(&relay_toml(&dest.to_string(), ""), None).await;
     let cp = tempfile::tempdir().expect("tempdir");
     let source = run_source(&k, source_config("later", cp.path()), &consumer, None).await;
     wait_for("the queued datapoints delivered", LONG, || {
-        let n = received.len();
+        let n = received.count();
         async move { n >= N as usize }
     })
     .await;
     source.stop().await;
     consumer.shutdown().await;
     let values: std::collections::BTreeSet<u32> =
-        received.all().iter().map(|(_, _, v)| *v as u32).collect();
+        received.received().iter().map(|r| r.value as u32).collect();
     assert_eq!(
         values.len(),
         N as usize,

@@ -1,24 +1,24 @@
 //! The Kinesis source against a real local Kinesis (kinesalite): lines, KPL vectors, start
 //! positions, configuration through the relay, a missing stream, a corrupt checkpoint.
 
-use crate::support;
-use crate::support_kinesis;
-
 use std::time::Duration;
 
+use crate::harness::*;
 use anthracite::{Config, Relay};
 use anthracite_kinesis::KinesisSource;
 use anthracite_kinesis::unstable::checkpoint::FileStore;
+use anthracite_sink::{Sink, SinkProtocol};
+use anthracite_testkit::kinesalite::Kinesalite;
+use anthracite_testkit::wait_for;
 use base64::Engine;
-use support_kinesis::harness::*;
-use support_kinesis::kinesalite::Kinesalite;
-use support_kinesis::{sink, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_shard_multi_line_records_exact_counts_and_order() {
     let k = Kinesalite::start().await;
     k.create_stream("lines", 3).await;
-    let (dest, received) = sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let dest = received.addr();
     let relay = start_relay(&relay_toml(&dest.to_string(), ""), None).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let mut expected = 0usize;
@@ -47,13 +47,17 @@ async fn multi_shard_multi_line_records_exact_counts_and_order() {
     k.put("lines", "alpha", b"\n\r\n").await;
     let src = run_source(&k, source_config("lines", dir.path()), &relay, None).await;
     wait_for("every datapoint delivered", LONG, || {
-        let n = received.len();
+        let n = received.count();
         async move { n >= expected }
     })
     .await;
     src.stop().await;
     relay.shutdown().await;
-    assert_eq!(received.len(), expected, "exactly once through a clean run");
+    assert_eq!(
+        received.count(),
+        expected,
+        "exactly once through a clean run"
+    );
     for key in keys {
         let vals = values_for(&received, &format!("{key}."));
         assert_eq!(vals.len(), 24, "{key}");
@@ -69,10 +73,12 @@ async fn multi_shard_multi_line_records_exact_counts_and_order() {
 async fn kpl_vectors_mixed_with_plain_records_in_one_batch() {
     let k = Kinesalite::start().await;
     k.create_stream("kpl", 1).await;
-    let (dest, received) = sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let dest = received.addr();
     let relay = start_relay(&relay_toml(&dest.to_string(), ""), None).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let text = std::fs::read_to_string(support::compat_path("kpl-vectors.json"))
+    let text = std::fs::read_to_string(anthracite_testkit::compat_path("kpl-vectors.json"))
         .expect("kpl-vectors.json");
     let v: serde_json::Value = serde_json::from_str(&text).expect("json");
     let b64 = |s: &serde_json::Value| {
@@ -130,7 +136,7 @@ async fn kpl_vectors_mixed_with_plain_records_in_one_batch() {
     })
     .await;
     wait_for("valid lines delivered", LONG, || {
-        let n = received.len();
+        let n = received.count();
         let want = expected_lines.len();
         async move { n >= want }
     })
@@ -142,7 +148,7 @@ async fn kpl_vectors_mixed_with_plain_records_in_one_batch() {
     assert_eq!(s.kpl_aggregated, positives);
     // bad_md5 and magic_too_short carry the magic; plain_graphite does not.
     assert_eq!(s.kpl_corrupt, 2);
-    let got: Vec<String> = received.all().into_iter().map(|(n, _, _)| n).collect();
+    let got: Vec<String> = received.received().into_iter().map(|r| r.path).collect();
     for line in &expected_lines {
         let name = line.split(' ').next().expect("name");
         let want = expected_lines
@@ -167,7 +173,9 @@ async fn latest_and_at_timestamp_start_positions() {
     use anthracite_kinesis::unstable::InitialPosition;
     let k = Kinesalite::start().await;
     k.create_stream("pos", 2).await;
-    let (dest, received) = sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let dest = received.addr();
     let relay = start_relay(&relay_toml(&dest.to_string(), ""), None).await;
     for i in 0..6 {
         k.put("pos", &format!("k{i}"), lines("old.line", i, 1).as_bytes())
@@ -189,12 +197,12 @@ async fn latest_and_at_timestamp_start_positions() {
             .await;
     }
     wait_for("new lines", LONG, || {
-        let n = received.len();
+        let n = received.count();
         async move { n >= 6 }
     })
     .await;
     src.stop().await;
-    assert!(received.all().iter().all(|(n, _, _)| n == "new.line"));
+    assert!(received.received().iter().all(|r| r.path == "new.line"));
 
     // at_timestamp: everything from the timestamp on, nothing before.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -213,16 +221,16 @@ async fn latest_and_at_timestamp_start_positions() {
     c.initial_timestamp = Some(t);
     let src = run_source(&k, c, &relay, None).await;
     wait_for("lines after the timestamp", LONG, || {
-        let n = received.len();
+        let n = received.count();
         async move { n >= 12 }
     })
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     src.stop().await;
     relay.shutdown().await;
-    let all = received.all();
+    let all = received.received();
     assert_eq!(all.len(), 12, "{all:?}");
-    assert_eq!(all.iter().filter(|(n, _, _)| n == "ts.line").count(), 6);
+    assert_eq!(all.iter().filter(|r| r.path == "ts.line").count(), 6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -261,7 +269,9 @@ async fn corrupt_checkpoint_file_is_a_clear_error() {
 async fn configured_stream_runs_with_the_relay_and_shutdown_writes_final_checkpoint() {
     let k = Kinesalite::start().await;
     k.create_stream("wired", 2).await;
-    let (dest, received) = sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let dest = received.addr();
     let dir = tempfile::tempdir().expect("tempdir");
     let mut last = std::collections::BTreeMap::new();
     for i in 0..10u32 {
@@ -281,7 +291,7 @@ async fn configured_stream_runs_with_the_relay_and_shutdown_writes_final_checkpo
     );
     let relay = start_relay(&toml, Some(k.sdk_config())).await;
     wait_for("delivery", LONG, || {
-        let n = received.len();
+        let n = received.count();
         async move { n >= 10 }
     })
     .await;
@@ -296,7 +306,9 @@ async fn configured_stream_runs_with_the_relay_and_shutdown_writes_final_checkpo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_stream_is_retried_until_it_exists() {
     let k = Kinesalite::start().await;
-    let (dest, received) = sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let dest = received.addr();
     let relay = start_relay(&relay_toml(&dest.to_string(), ""), None).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let src = run_source(&k, source_config("late", dir.path()), &relay, None).await;
@@ -309,11 +321,11 @@ async fn missing_stream_is_retried_until_it_exists() {
     k.create_stream("late", 1).await;
     k.put("late", "x", b"late.m 1 1700000000\n").await;
     wait_for("the record once the stream exists", LONG, || {
-        let n = received.len();
+        let n = received.count();
         async move { n >= 1 }
     })
     .await;
     src.stop().await;
     relay.shutdown().await;
-    assert_eq!(received.len(), 1);
+    assert_eq!(received.count(), 1);
 }

@@ -1,7 +1,7 @@
 //! Every vector in tests/compat/kpl-vectors.json through `kpl::deaggregate` and the
 //! encoder, `kpl::AggregateBuilder` (no server).
 
-use crate::support;
+use anthracite_testkit as support;
 
 use anthracite_kinesis::kpl::{AggregateBuilder, Deaggregated, deaggregate};
 use base64::Engine;

@@ -8,16 +8,16 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::support_kinesis::dynamodb::DynamoDbLocal;
-use crate::support_kinesis::fleet::{self, RelayProcess, RelaySpec, Sample, Sampler};
-use crate::support_kinesis::harness::{LONG, lines};
-use crate::support_kinesis::kinesalite::Kinesalite;
-use crate::support_kinesis::sink::{self, Received};
-use crate::support_kinesis::{proxy, wait_for};
+use crate::fleet::{self, RelayProcess, RelaySpec, Sample, Sampler};
+use crate::harness::{LONG, lines};
 use anthracite_kinesis::unstable::checkpoint::{FileStore, SequenceNumber};
 use anthracite_kinesis::unstable::leases::{
     Checkpoint, Fence, Lease, LeaseTable, MemTable, Outcome, Update,
 };
+use anthracite_sink::{Received, Sink, SinkProtocol};
+use anthracite_testkit::dynamodb::DynamoDbLocal;
+use anthracite_testkit::kinesalite::Kinesalite;
+use anthracite_testkit::{proxy, wait_for};
 
 /// One test's world: a stream on its own kinesalite, a table on the shared DynamoDB Local.
 struct World {
@@ -62,12 +62,14 @@ impl World {
     }
 
     fn relay(&self, worker: &str, sink: SocketAddr) -> RelayProcess {
-        RelayProcess::start(&self.dir, &self.spec(worker, sink, &self.ddb.endpoint))
+        fleet::start(&self.dir, &self.spec(worker, sink, &self.ddb.endpoint))
     }
 
     /// Relays r0, r1, r2 delivering to one sink, and a sampler of the table.
-    async fn trio_on_one_sink(&self) -> (Received, Sampler, Vec<RelayProcess>) {
-        let (sink, received) = sink::start("127.0.0.1:0").await;
+    async fn trio_on_one_sink(&self) -> (Sink, Sampler, Vec<RelayProcess>) {
+        let received = Sink::start("received", SinkProtocol::Pickle);
+
+        let sink = received.addr();
         let sampler = self.sampler();
         let relays = ["r0", "r1", "r2"]
             .iter()
@@ -115,22 +117,22 @@ async fn put(
 }
 
 /// How often each value arrived, over all sinks.
-fn counts(sinks: &[&Received]) -> HashMap<u32, usize> {
+fn counts(sinks: &[&Sink]) -> HashMap<u32, usize> {
     let mut m = HashMap::new();
     for s in sinks {
-        for (_, _, v) in s.all() {
+        for Received { value: v, .. } in s.received() {
             *m.entry(v as u32).or_insert(0) += 1;
         }
     }
     m
 }
 
-fn delivered_all(sinks: &[&Received], puts: &Puts) -> bool {
+fn delivered_all(sinks: &[&Sink], puts: &Puts) -> bool {
     let c = counts(sinks);
     puts.keys().all(|v| c.contains_key(v))
 }
 
-async fn wait_delivered(what: &str, sinks: &[&Received], puts: &Puts) {
+async fn wait_delivered(what: &str, sinks: &[&Sink], puts: &Puts) {
     wait_for(what, LONG, || {
         let done = delivered_all(sinks, puts);
         async move { done }
@@ -225,11 +227,13 @@ async fn three_relays_on_six_shards_deliver_everything_each_shard_owned_once_bal
 
 /// Starts three relays (each with its own sink) and waits until they hold two leases each
 /// and have settled, before any record is written.
-async fn balanced_trio(w: &World) -> (Vec<RelayProcess>, Vec<Received>, Sampler) {
+async fn balanced_trio(w: &World) -> (Vec<RelayProcess>, Vec<Sink>, Sampler) {
     let mut sinks = Vec::new();
     let mut relays = Vec::new();
     for id in ["r0", "r1", "r2"] {
-        let (addr, received) = sink::start("127.0.0.1:0").await;
+        let received = Sink::start("received", SinkProtocol::Pickle);
+
+        let addr = received.addr();
         relays.push(w.relay(id, addr));
         sinks.push(received);
     }
@@ -249,7 +253,7 @@ async fn balanced_trio(w: &World) -> (Vec<RelayProcess>, Vec<Received>, Sampler)
 /// arrived: the producer, and the shards r2 holds at that moment.
 async fn mid_stream(
     w: &World,
-    sinks: &[Received],
+    sinks: &[Sink],
     sampler: &Sampler,
 ) -> (tokio::task::JoinHandle<Puts>, Vec<String>) {
     let producer = tokio::spawn(put(
@@ -260,7 +264,7 @@ async fn mid_stream(
         Duration::from_millis(15),
     ));
     wait_for("a third of the records", LONG, || {
-        let n: usize = sinks.iter().map(|s| s.len()).sum();
+        let n: usize = sinks.iter().map(|s| s.count()).sum();
         async move { n >= 80 }
     })
     .await;
@@ -276,7 +280,7 @@ async fn mid_stream(
 }
 
 /// Waits until every record arrived and r0 and r1 hold three leases each.
-async fn survivors_take_over(sampler: &Sampler, sinks: &[&Received], puts: &Puts) {
+async fn survivors_take_over(sampler: &Sampler, sinks: &[&Sink], puts: &Puts) {
     wait_for(
         "every record, and three leases each for the survivors",
         LONG,
@@ -299,7 +303,7 @@ async fn sigkill_one_of_three_its_shards_taken_within_a_lease_duration_duplicate
     relays[2].exit_status(LONG).await;
     let dead_from = sampler.all().len();
     let puts = producer.await.expect("producer");
-    let all: Vec<&Received> = sinks.iter().collect();
+    let all: Vec<&Sink> = sinks.iter().collect();
     survivors_take_over(&sampler, &all, &puts).await;
     let samples = sampler.stop().await;
 
@@ -355,7 +359,7 @@ async fn sigkill_one_of_three_its_shards_taken_within_a_lease_duration_duplicate
         // delivered once more by the survivor.
         let c = counts(&all);
         let last_cp = number(&final_row.checkpoint).cloned();
-        let r2_values: BTreeSet<u32> = sinks[2].all().iter().map(|(_, _, v)| *v as u32).collect();
+        let r2_values: BTreeSet<u32> = sinks[2].received().iter().map(|r| r.value as u32).collect();
         let mut duplicated = 0;
         for (v, (s, seq)) in &puts {
             let n = c.get(v).copied().unwrap_or(0);
@@ -391,11 +395,13 @@ const HANDOFF_LEASE_SECS: f64 = 10.0;
 
 /// Starts r0 and r1 (each with its own sink) and waits until they hold three leases each and
 /// have settled.
-async fn balanced_pair(w: &World) -> (Vec<RelayProcess>, Vec<Received>, Sampler) {
+async fn balanced_pair(w: &World) -> (Vec<RelayProcess>, Vec<Sink>, Sampler) {
     let mut sinks = Vec::new();
     let mut relays = Vec::new();
     for id in ["r0", "r1"] {
-        let (addr, received) = sink::start("127.0.0.1:0").await;
+        let received = Sink::start("received", SinkProtocol::Pickle);
+
+        let addr = received.addr();
         relays.push(w.relay(id, addr));
         sinks.push(received);
     }
@@ -413,7 +419,7 @@ async fn balanced_pair(w: &World) -> (Vec<RelayProcess>, Vec<Received>, Sampler)
 
 /// Writes `count` records in the background (24 keys over the shards) and returns once 60
 /// have arrived.
-async fn producing(w: &World, sinks: &[Received], count: u32) -> tokio::task::JoinHandle<Puts> {
+async fn producing(w: &World, sinks: &[Sink], count: u32) -> tokio::task::JoinHandle<Puts> {
     let producer = tokio::spawn(put(
         w.k.client(),
         w.stream.clone(),
@@ -422,7 +428,7 @@ async fn producing(w: &World, sinks: &[Received], count: u32) -> tokio::task::Jo
         Duration::from_millis(15),
     ));
     wait_for("the first records", LONG, || {
-        let n: usize = sinks.iter().map(|s| s.len()).sum();
+        let n: usize = sinks.iter().map(|s| s.count()).sum();
         async move { n >= 60 }
     })
     .await;
@@ -437,11 +443,13 @@ async fn a_relay_joining_a_balanced_pair_takes_its_share_by_handoff_with_zero_du
     w.lease_secs = HANDOFF_LEASE_SECS;
     let (mut relays, mut sinks, sampler) = balanced_pair(&w).await;
     let producer = producing(&w, &sinks, 400).await;
-    let (addr, received) = sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let addr = received.addr();
     relays.push(w.relay("r2", addr));
     sinks.push(received);
     let puts = producer.await.expect("producer");
-    let all: Vec<&Received> = sinks.iter().collect();
+    let all: Vec<&Sink> = sinks.iter().collect();
     wait_for("every record, and two leases each", LONG, || {
         let done = delivered_all(&all, &puts)
             && balanced(&sampler.last(), &[("r0", 2), ("r1", 2), ("r2", 2)]);
@@ -474,12 +482,12 @@ async fn a_relay_joining_a_balanced_pair_takes_its_share_by_handoff_with_zero_du
     assert!(twice.is_empty(), "delivered twice: {twice:?}");
     assert_eq!(c.len(), puts.len(), "every record exactly once");
     // r2 took its share while records flowed, from where the old owners stopped.
-    assert!(!sinks[2].all().is_empty(), "r2 delivered nothing");
+    assert!(sinks[2].count() > 0, "r2 delivered nothing");
     eprintln!(
         "r2 asked for {marks:?}; delivered r0 {}, r1 {}, r2 {}",
-        sinks[0].len(),
-        sinks[1].len(),
-        sinks[2].len()
+        sinks[0].count(),
+        sinks[1].count(),
+        sinks[2].count()
     );
     assert_checkpoints_monotonic(&samples);
 }
@@ -492,7 +500,9 @@ async fn an_owner_killed_during_a_handoff_loses_nothing() {
     w.lease_secs = HANDOFF_LEASE_SECS;
     let (mut relays, mut sinks, sampler) = balanced_pair(&w).await;
     let producer = producing(&w, &sinks, 400).await;
-    let (addr, received) = sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let addr = received.addr();
     relays.push(w.relay("r2", addr));
     sinks.push(received);
     // The moment a lease of r0 or r1 is marked for r2, its owner dies (before or while it
@@ -514,7 +524,7 @@ async fn an_owner_killed_during_a_handoff_loses_nothing() {
     relays[dead].signal("KILL");
     relays[dead].exit_status(LONG).await;
     let puts = producer.await.expect("producer");
-    let all: Vec<&Received> = sinks.iter().collect();
+    let all: Vec<&Sink> = sinks.iter().collect();
     let survivor_id = format!("r{survivor}");
     wait_for(
         "every record, and three leases each for the survivors",
@@ -531,9 +541,9 @@ async fn an_owner_killed_during_a_handoff_loses_nothing() {
     // last checkpoint).
     let c = counts(&all);
     let from_dead: BTreeSet<u32> = sinks[dead]
-        .all()
+        .received()
         .iter()
-        .map(|(_, _, v)| *v as u32)
+        .map(|r| r.value as u32)
         .collect();
     let mut duplicated = 0;
     for v in puts.keys() {
@@ -561,7 +571,7 @@ async fn sigterm_one_of_three_its_shards_move_with_zero_duplicates() {
     let status = relays[2].exit_status(LONG).await;
     assert!(status.success(), "r2 exited with {status}");
     let puts = producer.await.expect("producer");
-    let all: Vec<&Received> = sinks.iter().collect();
+    let all: Vec<&Sink> = sinks.iter().collect();
     survivors_take_over(&sampler, &all, &puts).await;
     let samples = sampler.stop().await;
     let c = counts(&all);
@@ -578,7 +588,7 @@ async fn sigterm_one_of_three_its_shards_move_with_zero_duplicates() {
         assert!(owner == "r0" || owner == "r1", "{shard} owned by {owner}");
     }
     // r2 delivered its share before it left, and the survivors resumed where it stopped.
-    assert!(!sinks[2].all().is_empty());
+    assert!(sinks[2].count() > 0);
     assert_checkpoints_monotonic(&samples);
 }
 
@@ -603,9 +613,13 @@ async fn sigstop_longer_than_the_lease_its_lease_is_taken_it_neither_checkpoints
  {
     let w = World::new("sigstop", 4).await;
     let (endpoint, recording) = proxy::start_recording(&w.ddb.endpoint).await;
-    let (sink_a, recv_a) = sink::start("127.0.0.1:0").await;
-    let (sink_b, recv_b) = sink::start("127.0.0.1:0").await;
-    let mut a = RelayProcess::start(&w.dir, &w.spec("ra", sink_a, &endpoint));
+    let recv_a = Sink::start("recv_a", SinkProtocol::Pickle);
+
+    let sink_a = recv_a.addr();
+    let recv_b = Sink::start("recv_b", SinkProtocol::Pickle);
+
+    let sink_b = recv_b.addr();
+    let mut a = fleet::start(&w.dir, &w.spec("ra", sink_a, &endpoint));
     let mut b = w.relay("rb", sink_b);
     let sampler = w.sampler();
     wait_for("two leases each", LONG, || {
@@ -705,7 +719,7 @@ async fn sigstop_longer_than_the_lease_its_lease_is_taken_it_neither_checkpoints
         }
     }
     // Nor kept delivering: ra never delivered a record written while it was stopped.
-    let from_a: BTreeSet<u32> = recv_a.all().iter().map(|(_, _, v)| *v as u32).collect();
+    let from_a: BTreeSet<u32> = recv_a.received().iter().map(|r| r.value as u32).collect();
     let leaked: Vec<&u32> = phase2.keys().filter(|v| from_a.contains(v)).collect();
     assert!(
         leaked.is_empty(),
@@ -798,7 +812,12 @@ async fn split_and_merge_while_three_relays_run_parents_before_children_nothing_
     // the children's, the children's before the merged shard's.
     let mut seen = BTreeSet::new();
     let mut per_key: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for (name, _, v) in received.all() {
+    for Received {
+        path: name,
+        value: v,
+        ..
+    } in received.received()
+    {
         if seen.insert(v as u32) {
             per_key.entry(name).or_default().push(v);
         }
@@ -854,11 +873,13 @@ async fn split_and_merge_while_three_relays_run_parents_before_children_nothing_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_with_a_checkpoint_file_migrates_its_positions_into_an_empty_lease_table() {
     let w = World::new("migrate", 2).await;
-    let (sink, received) = sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let sink = received.addr();
     let cp_dir = w.dir.join("checkpoints");
     let phase1 = put(w.k.client(), w.stream.clone(), 0..20, 4, Duration::ZERO).await;
     // One relay, file checkpoints (no lease table), reads phase 1 and stops gracefully.
-    let mut single = RelayProcess::start(
+    let mut single = fleet::start(
         &w.dir,
         &RelaySpec {
             worker: "single",
@@ -877,7 +898,7 @@ async fn relay_with_a_checkpoint_file_migrates_its_positions_into_an_empty_lease
     let phase2 = put(w.k.client(), w.stream.clone(), 20..40, 4, Duration::ZERO).await;
     // The fleet's first relay: same checkpoint_dir, empty lease table.
     let sampler = w.sampler();
-    let mut leased = RelayProcess::start(
+    let mut leased = fleet::start(
         &w.dir,
         &RelaySpec {
             checkpoint_dir: Some(&cp_dir),

@@ -1,15 +1,17 @@
-//! The Kinesis Data Streams source against kinesalite (from npm, pinned in
-//! `tests/kinesalite/`), and fleets of relays sharing a stream through a lease table in
-//! DynamoDB Local (from Maven Central, `tests/dynamodb-local/`). One test binary (one link) for
+//! The Kinesis Data Streams source against kinesalite (from npm, pinned in the testkit's
+//! `servers/kinesalite/`), and fleets of relays sharing a stream through a lease table in
+//! DynamoDB Local (from Maven Central, `servers/dynamodb-local/`). One test binary (one link) for
 //! the whole group.
 
-#[path = "../support/mod.rs"]
-mod support;
-#[path = "../support_kinesis/mod.rs"]
-mod support_kinesis;
-
 mod destination;
+mod fleet;
+mod harness;
 mod ingest;
 mod kpl_vectors;
 mod leases;
 mod resilience;
+
+/// The `anthracite` binary this test run built, as a relay process named `name` to start.
+fn anthracite(name: &str) -> anthracite_testkit::RelayCommand {
+    anthracite_testkit::RelayCommand::new(env!("CARGO_BIN_EXE_anthracite")).name(name)
+}

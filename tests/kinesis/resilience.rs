@@ -1,16 +1,15 @@
 //! The Kinesis source against a real local Kinesis (kinesalite): restarts from checkpoints,
 //! resharding, injected throttles and expiries, a full downstream.
 
-use crate::support_kinesis;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::harness::*;
 use anthracite_kinesis::ShardEvent;
 use anthracite_kinesis::unstable::checkpoint::FileStore;
-use support_kinesis::harness::*;
-use support_kinesis::kinesalite::Kinesalite;
-use support_kinesis::{proxy, sink, wait_for};
+use anthracite_sink::{Sink, SinkProtocol};
+use anthracite_testkit::kinesalite::Kinesalite;
+use anthracite_testkit::{proxy, wait_for};
 
 /// Puts records `range` of the restart test: one line each, over four partition keys.
 async fn put_phase(k: &Kinesalite, range: std::ops::Range<u32>) {
@@ -28,14 +27,16 @@ async fn put_phase(k: &Kinesalite, range: std::ops::Range<u32>) {
 async fn restart_from_checkpoint_no_loss_bounded_duplicates() {
     let k = Kinesalite::start().await;
     k.create_stream("restart", 2).await;
-    let (dest, received) = sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let dest = received.addr();
     let relay = start_relay(&relay_toml(&dest.to_string(), ""), None).await;
     let dir = tempfile::tempdir().expect("tempdir");
     put_phase(&k, 0..20).await;
     // Graceful stop: the final checkpoint covers everything delivered.
     let src = run_source(&k, source_config("restart", dir.path()), &relay, None).await;
     wait_for("phase 1", LONG, || {
-        let n = received.len();
+        let n = received.count();
         async move { n >= 20 }
     })
     .await;
@@ -43,7 +44,7 @@ async fn restart_from_checkpoint_no_loss_bounded_duplicates() {
     put_phase(&k, 20..40).await;
     let src = run_source(&k, source_config("restart", dir.path()), &relay, None).await;
     wait_for("phase 2", LONG, || {
-        let n = received.len();
+        let n = received.count();
         async move { n >= 40 }
     })
     .await;
@@ -54,22 +55,16 @@ async fn restart_from_checkpoint_no_loss_bounded_duplicates() {
     put_phase(&k, 40..60).await;
     let src = run_source(&k, source_config("restart", dir.path()), &relay, None).await;
     wait_for("phase 3", LONG, || {
-        let r = received.clone();
-        async move {
-            let all = r.all();
-            (0..60u32).all(|i| all.iter().any(|(_, _, v)| *v == f64::from(i * 10)))
-        }
+        let all = received.received();
+        async move { (0..60u32).all(|i| all.iter().any(|r| r.value == f64::from(i * 10))) }
     })
     .await;
     src.stop().await;
     relay.shutdown().await;
-    let all = received.all();
+    let all = received.received();
     // No loss; the graceful restart added no duplicates, the crash at most phase 2's 20.
     for i in 0..60u32 {
-        let n = all
-            .iter()
-            .filter(|(_, _, v)| *v == f64::from(i * 10))
-            .count();
+        let n = all.iter().filter(|r| r.value == f64::from(i * 10)).count();
         assert!(n >= 1, "value {} lost", i * 10);
         if i < 20 {
             assert_eq!(n, 1, "graceful restart duplicated {}", i * 10);
@@ -87,7 +82,9 @@ async fn restart_in_the_middle_of_an_aggregate() {
     use anthracite_kinesis::kpl::{AggregatedRecord, Record, aggregate};
     let k = Kinesalite::start().await;
     k.create_stream("midagg", 1).await;
-    let (dest, received) = sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let dest = received.addr();
     let relay = start_relay(&relay_toml(&dest.to_string(), ""), None).await;
     let dir = tempfile::tempdir().expect("tempdir");
     k.put("midagg", "p", b"before.plain 1 1700000000\n").await;
@@ -113,14 +110,14 @@ async fn restart_in_the_middle_of_an_aggregate() {
     .expect("write checkpoint");
     let src = run_source(&k, source_config("midagg", dir.path()), &relay, None).await;
     wait_for("rest of the aggregate", LONG, || {
-        let n = received.len();
+        let n = received.count();
         async move { n >= 4 }
     })
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     src.stop().await;
     relay.shutdown().await;
-    let mut names: Vec<String> = received.all().into_iter().map(|(n, _, _)| n).collect();
+    let mut names: Vec<String> = received.received().into_iter().map(|r| r.path).collect();
     names.sort();
     assert_eq!(names, ["after.plain", "agg.u2", "agg.u3", "agg.u4"]);
     let cp = load_checkpoint(dir.path(), "midagg");
@@ -132,7 +129,9 @@ async fn restart_in_the_middle_of_an_aggregate() {
 async fn split_and_merge_while_reading_children_wait_for_parents() {
     let k = Kinesalite::start().await;
     k.create_stream("reshard", 1).await;
-    let (dest, received) = sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let dest = received.addr();
     let relay = start_relay(&relay_toml(&dest.to_string(), ""), None).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let keys: Vec<String> = (0..8).map(|i| format!("key{i}")).collect();
@@ -154,7 +153,7 @@ async fn split_and_merge_while_reading_children_wait_for_parents() {
     let src = run_source(&k, source_config("reshard", dir.path()), &relay, None).await;
     let stats = src.stats.clone();
     wait_for("first round", LONG, || {
-        let n = received.len();
+        let n = received.count();
         async move { n >= 32 }
     })
     .await;
@@ -183,14 +182,14 @@ async fn split_and_merge_while_reading_children_wait_for_parents() {
     k.wait_active("reshard").await;
     put_round(&k).await;
     wait_for("all three rounds", LONG, || {
-        let n = received.len();
+        let n = received.count();
         async move { n >= 96 }
     })
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     src.stop().await;
     relay.shutdown().await;
-    assert_eq!(received.len(), 96);
+    assert_eq!(received.count(), 96);
     for key in &keys {
         let vals = values_for(&received, &format!("rs.{key}"));
         assert_eq!(vals.len(), 12, "{key}");
@@ -236,7 +235,9 @@ async fn throttles_and_expired_iterators_lose_and_duplicate_nothing() {
         ..Default::default()
     });
     let endpoint = proxy::start(&k.endpoint, faults.clone()).await;
-    let (dest, received) = sink::start("127.0.0.1:0").await;
+    let received = Sink::start("received", SinkProtocol::Pickle);
+
+    let dest = received.addr();
     let relay = start_relay(&relay_toml(&dest.to_string(), ""), None).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let mut c = source_config("faults", dir.path());
@@ -253,7 +254,7 @@ async fn throttles_and_expired_iterators_lose_and_duplicate_nothing() {
         .await;
     }
     wait_for("every line", LONG, || {
-        let n = received.len();
+        let n = received.count();
         async move { n >= 120 }
     })
     .await;
@@ -264,7 +265,7 @@ async fn throttles_and_expired_iterators_lose_and_duplicate_nothing() {
     .await;
     src.stop().await;
     relay.shutdown().await;
-    assert_eq!(received.len(), 120, "no loss, no duplicates");
+    assert_eq!(received.count(), 120, "no loss, no duplicates");
     for i in 0..6 {
         let vals = values_for(&received, &format!("fault.f{i}"));
         assert_eq!(vals.len(), 20);
@@ -335,9 +336,9 @@ async fn downstream_full_pauses_polling_and_checkpoint_stays_behind() {
         "checkpoint ahead of delivery"
     );
     // The destination comes up: everything arrives, nothing was dropped.
-    let (_, received) = sink::start(&dest).await;
+    let received = Sink::start_on("received", SinkProtocol::Pickle, port);
     wait_for("all after the destination came up", LONG, || {
-        let n = received.len();
+        let n = received.count();
         async move { n >= 600 }
     })
     .await;
@@ -345,5 +346,5 @@ async fn downstream_full_pauses_polling_and_checkpoint_stays_behind() {
     let snap = relay.handle.stats();
     assert_eq!(snap.destinations[0].dropped_total(), 0);
     relay.shutdown().await;
-    assert_eq!(received.len(), 600);
+    assert_eq!(received.count(), 600);
 }

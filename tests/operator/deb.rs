@@ -1,14 +1,15 @@
-//! The Debian package: `cargo deb` builds it from the binary `cargo test` already built
-//! (`--no-build --profile dev`: no release build in CI), `dpkg-deb` shows what it holds, the
-//! packaged binary checks the packaged configuration, and lintian finds nothing but the tags
-//! explained in [`EXPLAINED`].
+//! The Debian package: `cargo deb` builds it from the binaries of the test profile
+//! (`--no-build --profile dev`: no release build in CI; the harness `anthracite-bench` is built
+//! beside `anthracite` first), `dpkg-deb` shows what it holds, the packaged binary checks the
+//! packaged configuration and finds the packaged harness, and lintian finds nothing but the
+//! tags explained in [`EXPLAINED`].
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support;
-use support::process::output_with_timeout;
+use anthracite_testkit as testkit;
+use testkit::process::output_with_timeout;
 
 const WAIT: Duration = Duration::from_secs(900);
 
@@ -69,8 +70,11 @@ fn require_cargo_deb() {
 #[test]
 fn deb_package_holds_the_relay_its_unit_and_a_config_that_checks() {
     require_cargo_deb();
-    support::apt::require("lintian", "lintian");
+    testkit::apt::require("lintian", "lintian");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The package ships the harness beside the relay; Cargo builds only this package's
+    // binaries for its tests.
+    testkit::cargo::workspace_binary("anthracite-bench", "anthracite-bench");
     let out = tempfile::tempdir().expect("tempdir");
     let mut build = Command::new("cargo");
     build
@@ -85,7 +89,8 @@ fn deb_package_holds_the_relay_its_unit_and_a_config_that_checks() {
         ])
         .arg("--output")
         .arg(out.path());
-    // `--profile dev` packages target/debug/anthracite, the binary this test run built.
+    // `--profile dev` packages target/debug/anthracite (the binary this test run built) and
+    // target/debug/anthracite-bench.
     run("cargo deb", build);
     let deb = std::fs::read_dir(out.path())
         .expect("output dir")
@@ -104,6 +109,7 @@ fn deb_package_holds_the_relay_its_unit_and_a_config_that_checks() {
     let listing = run("dpkg-deb --contents", contents);
     for path in [
         "./usr/bin/anthracite",
+        "./usr/bin/anthracite-bench",
         "./usr/lib/systemd/system/anthracite.service",
         "./etc/anthracite/relay.toml",
         "./usr/share/anthracite/grafana-dashboard.json",
@@ -153,6 +159,23 @@ fn deb_package_holds_the_relay_its_unit_and_a_config_that_checks() {
         .arg(tree.join("etc/anthracite/relay.toml"));
     let checked = run("anthracite check (packaged)", check);
     assert!(checked.contains("/var/lib/anthracite/spill"), "{checked}");
+    // `anthracite bench` runs the harness installed beside it (nothing on PATH).
+    let mut bench = Command::new(tree.join("usr/bin/anthracite"));
+    bench.args(["bench", "--help"]).env("PATH", "/nonexistent");
+    let out = output_with_timeout(
+        "anthracite bench --help (packaged)",
+        bench,
+        Vec::new(),
+        WAIT,
+    );
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && help.contains("Usage: anthracite bench")
+            && help.contains("--sweep"),
+        "{help}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let mut lint = Command::new("lintian");
     lint.args(["--allow-root", "--no-tag-display-limit"])

@@ -6,14 +6,12 @@
 //! link) for the group, one server of each kind; the Debian tools are installed by the test
 //! support when missing.
 
-#[path = "../support/mod.rs"]
-mod support;
-#[path = "../support_kafka/mod.rs"]
-mod support_kafka;
-#[path = "../support_kinesis/mod.rs"]
-mod support_kinesis;
-
 mod deb;
 mod prometheus;
 mod quickstart;
 mod status_page;
+
+/// The `anthracite` binary this test run built, as a relay process named `name` to start.
+fn anthracite(name: &str) -> anthracite_testkit::RelayCommand {
+    anthracite_testkit::RelayCommand::new(env!("CARGO_BIN_EXE_anthracite")).name(name)
+}

@@ -9,14 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::{support, support_kafka, support_kinesis};
-use support::http::get;
-use support::process::{ManagedChild, output_with_timeout};
-use support::sink::{CountingSink, SinkProtocol};
-use support_kafka::broker::Broker;
-use support_kinesis::dynamodb::DynamoDbLocal;
-use support_kinesis::fleet::RelayProcess;
-use support_kinesis::kinesalite::Kinesalite;
+use anthracite_sink::{Sink, SinkProtocol};
+use anthracite_testkit as testkit;
+use testkit::dynamodb::DynamoDbLocal;
+use testkit::http::get;
+use testkit::kafka::{Broker, client};
+use testkit::kinesalite::{self, Kinesalite};
+use testkit::process::{ManagedChild, output_with_timeout};
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -27,7 +26,7 @@ fn dist(file: &str) -> PathBuf {
 }
 
 fn promtool(args: &[&str]) -> String {
-    support::apt::require("promtool", "prometheus");
+    testkit::apt::require("promtool", "prometheus");
     let mut cmd = Command::new("promtool");
     cmd.args(args);
     let out = output_with_timeout("promtool", cmd, Vec::new(), WAIT);
@@ -157,7 +156,7 @@ impl Streams {
             kinesalite,
             dynamodb,
             kafka,
-            producer: support_kafka::client::producer(&kafka.bootstrap),
+            producer: client::producer(&kafka.bootstrap),
         }
     }
 
@@ -177,7 +176,7 @@ impl Streams {
 
     /// A few datapoints into every shard of the stream and every partition of the topic.
     fn put(&self, rt: &tokio::runtime::Runtime, round: u64) {
-        let now = support::unix_now();
+        let now = testkit::unix_now();
         rt.block_on(async {
             for key in ["a", "b", "c", "d"] {
                 let line = format!("stream.kinesis.{key} {round} {now}\n");
@@ -185,14 +184,7 @@ impl Streams {
             }
             for partition in 0..2 {
                 let line = format!("stream.kafka.p{partition} {round} {now}\n");
-                support_kafka::client::send(
-                    &self.producer,
-                    TOPIC,
-                    partition,
-                    line.as_bytes(),
-                    None,
-                )
-                .await;
+                client::send(&self.producer, TOPIC, partition, line.as_bytes(), None).await;
             }
         });
     }
@@ -200,11 +192,11 @@ impl Streams {
 
 #[test]
 fn every_dashboard_query_returns_series_from_prometheus_scraping_a_relay() {
-    support::apt::require("prometheus", "prometheus");
+    testkit::apt::require("prometheus", "prometheus");
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     let streams = Streams::start(&rt);
-    let up = CountingSink::start("up", SinkProtocol::Pickle);
-    let ports = support::free_ports(4);
+    let up = Sink::start("up", SinkProtocol::Pickle);
+    let ports = testkit::free_ports(4);
     let (down_port, admin_port, prom_port, line_port) = (ports[0], ports[1], ports[2], ports[3]);
     let dir = tempfile::tempdir().expect("tempdir");
     // A relay process (not in-process): the Kinesis source takes its AWS credentials from
@@ -221,7 +213,10 @@ fn every_dashboard_query_returns_series_from_prometheus_scraping_a_relay() {
         dir.path().join("spill").display().to_string(),
         streams.sources_toml()
     );
-    let mut relay = RelayProcess::start_toml(dir.path(), "scraped", &toml);
+    let mut relay = crate::anthracite("scraped")
+        .toml(dir.path(), &toml)
+        .envs(kinesalite::relay_env(dir.path()))
+        .start();
     let admin: SocketAddr = ([127, 0, 0, 1], admin_port).into();
     let line: SocketAddr = ([127, 0, 0, 1], line_port).into();
     let deadline = Instant::now() + WAIT;
@@ -273,7 +268,7 @@ fn every_dashboard_query_returns_series_from_prometheus_scraping_a_relay() {
         for i in 0..200 {
             lines.push((format!("prom.m{i}"), 1_700_000_000, round as f64));
         }
-        support::send_lines(line, &lines);
+        testkit::send_lines(line, &lines);
         let mut c = std::net::TcpStream::connect(line).expect("connect");
         std::io::Write::write_all(&mut c, b"prom.bad not-a-number 1700000000\n").expect("write");
         drop(c);

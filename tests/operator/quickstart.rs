@@ -7,9 +7,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support;
-use support::http::get;
-use support::process::ManagedChild;
+use anthracite_testkit as testkit;
+use testkit::http::get;
+use testkit::process::ManagedChild;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -26,7 +26,7 @@ fn quickstart_block(readme: &str) -> String {
 #[test]
 fn readme_quick_start_runs_as_written_and_a_sink_prints_the_datapoint() {
     // The example's fixed ports (2003, 2004, admin 8080), one test at a time.
-    let _turn = support::fixed_ports_turn();
+    let _turn = anthracite_testkit::fixed_ports_turn();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
     let block = quickstart_block(&readme);
@@ -83,7 +83,7 @@ fn readme_quick_start_runs_as_written_and_a_sink_prints_the_datapoint() {
         .nth(2)
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("{printed:?}"));
-    assert!((ts - support::unix_now()).abs() < 3600, "{printed}");
+    assert!((ts - testkit::unix_now()).abs() < 3600, "{printed}");
     let (status, page) = get(([127, 0, 0, 1], 8080).into(), "/").expect("status page");
     assert_eq!(status, 200);
     assert!(page.contains("<title>anthracite</title>"));

@@ -8,17 +8,17 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support;
-use support::http::{get, parse_metrics, value};
-use support::process::output_with_timeout;
-use support::relay::{TestRelay, config_for};
-use support::sink::{CountingSink, SinkProtocol};
+use anthracite_sink::{Sink, SinkProtocol};
+use anthracite_testkit as testkit;
+use testkit::http::{get, parse_metrics, value};
+use testkit::process::output_with_timeout;
+use testkit::relay::{TestRelay, config_for};
 
 const WAIT: Duration = Duration::from_secs(60);
 
 /// Chromium with the flags that work in a container as root, a fresh profile in `profile`.
 fn chromium(profile: &Path) -> Command {
-    support::apt::require("chromium", "chromium");
+    testkit::apt::require("chromium", "chromium");
     let mut cmd = Command::new("chromium");
     cmd.args([
         "--headless",
@@ -95,8 +95,8 @@ fn number(text: &str) -> f64 {
 
 #[test]
 fn status_page_in_chromium_shows_what_destinations_and_metrics_say_with_a_destination_down() {
-    let up = CountingSink::start("up", SinkProtocol::Pickle);
-    let ports = support::free_ports(2);
+    let up = Sink::start("up", SinkProtocol::Pickle);
+    let ports = testkit::free_ports(2);
     let (down_port, admin_port) = (ports[0], ports[1]);
     let spill = tempfile::tempdir().expect("tempdir");
     let dests = vec![

@@ -3,24 +3,24 @@
 //! `/destinations` says the same; `/ready` is 503 before the listeners are bound and during
 //! shutdown, 200 in between (a real process, stopped by SIGTERM).
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::http::{get, parse_metrics, sum, value};
-use support::process::ManagedChild;
-use support::relay::{TestRelay, config_for};
-use support::sink::{CountingSink, SinkProtocol};
+use anthracite_sink::{Sink, SinkProtocol};
+use testkit::RelayProcess;
+use testkit::http::{get, parse_metrics, sum, value};
+use testkit::relay::{TestRelay, config_for};
 
 const WAIT: Duration = Duration::from_secs(60);
 
 #[test]
 fn metrics_scrape_agrees_with_datapoints_sent_while_a_destination_is_down() {
-    let up = CountingSink::start("up", SinkProtocol::Pickle);
-    let ports = support::free_ports(3);
+    let up = Sink::start("up", SinkProtocol::Pickle);
+    let ports = testkit::free_ports(3);
     let (spilling, dropping, admin_port) = (ports[0], ports[1], ports[2]);
     let dir = tempfile::tempdir().expect("tempdir");
     let dests = vec![
@@ -187,7 +187,7 @@ fn metrics_scrape_agrees_with_datapoints_sent_while_a_destination_is_down() {
 /// as soon as the process has exited.
 fn wait_ready(
     admin: SocketAddr,
-    child: &mut ManagedChild,
+    child: &mut RelayProcess,
     what: &str,
     pred: impl Fn(u16, &str) -> bool,
 ) -> (u16, String) {
@@ -219,7 +219,7 @@ fn wait_ready(
 #[cfg(feature = "kinesis")]
 #[test]
 fn ready_is_503_before_listeners_are_bound_and_during_shutdown() {
-    let ports = support::free_ports(4);
+    let ports = testkit::free_ports(4);
     let (line, admin_port, down, kinesis) = (ports[0], ports[1], ports[2], ports[3]);
     let dir = tempfile::tempdir().expect("tempdir");
     let checkpoints = dir.path().join("checkpoints");
@@ -230,32 +230,26 @@ fn ready_is_503_before_listeners_are_bound_and_during_shutdown() {
         .status()
         .expect("run mkfifo");
     assert!(made.success(), "mkfifo failed");
-    let config = dir.path().join("relay.toml");
     // The destination is down and its queue blocks: a client connection stays busy, which
     // holds shutdown for the grace period.
-    std::fs::write(
-        &config,
-        format!(
-            "[listen]\nline_tcp = \"127.0.0.1:{line}\"\npickle_tcp = \"\"\n\
+    let toml = format!(
+        "[listen]\nline_tcp = \"127.0.0.1:{line}\"\npickle_tcp = \"\"\n\
              [admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\
              [destinations]\nservers = [\"127.0.0.1:{down}:a\"]\n\
              [destinations.queue]\nwhen_full = \"block\"\nmax_datapoints = 100\n\
              [telemetry]\ninterval_secs = 0\n[shutdown]\ngrace_secs = 3\n\
              [[kinesis]]\nstream = \"ops-ready\"\ncheckpoint_dir = {:?}\nregion = \"us-east-1\"\n\
              endpoint_url = \"http://127.0.0.1:{kinesis}\"\n",
-            checkpoints.display().to_string()
-        ),
-    )
-    .expect("write config");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
-    cmd.args(["run", "--config"])
-        .arg(&config)
+        checkpoints.display().to_string()
+    );
+    let mut child = crate::anthracite("relay")
+        .toml(dir.path(), &toml)
         // No request may leave loopback: static credentials, no instance metadata.
         .env("AWS_ACCESS_KEY_ID", "AKIDTEST")
         .env("AWS_SECRET_ACCESS_KEY", "secret")
         .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("RUST_LOG", "info,aws=warn");
-    let mut child = ManagedChild::spawn("anthracite", cmd, dir.path().join("relay.log"));
+        .env("RUST_LOG", "info,aws=warn")
+        .start();
     let admin: SocketAddr = ([127, 0, 0, 1], admin_port).into();
 
     let (status, body) = wait_ready(admin, &mut child, "the admin listener", |_, _| true);
@@ -303,8 +297,8 @@ fn ready_is_503_before_listeners_are_bound_and_during_shutdown() {
 /// global recorder is involved).
 #[test]
 fn two_relays_in_one_process_render_their_own_metrics() {
-    let sink = CountingSink::start("s", SinkProtocol::Pickle);
-    let ports = support::free_ports(2);
+    let sink = Sink::start("s", SinkProtocol::Pickle);
+    let ports = testkit::free_ports(2);
     let dest = [format!("127.0.0.1:{}:a", sink.port())];
     let relays: Vec<(TestRelay, SocketAddr)> = ports
         .iter()
@@ -320,7 +314,7 @@ fn two_relays_in_one_process_render_their_own_metrics() {
         let points: Vec<(String, i64, f64)> = (0..*n)
             .map(|i| (format!("two.m{i}"), 1_700_000_000, i as f64))
             .collect();
-        support::send_lines(relay.line, &points);
+        testkit::send_lines(relay.line, &points);
         relay.wait_stats("received", WAIT, |s| s.destinations[0].sent == *n);
     }
     for (n, (_, admin)) in [100.0, 40.0].iter().zip(&relays) {
@@ -348,8 +342,8 @@ fn two_relays_in_one_process_render_their_own_metrics() {
 /// refusal the issue saw closed the connection at once) and `/metrics` shows the evictions.
 #[test]
 fn healthz_answers_with_70_idle_admin_connections_held() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
-    let admin_port = support::free_ports(1)[0];
+    let sink = Sink::start("a", SinkProtocol::Pickle);
+    let admin_port = testkit::free_ports(1)[0];
     let mut toml = config_for(&[format!("127.0.0.1:{}:a", sink.port())], "");
     toml.push_str(&format!("[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n"));
     let relay = TestRelay::start(&toml);

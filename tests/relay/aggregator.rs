@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use anthracite::unstable::aggregator::{AggregationRules, Aggregator, AggregatorLimits};
-use support::http::{get, parse_metrics, value, wait_ready};
-use support::process::ManagedChild;
-use support::sink::{CountingSink, SinkProtocol};
-use support::{free_ports, send_lines};
+use anthracite_sink::{Sink, SinkProtocol};
+use testkit::RelayProcess;
+use testkit::http::{get, parse_metrics, value};
+use testkit::{free_ports, send_lines};
 
 const RULES: &str = "\
 agg.sum (60) = sum in.*
@@ -28,13 +28,13 @@ struct Setup {
     dir: tempfile::TempDir,
     line: SocketAddr,
     admin: SocketAddr,
-    sink: CountingSink,
+    sink: Sink,
 }
 
 impl Setup {
     fn new(aggregation: &str) -> Setup {
         let dir = tempfile::tempdir().expect("tempdir");
-        let sink = CountingSink::start("cache", SinkProtocol::Pickle);
+        let sink = Sink::start("cache", SinkProtocol::Pickle);
         let ports = free_ports(2);
         let line = SocketAddr::from(([127, 0, 0, 1], ports[0]));
         let admin = SocketAddr::from(([127, 0, 0, 1], ports[1]));
@@ -90,18 +90,16 @@ impl Setup {
         value(&self.metrics(), name, labels)
     }
 
-    fn start(&self) -> ManagedChild {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
-        cmd.arg("run")
-            .arg("--config")
-            .arg(self.dir.path().join("relay.toml"))
-            .env("NO_COLOR", "1");
+    fn start(&self) -> RelayProcess {
         static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let log = self.dir.path().join(format!("anthracite-{run}.log"));
-        let mut child = ManagedChild::spawn("anthracite", cmd, log);
-        wait_ready(self.admin, &mut child);
-        child
+        let mut relay = crate::anthracite("anthracite")
+            .config(&self.dir.path().join("relay.toml"))
+            .env("NO_COLOR", "1")
+            .log(self.dir.path().join(format!("anthracite-{run}.log")))
+            .start();
+        relay.wait_ready(self.admin);
+        relay
     }
 
     /// The last value the sink got for `name` at `interval`, as bits.
@@ -114,7 +112,7 @@ impl Setup {
             .map(|r| r.value.to_bits())
     }
 
-    fn wait_for(&self, relay: &mut ManagedChild, what: &str, done: impl Fn() -> bool) {
+    fn wait_for(&self, relay: &mut RelayProcess, what: &str, done: impl Fn() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !done() {
             relay.assert_running(what);
@@ -131,7 +129,7 @@ impl Setup {
     /// aggregates over both arrive (which tells a restored interval from a lost one).
     fn send_second_and_expect_both(
         &self,
-        relay: &mut ManagedChild,
+        relay: &mut RelayProcess,
         first: &[f64],
         second: &[f64],
         interval: f64,
@@ -184,7 +182,7 @@ fn expected(values: &[f64], interval: f64) -> Vec<(String, u64)> {
 fn sigterm_mid_interval_keeps_the_interval_value() {
     // Checkpoints run all along: the final state written at SIGTERM comes after them.
     let s = Setup::new("checkpoint_interval_secs = 0.1\n");
-    let now = support::unix_now();
+    let now = testkit::unix_now();
     let interval = (now - now.rem_euclid(60)) as f64;
     let first = [1e16, 1.0, 0.25, -0.0];
     let second = [-1e16, 3.5, 2.0];
@@ -243,24 +241,22 @@ fn the_drop_in_keeps_open_intervals_under_storage_dir() {
         .join("anthracite-aggregator-b")
         .join("aggregator.state");
     let start = |run: &str| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
-        cmd.arg("run")
+        let mut child = crate::anthracite("anthracite --aggregator")
+            .arg("run")
             .arg("--carbon-config")
             .arg(conf_dir.join("carbon.conf"))
-            .arg("--aggregator")
-            .arg("--instance")
-            .arg("b")
+            .args(["--aggregator", "--instance", "b"])
             .env("NO_COLOR", "1")
             .env_remove("GRAPHITE_STORAGE_DIR")
-            .env_remove("GRAPHITE_ROOT");
-        let log = s.dir.path().join(format!("drop-in-{run}.log"));
-        let mut child = ManagedChild::spawn("anthracite --aggregator", cmd, log);
+            .env_remove("GRAPHITE_ROOT")
+            .log(s.dir.path().join(format!("drop-in-{run}.log")))
+            .start();
         s.wait_for(&mut child, "the line receiver", || {
             std::net::TcpStream::connect_timeout(&s.line, Duration::from_millis(200)).is_ok()
         });
         child
     };
-    let now = support::unix_now();
+    let now = testkit::unix_now();
     let interval = (now - now.rem_euclid(60)) as f64;
     let first = [0.1, 0.2, 7.0];
     let second = [0.3, -2.5];
@@ -290,7 +286,7 @@ fn the_drop_in_keeps_open_intervals_under_storage_dir() {
 #[test]
 fn sigkill_loses_only_what_came_after_the_last_checkpoint_and_counts_it() {
     let s = Setup::new("checkpoint_interval_secs = 0.5\n");
-    let now = support::unix_now();
+    let now = testkit::unix_now();
     let interval = (now - now.rem_euclid(60)) as f64;
     let first = [1e16, 1.0, 0.25, -0.0];
     let lost = [7.0, -3.0];
@@ -373,7 +369,7 @@ fn series_past_the_bound_are_dropped_and_counted() {
     )
     .expect("write rules");
     let mut relay = s.start();
-    let now = support::unix_now();
+    let now = testkit::unix_now();
     let points: Vec<(String, i64, f64)> = (0..20).map(|i| (format!("in.n{i}"), now, 1.0)).collect();
     send_lines(s.line, &points);
     s.wait_for(&mut relay, "the drops to be counted", || {
@@ -423,8 +419,8 @@ fn more_output_series_than_the_bound_keep_peak_rss_within_the_readme_figure() {
     )
     .expect("write rules");
     let mut relay = s.start();
-    let baseline = support::process::peak_rss(relay.pid());
-    let now = support::unix_now();
+    let baseline = testkit::process::peak_rss(relay.pid());
+    let now = testkit::unix_now();
     let points: Vec<(String, i64, f64)> = (0..OUTPUTS)
         .flat_map(|o| (0..INPUTS_PER_OUTPUT).map(move |i| (format!("in.n{o:06}.{i}"), now, 1.0)))
         .collect();
@@ -443,7 +439,7 @@ fn more_output_series_than_the_bound_keep_peak_rss_within_the_readme_figure() {
             == Some((MAX_SERIES * INPUTS_PER_OUTPUT) as f64)
             && dropped(&s) == Some(excess as f64)
     });
-    let peak = support::process::peak_rss(relay.pid());
+    let peak = testkit::process::peak_rss(relay.pid());
     let m = s.metrics();
     assert_eq!(
         value(&m, "anthracite_aggregator_series", &[]),
@@ -527,7 +523,7 @@ fn bad_rule_files_exit_2_at_start_and_are_refused_at_reload() {
         ) == Some(1.0)
     });
     // The rules in force stay.
-    let now = support::unix_now();
+    let now = testkit::unix_now();
     send_lines(s.line, &[("in.x".to_owned(), now, 2.0)]);
     let interval = (now - now.rem_euclid(60)) as f64;
     s.wait_for(&mut relay, "an aggregate by the old rules", || {

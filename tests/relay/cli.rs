@@ -1,15 +1,16 @@
 //! The `anthracite` binary: `check`, `route`, `config --example`, `run` stopped by SIGTERM,
 //! and the bare binary on carbon-relay's defaults.
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::io::Write;
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::process::{ManagedChild, output_with_timeout};
-use support::sink::{CountingSink, SinkProtocol};
+use anthracite_sink::{Sink, SinkProtocol};
+use testkit::process::output_with_timeout;
+use testkit::relay_process::RelayCommand;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_anthracite"))
@@ -59,7 +60,7 @@ fn check_reports_the_bad_key_with_exit_code_2() {
 #[test]
 fn route_matches_carbon_for_the_example_config() {
     let vectors: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(support::compat_path("carbon-hash-vectors.json")).expect("read vectors"),
+        &std::fs::read(testkit::compat_path("carbon-hash-vectors.json")).expect("read vectors"),
     )
     .expect("parse vectors");
     let case = vectors["cases"]
@@ -112,8 +113,8 @@ fn route_matches_carbon_for_the_example_config() {
 
 #[test]
 fn sigterm_flushes_queued_data_and_exits_cleanly() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
-    let ports = support::free_ports(2);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
+    let ports = testkit::free_ports(2);
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("relay.toml");
     std::fs::write(
@@ -127,23 +128,9 @@ fn sigterm_flushes_queued_data_and_exits_cleanly() {
         ),
     )
     .expect("write config");
-    let mut child = bin()
-        .args(["run", "--config"])
-        .arg(&config)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn anthracite run");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut conn = loop {
-        match TcpStream::connect(("127.0.0.1", ports[0])) {
-            Ok(c) => break c,
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => {
-                let _ = child.kill();
-                panic!("relay did not listen within 20 s: {e}");
-            }
-        }
-    };
+    let mut relay = crate::anthracite("relay").config(&config).start();
+    relay.wait_listening(&ports[..1]);
+    let mut conn = TcpStream::connect(("127.0.0.1", ports[0])).expect("connect the relay");
     let n = 30_000;
     let mut payload = Vec::new();
     for i in 0..n {
@@ -151,17 +138,12 @@ fn sigterm_flushes_queued_data_and_exits_cleanly() {
     }
     conn.write_all(&payload).expect("write");
     drop(conn);
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("send SIGTERM");
-    assert!(status.success());
-    let out = child.wait_with_output().expect("relay exits");
+    relay.signal("TERM");
+    let status = relay.wait_exit(Duration::from_secs(60), "relay exits");
     assert!(
-        out.status.success(),
-        "exit status {:?}; stderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+        status.success(),
+        "exit status {status:?}; stderr:\n{}",
+        relay.log()
     );
     assert_eq!(sink.wait_for_count(n, Duration::from_secs(20)), n);
 }
@@ -181,7 +163,7 @@ fn example(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn embed_example_runs_while_carbon_ports_are_taken() {
-    let _turn = support::fixed_ports_turn();
+    let _turn = testkit::fixed_ports_turn();
     // Hold 2003 and 2004 as a carbon on this host would (if something else already holds
     // them, they are taken all the same).
     let _held: Vec<std::net::TcpListener> = ["0.0.0.0:2003", "0.0.0.0:2004"]
@@ -322,42 +304,37 @@ fn check_and_run_exit_2_on_values_that_crashed_or_slipped_through() {
 /// carbon-cache on 127.0.0.1:2004 in pickle, and the admin answers on 127.0.0.1:8080.
 #[test]
 fn bare_binary_in_an_empty_directory_relays_2013_to_a_carbon_cache_on_2004() {
-    let _turn = support::fixed_ports_turn();
-    support::assert_ports_free(&[2013, 2014, 2004, 8080]);
-    let cache = CountingSink::start_on("carbon-cache", SinkProtocol::Pickle, 2004);
+    let _turn = testkit::fixed_ports_turn();
+    testkit::assert_ports_free(&[2013, 2014, 2004, 8080]);
+    let cache = Sink::start_on("carbon-cache", SinkProtocol::Pickle, 2004);
     let empty = tempfile::tempdir().expect("tempdir");
     let logs = tempfile::tempdir().expect("tempdir");
-    let mut cmd = bin();
-    cmd.current_dir(empty.path()).env("RUST_LOG", "info");
-    let mut relay = ManagedChild::spawn("anthracite", cmd, logs.path().join("relay.log"));
+    let mut relay = RelayCommand::new(env!("CARGO_BIN_EXE_anthracite"))
+        .current_dir(empty.path())
+        .log(logs.path().join("relay.log"))
+        .start();
 
     let admin = ([127, 0, 0, 1], 8080).into();
-    support::http::wait_ready(admin, &mut relay);
-    let (status, body) = support::http::get(admin, "/healthz").expect("GET /healthz");
+    relay.wait_ready(admin);
+    let (status, body) = testkit::http::get(admin, "/healthz").expect("GET /healthz");
     assert_eq!(status, 200, "{body}");
-    let now = support::unix_now();
-    support::send_lines(
+    let now = testkit::unix_now();
+    testkit::send_lines(
         ([127, 0, 0, 1], 2013).into(),
         &[("bare.binary.relayed".into(), now, 42.0)],
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !cache
-        .received()
-        .iter()
-        .any(|r| r.path == "bare.binary.relayed" && r.value == 42.0 && r.timestamp == now as f64)
-    {
-        relay.assert_running("the datapoint to reach 127.0.0.1:2004");
-        assert!(
-            Instant::now() < deadline,
-            "the carbon-cache on 2004 did not receive the line; it has {:?}\n{}",
-            cache.received(),
-            relay.log_tail(30)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    relay.wait_until(
+        "the datapoint to reach the carbon-cache on 127.0.0.1:2004",
+        Duration::from_secs(30),
+        || {
+            cache.received().iter().any(|r| {
+                r.path == "bare.binary.relayed" && r.value == 42.0 && r.timestamp == now as f64
+            })
+        },
+    );
     assert!(cache.errors().is_empty(), "{:?}", cache.errors());
 
-    let log = std::fs::read_to_string(&relay.log).expect("relay log");
+    let log = relay.log();
     let told: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("carbon-relay 1.1.10's defaults"))
@@ -378,11 +355,7 @@ fn bare_binary_in_an_empty_directory_relays_2013_to_a_carbon_cache_on_2004() {
         );
     }
 
-    let status = Command::new("kill")
-        .args(["-TERM", &relay.pid().to_string()])
-        .status()
-        .expect("send SIGTERM");
-    assert!(status.success());
+    relay.signal("TERM");
     let exit = relay.wait_exit(Duration::from_secs(30), "the relay to stop on SIGTERM");
     assert!(exit.success(), "{exit}\n{}", relay.log_tail(30));
     assert_eq!(

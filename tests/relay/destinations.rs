@@ -1,14 +1,14 @@
 //! Destinations: a refusing destination does not slow the other, its data waits and arrives,
 //! accounting is exact; shutdown flushes what is queued for a connected destination.
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use support::relay::{TestRelay, config_for};
-use support::sink::{CountingSink, SinkProtocol};
+use anthracite_sink::{Sink, SinkProtocol};
+use testkit::relay::{TestRelay, config_for};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -22,9 +22,9 @@ fn lines(prefix: &str, n: usize) -> Vec<u8> {
 
 #[test]
 fn down_destination_queues_while_the_other_flows_then_catches_up() {
-    let a = CountingSink::start("a", SinkProtocol::Pickle);
+    let a = Sink::start("a", SinkProtocol::Pickle);
     // Reserve b's port but do not listen yet: connections are refused.
-    let b_port = support::free_ports(1)[0];
+    let b_port = testkit::free_ports(1)[0];
     let b_dest = format!("127.0.0.1:{b_port}:b");
     let relay = TestRelay::start(&config_for(
         &[format!("{}:a", a.addr()), b_dest.clone()],
@@ -53,7 +53,7 @@ fn down_destination_queues_while_the_other_flows_then_catches_up() {
         assert_eq!(d.routed, d.sent + d.dropped_total() + d.queued, "{d:?}");
     }
     // b comes up on its port: the queue drains into it.
-    let b = CountingSink::start_on("b", SinkProtocol::Pickle, b_port);
+    let b = Sink::start_on("b", SinkProtocol::Pickle, b_port);
     assert_eq!(b.wait_for_count(to_b, WAIT), to_b);
     let s = relay.wait_stats("b drained", WAIT, |s| s.destinations[1].queued == 0);
     for d in &s.destinations {
@@ -66,7 +66,7 @@ fn down_destination_queues_while_the_other_flows_then_catches_up() {
 
 #[test]
 fn full_queue_drops_newest_with_exact_counts() {
-    let port = support::free_ports(1)[0];
+    let port = testkit::free_ports(1)[0];
     let relay = TestRelay::start(&config_for(
         &[format!("127.0.0.1:{port}:a")],
         "[destinations.queue]\nmax_datapoints = 1000\n",
@@ -83,7 +83,7 @@ fn full_queue_drops_newest_with_exact_counts() {
         4000
     );
     // The queued 1000 are the oldest: they arrive once the destination is up.
-    let sink = CountingSink::start_on("a", SinkProtocol::Pickle, port);
+    let sink = Sink::start_on("a", SinkProtocol::Pickle, port);
     assert_eq!(sink.wait_for_count(1000, WAIT), 1000);
     let first = sink.received().first().map(|r| r.path.clone());
     assert_eq!(first.as_deref(), Some("full.000000.value"));
@@ -91,7 +91,7 @@ fn full_queue_drops_newest_with_exact_counts() {
 
 #[test]
 fn shutdown_flushes_everything_queued_for_a_connected_destination() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
     let relay = TestRelay::start(&config_for(&[format!("{}:a", sink.addr())], ""));
     let n = 50_000;
     let mut c = TcpStream::connect(relay.line).expect("connect");
@@ -107,7 +107,7 @@ fn shutdown_flushes_everything_queued_for_a_connected_destination() {
 /// fractional timestamp arrives truncated, as from carbon-relay.
 #[test]
 fn line_protocol_destination_gets_carbon_formatted_lines() {
-    let sink = CountingSink::start("a", SinkProtocol::Line);
+    let sink = Sink::start("a", SinkProtocol::Line);
     let relay = TestRelay::start(&format!(
         "[destinations]\nservers = [{{ address = \"{}:a\", protocol = \"line\" }}]\n\
          [telemetry]\ninterval_secs = 0\n",
@@ -135,8 +135,8 @@ fn line_protocol_destination_gets_carbon_formatted_lines() {
 
 #[test]
 fn a_destination_named_twice_by_the_rules_gets_one_copy() {
-    let a = CountingSink::start("a", SinkProtocol::Pickle);
-    let b = CountingSink::start("b", SinkProtocol::Pickle);
+    let a = Sink::start("a", SinkProtocol::Pickle);
+    let b = Sink::start("b", SinkProtocol::Pickle);
     let (da, db) = (format!("{}:a", a.addr()), format!("{}:b", b.addr()));
     let relay = TestRelay::start(&config_for(
         &[da.clone(), db.clone()],
@@ -164,8 +164,8 @@ fn a_destination_named_twice_by_the_rules_gets_one_copy() {
 /// (and keep showing it while it waits: the peak restarts from the current depth).
 #[test]
 fn relay_max_queue_length_reports_a_down_destinations_backlog() {
-    let a_port = support::free_ports(1)[0];
-    let b = CountingSink::start("b", SinkProtocol::Pickle);
+    let a_port = testkit::free_ports(1)[0];
+    let b = Sink::start("b", SinkProtocol::Pickle);
     let (da, db) = (format!("127.0.0.1:{a_port}:a"), format!("{}:b", b.addr()));
     let relay = TestRelay::start(&format!(
         "[destinations]\nservers = [{da:?}, {db:?}]\nbackoff_min_ms = 20\nbackoff_max_ms = 200\n\

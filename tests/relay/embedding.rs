@@ -10,7 +10,7 @@ use anthracite::{
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::support::sink::{CountingSink, SinkProtocol};
+use anthracite_sink::{Sink, SinkProtocol};
 
 type Running = (
     RelayHandle,
@@ -119,7 +119,7 @@ async fn dropped_ingestor_with_pending_data_is_flushed_or_counted() {
 
 #[tokio::test]
 async fn receipt_resolves_once_the_destination_has_the_data() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
     let config = Config::builder()
         .destinations([format!("{}:a", sink.addr())])
         .telemetry_interval(None)

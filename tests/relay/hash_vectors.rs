@@ -1,7 +1,7 @@
 //! carbon 1.1.10's own routing decisions (`tests/compat/carbon-hash-vectors.json`) against
 //! anthracite's router: every case, every ring entry, every metric, every method.
 
-use crate::support;
+use anthracite_testkit as support;
 
 use std::sync::Arc;
 

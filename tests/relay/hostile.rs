@@ -3,7 +3,7 @@
 //! relay reads. Every assertion is a count or a bound the relay enforces and accounts for
 //! (never a timing, never RSS).
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::io::Write;
 use std::net::{TcpStream, UdpSocket};
@@ -14,9 +14,9 @@ use anthracite::unstable::batch::Datapoint;
 use anthracite::unstable::protocol::pickle::encode_message;
 use anthracite::unstable::receiver::READ_BUFFER;
 use anthracite::{Pushed, Source};
+use anthracite_sink::{Sink, SinkProtocol};
 use bytes::BytesMut;
-use support::relay::{TestRelay, config_for};
-use support::sink::{CountingSink, SinkProtocol};
+use testkit::relay::{TestRelay, config_for};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -34,21 +34,21 @@ fn received_from(s: &anthracite::StatsSnapshot, source: Source) -> u64 {
 /// pickle, an embedding program, and the Kinesis reader's line feeder.
 #[test]
 fn max_name_length_drops_and_counts_in_every_protocol() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
     let relay = TestRelay::start(&config_for(
         &[format!("{}:a", sink.addr())],
         "[listen]\nmax_name_length = 100\n",
     ));
     let long = format!("long.{}", "x".repeat(96));
     assert_eq!(long.len(), 101);
-    let ts = support::unix_now();
+    let ts = testkit::unix_now();
     let mut sources = 0;
-    support::send_lines(
+    testkit::send_lines(
         relay.line,
         &[(long.clone(), ts, 1.0), ("ok.line".into(), ts, 1.0)],
     );
     sources += 1;
-    support::send_pickle(
+    testkit::send_pickle(
         relay.pickle,
         &[(long.clone(), ts, 1.0), ("ok.pickle".into(), ts, 1.0)],
         10,
@@ -123,7 +123,7 @@ fn frame(first: usize, n: usize) -> Vec<u8> {
 /// the other two wait, then deliver; and a client that leaves leaves nothing behind.
 #[test]
 fn large_pickle_frames_stay_within_the_frame_budget_and_are_released() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
     let budget = 2_200_000;
     let relay = TestRelay::start(&config_for(
         &[format!("{}:a", sink.addr())],
@@ -183,7 +183,7 @@ fn large_pickle_frames_stay_within_the_frame_budget_and_are_released() {
 /// longest is now closed to admit the new one (counted as evicted).
 #[test]
 fn idle_flood_does_not_lock_out_clients() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
     let limit = 20;
     let relay = TestRelay::start(&config_for(
         &[format!("{}:a", sink.addr())],
@@ -200,15 +200,15 @@ fn idle_flood_does_not_lock_out_clients() {
     std::thread::sleep(
         anthracite::unstable::receiver::admission::MIN_IDLE_TO_EVICT + Duration::from_millis(200),
     );
-    let ts = support::unix_now();
+    let ts = testkit::unix_now();
     let points: Vec<(String, i64, f64)> = (0..100)
         .map(|i| (format!("real.client.{i}"), ts, i as f64))
         .collect();
     for round in 0..3 {
         let batch: Vec<_> = points.iter().skip(round * 33).take(33).cloned().collect();
-        support::send_lines(relay.line, &batch);
+        testkit::send_lines(relay.line, &batch);
     }
-    support::send_lines(relay.line, &points[99..]);
+    testkit::send_lines(relay.line, &points[99..]);
     assert_eq!(sink.wait_for_count(100, WAIT), 100);
     let s = relay.handle.stats();
     assert!(s.ingest.evicted_connections >= 1, "{s:?}");
@@ -222,14 +222,14 @@ fn idle_flood_does_not_lock_out_clients() {
 /// datagram sent is either received or counted as a kernel drop.
 #[test]
 fn udp_kernel_drops_are_reported() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind udp");
     let addr = socket.local_addr().expect("addr");
     // Small buffer, drop counter on, and nobody reading yet: most of a burst is dropped.
     anthracite::unstable::receiver::udp::prepare_socket(&socket, Some(4096))
         .expect("prepare udp socket");
     let client = UdpSocket::bind("127.0.0.1:0").expect("bind client");
-    let ts = support::unix_now();
+    let ts = testkit::unix_now();
     let burst = 2000;
     for i in 0..burst {
         client
@@ -278,32 +278,19 @@ fn udp_kernel_drops_are_reported() {
 /// queued behind a flood of idle ones gets through. (The real binary, with a low `ulimit -n`.)
 #[test]
 fn out_of_file_descriptors_does_not_hang_queued_clients() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = support::free_ports(1)[0];
-    let config = dir.path().join("relay.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[listen]\nline_tcp = \"127.0.0.1:{port}\"\npickle_tcp = \"\"\n\
-             [destinations]\nservers = [\"{}:a\"]\n[telemetry]\ninterval_secs = 0\n",
-            sink.addr()
-        ),
-    )
-    .expect("write config");
-    let mut cmd = std::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg(format!(
-            "ulimit -n 48 && exec {} run --config {}",
-            env!("CARGO_BIN_EXE_anthracite"),
-            config.display()
-        ))
-        .env("RUST_LOG", "warn");
-    let mut relay = support::process::ManagedChild::spawn(
-        "anthracite (ulimit -n 48)",
-        cmd,
-        dir.path().join("relay.log"),
+    let port = testkit::free_ports(1)[0];
+    let toml = format!(
+        "[listen]\nline_tcp = \"127.0.0.1:{port}\"\npickle_tcp = \"\"\n\
+         [destinations]\nservers = [\"{}:a\"]\n[telemetry]\ninterval_secs = 0\n",
+        sink.addr()
     );
+    let mut relay = crate::anthracite("relay")
+        .toml(dir.path(), &toml)
+        .env("RUST_LOG", "warn")
+        .max_open_files(48)
+        .start();
     let deadline = std::time::Instant::now() + WAIT;
     let mut idle = Vec::new();
     while idle.is_empty() {
@@ -322,11 +309,11 @@ fn out_of_file_descriptors_does_not_hang_queued_clients() {
     std::thread::sleep(
         anthracite::unstable::receiver::admission::MIN_IDLE_TO_EVICT + Duration::from_millis(200),
     );
-    let ts = support::unix_now();
+    let ts = testkit::unix_now();
     let points: Vec<(String, i64, f64)> = (0..50)
         .map(|i| (format!("fd.client.{i}"), ts, 1.0))
         .collect();
-    support::send_lines(format!("127.0.0.1:{port}").parse().expect("addr"), &points);
+    testkit::send_lines(format!("127.0.0.1:{port}").parse().expect("addr"), &points);
     assert_eq!(sink.wait_for_count(50, WAIT), 50);
     relay.assert_running("the queued client's datapoints");
     assert!(
@@ -370,8 +357,8 @@ fn listen_backlog(port: u16) -> u32 {
 /// default (capped by the kernel's `net.core.somaxconn`). A real process binding its own ports.
 #[test]
 fn listen_backlog_is_configured_and_defaults_to_1024() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
-    let ports = support::free_ports(2);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
+    let ports = testkit::free_ports(2);
     let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -379,21 +366,14 @@ fn listen_backlog_is_configured_and_defaults_to_1024() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut relays = Vec::new();
     for (port, backlog) in [(ports[0], "backlog = 777\n"), (ports[1], "")] {
-        let config = dir.path().join(format!("relay-{port}.toml"));
         let listen =
             format!("[listen]\nline_tcp = \"127.0.0.1:{port}\"\npickle_tcp = \"\"\n{backlog}");
-        std::fs::write(
-            &config,
-            config_for(&[format!("{}:a", sink.addr())], &listen),
-        )
-        .expect("write config");
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anthracite"));
-        cmd.args(["run", "--config"]).arg(&config);
-        relays.push(support::process::ManagedChild::spawn(
-            "anthracite",
-            cmd,
-            dir.path().join(format!("relay-{port}.log")),
-        ));
+        let toml = config_for(&[format!("{}:a", sink.addr())], &listen);
+        relays.push(
+            crate::anthracite(&format!("relay-{port}"))
+                .toml(dir.path(), &toml)
+                .start(),
+        );
     }
     assert_eq!(
         listen_backlog(ports[0]),
@@ -413,12 +393,12 @@ fn listen_backlog_is_configured_and_defaults_to_1024() {
 #[test]
 fn forged_names_with_whitespace_never_reach_a_line_sink() {
     use anthracite::unstable::protocol::protobuf::ProtobufEncoder;
-    let sink = CountingSink::start("a", SinkProtocol::Line);
+    let sink = Sink::start("a", SinkProtocol::Line);
     let relay = TestRelay::start(
         &config_for(&[format!("{}:a", sink.addr())], "")
             .replace("[destinations]\n", "[destinations]\nprotocol = \"line\"\n"),
     );
-    let ts = support::unix_now();
+    let ts = testkit::unix_now();
     let forged: Vec<String> = [
         "evil.a 1 1700000000\nevil.injected",
         "evil.b\revil.cr",
@@ -433,7 +413,7 @@ fn forged_names_with_whitespace_never_reach_a_line_sink() {
     .collect();
     let mut points: Vec<(String, i64, f64)> = forged.iter().map(|n| (n.clone(), ts, 1.0)).collect();
     points.push(("ok.pickle".into(), ts, 1.0));
-    support::send_pickle(relay.pickle, &points, 100);
+    testkit::send_pickle(relay.pickle, &points, 100);
     let mut frame = BytesMut::new();
     ProtobufEncoder::new().encode_message(
         forged
@@ -474,13 +454,13 @@ fn forged_names_with_whitespace_never_reach_a_line_sink() {
 /// every datagram is either received or counted as dropped.
 #[test]
 fn udp_drops_after_the_last_datagram_are_read_at_shutdown() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind udp");
     let addr = socket.local_addr().expect("addr");
     anthracite::unstable::receiver::udp::prepare_socket(&socket, Some(4096))
         .expect("prepare udp socket");
     let client = UdpSocket::bind("127.0.0.1:0").expect("bind client");
-    let ts = support::unix_now();
+    let ts = testkit::unix_now();
     let burst = 2000u64;
     for i in 0..burst {
         client

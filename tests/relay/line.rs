@@ -1,19 +1,19 @@
 //! Plaintext receiver rules over real loopback sockets, raw bytes in, pickle out.
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::io::Write;
 use std::net::{TcpStream, UdpSocket};
 use std::time::Duration;
 
 use anthracite::DropReason;
-use support::relay::{TestRelay, config_for};
-use support::sink::{CountingSink, SinkProtocol};
+use anthracite_sink::{Sink, SinkProtocol};
+use testkit::relay::{TestRelay, config_for};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-fn one_destination() -> (CountingSink, TestRelay) {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+fn one_destination() -> (Sink, TestRelay) {
+    let sink = Sink::start("a", SinkProtocol::Pickle);
     let relay = TestRelay::start(&config_for(&[format!("{}:a", sink.addr())], ""));
     (sink, relay)
 }
@@ -67,7 +67,7 @@ fn carbon_line_grammar_accepted_and_forwarded_exactly() {
 #[test]
 fn timestamp_minus_one_means_now() {
     let (sink, relay) = one_destination();
-    let before = support::unix_now() as f64;
+    let before = testkit::unix_now() as f64;
     send(&relay, b"now.a 1 -1\nnow.b 2 -1.5\n");
     assert_eq!(sink.wait_for_count(2, WAIT), 2);
     for r in sink.received() {
@@ -138,7 +138,7 @@ fn udp_datagrams_carry_several_lines() {
 
 #[test]
 fn connection_limit_and_idle_timeout_apply() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
     let relay = TestRelay::start(&config_for(
         &[format!("{}:a", sink.addr())],
         "[listen]\nmax_connections = 2\nidle_timeout_secs = 0.3\n",

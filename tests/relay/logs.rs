@@ -3,42 +3,33 @@
 //! start with one line naming the version, the config file, the listeners and the
 //! destinations.
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::process::ManagedChild;
-
 /// Runs the relay on `config` with `args` until it is listening, stops it with SIGTERM and
 /// returns its stderr.
 fn run_and_stop(dir: &Path, config: &str, args: &[&str]) -> String {
-    let ports = support::free_ports(1);
-    let path = dir.join(format!("relay-{}.toml", ports[0]));
-    std::fs::write(
-        &path,
-        format!(
-            "[listen]\nline_tcp = \"127.0.0.1:{}\"\npickle_tcp = \"\"\n{config}",
-            ports[0]
-        ),
-    )
-    .expect("write config");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
-    cmd.args(["run", "--config"]).arg(&path).args(args);
-    cmd.env("RUST_LOG", "info");
-    let log = dir.join(format!("relay-{}.log", ports[0]));
-    let mut relay = ManagedChild::spawn("anthracite", cmd, log.clone());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", ports[0])).is_err() {
-        relay.assert_running("the relay to listen");
-        assert!(Instant::now() < deadline, "relay did not listen");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let ports = testkit::free_ports(1);
+    let name = format!("relay-{}", ports[0]);
+    let path = dir.join(format!("{name}.toml"));
+    let mut relay = crate::anthracite(&name)
+        .toml(
+            dir,
+            &format!(
+                "[listen]\nline_tcp = \"127.0.0.1:{}\"\npickle_tcp = \"\"\n{config}",
+                ports[0]
+            ),
+        )
+        .args(args)
+        .start();
+    relay.wait_listening(&ports);
     relay.stop();
     let status = relay.exited().expect("stopped");
     assert!(status.success(), "exit {status}: {}", relay.log_tail(20));
-    let text = std::fs::read_to_string(&log).expect("read log");
+    let text = relay.log();
     assert!(
         text.contains(&path.display().to_string()),
         "config file named:\n{text}"
@@ -123,24 +114,19 @@ fn reconnecting_bad_clients_write_at_most_100_log_lines_in_10_s() {
     use std::io::Write;
     use std::net::{SocketAddr, TcpStream};
     let dir = tempfile::tempdir().expect("tempdir");
-    let ports = support::free_ports(3);
-    let path = dir.path().join("relay.toml");
-    std::fs::write(
-        &path,
-        format!(
+    let ports = testkit::free_ports(3);
+    let mut relay = crate::anthracite("relay")
+        .toml(
+            dir.path(),
+            &format!(
             "[listen]\nline_tcp = \"\"\npickle_tcp = \"127.0.0.1:{}\"\nprotobuf_tcp = \"127.0.0.1:{}\"\n\
              [admin]\nlisten = \"127.0.0.1:{}\"\n{DESTINATIONS}",
             ports[0], ports[1], ports[2]
-        ),
-    )
-    .expect("write config");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
-    cmd.args(["run", "--config"]).arg(&path);
-    cmd.env("RUST_LOG", "info");
-    let log = dir.path().join("relay.log");
-    let mut relay = ManagedChild::spawn("anthracite", cmd, log.clone());
+            ),
+        )
+        .start();
     let admin = SocketAddr::from(([127, 0, 0, 1], ports[2]));
-    support::http::wait_ready(admin, &mut relay);
+    relay.wait_ready(admin);
     let pickle = SocketAddr::from(([127, 0, 0, 1], ports[0]));
     let protobuf = SocketAddr::from(([127, 0, 0, 1], ports[1]));
     // A frame that is not a protobuf message (a truncated field), then an over-limit prefix.
@@ -162,9 +148,9 @@ fn reconnecting_bad_clients_write_at_most_100_log_lines_in_10_s() {
     let connections = pickles + protobufs;
     assert!(connections > 100, "only {connections} connections in 10 s");
     let invalid = |reason: &str| {
-        let text = support::http::get(admin, "/metrics").map_or(String::new(), |(_, b)| b);
-        support::http::sum(
-            &support::http::parse_metrics(&text),
+        let text = testkit::http::get(admin, "/metrics").map_or(String::new(), |(_, b)| b);
+        testkit::http::sum(
+            &testkit::http::parse_metrics(&text),
             "anthracite_invalid_datapoints_total",
             &[("reason", reason)],
         ) as u64
@@ -178,7 +164,7 @@ fn reconnecting_bad_clients_write_at_most_100_log_lines_in_10_s() {
     assert_eq!(invalid("frame_too_long"), connections);
     assert_eq!(invalid("bad_protobuf"), protobufs);
     relay.stop();
-    let text = std::fs::read_to_string(&log).expect("read log");
+    let text = relay.log();
     let lines = text.lines().count();
     assert!(
         lines <= 100,

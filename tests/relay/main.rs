@@ -2,9 +2,6 @@
 //! spill, the command line, and the codecs against hostile input and carbon's hash vectors.
 //! One test binary (one link) for the whole group.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod admin;
 mod aggregator;
 mod cli;
@@ -25,3 +22,8 @@ mod repository;
 mod spill;
 mod spill_log;
 mod tls;
+
+/// The `anthracite` binary this test run built, as a relay process named `name` to start.
+fn anthracite(name: &str) -> anthracite_testkit::RelayCommand {
+    anthracite_testkit::RelayCommand::new(env!("CARGO_BIN_EXE_anthracite")).name(name)
+}

@@ -2,15 +2,15 @@
 //! clients send (before the fix: 50k distinct 16 KB names on one connection held 819 MB in the old
 //! per-connection route caches, and kept it after the client left).
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
 use anthracite::unstable::relay::route_cache;
-use support::relay::{TestRelay, config_for};
-use support::sink::{CountingSink, SinkProtocol};
+use anthracite_sink::{Sink, SinkProtocol};
+use testkit::relay::{TestRelay, config_for};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -18,7 +18,7 @@ const WAIT: Duration = Duration::from_secs(30);
 fn route_cache_memory_bounded_under_distinct_long_names() {
     const BUDGET: usize = 4 << 20;
     const NAMES: usize = 600;
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
     let relay = TestRelay::start(&config_for(
         &[format!("{}:a", sink.addr())],
         &format!(
@@ -131,11 +131,11 @@ fn amplifying_frames_keep_peak_rss_within_the_readme_bound() {
     const ROUTE_CACHE: u64 = 8 * MIB;
     const FRAMES: u64 = 64 * MIB;
     let dir = tempfile::tempdir().expect("tempdir");
-    let ports = support::free_ports(3);
-    let config = dir.path().join("relay.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let ports = testkit::free_ports(3);
+    let mut relay = crate::anthracite("relay")
+        .toml(
+            dir.path(),
+            &format!(
             "[listen]\nline_tcp = \"\"\npickle_tcp = \"127.0.0.1:{}\"\nprotobuf_tcp = \"127.0.0.1:{}\"\n\
              max_frame_buffer_bytes = {FRAMES}\n[router]\nroute_cache_bytes = {ROUTE_CACHE}\n\
              [admin]\nlisten = \"127.0.0.1:{}\"\n\
@@ -143,16 +143,12 @@ fn amplifying_frames_keep_peak_rss_within_the_readme_bound() {
              [destinations.queue]\nmax_bytes = {QUEUE}\nwhen_full = \"drop_newest\"\n\
              [telemetry]\ninterval_secs = 0\n",
             ports[0], ports[1], ports[2]
-        ),
-    )
-    .expect("write config");
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anthracite"));
-    cmd.args(["run", "--config"]).arg(&config);
-    let mut relay =
-        support::process::ManagedChild::spawn("anthracite", cmd, dir.path().join("relay.log"));
+            ),
+        )
+        .start();
     let admin = SocketAddr::from(([127, 0, 0, 1], ports[2]));
-    support::http::wait_ready(admin, &mut relay);
-    let baseline = support::process::peak_rss(relay.pid());
+    relay.wait_ready(admin);
+    let baseline = testkit::process::peak_rss(relay.pid());
 
     let name = format!("amplify.{}", "x".repeat(4096 - 8));
     assert_eq!(name.len(), 4096);
@@ -182,8 +178,8 @@ fn amplifying_frames_keep_peak_rss_within_the_readme_bound() {
         c.join().expect("client");
     }
     let metric = |name: &str, labels: &[(&str, &str)]| {
-        let text = support::http::get(admin, "/metrics").map_or(String::new(), |(_, b)| b);
-        support::http::sum(&support::http::parse_metrics(&text), name, labels) as u64
+        let text = testkit::http::get(admin, "/metrics").map_or(String::new(), |(_, b)| b);
+        testkit::http::sum(&testkit::http::parse_metrics(&text), name, labels) as u64
     };
     let received = || metric("anthracite_received_datapoints_total", &[]);
     let too_large = || {
@@ -198,7 +194,7 @@ fn amplifying_frames_keep_peak_rss_within_the_readme_bound() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_eq!((received(), too_large()), (8 * 12_000, 12));
-    let peak = support::process::peak_rss(relay.pid());
+    let peak = testkit::process::peak_rss(relay.pid());
     relay.stop();
     // The "Memory" rows of docs/operations.md for this configuration: the memory tier and its spares, the
     // write buffers, the route cache, the frame budget and as much again for what frames

@@ -10,17 +10,15 @@
 //! as fast as the relay writes. No timing assertions: counts only (how often producers were
 //! held back is printed, not asserted: how far the relay falls behind depends on the machine).
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::http::{get, parse_metrics, sum, wait_ready};
-use support::process::ManagedChild;
-use support::sink::{CountingSink, SinkProtocol};
+use anthracite_sink::{Sink, SinkProtocol};
+use anthracite_testkit::http::{get, parse_metrics, sum};
 
 /// Rules in the table; each name matches exactly one, so a name tries half of them on average.
 /// Each has a look-ahead: matched by backtracking, one rule at a time, so routing stays
@@ -52,15 +50,15 @@ fn send(addr: SocketAddr, range: std::ops::Range<usize>) -> thread::JoinHandle<(
 #[test]
 fn cpu_bound_relay_holds_clients_back_instead_of_dropping_for_healthy_destinations() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let sinks: Vec<CountingSink> = ["a", "b", "c", "d"]
+    let sinks: Vec<Sink> = ["a", "b", "c", "d"]
         .iter()
-        .map(|l| CountingSink::start(l, SinkProtocol::Line))
+        .map(|l| Sink::start(l, SinkProtocol::Line))
         .collect();
     let servers: Vec<String> = sinks
         .iter()
-        .map(|s| format!("\"{}:{}\"", s.addr(), s.label))
+        .map(|s| format!("\"{}:{}\"", s.addr(), s.label()))
         .collect();
-    let ports = support::free_ports(2);
+    let ports = testkit::free_ports(2);
     let (line, admin_port) = (ports[0], ports[1]);
     let mut toml = format!(
         "[listen]\nline_tcp = \"127.0.0.1:{line}\"\npickle_tcp = \"\"\n\
@@ -81,16 +79,9 @@ fn cpu_bound_relay_holds_clients_back_instead_of_dropping_for_healthy_destinatio
         "[[rules]]\ndefault = true\ndestinations = [{}]\n",
         servers[0]
     ));
-    let config = dir.path().join("relay.toml");
-    std::fs::write(&config, &toml).expect("write config");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
-    cmd.args(["run", "--config"])
-        .arg(&config)
-        .env("RUST_LOG", "info");
-    let log = dir.path().join("relay.log");
-    let mut relay = ManagedChild::spawn("anthracite", cmd, log.clone());
+    let mut relay = crate::anthracite("relay").toml(dir.path(), &toml).start();
     let admin: SocketAddr = ([127, 0, 0, 1], admin_port).into();
-    wait_ready(admin, &mut relay);
+    relay.wait_ready(admin);
 
     let per = DATAPOINTS / CONNECTIONS;
     let senders: Vec<_> = (0..CONNECTIONS)
@@ -138,7 +129,7 @@ fn cpu_bound_relay_holds_clients_back_instead_of_dropping_for_healthy_destinatio
         dropped,
         0.0,
         "healthy destinations dropped datapoints:\n{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
+        relay.log()
     );
     assert_eq!(delivered, DATAPOINTS, "every datapoint delivered");
 }

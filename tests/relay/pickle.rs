@@ -1,6 +1,6 @@
 //! Pickle receiver over real loopback sockets: framing, bad frames, the frame limit.
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -9,9 +9,9 @@ use std::time::Duration;
 use anthracite::DropReason;
 use anthracite::unstable::batch::Datapoint;
 use anthracite::unstable::protocol::pickle::encode_message;
+use anthracite_sink::{Sink, SinkProtocol};
 use bytes::BytesMut;
-use support::relay::{TestRelay, config_for};
-use support::sink::{CountingSink, SinkProtocol};
+use testkit::relay::{TestRelay, config_for};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -30,7 +30,7 @@ fn frame(points: &[(&str, f64, f64)]) -> Vec<u8> {
 
 #[test]
 fn bad_frame_is_dropped_and_the_connection_continues() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
     let relay = TestRelay::start(&config_for(&[format!("{}:a", sink.addr())], ""));
     let mut c = TcpStream::connect(relay.pickle).expect("connect");
     c.write_all(&frame(&[("p.one", 1_700_000_000.0, 1.0)]))
@@ -60,7 +60,7 @@ fn bad_frame_is_dropped_and_the_connection_continues() {
 
 #[test]
 fn length_prefix_over_the_limit_closes_the_connection() {
-    let sink = CountingSink::start("a", SinkProtocol::Pickle);
+    let sink = Sink::start("a", SinkProtocol::Pickle);
     let relay = TestRelay::start(&config_for(
         &[format!("{}:a", sink.addr())],
         "[listen]\nmax_pickle_frame = 1024\n",

@@ -5,7 +5,7 @@
 //! force when it was received chose, nothing is lost, and the removed destination's spilled
 //! data is kept (and delivered once it is back).
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -18,9 +18,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anthracite::{Config, Placement};
-use support::http::{get, parse_metrics, value, wait_ready};
-use support::process::ManagedChild;
-use support::sink::{CountingSink, SinkProtocol};
+use anthracite_sink::{Sink, SinkProtocol};
+use testkit::RelayProcess;
+use testkit::http::{get, parse_metrics, value};
 
 const CONNECTIONS: u64 = 4;
 const PER_CONNECTION: u64 = 125_000;
@@ -68,7 +68,7 @@ fn config(p: &Ports, spill: &Path, servers: &[usize], pickle: u16, routing: &str
 }
 
 /// Waits until `/metrics` counts `n` reloads with `result`.
-fn wait_reloads(admin: SocketAddr, relay: &mut ManagedChild, result: &str, n: f64) {
+fn wait_reloads(admin: SocketAddr, relay: &mut RelayProcess, result: &str, n: f64) {
     let deadline = Instant::now() + WAIT;
     loop {
         if let Ok((200, text)) = get(admin, "/metrics") {
@@ -87,7 +87,7 @@ fn wait_reloads(admin: SocketAddr, relay: &mut ManagedChild, result: &str, n: f6
 fn reload_under_load_keeps_connections_routes_by_the_config_in_force_and_loses_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spill = dir.path().join("spill");
-    let ports = support::free_ports(9);
+    let ports = testkit::free_ports(9);
     let p = Ports {
         line: ports[0],
         pickle: [ports[1], ports[2]],
@@ -95,10 +95,9 @@ fn reload_under_load_keeps_connections_routes_by_the_config_in_force_and_loses_n
         dests: [ports[4], ports[5], ports[6], ports[7]],
     };
     // a, b and d are up; c is down (its data spills) until the very end.
-    let sinks: Vec<Option<CountingSink>> = (0..4)
+    let sinks: Vec<Option<Sink>> = (0..4)
         .map(|i| {
-            (i != 2)
-                .then(|| CountingSink::start_on(&format!("d{i}"), SinkProtocol::Pickle, p.dests[i]))
+            (i != 2).then(|| Sink::start_on(&format!("d{i}"), SinkProtocol::Pickle, p.dests[i]))
         })
         .collect();
     let rules = "[router]\nmethod = \"rules\"\n\
@@ -133,15 +132,13 @@ fn reload_under_load_keeps_connections_routes_by_the_config_in_force_and_loses_n
     let config_path = dir.path().join("relay.toml");
     std::fs::write(&config_path, &c0).expect("write config");
     let pid_file = dir.path().join("relay.pid");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
-    cmd.args(["run", "--config"])
-        .arg(&config_path)
+    let mut relay = crate::anthracite("relay")
+        .config(&config_path)
         .arg("--pid-file")
-        .arg(&pid_file);
-    let relay_log = dir.path().join("relay.log");
-    let mut relay = ManagedChild::spawn("anthracite", cmd, relay_log.clone());
+        .arg(&pid_file)
+        .start();
     let admin: SocketAddr = ([127, 0, 0, 1], p.admin).into();
-    wait_ready(admin, &mut relay);
+    relay.wait_ready(admin);
 
     // Four senders at a steady rate; each notes the epoch it saw at every write.
     let epoch = Arc::new(AtomicUsize::new(0));
@@ -301,8 +298,8 @@ fn reload_under_load_keeps_connections_routes_by_the_config_in_force_and_loses_n
         thread::sleep(Duration::from_millis(50));
     }
     // c comes up: what it held (on disk through its removal) arrives.
-    let sink_c = CountingSink::start_on("d2", SinkProtocol::Pickle, p.dests[2]);
-    let sinks: Vec<(u16, &CountingSink)> = sinks
+    let sink_c = Sink::start_on("d2", SinkProtocol::Pickle, p.dests[2]);
+    let sinks: Vec<(u16, &Sink)> = sinks
         .iter()
         .enumerate()
         .map(|(i, s)| (p.dests[i], s.as_ref().unwrap_or(&sink_c)))
@@ -367,7 +364,7 @@ fn reload_under_load_keeps_connections_routes_by_the_config_in_force_and_loses_n
     drop(conns);
     relay.stop();
     assert!(!pid_file.exists(), "the pid file is removed at exit");
-    let log = std::fs::read_to_string(&relay_log).expect("relay log");
+    let log = relay.log();
     assert!(!log.contains("panicked"), "{log}");
     let reloaded: Vec<&str> = log
         .lines()
@@ -428,9 +425,9 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// has nowhere else to go); added back, the same queue is revived and delivers it all.
 #[test]
 fn removed_destination_added_back_before_it_is_retired_keeps_its_queue() {
-    use support::relay::{TestRelay, config_for};
-    let up = CountingSink::start("a", SinkProtocol::Pickle);
-    let down_port = support::free_ports(1)[0];
+    use testkit::relay::{TestRelay, config_for};
+    let up = Sink::start("a", SinkProtocol::Pickle);
+    let down_port = testkit::free_ports(1)[0];
     let a = format!("127.0.0.1:{}:a", up.port());
     let b = format!("127.0.0.1:{down_port}:b");
     let both = config_for(&[a.clone(), b.clone()], "");
@@ -490,7 +487,7 @@ fn removed_destination_added_back_before_it_is_retired_keeps_its_queue() {
             .any(|c| c == &format!("destinations added back: {b}")),
         "{reloaded:?}"
     );
-    let sink_b = CountingSink::start_on("b", SinkProtocol::Pickle, down_port);
+    let sink_b = Sink::start_on("b", SinkProtocol::Pickle, down_port);
     sink_b.wait_for_count(held as usize, WAIT);
     let s = relay.wait_stats("b delivered", WAIT, |s| s.destinations[1].queued == 0);
     assert_eq!(

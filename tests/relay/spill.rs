@@ -4,12 +4,11 @@
 //! tail record is skipped and counted; an exhausted disk budget applies the fallback with
 //! exact counters. No timing assertions: every wait is bounded, every check is a count.
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
@@ -17,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use anthracite::DestinationDropReason;
 use anthracite::unstable::queue::spill::{SpillConfig, SpillLog};
-use support::relay::{TestRelay, config_for};
-use support::sink::{CountingSink, SinkProtocol};
+use anthracite_sink::{Sink, SinkProtocol};
+use testkit::RelayProcess;
+use testkit::relay::{TestRelay, config_for};
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -38,7 +38,7 @@ fn send(addr: SocketAddr, data: &[u8]) {
 
 /// Checks every sequence number in `0..n` arrived, first arrivals in order; returns the number
 /// of duplicates.
-fn check_all_in_order(sink: &CountingSink, n: usize) -> usize {
+fn check_all_in_order(sink: &Sink, n: usize) -> usize {
     let mut seen = vec![false; n];
     let mut last = None;
     let mut dups = 0;
@@ -71,7 +71,7 @@ fn spill_extra(dir: &Path, more: &str) -> String {
 #[test]
 fn outage_of_500k_datapoints_spills_and_replays_everything_in_order() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = support::free_ports(1)[0];
+    let port = testkit::free_ports(1)[0];
     let relay = TestRelay::start(&config_for(
         &[format!("127.0.0.1:{port}:a")],
         &spill_extra(dir.path(), ""),
@@ -94,7 +94,7 @@ fn outage_of_500k_datapoints_spills_and_replays_everything_in_order() {
     assert_eq!(d.dropped_total(), 0, "{d:?}");
     assert!(d.queued_disk >= 480_000, "most of it is on disk: {d:?}");
     assert_eq!(d.routed, d.sent + d.dropped_total() + d.queued, "{d:?}");
-    let sink = CountingSink::start_on("a", SinkProtocol::Pickle, port);
+    let sink = Sink::start_on("a", SinkProtocol::Pickle, port);
     let replay_started = Instant::now();
     sink.wait_for_count(n, WAIT);
     let s = relay.wait_stats("drained", WAIT, |s| s.destinations[0].queued == 0);
@@ -213,27 +213,21 @@ fn dir_bytes(dir: &Path, ext: &str) -> u64 {
     total
 }
 
-/// Starts the real binary on `config` and waits until its line port accepts connections.
-fn start_binary(dir: &Path, config: &str, line_port: u16) -> Child {
+/// Starts the real binary on `config` (its default command: no `run`) and waits until its
+/// line port accepts connections.
+fn start_binary(dir: &Path, config: &str, line_port: u16) -> RelayProcess {
+    static STARTS: AtomicU64 = AtomicU64::new(0);
     let path = dir.join("relay.toml");
     std::fs::write(&path, config).expect("write relay.toml");
-    let child = Command::new(env!("CARGO_BIN_EXE_anthracite"))
+    let start = STARTS.fetch_add(1, Ordering::Relaxed);
+    let mut relay = crate::anthracite("relay")
         .arg("--config")
         .arg(&path)
         .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn anthracite");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", line_port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "relay did not listen within 30 s"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
-    child
+        .log(dir.join(format!("relay-{start}.log")))
+        .start();
+    relay.wait_listening(&[line_port]);
+    relay
 }
 
 fn binary_config(line_port: u16, dest_port: u16, spill: &Path, fsync: &str) -> String {
@@ -248,34 +242,16 @@ fn binary_config(line_port: u16, dest_port: u16, spill: &Path, fsync: &str) -> S
     )
 }
 
-fn signal(child: &Child, sig: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(child.id().to_string())
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -{sig} failed");
-}
-
-fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("relay did not exit within 60 s");
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
+/// Waits (bounded) for the relay to exit after a signal.
+fn wait_exit(relay: &mut RelayProcess) -> std::process::ExitStatus {
+    relay.wait_exit(Duration::from_secs(60), "relay did not exit within 60 s")
 }
 
 #[test]
 fn sigterm_spills_memory_and_restart_delivers_all_100k() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spill = dir.path().join("spill");
-    let ports = support::free_ports(2);
+    let ports = testkit::free_ports(2);
     let (line_port, dest_port) = (ports[0], ports[1]);
     let config = binary_config(line_port, dest_port, &spill, "interval");
     let mut relay = start_binary(dir.path(), &config, line_port);
@@ -287,14 +263,14 @@ fn sigterm_spills_memory_and_restart_delivers_all_100k() {
     // how long parsing takes.
     let mut rest = Vec::new();
     let _ = c.read_to_end(&mut rest);
-    signal(&relay, "TERM");
+    relay.signal("TERM");
     assert!(wait_exit(&mut relay).success());
     assert!(dir_bytes(&spill, "seg") > 0, "the backlog is on disk");
 
-    let sink = CountingSink::start_on("a", SinkProtocol::Pickle, dest_port);
+    let sink = Sink::start_on("a", SinkProtocol::Pickle, dest_port);
     let mut relay = start_binary(dir.path(), &config, line_port);
     sink.wait_for_count(n, WAIT);
-    signal(&relay, "TERM");
+    relay.signal("TERM");
     assert!(wait_exit(&mut relay).success());
     let dups = check_all_in_order(&sink, n);
     assert_eq!(dups, 0);
@@ -305,7 +281,7 @@ fn sigterm_spills_memory_and_restart_delivers_all_100k() {
 fn sigkill_while_spilling_loses_nothing_logged_and_skips_a_corrupt_tail() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spill = dir.path().join("spill");
-    let ports = support::free_ports(2);
+    let ports = testkit::free_ports(2);
     let (line_port, dest_port) = (ports[0], ports[1]);
     let config = binary_config(line_port, dest_port, &spill, "always");
     let mut relay = start_binary(dir.path(), &config, line_port);
@@ -325,7 +301,7 @@ fn sigkill_while_spilling_loses_nothing_logged_and_skips_a_corrupt_tail() {
         assert!(Instant::now() < deadline, "nothing spilled");
         thread::sleep(Duration::from_millis(5));
     }
-    signal(&relay, "KILL");
+    relay.signal("KILL");
     wait_exit(&mut relay);
     let _ = writer.join();
 
@@ -374,7 +350,7 @@ fn sigkill_while_spilling_loses_nothing_logged_and_skips_a_corrupt_tail() {
     let expected: Vec<usize> = logged.into_iter().flatten().collect();
 
     // Restart (in process, to read the counters) with the destination up.
-    let sink = CountingSink::start_on("a", SinkProtocol::Pickle, dest_port);
+    let sink = Sink::start_on("a", SinkProtocol::Pickle, dest_port);
     let relay2 = TestRelay::start(&format!(
         "[destinations]\nservers = [\"127.0.0.1:{dest_port}:a\"]\nbackoff_min_ms = 20\nbackoff_max_ms = 200\n\
          [destinations.spill]\ndir = {:?}\nsegment_bytes = 262144\n[telemetry]\ninterval_secs = 0\n",
@@ -410,7 +386,7 @@ fn small_disk_relay(dir: &Path, port: u16, memory: u64, segment_bytes: u64) -> T
 #[test]
 fn disk_budget_reached_applies_drop_newest_with_exact_counters() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = support::free_ports(1)[0];
+    let port = testkit::free_ports(1)[0];
     let relay = small_disk_relay(dir.path(), port, 1000, 8192);
     let n = 20_000;
     send(relay.line, &lines(0, n));
@@ -429,7 +405,7 @@ fn disk_budget_reached_applies_drop_newest_with_exact_counters() {
     assert_eq!(d.routed, d.sent + d.dropped_total() + d.queued, "{d:?}");
     assert_eq!(d.queued, d.queued_memory + d.queued_disk);
     let kept = d.queued as usize;
-    let sink = CountingSink::start_on("a", SinkProtocol::Pickle, port);
+    let sink = Sink::start_on("a", SinkProtocol::Pickle, port);
     sink.wait_for_count(kept, WAIT);
     let s = relay.wait_stats("drained", WAIT, |s| s.destinations[0].queued == 0);
     let d = &s.destinations[0];
@@ -453,7 +429,7 @@ fn disk_budget_reached_applies_drop_newest_with_exact_counters() {
 #[test]
 fn spill_disk_full_loses_no_more_than_memory_policy() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = support::free_ports(1)[0];
+    let port = testkit::free_ports(1)[0];
     let memory = 10_000;
     let relay = small_disk_relay(dir.path(), port, memory, 16384);
     let n = 50_000;
@@ -479,7 +455,7 @@ fn spill_disk_full_loses_no_more_than_memory_policy() {
         "{d:?}"
     );
     assert_eq!(d.routed, d.sent + d.dropped_total() + d.queued, "{d:?}");
-    let sink = CountingSink::start_on("a", SinkProtocol::Pickle, port);
+    let sink = Sink::start_on("a", SinkProtocol::Pickle, port);
     sink.wait_for_count(kept as usize, WAIT);
     let s = relay.wait_stats("drained", WAIT, |s| s.destinations[0].queued == 0);
     let d = &s.destinations[0];
@@ -506,7 +482,7 @@ fn spill_disk_full_loses_no_more_than_memory_policy() {
 fn spill_dir_removed_and_recreated_resumes_and_delivers_what_was_spilled_after() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spill = dir.path().join("spill");
-    let port = support::free_ports(1)[0];
+    let port = testkit::free_ports(1)[0];
     let relay = TestRelay::start(&config_for(
         &[format!("127.0.0.1:{port}:a")],
         &spill_extra(&spill, ""),
@@ -533,7 +509,7 @@ fn spill_dir_removed_and_recreated_resumes_and_delivers_what_was_spilled_after()
         dir_bytes(&spill, "seg") > 0,
         "spilling resumed into the recreated directory"
     );
-    let sink = CountingSink::start_on("a", SinkProtocol::Pickle, port);
+    let sink = Sink::start_on("a", SinkProtocol::Pickle, port);
     let s = relay.wait_stats("drained", WAIT, |s| s.destinations[0].queued == 0);
     let d = &s.destinations[0];
     assert_eq!(d.routed, d.sent + d.dropped_total(), "{d:?}");
@@ -563,28 +539,21 @@ fn spill_dir_removed_and_recreated_resumes_and_delivers_what_was_spilled_after()
 fn second_relay_on_the_same_spill_dir_exits_with_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spill = dir.path().join("spill");
-    let ports = support::free_ports(3);
+    let ports = testkit::free_ports(3);
     let mut first = start_binary(
         dir.path(),
         &binary_config(ports[0], ports[2], &spill, "interval"),
         ports[0],
     );
-    let config = dir.path().join("second.toml");
-    std::fs::write(
-        &config,
-        binary_config(ports[1], ports[2], &spill, "interval"),
-    )
-    .expect("write second.toml");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
-    cmd.args(["run", "--config"]).arg(&config);
-    let out = support::process::output_with_timeout(
-        "second relay",
-        cmd,
-        Vec::new(),
-        Duration::from_secs(60),
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let mut second = crate::anthracite("second")
+        .toml(
+            dir.path(),
+            &binary_config(ports[1], ports[2], &spill, "interval"),
+        )
+        .start();
+    let status = second.wait_exit(Duration::from_secs(60), "the second relay did not exit");
+    let stderr = second.log();
+    assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("is in use by another relay")
             && stderr.contains(&spill.display().to_string()),
@@ -594,10 +563,7 @@ fn second_relay_on_the_same_spill_dir_exits_with_a_clear_error() {
         TcpStream::connect(("127.0.0.1", ports[1])).is_err(),
         "the second relay never listened"
     );
-    assert!(
-        first.try_wait().expect("try_wait").is_none(),
-        "the first relay still runs"
-    );
-    signal(&first, "TERM");
+    assert!(first.exited().is_none(), "the first relay still runs");
+    first.signal("TERM");
     assert!(wait_exit(&mut first).success());
 }

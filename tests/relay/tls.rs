@@ -11,7 +11,7 @@
 //! plaintext client on the TLS port gets nothing relayed; with `client_ca` a client without a
 //! certificate is refused.
 
-use crate::support;
+use anthracite_testkit as testkit;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -19,9 +19,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use support::relay::{TestRelay, config_for};
-use support::sink::{CountingSink, SinkProtocol};
-use support::tls::{ServerCert, TestCa};
+use anthracite_sink::{Sink, SinkProtocol};
+use testkit::relay::{TestRelay, config_for};
+use testkit::tls::{ServerCert, TestCa};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -85,7 +85,7 @@ fn tls_relay(port: u16, ca: &Path, spill: &Path) -> TestRelay {
 
 /// Sends `n` lines, waits until the relay failed to connect at least twice, checks the data
 /// is held (queued, mostly spilled) and nothing was sent, and returns the spill report.
-fn refused(relay: TestRelay, n: usize, sink: &CountingSink, log_needle: &str, why: &str) {
+fn refused(relay: TestRelay, n: usize, sink: &Sink, log_needle: &str, why: &str) {
     let mut c = TcpStream::connect(relay.line).expect("connect");
     c.write_all(&lines("tls.refused", n)).expect("write");
     drop(c);
@@ -122,8 +122,8 @@ fn refused(relay: TestRelay, n: usize, sink: &CountingSink, log_needle: &str, wh
 }
 
 /// A TLS sink presenting `cert`.
-fn tls_sink(cert: &ServerCert) -> CountingSink {
-    CountingSink::start_tls("tls-sink", SinkProtocol::Pickle, cert.server_config())
+fn tls_sink(cert: &ServerCert) -> Sink {
+    Sink::start_tls("tls-sink", SinkProtocol::Pickle, cert.server_config())
 }
 
 #[test]
@@ -180,7 +180,7 @@ fn tls_destination_never_falls_back_to_plaintext() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = TestCa::new("CA");
     // A carbon-cache speaking plaintext on the port: it sees a ClientHello, no datapoint.
-    let sink = CountingSink::start("plaintext", SinkProtocol::Line);
+    let sink = Sink::start("plaintext", SinkProtocol::Line);
     let relay = tls_relay(
         sink.port(),
         &ca.write(dir.path(), "ca.pem"),
@@ -277,7 +277,7 @@ fn listen_tls(dir: &Path, ca: &TestCa, client_ca: bool) -> String {
 fn tls_receivers_relay_tls_clients_and_ignore_plaintext_ones() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = TestCa::new("relay CA");
-    let sink = CountingSink::start("sink", SinkProtocol::Pickle);
+    let sink = Sink::start("sink", SinkProtocol::Pickle);
     let relay = TestRelay::start(&config_for(
         &[format!("{}:a", sink.addr())],
         &listen_tls(dir.path(), &ca, false),
@@ -315,7 +315,7 @@ fn tls_receivers_relay_tls_clients_and_ignore_plaintext_ones() {
 fn client_ca_refuses_clients_without_a_certificate() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = TestCa::new("relay and clients CA");
-    let sink = CountingSink::start("sink", SinkProtocol::Pickle);
+    let sink = Sink::start("sink", SinkProtocol::Pickle);
     let relay = TestRelay::start(&config_for(
         &[format!("{}:a", sink.addr())],
         &listen_tls(dir.path(), &ca, true),
@@ -366,7 +366,7 @@ fn ca_true_self_signed_client_certificate_configured_as_client_ca_is_accepted() 
     let client = ServerCert::self_signed_ca(&["client.example"]);
     let (cert, key) = ca.server_cert(&["127.0.0.1"]).write(dir.path(), "relay");
     let (client_ca, _) = client.write(dir.path(), "client");
-    let sink = CountingSink::start("sink", SinkProtocol::Pickle);
+    let sink = Sink::start("sink", SinkProtocol::Pickle);
     let relay = TestRelay::start(&config_for(
         &[format!("{}:a", sink.addr())],
         &format!(
@@ -394,7 +394,7 @@ fn ca_true_self_signed_client_certificate_configured_as_client_ca_is_accepted() 
 fn valid_tls_client_is_served_while_1500_handshakes_stall() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = TestCa::new("relay CA");
-    let sink = CountingSink::start("sink", SinkProtocol::Pickle);
+    let sink = Sink::start("sink", SinkProtocol::Pickle);
     let relay = TestRelay::start(&config_for(
         &[format!("{}:a", sink.addr())],
         &format!(

@@ -13,10 +13,12 @@
 //! 3. **relay** — [`target`]: anthracite in-process on its own runtime ([`inprocess`]), a relay
 //!    already running at an address, or a command started per run ([`process`]: no shell when
 //!    possible, own process group, stopped by PID with SIGTERM then SIGKILL).
-//! 4. **sink** — [`sink`]: M loopback listeners that count datapoints exactly (line and pickle
-//!    protocols 0–5), measure latency, and can play a slow or a down carbon-cache.
-//! 5. **measure** — [`measure`]: relay CPU seconds and peak RSS from `/proc`; [`histogram`]:
-//!    latency percentiles; the [`runner`] samples everything every 100 ms.
+//! 4. **sink** — [`anthracite_sink`]: M loopback listeners that count datapoints exactly (line
+//!    and pickle protocols 0–5), measure latency, and can play a slow or a down carbon-cache;
+//!    [`placement`] says where each datapoint should have landed.
+//! 5. **measure** — [`measure`]: relay CPU seconds and peak RSS from `/proc`;
+//!    [`Histogram`](anthracite_sink::Histogram): latency percentiles; the [`runner`] samples
+//!    everything every 100 ms.
 //! 6. **report** — [`report`]: table, JSON and the capacity estimate; [`chart`]: SVG of
 //!    throughput and latency over time; [`compare`]: A B A B … runs with per-pair ratios.
 //!
@@ -65,7 +67,6 @@ pub mod chart;
 pub mod compare;
 pub mod costs;
 pub mod generator;
-pub mod histogram;
 pub mod inprocess;
 pub mod measure;
 pub mod placement;
@@ -75,7 +76,6 @@ pub mod report;
 pub mod routing;
 pub mod runner;
 pub mod scenario;
-pub mod sink;
 pub mod sweep;
 pub mod target;
 

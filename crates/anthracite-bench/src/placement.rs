@@ -7,11 +7,30 @@
 //! gives the expected count per sink, and `expected − delivered` is that destination's loss.
 //! The figure is only meaningful for relays routed that way; the report says so.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use super::generator::NameOrder;
 use super::target::instance;
 use anthracite::unstable::router::{DestinationSpec, HashType, RelayMethod, Router, RouterSpec};
+use anthracite_sink::SinkStats;
+
+/// Names received by more than one sink (each should land on exactly one with replication 1).
+pub fn placement_conflicts(sinks: &[Arc<SinkStats>]) -> u64 {
+    let mut seen: HashSet<Vec<u8>> = HashSet::new();
+    let mut conflicts = 0;
+    for s in sinks {
+        s.with_names(|names| {
+            for n in names {
+                if !seen.insert(n.clone()) {
+                    conflicts += 1;
+                }
+            }
+        });
+    }
+    conflicts
+}
 
 /// Expected datapoints per sink, given the datapoints each connection actually sent and the
 /// length of each connection's name cycle (its payload). `None` if the ring cannot be built.

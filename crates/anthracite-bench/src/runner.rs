@@ -11,14 +11,13 @@ use tokio::sync::watch;
 use super::BenchError;
 use super::args::TargetSpec;
 use super::generator::{self, NameOrder, Payload, SendCounters, SendPlan};
-use super::histogram::Histogram;
 use super::measure::{self, CpuTracker};
 use super::placement;
 use super::progress::{Progress, Tick};
 use super::report::{Capacity, Latency, Report, Sample, SinkReport};
 use super::scenario::Scenario;
-use super::sink::{self, Sink, SinkConfig, SinkStats};
 use super::target::RunningTarget;
+use anthracite_sink::{Histogram, Keep, Sink, SinkConfig, SinkStats};
 
 /// Sampling interval of the timeline and the progress bar.
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(100);
@@ -146,12 +145,34 @@ async fn connect_all(addr: SocketAddr, k: usize) -> Result<Vec<TcpStream>, Bench
     Ok(v)
 }
 
+/// Binds a sink (on its own threads, outside the runtime: the in-process relay's CPU figure
+/// counts the relay's threads only).
+fn bind_sink(addr: SocketAddr, config: SinkConfig) -> Result<Sink, BenchError> {
+    let label = config.label.clone();
+    Sink::bind(addr, config).map_err(|source| BenchError::Io {
+        context: format!("binding {label} on {addr}"),
+        source,
+    })
+}
+
+/// Stops sinks off the runtime (stopping joins their threads).
+async fn stop_sinks(sinks: Vec<Sink>) {
+    let _ = tokio::task::spawn_blocking(move || sinks.into_iter().for_each(Sink::stop)).await;
+}
+
 /// Sends every payload once at maximum rate into a discarding sink for at most
 /// [`CALIBRATION`], timed until the sink has read every byte: the generator's own ceiling on
 /// this machine, loopback included.
 async fn calibrate(payloads: Vec<Payload>) -> Result<(f64, Vec<Payload>), BenchError> {
-    let (addr, received, task) = sink::null_sink().await?;
-    let streams = connect_all(addr, payloads.len()).await?;
+    let null = bind_sink(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        SinkConfig {
+            label: "null sink".into(),
+            keep: Keep::Bytes,
+            ..SinkConfig::default()
+        },
+    )?;
+    let streams = connect_all(null.addr(), payloads.len()).await?;
     let epoch = Instant::now();
     let plan = SendPlan {
         passes: Some(1),
@@ -175,11 +196,11 @@ async fn calibrate(payloads: Vec<Payload>) -> Result<(f64, Vec<Payload>), BenchE
     }
     let written = counters.bytes.load(Ordering::Relaxed);
     let until = Instant::now() + Duration::from_secs(5);
-    while received.load(Ordering::Relaxed) < written && Instant::now() < until {
+    while null.stats().bytes() < written && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let secs = epoch.elapsed().as_secs_f64();
-    task.abort();
+    stop_sinks(vec![null]).await;
     Ok((sent as f64 / secs.max(1e-9), back))
 }
 
@@ -197,11 +218,7 @@ impl Sampler {
             .iter()
             .map(|c| c.sent.load(Ordering::Relaxed))
             .sum();
-        let delivered = self
-            .sinks
-            .iter()
-            .map(|s| s.delivered.load(Ordering::Relaxed))
-            .sum();
+        let delivered = self.sinks.iter().map(|s| s.delivered()).sum();
         (sent, delivered)
     }
 
@@ -230,10 +247,7 @@ impl Sampler {
             let (sent, delivered) = self.totals();
             window.clear();
             for s in &self.sinks {
-                if let Ok(mut w) = s.window.lock() {
-                    window.merge(&w);
-                    w.clear();
-                }
+                s.drain_window_into(&mut window);
             }
             let ms = |q| window.quantile(q).map(|v| v as f64 / 1e3);
             samples.push(Sample {
@@ -283,40 +297,44 @@ pub async fn run_once(
 
     // 2. Sinks, then the relay pointed at them.
     let epoch = Instant::now();
-    let (started_tx, started_rx) = watch::channel(false);
     let mut sinks: Vec<Sink> = Vec::with_capacity(scenario.sinks.count);
     for i in 0..scenario.sinks.count {
         let port = opts.sink_ports.get(i).copied().unwrap_or(0);
         let config = SinkConfig {
-            protocol: scenario.sinks.detect,
-            record_names: scenario.sinks.record_names,
+            label: format!("sink {i}"),
+            protocol: scenario.sinks.detect.into(),
+            keep: if scenario.sinks.record_names {
+                Keep::Names
+            } else {
+                Keep::Count
+            },
+            clock: Some(epoch),
             slow_bytes_per_sec: scenario
                 .sinks
                 .slow
                 .iter()
                 .find(|s| s.index == i)
                 .map(|s| s.bytes_per_sec),
-            down: scenario
-                .sinks
-                .down
-                .iter()
-                .find(|d| d.index == i)
-                .map(|d| (d.at_secs, d.for_secs)),
+            ..SinkConfig::default()
         };
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        sinks.push(Sink::start(addr, config, epoch, started_rx.clone()).await?);
+        match bind_sink(addr, config) {
+            Ok(sink) => sinks.push(sink),
+            Err(e) => {
+                stop_sinks(sinks).await;
+                return Err(e);
+            }
+        }
     }
-    let sink_addrs: Vec<SocketAddr> = sinks.iter().map(|s| s.addr).collect();
-    let stats: Vec<Arc<SinkStats>> = sinks.iter().map(|s| s.stats.clone()).collect();
+    let sink_addrs: Vec<SocketAddr> = sinks.iter().map(Sink::addr).collect();
+    let stats: Vec<Arc<SinkStats>> = sinks.iter().map(|s| s.stats().clone()).collect();
     let mut target =
         match RunningTarget::start(spec, scenario, &sink_addrs, opts.relay_threads, opts.run_id)
             .await
         {
             Ok(t) => t,
             Err(e) => {
-                for s in sinks {
-                    s.stop().await;
-                }
+                stop_sinks(sinks).await;
                 return Err(e);
             }
         };
@@ -342,7 +360,15 @@ pub async fn run_once(
     let cpu_at_start = measure::self_cpu_secs();
     let start = Instant::now();
     let sampler = tokio::spawn(sampler.run(start, stop_rx));
-    let _ = started_tx.send(true);
+    // Outages count from the start of sending.
+    for d in &scenario.sinks.down {
+        if let Some(sink) = sinks.get(d.index) {
+            sink.schedule_outage(
+                Duration::from_secs_f64(d.at_secs),
+                Duration::from_secs_f64(d.for_secs),
+            );
+        }
+    }
     let plan = plan(scenario, start);
     let handles: Vec<_> = streams
         .into_iter()
@@ -372,12 +398,7 @@ pub async fn run_once(
     // 4. Drain: until everything arrived, or nothing arrived for quiet_secs, bounded.
     let drain_until = Instant::now() + Duration::from_secs_f64(scenario.limits.drain_timeout_secs);
     let quiet = Duration::from_secs_f64(scenario.limits.quiet_secs);
-    let delivered_now = || {
-        stats
-            .iter()
-            .map(|s| s.delivered.load(Ordering::Relaxed))
-            .sum::<u64>()
-    };
+    let delivered_now = || stats.iter().map(|s| s.delivered()).sum::<u64>();
     // Replication delivers several copies of each datapoint.
     let want = sent * scenario.routing.copies();
     let mut last = delivered_now();
@@ -424,30 +445,16 @@ pub async fn run_once(
     let label = target.label.clone();
     let rss_scope = target.rss_scope.clone();
     target.stop().await;
-    for s in sinks {
-        s.stop().await;
-    }
+    stop_sinks(sinks).await;
 
     // 5. Figures.
-    let delivered: u64 = stats
-        .iter()
-        .map(|s| s.delivered.load(Ordering::Relaxed))
-        .sum();
-    let last_rx_us = stats
-        .iter()
-        .map(|s| s.last_rx_us.load(Ordering::Relaxed))
-        .max()
-        .unwrap_or(0);
+    let delivered: u64 = stats.iter().map(|s| s.delivered()).sum();
+    let last_rx_us = stats.iter().map(|s| s.last_rx_us()).max().unwrap_or(0);
     let mut latency = Histogram::new();
     for s in &stats {
-        if let Ok(h) = s.latency.lock() {
-            latency.merge(&h);
-        }
+        s.merge_latency_into(&mut latency);
     }
-    let unstamped: u64 = stats
-        .iter()
-        .map(|s| s.unstamped.load(Ordering::Relaxed))
-        .sum();
+    let unstamped: u64 = stats.iter().map(|s| s.unstamped()).sum();
     if unstamped > 0 {
         notes.push(format!(
             "{unstamped} datapoints carried no send time (value rewritten?)"
@@ -488,14 +495,14 @@ pub async fn run_once(
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let d = s.delivered.load(Ordering::Relaxed);
+            let d = s.delivered();
             let rel = relay_stats.as_ref().and_then(|r| r.destinations.get(i));
             SinkReport {
                 index: i,
                 addr: sink_addrs[i].to_string(),
                 delivered: d,
-                bad: s.bad.load(Ordering::Relaxed),
-                connections: s.connections.load(Ordering::Relaxed),
+                bad: s.bad(),
+                connections: s.connections(),
                 relay_sent: rel.map(|r| r.0),
                 relay_dropped: rel.map(|r| r.1),
                 lost: rel.map(|r| r.0 as i64 - d as i64),
@@ -507,7 +514,7 @@ pub async fn run_once(
                 distinct_names: scenario
                     .sinks
                     .record_names
-                    .then(|| s.names.lock().map(|n| n.len() as u64).unwrap_or(0)),
+                    .then(|| s.distinct_names() as u64),
             }
         })
         .collect();
@@ -559,7 +566,7 @@ pub async fn run_once(
         placement_conflicts: scenario
             .sinks
             .record_names
-            .then(|| sink::placement_conflicts(&stats)),
+            .then(|| placement::placement_conflicts(&stats)),
         capacity: cpu_secs_per_million.and_then(|m| Capacity::estimate(m, target_rate)),
         timeline,
         notes,

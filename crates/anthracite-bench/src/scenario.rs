@@ -63,6 +63,16 @@ pub enum SinkProtocol {
     Pickle,
 }
 
+impl From<SinkProtocol> for anthracite_sink::SinkProtocol {
+    fn from(p: SinkProtocol) -> Self {
+        match p {
+            SinkProtocol::Auto => anthracite_sink::SinkProtocol::Auto,
+            SinkProtocol::Line => anthracite_sink::SinkProtocol::Line,
+            SinkProtocol::Pickle => anthracite_sink::SinkProtocol::Pickle,
+        }
+    }
+}
+
 /// A whole scenario file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

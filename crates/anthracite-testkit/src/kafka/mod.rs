@@ -1,0 +1,8 @@
+//! Kafka test support: one real Apache Kafka 4.1.1 broker per test binary (KRaft, single
+//! node, from Maven Central: [`broker`]) and clients that produce and inspect topics with
+//! librdkafka, not with anthracite's code ([`client`]).
+
+pub mod broker;
+pub mod client;
+
+pub use broker::{Broker, exclusive};
