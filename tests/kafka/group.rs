@@ -5,12 +5,14 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::common::{LONG, consumer_toml, counts, line_messages, metric, wait_delivered};
 use anthracite_sink::{Sink, SinkProtocol};
 use anthracite_testkit::RelayProcess;
 use anthracite_testkit::free_ports;
 use anthracite_testkit::kafka::broker::{Broker, exclusive};
 use anthracite_testkit::kafka::client;
+use anthracite_testkit::kafka::traffic::{
+    LONG, consumer_toml, counts, line_messages, metric, wait_delivered,
+};
 use anthracite_testkit::wait_for;
 
 const TOPIC: &str = "group-six";

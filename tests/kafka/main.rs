@@ -1,14 +1,11 @@
-//! Kafka as a source (consumer groups of `anthracite` processes) and as a destination,
-//! against one real Apache Kafka 4.1.1 broker (KRaft, from Maven Central, started by
+//! Kafka with `anthracite` processes, as a source (consumer groups) and as a destination (the
+//! durable pipeline), against one real Apache Kafka broker (KRaft, from Maven Central, started by
 //! `anthracite_testkit::kafka`). One test binary, one broker; the tests take turns
 //! (`anthracite_testkit::kafka::exclusive`) because one of them stops the broker and the
 //! others run fleets of relays on two cores.
 
-mod broker;
-mod common;
 mod group;
 mod pipeline;
-mod source;
 
 /// The `anthracite` binary this test run built, as a relay process named `name` to start.
 fn anthracite(name: &str) -> anthracite_testkit::RelayCommand {

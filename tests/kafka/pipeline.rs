@@ -11,9 +11,9 @@ use std::time::Duration;
 use anthracite::Config;
 use anthracite_kafka::partition_for;
 
-use crate::common::{LONG, consumer_toml, metric};
 use anthracite_sink::{Received, Sink, SinkProtocol};
 use anthracite_testkit::kafka::broker::{Broker, exclusive};
+use anthracite_testkit::kafka::traffic::{LONG, consumer_toml, metric};
 use anthracite_testkit::wait_for;
 use anthracite_testkit::{free_ports, send_lines, unix_now};
 

@@ -2,16 +2,13 @@
 //! pipeline, checkpoint reading and ordering helpers.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anthracite::extension::Extensions;
 use anthracite::{Config, Relay, RelayHandle};
-use anthracite_kinesis::unstable::checkpoint::{FileStore, StreamCheckpoint};
-use anthracite_kinesis::{Kinesis, KinesisConfig, KinesisSource, KinesisStats};
+use anthracite_kinesis::{Kinesis, KinesisConfig, KinesisSource};
 use tokio_util::sync::CancellationToken;
 
-use anthracite_sink::Sink;
 use anthracite_testkit::kinesalite::{self, Kinesalite};
 
 /// Deadline for a hung test (never a timing assertion).
@@ -77,7 +74,6 @@ pub fn source_config(stream: &str, dir: &Path) -> KinesisConfig {
 
 /// A source running on the relay's pipeline until `stop` is cancelled.
 pub struct RunningSource {
-    pub stats: Arc<KinesisStats>,
     pub stop: CancellationToken,
     pub task: tokio::task::JoinHandle<()>,
 }
@@ -95,37 +91,16 @@ pub async fn run_source(
     let source = KinesisSource::new(config, Some(&sdk))
         .await
         .expect("source starts");
-    let stats = source.stats();
     let stop = CancellationToken::new();
     let cx = relay.handle.source_context(stop.clone());
     let task = tokio::spawn(async move { source.run(cx).await.expect("source runs") });
-    RunningSource { stats, stop, task }
+    RunningSource { stop, task }
 }
 
 impl RunningSource {
     pub async fn stop(self) {
         self.stop.cancel();
         self.task.await.expect("source task");
-    }
-}
-
-pub fn load_checkpoint(dir: &Path, stream: &str) -> StreamCheckpoint {
-    FileStore::new(dir, stream)
-        .read()
-        .expect("checkpoint loads")
-}
-
-pub fn values_for(sink: &Sink, prefix: &str) -> Vec<f64> {
-    sink.received()
-        .into_iter()
-        .filter(|r| r.path.starts_with(prefix))
-        .map(|r| r.value)
-        .collect()
-}
-
-pub fn assert_increasing(vals: &[f64], what: &str) {
-    for w in vals.windows(2) {
-        assert!(w[0] < w[1], "{what}: out of order: {} then {}", w[0], w[1]);
     }
 }
 

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use crate::fleet::{self, RelayProcess, RelaySpec, Sample, Sampler};
 use crate::harness::{LONG, lines};
-use anthracite_kinesis::unstable::checkpoint::{FileStore, SequenceNumber};
 use anthracite_kinesis::unstable::leases::{
     Checkpoint, Fence, Lease, LeaseTable, MemTable, Outcome, Update,
 };
+use anthracite_kinesis::{FileStore, SequenceNumber};
 use anthracite_sink::{Received, Sink, SinkProtocol};
 use anthracite_testkit::dynamodb::DynamoDbLocal;
 use anthracite_testkit::kinesalite::Kinesalite;
@@ -963,7 +963,7 @@ async fn dynamodb_local_agrees_with_the_in_memory_model_and_sixteen_racers_get_o
     real.ensure_table().await.expect("existing table");
     let model = MemTable::new();
     let seq = |s: &str, sub| {
-        Checkpoint::At(anthracite_kinesis::unstable::checkpoint::Position {
+        Checkpoint::At(anthracite_kinesis::Position {
             sequence: SequenceNumber::new(s).expect("seq"),
             sub_sequence: sub,
         })

@@ -1,15 +1,13 @@
-//! The Kinesis Data Streams source against kinesalite (from npm, pinned in the testkit's
-//! `servers/kinesalite/`), and fleets of relays sharing a stream through a lease table in
-//! DynamoDB Local (from Maven Central, `servers/dynamodb-local/`). One test binary (one link) for
-//! the whole group.
+//! Kinesis with `anthracite` processes: an edge relay writing a stream (kinesalite, from npm,
+//! pinned in the testkit's `servers/kinesalite/`) read by another, and fleets of relays sharing
+//! a stream through a lease table in DynamoDB Local (from Maven Central,
+//! `servers/dynamodb-local/`). One test binary (one link) for the group; the source in a relay
+//! of the test process is `crates/anthracite-kinesis`'s own suite.
 
 mod destination;
 mod fleet;
 mod harness;
-mod ingest;
-mod kpl_vectors;
 mod leases;
-mod resilience;
 
 /// The `anthracite` binary this test run built, as a relay process named `name` to start.
 fn anthracite(name: &str) -> anthracite_testkit::RelayCommand {

@@ -15,7 +15,10 @@ use aws_config::SdkConfig;
 
 use crate::config::{self, KinesisConfig, KinesisTarget};
 pub use destination::KinesisDestination;
-pub use source::checkpoint::{CheckpointError, CheckpointStore, FileStore, StreamCheckpoint};
+pub use source::checkpoint::{
+    CheckpointError, CheckpointStore, FileStore, Position, SequenceNumber, ShardCheckpoint,
+    StreamCheckpoint,
+};
 pub use source::{KinesisError, KinesisSource, KinesisStats, ShardEvent};
 
 /// The Kinesis extension: `[[kinesis]]` sources and `protocol = "kinesis"` destinations.

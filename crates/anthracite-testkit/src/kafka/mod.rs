@@ -4,5 +4,6 @@
 
 pub mod broker;
 pub mod client;
+pub mod traffic;
 
 pub use broker::{Broker, exclusive};

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::harness::*;
+use anthracite_kinesis::FileStore;
 use anthracite_kinesis::ShardEvent;
-use anthracite_kinesis::unstable::checkpoint::FileStore;
 use anthracite_sink::{Sink, SinkProtocol};
 use anthracite_testkit::kinesalite::Kinesalite;
 use anthracite_testkit::{proxy, wait_for};
@@ -284,7 +284,7 @@ async fn throttles_and_expired_iterators_lose_and_duplicate_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn downstream_full_pauses_polling_and_checkpoint_stays_behind() {
-    use anthracite_kinesis::unstable::checkpoint::SequenceNumber;
+    use anthracite_kinesis::SequenceNumber;
     let k = Kinesalite::start().await;
     k.create_stream("full", 1).await;
     // Reserve a port with nothing listening: the destination cannot drain its queue.

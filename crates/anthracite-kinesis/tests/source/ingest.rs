@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::harness::*;
 use anthracite::{Config, Relay};
+use anthracite_kinesis::FileStore;
 use anthracite_kinesis::KinesisSource;
-use anthracite_kinesis::unstable::checkpoint::FileStore;
 use anthracite_sink::{Sink, SinkProtocol};
 use anthracite_testkit::kinesalite::Kinesalite;
 use anthracite_testkit::wait_for;
@@ -170,7 +170,7 @@ async fn kpl_vectors_mixed_with_plain_records_in_one_batch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latest_and_at_timestamp_start_positions() {
-    use anthracite_kinesis::unstable::InitialPosition;
+    use anthracite_kinesis::config::InitialPosition;
     let k = Kinesalite::start().await;
     k.create_stream("pos", 2).await;
     let received = Sink::start("received", SinkProtocol::Pickle);

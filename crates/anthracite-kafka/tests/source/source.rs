@@ -6,11 +6,13 @@ use std::net::SocketAddr;
 
 use anthracite::DropReason;
 
-use crate::common::{GROUP_PROPERTIES, LONG, counts, metric, name, wait_delivered};
 use anthracite_sink::{Sink, SinkProtocol};
 use anthracite_testkit::free_ports;
 use anthracite_testkit::kafka::broker::{Broker, exclusive};
 use anthracite_testkit::kafka::client;
+use anthracite_testkit::kafka::traffic::{
+    GROUP_PROPERTIES, LONG, counts, metric, name, wait_delivered,
+};
 use anthracite_testkit::relay::TestRelay;
 use anthracite_testkit::wait_for;
 

@@ -1,12 +1,13 @@
-//! What the Kafka tests share: relay configurations, datapoint names that say where they
-//! came from, and counting what the sinks received.
+//! What the Kafka suites share (the binary's consumer groups and pipeline, the crate's source):
+//! relay configurations, datapoint names that say where they came from, and counting what the
+//! sinks received.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::http::{get, parse_metrics, sum};
 use anthracite_sink::{Received, Sink};
-use anthracite_testkit::http::{get, parse_metrics, sum};
 
 /// Deadline for a hung step (never a timing assertion).
 pub const LONG: Duration = Duration::from_secs(120);
@@ -55,7 +56,7 @@ pub fn line_messages(
     partitions: i32,
     indices: std::ops::Range<i64>,
 ) -> Vec<(i32, Vec<u8>)> {
-    let now = anthracite_testkit::unix_now();
+    let now = crate::unix_now();
     let mut out = Vec::new();
     for i in indices {
         for p in 0..partitions {
