@@ -79,16 +79,11 @@ impl Extension for Kafka {
         cx: &SectionContext<'_>,
     ) -> Result<Section, ConfigError> {
         let raw: Vec<config::RawKafka> = cx.entries(self.name(), section)?;
-        let configs = config::validate_all(&raw, cx)?;
-        let resolved = toml::Value::try_from(&raw)
-            .map_err(|e| cx.invalid(self.name(), format!("cannot render: {e}")))?;
-        Ok(Section {
-            resolved,
-            sources: configs
-                .into_iter()
-                .map(|config| Arc::new(GroupSpec { config }) as Arc<dyn SourceSpec>)
-                .collect(),
-        })
+        let sources = config::validate_all(&raw, cx)?
+            .into_iter()
+            .map(|config| Arc::new(GroupSpec { config }) as Arc<dyn SourceSpec>)
+            .collect();
+        Section::new(self.name(), &raw, sources, cx)
     }
 
     fn destination(

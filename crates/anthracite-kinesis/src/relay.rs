@@ -52,21 +52,14 @@ impl Extension for Kinesis {
         cx: &SectionContext<'_>,
     ) -> Result<Section, ConfigError> {
         let raw: Vec<config::RawKinesis> = cx.entries(self.name(), section)?;
-        let configs = config::validate_all(&raw, cx)?;
-        let resolved = toml::Value::try_from(&raw)
-            .map_err(|e| cx.invalid(self.name(), format!("cannot render: {e}")))?;
-        Ok(Section {
-            resolved,
-            sources: configs
-                .into_iter()
-                .map(|config| {
-                    Arc::new(StreamSpec {
-                        config,
-                        aws: self.aws.clone(),
-                    }) as Arc<dyn SourceSpec>
-                })
-                .collect(),
-        })
+        let sources = config::validate_all(&raw, cx)?
+            .into_iter()
+            .map(|config| {
+                let aws = self.aws.clone();
+                Arc::new(StreamSpec { config, aws }) as Arc<dyn SourceSpec>
+            })
+            .collect();
+        Section::new(self.name(), &raw, sources, cx)
     }
 
     fn destination(
@@ -95,4 +88,16 @@ impl SourceSpec for StreamSpec {
             Ok(Box::new(source) as Box<dyn StreamSource>)
         })
     }
+}
+
+/// The full error chain of an SDK error, for logs.
+pub(crate) fn error_text<E: std::error::Error + 'static>(e: &E) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
 }

@@ -73,6 +73,21 @@ pub struct Section {
     pub sources: Vec<Arc<dyn SourceSpec>>,
 }
 
+impl Section {
+    /// The section `name` of `sources`, made from `entries`: its entries as written, with
+    /// every default filled in (one table per source).
+    pub fn new<T: serde::Serialize>(
+        name: &str,
+        entries: &[T],
+        sources: Vec<Arc<dyn SourceSpec>>,
+        cx: &SectionContext<'_>,
+    ) -> Result<Self, ConfigError> {
+        let resolved = toml::Value::try_from(entries)
+            .map_err(|e| cx.invalid(name, format!("cannot render: {e}")))?;
+        Ok(Section { resolved, sources })
+    }
+}
+
 /// What a section's validation knows of the rest of the file.
 #[derive(Clone, Copy, Debug)]
 pub struct SectionContext<'a> {

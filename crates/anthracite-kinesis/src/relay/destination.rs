@@ -36,6 +36,7 @@ use bytes::{Bytes, BytesMut};
 use md5::{Digest, Md5};
 use tracing::{debug, warn};
 
+use super::error_text;
 use crate::config::KinesisTarget;
 use crate::kpl::{AggregateBuilder, MAX_RECORD_BYTES};
 
@@ -430,18 +431,6 @@ async fn with_limit<F: std::future::Future>(limit: Option<Duration>, f: F) -> Op
         Some(l) => tokio::time::timeout(l, f).await.ok(),
         None => Some(f.await),
     }
-}
-
-/// The full error chain, for logs.
-pub(crate) fn error_text<E: std::error::Error + 'static>(e: &E) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    s
 }
 
 fn io_error<E: std::error::Error + 'static>(e: &E) -> std::io::Error {

@@ -31,6 +31,7 @@ use super::leases::LeaseGuard;
 use super::stats::{BatchCounts, KinesisStats, ShardMetrics};
 use crate::config::InitialPosition;
 use crate::config::KinesisConfig;
+use crate::relay::error_text;
 
 use crate::kpl::{Deaggregated, deaggregate};
 use anthracite::Ingestor;
@@ -372,18 +373,6 @@ fn classify(e: &SdkError<GetRecordsError>) -> (bool, bool) {
         | Some(GetRecordsError::KmsThrottlingException(_)) => (false, true),
         _ => (false, false),
     }
-}
-
-/// The full error chain of an SDK error, for logs.
-pub(crate) fn error_text<E: std::error::Error + 'static>(e: &E) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    s
 }
 
 /// Sleeps; true when shutdown came first.

@@ -23,9 +23,10 @@ use tracing::warn;
 use super::checkpoint::StreamCheckpoint;
 use super::leases::Checkpoint;
 use super::leases::worker::{HeldView, LeaseView};
-use super::reader::{StartAt, error_text};
+use super::reader::StartAt;
 use crate::config::InitialPosition;
 use crate::config::KinesisConfig;
+use crate::relay::error_text;
 
 /// One shard as ListShards returned it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use aws_sdk_dynamodb::types::{
 
 use super::lease::{Checkpoint, Lease, attr, sentinel};
 use super::table::{Fence, LeaseTable, Outcome, TableError, TableFuture, Update};
-use crate::relay::source::reader::error_text;
+use crate::relay::error_text;
 
 /// How long `ensure_table` waits for a new table to become active.
 const ACTIVE_WAIT: Duration = Duration::from_secs(120);
