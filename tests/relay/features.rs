@@ -104,11 +104,13 @@ fn relay_binary_links_neither_plotting_nor_progress_crates_nor_unstable_internal
         .filter(|c| ["plotters", "indicatif", "anthracite-bench"].contains(&c.as_str()))
         .collect();
     assert!(linked.is_empty(), "the relay's build links {linked:?}");
+    for stream in ["anthracite-kinesis", "anthracite-kafka"] {
+        assert!(
+            relay.iter().any(|c| c == stream),
+            "the default build reads {stream}: {relay:?}"
+        );
+    }
     let features = library_features("anthracite-cli");
-    assert!(
-        features.iter().any(|f| f == "kinesis"),
-        "the default build reads Kinesis: {features:?}"
-    );
     assert!(
         !features.iter().any(|f| f == "unstable"),
         "the relay's build opens `unstable`: {features:?}"
