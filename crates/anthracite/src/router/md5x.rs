@@ -128,18 +128,8 @@ impl Kernel {
 #[inline]
 fn one_block_words(keys: &[&[u8]; LANES]) -> [[u32; LANES]; 16] {
     let mut m = [[0u32; LANES]; 16];
-    for (lane, key) in keys.iter().enumerate() {
-        let mut block = [0u8; 64];
-        if let Some(dst) = block.get_mut(..key.len()) {
-            dst.copy_from_slice(key);
-        }
-        if let Some(b) = block.get_mut(key.len()) {
-            *b = 0x80;
-        }
-        block[56..].copy_from_slice(&((key.len() as u64) * 8).to_le_bytes());
-        for (word, bytes) in m.iter_mut().zip(block.chunks_exact(4)) {
-            word[lane] = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        }
+    for (lane, key) in keys.iter().enumerate().filter(|(_, k)| k.len() <= ONE_BLOCK_KEY) {
+        padded_words(key, 16, |word, value| m[word][lane] = value);
     }
     m
 }
@@ -152,22 +142,37 @@ fn one_block_words(keys: &[&[u8]; LANES]) -> [[u32; LANES]; 16] {
 fn two_block_words(keys: &[&[u8]; LANES]) -> [[[u32; LANES]; 16]; 2] {
     let mut m = [[[0u32; LANES]; 16]; 2];
     for (lane, key) in keys.iter().enumerate() {
-        let mut padded = [0u8; 128];
-        if let Some(dst) = padded.get_mut(..key.len()) {
-            dst.copy_from_slice(key);
+        if key.len() > MAX_KEY {
+            continue;
         }
-        if let Some(b) = padded.get_mut(key.len()) {
-            *b = 0x80;
-        }
-        let end = if key.len() <= ONE_BLOCK_KEY { 64 } else { 128 };
-        padded[end - 8..end].copy_from_slice(&((key.len() as u64) * 8).to_le_bytes());
-        for (block, bytes) in m.iter_mut().zip(padded.chunks_exact(64)) {
-            for (word, bytes) in block.iter_mut().zip(bytes.chunks_exact(4)) {
-                word[lane] = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-            }
-        }
+        let words = if key.len() <= ONE_BLOCK_KEY { 16 } else { 32 };
+        padded_words(key, words, |word, value| m[word / 16][word % 16][lane] = value);
     }
     m
+}
+
+/// MD5's padded message of `key` (at most `words * 4 - 9` bytes) as little-endian words,
+/// each given once to `set` with its index; words left out are zero. The words are read
+/// straight from the key: copying it into a byte block and reading words back makes every
+/// read wait on the copy's stores (the loads straddle them), which costs more than the
+/// compression itself.
+#[inline(always)]
+fn padded_words(key: &[u8], words: usize, mut set: impl FnMut(usize, u32)) {
+    let mut chunks = key.chunks_exact(4);
+    let mut word = 0;
+    for chunk in chunks.by_ref() {
+        set(word, u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]));
+        word += 1;
+    }
+    let tail = chunks.remainder();
+    let mut last = 0x80u32 << (8 * tail.len());
+    for (i, byte) in tail.iter().enumerate() {
+        last |= u32::from(*byte) << (8 * i);
+    }
+    set(word, last);
+    let bits = (key.len() as u64) * 8;
+    set(words - 2, bits as u32);
+    set(words - 1, (bits >> 32) as u32);
 }
 
 /// The steps written once over arrays of lanes.
