@@ -4,6 +4,7 @@
 //! (`anthracite_testkit::kafka::exclusive`) because one of them stops the broker and the
 //! others run fleets of relays on two cores.
 
+mod failover;
 mod group;
 mod pipeline;
 
