@@ -294,11 +294,17 @@ impl Context {
             warn!(group = %self.config.group_id, error = %e, "kafka: assigning partitions failed");
             return;
         }
-        // New partitions start fetching; while the queues are full they must not.
-        if self.fetch_paused.load(Relaxed)
-            && let Err(e) = consumer.pause(tpl)
-        {
-            debug!(group = %self.config.group_id, error = %e, "kafka: pausing new partitions failed");
+        // New partitions fetch unless the loop has paused fetching. Set either way: librdkafka
+        // keeps a partition's pause across its release, and the loop resumes only what is
+        // assigned, so a partition paused, then lost or revoked, would come back paused and
+        // never be read.
+        let result = if self.fetch_paused.load(Relaxed) {
+            consumer.pause(tpl)
+        } else {
+            consumer.resume(tpl)
+        };
+        if let Err(e) = result {
+            debug!(group = %self.config.group_id, error = %e, "kafka: pausing or resuming new partitions failed");
         }
         let mut st = self.state();
         // An assignment is the group's word that this member is current.
