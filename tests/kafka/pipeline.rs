@@ -2,7 +2,9 @@
 //! topic → consumer relay → two carbon_ch destinations (capture sinks). Every datapoint
 //! arrives once at the destination carbon_ch gives it; with the broker stopped for 20 s the
 //! edge queues and spills, then replays, and nothing is lost. Each message on the topic is
-//! keyed by a metric name it holds, on that key's murmur2 partition.
+//! keyed by a metric name it holds, on that key's murmur2 partition. With the broker frozen
+//! (SIGSTOP) three times, edges in both formats hold their clients at most `full_wait_ms` once,
+//! spill, and deliver everything after each resume.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
