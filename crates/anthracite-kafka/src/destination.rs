@@ -28,7 +28,8 @@
 //!
 //! librdkafka reconnects to the brokers by itself, but a producer can stop trying (seen after
 //! a broker fenced itself on resume: no connection, no request, for minutes). So a producer
-//! with no acknowledgement for [`REBUILD_AFTER`] is torn down at the next connection attempt
+//! that has failed (connection attempts, writes) without an acknowledgement for
+//! [`REBUILD_AFTER`] is torn down at the next connection attempt
 //! and built again from the bootstrap list (counted in `anthracite_kafka_producer_rebuilds_total`,
 //! logged once per episode). Its errors are counted (`anthracite_kafka_producer_errors_total`)
 //! and logged once per episode, from the first error until a write is acknowledged again.
@@ -348,6 +349,7 @@ impl StreamDestination for KafkaDestination {
             rebuilds: counter!(names::PRODUCER_REBUILDS, "destination" => settings.name.clone()),
             rebuilding: false,
             producer: None,
+            failing_since: None,
             partitions: None,
         })
     }
@@ -363,27 +365,30 @@ struct Sender {
     rebuilds: Counter,
     /// An episode of rebuilds is open (logged at its first rebuild).
     rebuilding: bool,
-    /// The producer, and when it was built or last had a write acknowledged.
-    producer: Option<(KafkaProducer, Instant)>,
+    producer: Option<KafkaProducer>,
+    /// The first failure (a connection attempt, a write) since the producer was built or
+    /// last had a write acknowledged: an idle destination is not a silent producer.
+    failing_since: Option<Instant>,
     /// The partition count and when it was read.
     partitions: Option<(i32, Instant)>,
 }
 
 impl Sender {
-    /// The producer, built (again) when there is none or it has had no acknowledgement for
-    /// [`REBUILD_AFTER`].
+    /// The producer, built (again) when there is none or it has failed without an
+    /// acknowledgement for [`REBUILD_AFTER`].
     fn producer(&mut self) -> std::io::Result<KafkaProducer> {
-        if let Some((p, progress)) = &self.producer {
-            if progress.elapsed() < REBUILD_AFTER {
+        if let Some(p) = &self.producer {
+            let failing = self.failing_since.map(|t| t.elapsed());
+            if failing.is_none_or(|f| f < REBUILD_AFTER) {
                 return Ok(p.clone());
             }
             self.rebuilds.increment(1);
             if !self.rebuilding {
                 self.rebuilding = true;
-                warn!(destination = %self.events.destination, silent_secs = progress.elapsed().as_secs(), "kafka producer: no acknowledgement for too long; building it again from the bootstrap list (counted in anthracite_kafka_producer_rebuilds_total, logged once until a write is acknowledged)");
+                warn!(destination = %self.events.destination, failing_secs = failing.unwrap_or_default().as_secs(), "kafka producer: failing without an acknowledgement for too long; building it again from the bootstrap list (counted in anthracite_kafka_producer_rebuilds_total, logged once until a write is acknowledged)");
             }
             // Destroying a producer waits for its threads: not on the runtime's workers.
-            if let Some((old, _)) = self.producer.take() {
+            if let Some(old) = self.producer.take() {
                 tokio::task::spawn_blocking(move || drop(old));
             }
         }
@@ -394,15 +399,19 @@ impl Sender {
                     "kafka producer cannot be created (a property librdkafka refuses?): {e}"
                 ))
             })?;
-        self.producer = Some((p.clone(), Instant::now()));
+        self.producer = Some(p.clone());
+        self.failing_since = None;
         Ok(p)
+    }
+
+    /// A connection attempt or a write failed.
+    fn failed(&mut self) {
+        self.failing_since.get_or_insert_with(Instant::now);
     }
 
     /// A write was acknowledged.
     fn acknowledged(&mut self) {
-        if let Some((_, progress)) = &mut self.producer {
-            *progress = Instant::now();
-        }
+        self.failing_since = None;
         self.events.acknowledged();
         if std::mem::take(&mut self.rebuilding) {
             info!(destination = %self.events.destination, "kafka producer: the rebuilt producer is acknowledged");
@@ -416,11 +425,16 @@ impl Transport for Sender {
     fn connect(&mut self) -> BoxFuture<'_, std::io::Result<()>> {
         Box::pin(async move {
             let producer = self.producer()?;
-            let n = partitions(&producer, &self.target.topic)
-                .await
-                .map_err(std::io::Error::other)?;
-            self.partitions = Some((n, Instant::now()));
-            Ok(())
+            match partitions(&producer, &self.target.topic).await {
+                Ok(n) => {
+                    self.partitions = Some((n, Instant::now()));
+                    Ok(())
+                }
+                Err(e) => {
+                    self.failed();
+                    Err(std::io::Error::other(e))
+                }
+            }
         })
     }
 
@@ -431,8 +445,16 @@ impl Transport for Sender {
 
 impl Sender {
     /// Delivers writes until one is not acknowledged, the queue ends, or shutdown.
-    async fn deliver(&mut self, mut outbox: Outbox<'_>) -> Served {
-        let Some(producer) = self.producer.as_ref().map(|(p, _)| p.clone()) else {
+    async fn deliver(&mut self, outbox: Outbox<'_>) -> Served {
+        let served = self.deliver_until_failure(outbox).await;
+        if matches!(served, Served::Lost(_) | Served::Hung(_)) {
+            self.failed();
+        }
+        served
+    }
+
+    async fn deliver_until_failure(&mut self, mut outbox: Outbox<'_>) -> Served {
+        let Some(producer) = self.producer.clone() else {
             return Served::Lost(std::io::ErrorKind::NotConnected.into());
         };
         loop {

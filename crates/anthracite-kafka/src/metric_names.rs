@@ -37,7 +37,7 @@ pub mod facade {
     /// (brokers unreachable, a failed metadata request); logged once per episode.
     pub const PRODUCER_ERRORS: &str = "anthracite_kafka_producer_errors_total";
     /// Counter, label `destination`: producers torn down and built again from the bootstrap
-    /// list after a bounded time without an acknowledgement.
+    /// list after failing for a bounded time without an acknowledgement.
     pub const PRODUCER_REBUILDS: &str = "anthracite_kafka_producer_rebuilds_total";
 }
 
@@ -76,7 +76,7 @@ pub fn help(name: &str) -> &'static str {
         kf::ASSIGNED_PARTITIONS => "Partitions assigned to this relay.",
         kf::PRODUCER_ERRORS => "Errors a Kafka destination's producer reported.",
         kf::PRODUCER_REBUILDS => {
-            "Kafka producers built again after a bounded time without an acknowledgement."
+            "Kafka producers built again after failing for a bounded time without an acknowledgement."
         }
         _ => "anthracite Kafka source metric.",
     }
