@@ -1,9 +1,10 @@
 //! Kafka with `anthracite` processes, as a source (consumer groups) and as a destination (the
 //! durable pipeline), against one real Apache Kafka broker (KRaft, from Maven Central, started by
 //! `anthracite_testkit::kafka`). One test binary, one broker; the tests take turns
-//! (`anthracite_testkit::kafka::exclusive`) because one of them stops the broker and the
-//! others run fleets of relays on two cores.
+//! (`anthracite_testkit::kafka::exclusive`) because two of them stop or freeze the broker and
+//! the others run fleets of relays on two cores.
 
+mod failover;
 mod group;
 mod pipeline;
 

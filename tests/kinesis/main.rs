@@ -12,6 +12,7 @@ mod fleet;
 #[allow(dead_code)]
 mod harness;
 mod leases;
+mod pause;
 
 /// The `anthracite` binary this test run built, as a relay process named `name` to start.
 fn anthracite(name: &str) -> anthracite_testkit::RelayCommand {

@@ -23,6 +23,37 @@ pub enum InitialOffset {
     Timestamp,
 }
 
+/// How the consumers of a group agree on who reads which partition.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupProtocol {
+    /// Kafka's classic group protocol (every broker version): the members assign the
+    /// partitions among themselves (cooperative-sticky), and the relay sets the session
+    /// timeout a relay needs ([`DEFAULT_SESSION_TIMEOUT_MS`], heartbeats at a third of it).
+    #[default]
+    Classic,
+    /// The broker-side protocol of KIP-848 (`group.protocol = consumer`, Kafka 4.0 and
+    /// later): the brokers assign and time out members, with no group-wide pause while a
+    /// member joins or leaves. The session timeout is the brokers' (their
+    /// `group.consumer.session.timeout.ms`, 45 s unless configured), not the relay's.
+    Consumer,
+}
+
+impl GroupProtocol {
+    /// librdkafka's `group.protocol` value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            GroupProtocol::Classic => "classic",
+            GroupProtocol::Consumer => "consumer",
+        }
+    }
+}
+
+/// The session timeout of a relay's consumers with the classic protocol, unless set in
+/// `properties` (librdkafka's own default is 45 s): a member that dies is noticed after this
+/// long, and its partitions move. Heartbeats go at a third of it.
+pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 10_000;
+
 /// What one Kafka message holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -70,6 +101,8 @@ pub struct RawKafka {
     pub initial_timestamp: Option<toml::value::Datetime>,
     /// `lines` (default) or `pickle`.
     pub format: MessageFormat,
+    /// `classic` (default) or `consumer` (KIP-848, brokers 4.0 and later).
+    pub group_protocol: GroupProtocol,
     /// Commit delivered offsets this often (also on revocation and at shutdown). Default
     /// 1000 ms.
     pub commit_interval_ms: u64,
@@ -93,6 +126,7 @@ impl Default for RawKafka {
             initial_offset: InitialOffset::Earliest,
             initial_timestamp: None,
             format: MessageFormat::Lines,
+            group_protocol: GroupProtocol::Classic,
             commit_interval_ms: 1000,
             queue_high_water: 0.5,
             properties: BTreeMap::new(),
@@ -134,6 +168,15 @@ pub struct KafkaConfig {
     pub initial_timestamp_ms: Option<i64>,
     /// Message payload format.
     pub format: MessageFormat,
+    /// The consumer group protocol.
+    pub group_protocol: GroupProtocol,
+    /// With the classic protocol: the session timeout and the heartbeat interval in effect
+    /// (the relay's defaults, or `properties`). `None` with the consumer protocol: the
+    /// brokers set them.
+    pub session: Option<Session>,
+    /// librdkafka's statistics interval (`statistics.interval.ms`): how often the consumer
+    /// lag is refreshed.
+    pub statistics_interval: Duration,
     /// Offset commit interval.
     pub commit_interval: Duration,
     /// Queue fill fraction that pauses fetching.
@@ -142,6 +185,78 @@ pub struct KafkaConfig {
     pub max_line_length: usize,
     /// Passed-through librdkafka properties.
     pub properties: BTreeMap<String, String>,
+}
+
+/// A classic group member's liveness settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Session {
+    /// `session.timeout.ms`: a member not heard from for this long leaves the group.
+    pub timeout: Duration,
+    /// `heartbeat.interval.ms`.
+    pub heartbeat: Duration,
+}
+
+/// The statistics interval (`statistics.interval.ms`) the relay sets unless `properties` does.
+pub const DEFAULT_STATISTICS_INTERVAL_MS: u64 = 5000;
+
+/// A property in milliseconds, as librdkafka reads it (`None` when not set).
+fn millis(
+    properties: &BTreeMap<String, String>,
+    key: &str,
+    err: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<Option<u64>, ConfigError> {
+    properties
+        .get(key)
+        .map(|v| {
+            v.trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|&ms| ms > 0)
+                .ok_or_else(|| {
+                    err(
+                        &format!("properties.\"{key}\""),
+                        &format!("{v:?} is not a positive number of milliseconds"),
+                    )
+                })
+        })
+        .transpose()
+}
+
+/// The liveness settings of `protocol` with these `properties`.
+fn session(
+    protocol: GroupProtocol,
+    properties: &BTreeMap<String, String>,
+    err: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<Option<Session>, ConfigError> {
+    let timeout = millis(properties, "session.timeout.ms", err)?;
+    let heartbeat = millis(properties, "heartbeat.interval.ms", err)?;
+    if protocol == GroupProtocol::Consumer {
+        if let Some(key) = [
+            ("session.timeout.ms", timeout),
+            ("heartbeat.interval.ms", heartbeat),
+        ]
+        .into_iter()
+        .find_map(|(k, v)| v.map(|_| k))
+        {
+            return Err(err(
+                &format!("properties.\"{key}\""),
+                "is set on the brokers with group_protocol = \"consumer\" (group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms)",
+            ));
+        }
+        return Ok(None);
+    }
+    let timeout = timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT_MS);
+    let heartbeat = heartbeat.unwrap_or(timeout / 3);
+    if heartbeat >= timeout {
+        return Err(err(
+            "properties.\"heartbeat.interval.ms\"",
+            "must be less than session.timeout.ms (a third of it is usual)",
+        ));
+    }
+    Ok(Some(Session {
+        timeout: Duration::from_millis(timeout),
+        heartbeat: Duration::from_millis(heartbeat.max(1)),
+    }))
 }
 
 /// The `kafka` table of a destination with `protocol = "kafka"`.
@@ -258,6 +373,16 @@ impl KafkaConfig {
             return Err(err("queue_high_water", "must be in (0, 1]"));
         }
         check_properties(&raw.properties, &err)?;
+        let session = session(raw.group_protocol, &raw.properties, &err)?;
+        // librdkafka's 0 turns its statistics off; the lag is then refreshed (from the
+        // watermarks, while fetching is paused) at the relay's default interval.
+        let statistics_interval = Duration::from_millis(
+            raw.properties
+                .get("statistics.interval.ms")
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|&ms| ms > 0)
+                .unwrap_or(DEFAULT_STATISTICS_INTERVAL_MS),
+        );
         Ok(KafkaConfig {
             brokers,
             topics: raw.topics.clone(),
@@ -270,6 +395,9 @@ impl KafkaConfig {
             initial_offset: raw.initial_offset,
             initial_timestamp_ms,
             format: raw.format,
+            group_protocol: raw.group_protocol,
+            session,
+            statistics_interval,
             commit_interval: Duration::from_millis(raw.commit_interval_ms),
             queue_high_water: raw.queue_high_water,
             max_line_length: cx.max_line_length(),
@@ -438,6 +566,45 @@ mod tests {
         )
         .expect("a source");
         assert!(ok.to_resolved_toml().contains("[[kafka]]"));
+    }
+
+    #[test]
+    fn a_relay_group_fails_over_in_seconds_unless_properties_or_the_brokers_say_otherwise() {
+        let c = KafkaConfig::from_raw(&raw(), "kafka[0]", &cx()).expect("valid");
+        let s = c.session.expect("classic");
+        assert_eq!(s.timeout, Duration::from_secs(10));
+        assert_eq!(s.heartbeat, Duration::from_millis(3333), "a third");
+        let mut r = raw();
+        r.properties
+            .insert("session.timeout.ms".into(), "30000".into());
+        let s = KafkaConfig::from_raw(&r, "kafka[0]", &cx())
+            .expect("valid")
+            .session
+            .expect("classic");
+        assert_eq!(
+            (s.timeout, s.heartbeat),
+            (Duration::from_secs(30), Duration::from_secs(10))
+        );
+        r.properties
+            .insert("heartbeat.interval.ms".into(), "30000".into());
+        let e = KafkaConfig::from_raw(&r, "kafka[0]", &cx()).expect_err("heartbeat too long");
+        assert!(e.to_string().contains("heartbeat.interval.ms"), "{e}");
+        let mut r = raw();
+        r.group_protocol = GroupProtocol::Consumer;
+        let c = KafkaConfig::from_raw(&r, "kafka[0]", &cx()).expect("valid");
+        assert_eq!(c.session, None, "the brokers' session");
+        r.properties
+            .insert("session.timeout.ms".into(), "6000".into());
+        let e = KafkaConfig::from_raw(&r, "kafka[2]", &cx()).expect_err("set on the brokers");
+        assert!(
+            e.to_string()
+                .contains("kafka[2].properties.\"session.timeout.ms\""),
+            "{e}"
+        );
+        let mut r = raw();
+        r.properties
+            .insert("session.timeout.ms".into(), "ten".into());
+        assert!(KafkaConfig::from_raw(&r, "kafka[0]", &cx()).is_err());
     }
 
     #[test]

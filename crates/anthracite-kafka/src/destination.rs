@@ -15,10 +15,31 @@
 //! write back to the front of the queue, which fills and spills like for any unreachable
 //! carbon-cache; messages of that write already acknowledged are sent again (at-least-once).
 //!
+//! ## Down is down
+//!
+//! "Connected" means the brokers acknowledge. The time the sender waits for acknowledgements
+//! counts as time waiting on the peer ([`Outbox::waiting_on_peer`]): a full memory tier
+//! judges a destination whose writes wait that long as behind, holds its clients back at
+//! most one `full_wait_ms`, and spills the rest, as for a carbon-cache that stops reading.
+//! A write with no acknowledgement for the destination's write timeout ends the connection
+//! as hung ([`Served::Hung`]): the destination is down, what arrives spills, and the spill
+//! replays once a write is acknowledged again. Messages of a hung write still in librdkafka's
+//! queue may be delivered as well when the brokers answer (at-least-once).
+//!
+//! librdkafka reconnects to the brokers by itself, but a producer can stop trying (seen after
+//! a broker fenced itself on resume: no connection, no request, for minutes). So a producer
+//! that has failed (connection attempts, writes) without an acknowledgement for
+//! [`REBUILD_AFTER`] is torn down at the next connection attempt
+//! and built again from the bootstrap list (counted in `anthracite_kafka_producer_rebuilds_total`,
+//! logged once per episode). Its errors are counted (`anthracite_kafka_producer_errors_total`)
+//! and logged once per episode, from the first error until a write is acknowledged again.
+//!
 //! The partition count comes from the topic's metadata at each (re)connection and is
 //! refreshed every `METADATA_REFRESH`; adding partitions moves series, as it does for any
 //! keyed Kafka producer.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use anthracite::destination::{
@@ -26,11 +47,20 @@ use anthracite::destination::{
     encode_line, encode_pickle,
 };
 use bytes::BytesMut;
+use metrics::{Counter, counter};
+use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
+use rdkafka::error::KafkaError;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-use tracing::debug;
+use tracing::{debug, info, warn};
 
 use crate::config::{KafkaTarget, MessageFormat};
+use crate::metric_names::facade as names;
+
+/// A producer with no acknowledgement for this long is built again at the next connection
+/// attempt: longer than librdkafka's own reconnect backoff (at most 10 s) and than a message
+/// timeout (10 s by default), so a producer that is still trying gets its chance first.
+pub const REBUILD_AFTER: Duration = Duration::from_secs(30);
 
 /// How often the topic's partition count is read again.
 const METADATA_REFRESH: Duration = Duration::from_secs(60);
@@ -93,6 +123,47 @@ fn client_config(target: &KafkaTarget) -> ClientConfig {
     c.set_log_level(rdkafka::config::RDKafkaLogLevel::Critical);
     c
 }
+
+/// The producer's client context: librdkafka's errors, counted and logged once per episode
+/// (from the first error until a write is acknowledged again) instead of at ERROR each time.
+/// Its clones (one in each producer built) share the episode.
+#[derive(Clone)]
+struct Events {
+    destination: Arc<str>,
+    errors: Counter,
+    /// An episode of errors is open.
+    failing: Arc<AtomicBool>,
+}
+
+impl Events {
+    fn new(destination: &str) -> Self {
+        Self {
+            destination: destination.into(),
+            errors: counter!(names::PRODUCER_ERRORS, "destination" => destination.to_string()),
+            failing: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// A write was acknowledged: the episode of errors, if any, is over.
+    fn acknowledged(&self) {
+        if self.failing.swap(false, Relaxed) {
+            info!(destination = %self.destination, "kafka producer: the brokers acknowledge again");
+        }
+    }
+}
+
+impl ClientContext for Events {
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.errors.increment(1);
+        if !self.failing.swap(true, Relaxed) {
+            warn!(destination = %self.destination, %error, reason, "kafka producer: client error (further ones counted in anthracite_kafka_producer_errors_total, not logged, until the brokers acknowledge again)");
+        } else {
+            debug!(destination = %self.destination, %error, reason, "kafka producer: client error");
+        }
+    }
+}
+
+type KafkaProducer = FutureProducer<Events>;
 
 /// One Kafka message: every datapoint in it maps to `partition`.
 struct Message {
@@ -157,16 +228,27 @@ fn encode<'d>(
 /// Why a write was not acknowledged.
 enum Failed {
     Kafka(String),
+    /// Nothing was acknowledged (nor taken into librdkafka's queue) for the stall limit.
+    Hung(Duration),
     Aborted,
 }
 
-/// Sends every message and waits for every acknowledgement.
+/// Sends every message and waits for every acknowledgement; a write that makes no progress
+/// (no message taken, no acknowledgement) for the outbox's stall limit is hung.
 async fn send(
-    producer: &FutureProducer,
+    producer: &KafkaProducer,
     topic: &str,
     messages: &Messages,
     outbox: &Outbox<'_>,
 ) -> Result<(), Failed> {
+    let limit = outbox.stall_limit();
+    let mut progress = Instant::now();
+    let stalled = |since: Instant| async move {
+        match limit {
+            Some(t) => tokio::time::sleep_until((since + t).into()).await,
+            None => std::future::pending().await,
+        }
+    };
     let mut pending = Vec::with_capacity(messages.out.len());
     for message in &messages.out {
         let mut record = FutureRecord::<[u8], [u8]>::to(topic)
@@ -177,6 +259,7 @@ async fn send(
             match producer.send_result(record) {
                 Ok(delivery) => {
                     pending.push(delivery);
+                    progress = Instant::now();
                     break;
                 }
                 // librdkafka's local queue is full: let it drain.
@@ -187,9 +270,11 @@ async fn send(
                     r,
                 )) => {
                     record = r;
+                    let wait = outbox.waiting_on_peer(tokio::time::sleep(Duration::from_millis(5)));
                     tokio::select! {
                         _ = outbox.aborted() => return Err(Failed::Aborted),
-                        _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+                        _ = stalled(progress) => return Err(Failed::Hung(progress.elapsed())),
+                        _ = wait => {}
                     }
                 }
                 Err((e, _)) => return Err(Failed::Kafka(e.to_string())),
@@ -200,8 +285,10 @@ async fn send(
     for delivery in pending {
         let result = tokio::select! {
             _ = outbox.aborted() => return Err(Failed::Aborted),
-            r = delivery => r,
+            _ = stalled(progress) => return Err(Failed::Hung(progress.elapsed())),
+            r = outbox.waiting_on_peer(delivery) => r,
         };
+        progress = Instant::now();
         match result {
             Ok(Ok(_)) => {}
             Ok(Err((e, _))) => failure = failure.or(Some(e.to_string())),
@@ -215,7 +302,7 @@ async fn send(
 }
 
 /// The topic's partition count (blocking metadata request on the blocking pool).
-async fn partitions(producer: &FutureProducer, topic: &str) -> Result<i32, String> {
+async fn partitions(producer: &KafkaProducer, topic: &str) -> Result<i32, String> {
     let (p, t) = (producer.clone(), topic.to_string());
     tokio::task::spawn_blocking(move || {
         p.client()
@@ -258,20 +345,78 @@ impl StreamDestination for KafkaDestination {
         Box::new(Sender {
             target: self.target.clone(),
             per_message: settings.max_datapoints_per_message,
+            events: Events::new(&settings.name),
+            rebuilds: counter!(names::PRODUCER_REBUILDS, "destination" => settings.name.clone()),
+            rebuilding: false,
             producer: None,
+            failing_since: None,
             partitions: None,
         })
     }
 }
 
-/// The Kafka side of a destination task: the producer (made at the first connection and kept:
-/// librdkafka reconnects to the brokers by itself) and the topic's partition count.
+/// The Kafka side of a destination task: the producer (made at the first connection and kept
+/// while it makes progress: librdkafka reconnects to the brokers by itself) and the topic's
+/// partition count.
 struct Sender {
     target: KafkaTarget,
     per_message: usize,
-    producer: Option<FutureProducer>,
+    events: Events,
+    rebuilds: Counter,
+    /// An episode of rebuilds is open (logged at its first rebuild).
+    rebuilding: bool,
+    producer: Option<KafkaProducer>,
+    /// The first failure (a connection attempt, a write) since the producer was built or
+    /// last had a write acknowledged: an idle destination is not a silent producer.
+    failing_since: Option<Instant>,
     /// The partition count and when it was read.
     partitions: Option<(i32, Instant)>,
+}
+
+impl Sender {
+    /// The producer, built (again) when there is none or it has failed without an
+    /// acknowledgement for [`REBUILD_AFTER`].
+    fn producer(&mut self) -> std::io::Result<KafkaProducer> {
+        if let Some(p) = &self.producer {
+            let failing = self.failing_since.map(|t| t.elapsed());
+            if failing.is_none_or(|f| f < REBUILD_AFTER) {
+                return Ok(p.clone());
+            }
+            self.rebuilds.increment(1);
+            if !self.rebuilding {
+                self.rebuilding = true;
+                warn!(destination = %self.events.destination, failing_secs = failing.unwrap_or_default().as_secs(), "kafka producer: failing without an acknowledgement for too long; building it again from the bootstrap list (counted in anthracite_kafka_producer_rebuilds_total, logged once until a write is acknowledged)");
+            }
+            // Destroying a producer waits for its threads: not on the runtime's workers.
+            if let Some(old) = self.producer.take() {
+                tokio::task::spawn_blocking(move || drop(old));
+            }
+        }
+        let p: KafkaProducer = client_config(&self.target)
+            .create_with_context(self.events.clone())
+            .map_err(|e| {
+                std::io::Error::other(format!(
+                    "kafka producer cannot be created (a property librdkafka refuses?): {e}"
+                ))
+            })?;
+        self.producer = Some(p.clone());
+        self.failing_since = None;
+        Ok(p)
+    }
+
+    /// A connection attempt or a write failed.
+    fn failed(&mut self) {
+        self.failing_since.get_or_insert_with(Instant::now);
+    }
+
+    /// A write was acknowledged.
+    fn acknowledged(&mut self) {
+        self.failing_since = None;
+        self.events.acknowledged();
+        if std::mem::take(&mut self.rebuilding) {
+            info!(destination = %self.events.destination, "kafka producer: the rebuilt producer is acknowledged");
+        }
+    }
 }
 
 impl Transport for Sender {
@@ -279,23 +424,17 @@ impl Transport for Sender {
     /// missing are failed attempts, retried with backoff while the data waits in the queue.
     fn connect(&mut self) -> BoxFuture<'_, std::io::Result<()>> {
         Box::pin(async move {
-            let producer = match &self.producer {
-                Some(p) => p.clone(),
-                None => {
-                    let p: FutureProducer = client_config(&self.target).create().map_err(|e| {
-                        std::io::Error::other(format!(
-                            "kafka producer cannot be created (a property librdkafka refuses?): {e}"
-                        ))
-                    })?;
-                    self.producer = Some(p.clone());
-                    p
+            let producer = self.producer()?;
+            match partitions(&producer, &self.target.topic).await {
+                Ok(n) => {
+                    self.partitions = Some((n, Instant::now()));
+                    Ok(())
                 }
-            };
-            let n = partitions(&producer, &self.target.topic)
-                .await
-                .map_err(std::io::Error::other)?;
-            self.partitions = Some((n, Instant::now()));
-            Ok(())
+                Err(e) => {
+                    self.failed();
+                    Err(std::io::Error::other(e))
+                }
+            }
         })
     }
 
@@ -306,7 +445,15 @@ impl Transport for Sender {
 
 impl Sender {
     /// Delivers writes until one is not acknowledged, the queue ends, or shutdown.
-    async fn deliver(&mut self, mut outbox: Outbox<'_>) -> Served {
+    async fn deliver(&mut self, outbox: Outbox<'_>) -> Served {
+        let served = self.deliver_until_failure(outbox).await;
+        if matches!(served, Served::Lost(_) | Served::Hung(_)) {
+            self.failed();
+        }
+        served
+    }
+
+    async fn deliver_until_failure(&mut self, mut outbox: Outbox<'_>) -> Served {
         let Some(producer) = self.producer.clone() else {
             return Served::Lost(std::io::ErrorKind::NotConnected.into());
         };
@@ -329,10 +476,24 @@ impl Sender {
             }
             let messages = encode(outbox.datapoints(), n, self.target.format, self.per_message);
             match send(&producer, &self.target.topic, &messages, &outbox).await {
-                Ok(()) => outbox.delivered(messages.datapoints, messages.out.len(), 0),
+                Ok(()) => {
+                    outbox.delivered(messages.datapoints, messages.out.len(), 0);
+                    self.acknowledged();
+                }
                 Err(Failed::Aborted) => {
                     outbox.requeue();
                     return Served::Aborted;
+                }
+                Err(Failed::Hung(silent)) => {
+                    outbox.requeue();
+                    self.partitions = None;
+                    return Served::Hung(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "no acknowledgement from the brokers for {} ms",
+                            silent.as_millis()
+                        ),
+                    ));
                 }
                 Err(Failed::Kafka(e)) => {
                     debug!(destination = %outbox.name(), error = %e, "kafka write not acknowledged; requeued");

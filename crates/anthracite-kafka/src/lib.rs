@@ -60,7 +60,7 @@ use anthracite::extension::{
     DestinationContext, Extension, Section, SectionContext, SourceError, SourceSpec, StreamSource,
 };
 
-pub use config::{KafkaConfig, KafkaTarget, MessageFormat};
+pub use config::{GroupProtocol, KafkaConfig, KafkaTarget, MessageFormat, Session};
 pub use destination::{KafkaDestination, murmur2, partition_for};
 pub use source::{KafkaError, KafkaSource, KafkaStats};
 

@@ -1,11 +1,11 @@
-//! Every self-metric name of the Kafka source, in one place: the Prometheus series
+//! Every self-metric name of the Kafka source and destination, in one place: the Prometheus series
 //! ([`facade`], through the `metrics` facade and `/metrics`), the carbon leaves under
 //! `<prefix>.relays.<host>-<instance>.kafka.<group>.` ([`carbon`]), and the help text of each
 //! series ([`help`]).
 
 use anthracite::figure::Figure;
 
-/// Kafka source metrics (`metrics` facade). Labels: `group`, and `topic`, `partition` where
+/// Kafka source and destination metrics (`metrics` facade). Labels: `group` (or `destination`), and `topic`, `partition` where
 /// noted.
 pub mod facade {
     /// Gauge, labels `group`, `topic`, `partition`: messages between the group's committed
@@ -33,6 +33,12 @@ pub mod facade {
     pub const ERRORS: &str = "anthracite_kafka_errors_total";
     /// Gauge, label `group`: partitions assigned to this relay.
     pub const ASSIGNED_PARTITIONS: &str = "anthracite_kafka_assigned_partitions";
+    /// Counter, label `destination`: errors a Kafka destination's producer reported
+    /// (brokers unreachable, a failed metadata request); logged once per episode.
+    pub const PRODUCER_ERRORS: &str = "anthracite_kafka_producer_errors_total";
+    /// Counter, label `destination`: producers torn down and built again from the bootstrap
+    /// list after failing for a bounded time without an acknowledgement.
+    pub const PRODUCER_REBUILDS: &str = "anthracite_kafka_producer_rebuilds_total";
 }
 
 /// The carbon leaves of a consumer group's component (`kafka.<group>.<leaf>`).
@@ -68,6 +74,10 @@ pub fn help(name: &str) -> &'static str {
         kf::BAD_MESSAGES => "Kafka messages that held no datapoint, per reason.",
         kf::ERRORS => "Kafka client errors (brokers unreachable, missing topic, failed commit).",
         kf::ASSIGNED_PARTITIONS => "Partitions assigned to this relay.",
+        kf::PRODUCER_ERRORS => "Errors a Kafka destination's producer reported.",
+        kf::PRODUCER_REBUILDS => {
+            "Kafka producers built again after failing for a bounded time without an acknowledgement."
+        }
         _ => "anthracite Kafka source metric.",
     }
 }
@@ -102,6 +112,8 @@ mod tests {
             kf::BAD_MESSAGES,
             kf::ERRORS,
             kf::ASSIGNED_PARTITIONS,
+            kf::PRODUCER_ERRORS,
+            kf::PRODUCER_REBUILDS,
         ] {
             assert!(name.starts_with("anthracite_kafka_"), "{name}");
             assert_ne!(help(name), help("unknown"), "{name}");

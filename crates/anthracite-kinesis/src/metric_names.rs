@@ -36,8 +36,11 @@ pub mod facade {
     /// Counter, labels `stream`, `worker`: leases this worker took from a live worker to
     /// balance the fleet.
     pub const LEASES_STOLEN: &str = "anthracite_kinesis_leases_stolen_total";
-    /// Counter, labels `stream`, `worker`: leases this worker lost (a renewal or checkpoint
-    /// failed its condition, or no renewal succeeded for one lease duration).
+    /// Counter, labels `stream`, `worker`, `reason`: leases this worker lost, each once:
+    /// `taken` (a renewal or checkpoint failed its condition: a peer holds it) or `expired`
+    /// (not renewed within one lease duration by this worker's clock: a pause, the table
+    /// unreachable; found by the renewer, or first by the shard's reader, which then stops
+    /// without delivering what it holds).
     pub const LEASES_LOST: &str = "anthracite_kinesis_leases_lost_total";
 }
 
@@ -80,7 +83,7 @@ pub fn help(name: &str) -> &'static str {
         k::LEASES_HELD => "Shard leases this worker holds (lease table mode).",
         k::LEASES_TAKEN => "Unowned or expired shard leases this worker took.",
         k::LEASES_STOLEN => "Shard leases this worker took from a live worker to balance.",
-        k::LEASES_LOST => "Shard leases this worker lost.",
+        k::LEASES_LOST => "Shard leases this worker lost, per reason (taken, expired).",
         _ => "anthracite Kinesis source metric.",
     }
 }

@@ -7,7 +7,25 @@
 //! librdkafka hands the partition to another member. The state the loop and the callback
 //! share sits behind one mutex the loop releases before every `poll`, so it is never
 //! contended.
+//!
+//! ## A member that was stopped
+//!
+//! A relay stopped longer than its session (SIGSTOP, a frozen container) is dropped from the
+//! group while it cannot see it: its partitions go to other members, which read them from its
+//! last commit. When it resumes, librdkafka learns it at its next heartbeat, but messages it
+//! fetched before the pause, or fetches in the first instants after it, can reach `poll`
+//! first, and what was parsed before the pause sits in the ingestor. So the thread watches its
+//! own monotonic clock: when more time passed between two of its steps than a member can go
+//! unheard without risk (half of what the session leaves after a heartbeat), it delivers
+//! nothing more until a synchronous commit of where it stands succeeds — the coordinator
+//! accepts a commit only from a current member. If the commit is refused, what it read and
+//! did not deliver is dropped (the partitions are sought back to their last delivered
+//! message, so nothing is skipped if they turn out to be still its own), fetching pauses,
+//! and the check is retried each second until the commit succeeds or the group revokes the
+//! partitions as lost. A lost assignment drops what was parsed instead of delivering it: its
+//! new owner reads it again.
 
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -38,6 +56,32 @@ const FLUSH_LINGER: Duration = Duration::from_millis(50);
 const IDLE_POLL: Duration = Duration::from_millis(100);
 /// Broker calls made from the rebalance callback and at shutdown.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// With the consumer protocol the session is the brokers' (not known here): a gap this long
+/// already makes the thread check its membership before it delivers.
+const CONSUMER_PROTOCOL_GAP: Duration = Duration::from_secs(2);
+/// How often a suspended member tries again to confirm its membership.
+const CONFIRM_RETRY: Duration = Duration::from_secs(1);
+/// One watermark request while fetching is paused.
+const WATERMARK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Whether the thread may deliver what it reads (see the module documentation).
+struct Membership {
+    /// The last time the thread looked at the clock.
+    alive: Instant,
+    /// The longest gap seen since the membership was last confirmed; `None` while none went
+    /// over the limit.
+    gap: Option<Duration>,
+    /// A check failed: nothing is delivered, fetching is paused.
+    suspended: Option<Suspension>,
+}
+
+struct Suspension {
+    last_try: Instant,
+    /// Messages dropped since.
+    messages: u64,
+    /// Datapoints parsed and dropped since.
+    datapoints: u64,
+}
 
 /// What the loop and the rebalance callback share.
 struct State {
@@ -47,6 +91,7 @@ struct State {
     /// Datapoints in the ingestor not yet flushed since this instant.
     pending_since: Option<Instant>,
     bad: Episode,
+    membership: Membership,
 }
 
 /// Log episodes of client-level conditions.
@@ -64,6 +109,12 @@ pub(crate) struct Context {
     runtime: Handle,
     state: Mutex<State>,
     episodes: Mutex<Episodes>,
+    /// A gap longer than this between two steps of the thread makes it check its membership.
+    gap_limit: Duration,
+    /// Fetching is paused (a destination queue over its high-water mark, or a suspended
+    /// membership): librdkafka's statistics then carry a stale end offset, and the lag comes
+    /// from the watermarks instead.
+    fetch_paused: AtomicBool,
 }
 
 impl Context {
@@ -75,6 +126,130 @@ impl Context {
     fn flush_and_commit(&self, consumer: &BaseConsumer<Context>, st: &mut State) {
         self.flush(st);
         self.commit(consumer, st);
+    }
+
+    /// Notes the time: a gap since the last look may have cost the membership.
+    fn tick(&self, st: &mut State) {
+        let now = Instant::now();
+        let gap = now.saturating_duration_since(st.membership.alive);
+        if gap > self.gap_limit {
+            let longest = st.membership.gap.get_or_insert(gap);
+            *longest = (*longest).max(gap);
+        }
+        st.membership.alive = now;
+    }
+
+    /// Whether what the thread holds (and `in_hand`, a message not fed yet) may be delivered.
+    /// Always, unless a gap was seen since the membership was last confirmed; then a
+    /// synchronous commit of where each partition stands decides. Refused: what was read and
+    /// not delivered is dropped and the partitions sought back, and the membership is
+    /// suspended (checked again each [`CONFIRM_RETRY`]).
+    fn may_deliver(
+        &self,
+        consumer: &BaseConsumer<Context>,
+        st: &mut State,
+        in_hand: Option<(&str, i32, i64)>,
+    ) -> bool {
+        let m = &st.membership;
+        if m.gap.is_none() && m.suspended.is_none() {
+            return true;
+        }
+        if m.suspended
+            .as_ref()
+            .is_some_and(|s| s.last_try.elapsed() < CONFIRM_RETRY)
+        {
+            self.drop_held(consumer, st, in_hand);
+            return false;
+        }
+        let standing = st.positions.standing(in_hand);
+        let refused = if standing.is_empty() {
+            None
+        } else {
+            self.commit_offsets(consumer, &standing).err()
+        };
+        let group = &self.config.group_id;
+        match refused {
+            None => {
+                if let Some(s) = st.membership.suspended.take() {
+                    info!(%group, dropped_messages = s.messages, dropped_datapoints = s.datapoints, "kafka: the group confirms this member's partitions: delivering again");
+                } else if let Some(gap) = st.membership.gap {
+                    debug!(%group, gap_ms = gap.as_millis() as u64, "kafka: membership confirmed after a gap");
+                }
+                st.membership.gap = None;
+                true
+            }
+            Some(e) => {
+                self.stats.error();
+                let now = Instant::now();
+                match &mut st.membership.suspended {
+                    Some(s) => s.last_try = now,
+                    None => {
+                        let gap = st.membership.gap.unwrap_or_default();
+                        warn!(%group, gap_ms = gap.as_millis() as u64, error = %e, "kafka: this relay did not run for longer than its group session allows (stopped, or starved), and the group refused the commit that checks its membership: what it read and did not deliver is dropped, fetching pauses, until the group confirms its partitions or gives them to another member");
+                        st.membership.suspended = Some(Suspension {
+                            last_try: now,
+                            messages: 0,
+                            datapoints: 0,
+                        });
+                    }
+                }
+                self.drop_held(consumer, st, in_hand);
+                false
+            }
+        }
+    }
+
+    /// Drops what was parsed and not flushed, and `in_hand`, seeking their partitions back so
+    /// that nothing is skipped if they are still this member's.
+    fn drop_held(
+        &self,
+        consumer: &BaseConsumer<Context>,
+        st: &mut State,
+        in_hand: Option<(&str, i32, i64)>,
+    ) {
+        let datapoints = st.ingestor.discard();
+        st.pending_since = None;
+        for (topic, partition, offset) in st.positions.rewind_targets(in_hand) {
+            if let Err(e) = consumer.seek(&topic, partition, Offset::Offset(offset), Duration::ZERO)
+            {
+                debug!(group = %self.config.group_id, %topic, partition, error = %e, "kafka: seek back failed");
+            }
+        }
+        st.positions.rewound();
+        if let Some(s) = &mut st.membership.suspended {
+            s.datapoints += datapoints;
+            s.messages += u64::from(in_hand.is_some());
+        }
+    }
+
+    /// A synchronous commit of `offsets`.
+    fn commit_offsets(
+        &self,
+        consumer: &BaseConsumer<Context>,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<(), KafkaError> {
+        let mut tpl = TopicPartitionList::new();
+        for (topic, partition, offset) in offsets {
+            tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))?;
+        }
+        consumer.commit(&tpl, CommitMode::Sync)
+    }
+
+    /// While fetching is paused librdkafka's end offsets go stale: the lag is read from the
+    /// partitions' watermarks instead (one request each; the first failure ends the round).
+    fn refresh_lag(&self, consumer: &BaseConsumer<Context>, st: &State) {
+        for (topic, partition, base, counters) in st.positions.lag_bases() {
+            let Some(base) = base.or_else(|| counters.stats_committed()) else {
+                continue;
+            };
+            match consumer.fetch_watermarks(&topic, partition, WATERMARK_TIMEOUT) {
+                Ok((_, high)) => counters.lag((high - base).max(0)),
+                Err(e) => {
+                    debug!(group = %self.config.group_id, %topic, partition, error = %e, "kafka: watermarks unavailable; the lag stays as it was");
+                    return;
+                }
+            }
+        }
     }
 
     fn flush(&self, st: &mut State) {
@@ -94,14 +269,7 @@ impl Context {
         if offsets.is_empty() {
             return;
         }
-        let mut tpl = TopicPartitionList::new();
-        for (topic, partition, offset) in &offsets {
-            if let Err(e) = tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset)) {
-                warn!(group = %self.config.group_id, error = %e, "kafka: cannot express an offset to commit");
-                return;
-            }
-        }
-        match consumer.commit(&tpl, CommitMode::Sync) {
+        match self.commit_offsets(consumer, &offsets) {
             Ok(()) => {
                 st.positions.committed(&offsets);
                 self.stats.committed();
@@ -126,7 +294,24 @@ impl Context {
             warn!(group = %self.config.group_id, error = %e, "kafka: assigning partitions failed");
             return;
         }
+        // New partitions fetch unless the loop has paused fetching. Set either way: librdkafka
+        // keeps a partition's pause across its release, and the loop resumes only what is
+        // assigned, so a partition paused, then lost or revoked, would come back paused and
+        // never be read.
+        let result = if self.fetch_paused.load(Relaxed) {
+            consumer.pause(tpl)
+        } else {
+            consumer.resume(tpl)
+        };
+        if let Err(e) = result {
+            debug!(group = %self.config.group_id, error = %e, "kafka: pausing or resuming new partitions failed");
+        }
         let mut st = self.state();
+        // An assignment is the group's word that this member is current.
+        st.membership.gap = None;
+        if st.membership.suspended.take().is_some() {
+            info!(group = %self.config.group_id, "kafka: assigned partitions again: delivering");
+        }
         for e in tpl.elements() {
             st.positions.assign(
                 e.topic(),
@@ -178,12 +363,16 @@ impl Context {
 
     fn on_revoke(&self, consumer: &BaseConsumer<Context>, tpl: &TopicPartitionList) {
         let mut st = self.state();
+        self.tick(&mut st);
         if consumer.assignment_lost() {
-            // The group already moved them: a commit would be refused. What was parsed is
-            // still delivered (a duplicate of the new owner's read, never a loss).
-            self.flush(&mut st);
-            warn!(group = %self.config.group_id, partitions = %names(tpl), "kafka: partitions lost (session expired); their uncommitted messages will be read again by their new owner");
-        } else {
+            // The group already moved them: a commit would be refused, and what was parsed
+            // is not this member's to deliver any more. Its new owner reads it again from the
+            // last commit.
+            let datapoints = st.ingestor.discard();
+            st.pending_since = None;
+            st.positions.rewound();
+            warn!(group = %self.config.group_id, partitions = %names(tpl), dropped_datapoints = datapoints, "kafka: partitions lost (session expired): what was read from them and not delivered is dropped; their new owner reads their uncommitted messages again");
+        } else if self.may_deliver(consumer, &mut st, None) {
             self.flush_and_commit(consumer, &mut st);
         }
         for e in tpl.elements() {
@@ -264,11 +453,19 @@ impl ClientContext for Context {
     }
 
     fn stats(&self, statistics: Statistics) {
+        let paused = self.fetch_paused.load(Relaxed);
         for (name, topic) in &statistics.topics {
             for (&partition, p) in &topic.partitions {
                 // -1 is librdkafka's internal "unassigned" partition.
-                if partition >= 0 && p.consumer_lag >= 0 {
-                    self.stats.partition(name, partition).lag(p.consumer_lag);
+                if partition < 0 {
+                    continue;
+                }
+                let counters = self.stats.partition(name, partition);
+                counters.set_stats_committed(p.committed_offset);
+                // While fetching is paused the end offset here is the last fetched one: the
+                // loop reads the watermarks instead.
+                if !paused && p.consumer_lag >= 0 {
+                    counters.lag(p.consumer_lag);
                 }
             }
         }
@@ -300,7 +497,10 @@ impl ConsumerContext for Context {
                 self.stats.error();
                 warn!(group = %self.config.group_id, error = ?other, "kafka: rebalance failed; releasing every partition");
                 let mut st = self.state();
-                self.flush(&mut st);
+                self.tick(&mut st);
+                if self.may_deliver(consumer, &mut st, None) {
+                    self.flush(&mut st);
+                }
                 drop(st);
                 let _ = consumer.unassign();
             }
@@ -314,8 +514,21 @@ fn client_config(config: &KafkaConfig) -> ClientConfig {
     c.set("bootstrap.servers", &config.brokers)
         .set("group.id", &config.group_id)
         .set("client.id", &config.client_id)
-        .set("partition.assignment.strategy", "cooperative-sticky")
-        .set("enable.auto.commit", "false")
+        .set("group.protocol", config.group_protocol.as_str());
+    if let Some(session) = config.session {
+        // The classic protocol's member timeouts are the client's: a relay's default is
+        // seconds, not librdkafka's 45 s (the brokers' own minimum is 6 s).
+        c.set("partition.assignment.strategy", "cooperative-sticky")
+            .set(
+                "session.timeout.ms",
+                session.timeout.as_millis().to_string(),
+            )
+            .set(
+                "heartbeat.interval.ms",
+                session.heartbeat.as_millis().to_string(),
+            );
+    }
+    c.set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set(
             "auto.offset.reset",
@@ -325,11 +538,25 @@ fn client_config(config: &KafkaConfig) -> ClientConfig {
             },
         )
         .set("allow.auto.create.topics", "false")
-        .set("statistics.interval.ms", "5000");
+        .set(
+            "statistics.interval.ms",
+            crate::config::DEFAULT_STATISTICS_INTERVAL_MS.to_string(),
+        );
     for (k, v) in &config.properties {
         c.set(k, v);
     }
     c
+}
+
+/// The gap after which the thread checks its membership before delivering: with the classic
+/// protocol, half of what the session leaves after a heartbeat (a member is dropped once
+/// unheard for the session timeout, and heartbeats go every heartbeat interval); with the
+/// consumer protocol, whose session the brokers set, [`CONSUMER_PROTOCOL_GAP`].
+fn gap_limit(config: &KafkaConfig) -> Duration {
+    match config.session {
+        Some(s) => (s.timeout.saturating_sub(s.heartbeat) / 2).max(Duration::from_millis(200)),
+        None => CONSUMER_PROTOCOL_GAP,
+    }
 }
 
 /// What a consumer thread needs.
@@ -356,8 +583,15 @@ pub(crate) fn create(parts: Parts) -> Result<BaseConsumer<Context>, KafkaError> 
             positions: Positions::default(),
             pending_since: None,
             bad: Episode::default(),
+            membership: Membership {
+                alive: Instant::now(),
+                gap: None,
+                suspended: None,
+            },
         }),
         episodes: Mutex::new(Episodes::default()),
+        gap_limit: gap_limit(&config),
+        fetch_paused: AtomicBool::new(false),
         config: config.clone(),
         stats,
         runtime,
@@ -375,7 +609,8 @@ pub(crate) fn run(consumer: BaseConsumer<Context>, relay: &SourceContext) {
     let ctx = consumer.context().clone();
     let config = ctx.config.clone();
     let mut last_commit = Instant::now();
-    let mut paused = false;
+    let mut backlogged = false;
+    let mut lag_refreshed = Instant::now();
     while !shutdown.is_cancelled() {
         let wait = if ctx.state().pending_since.is_some() {
             Duration::ZERO
@@ -385,10 +620,14 @@ pub(crate) fn run(consumer: BaseConsumer<Context>, relay: &SourceContext) {
         let polled = consumer.poll(wait);
         let idle = polled.is_none();
         let mut st = ctx.state();
+        ctx.tick(&mut st);
         match polled {
             Some(Ok(message)) => {
                 ctx.clear_unreachable();
-                feed(&ctx, &mut st, &message);
+                let at = (message.topic(), message.partition(), message.offset());
+                if ctx.may_deliver(&consumer, &mut st, Some(at)) {
+                    feed(&ctx, &mut st, &message);
+                }
             }
             Some(Err(e)) => {
                 ctx.stats.error();
@@ -421,20 +660,39 @@ pub(crate) fn run(consumer: BaseConsumer<Context>, relay: &SourceContext) {
             None => idle,
         };
         if due {
-            ctx.flush(&mut st);
-            let backlogged = relay.backlogged(config.queue_high_water);
-            if backlogged != paused {
-                paused = backlogged;
-                pause(&consumer, paused);
+            ctx.tick(&mut st);
+            if st.pending_since.is_none() || ctx.may_deliver(&consumer, &mut st, None) {
+                ctx.flush(&mut st);
             }
+            ctx.tick(&mut st);
+            backlogged = relay.backlogged(config.queue_high_water);
         }
-        if last_commit.elapsed() >= config.commit_interval {
+        // A suspended membership is checked again on its own, messages or not.
+        if st.membership.suspended.is_some() {
+            ctx.may_deliver(&consumer, &mut st, None);
+        }
+        let pause_now = backlogged || st.membership.suspended.is_some();
+        if pause_now != ctx.fetch_paused.load(Relaxed) {
+            ctx.fetch_paused.store(pause_now, Relaxed);
+            pause(&consumer, pause_now);
+            lag_refreshed = Instant::now();
+        }
+        if pause_now && lag_refreshed.elapsed() >= config.statistics_interval {
+            ctx.refresh_lag(&consumer, &st);
+            lag_refreshed = Instant::now();
+            ctx.tick(&mut st);
+        }
+        if last_commit.elapsed() >= config.commit_interval && st.membership.suspended.is_none() {
             ctx.commit(&consumer, &mut st);
             last_commit = Instant::now();
+            ctx.tick(&mut st);
         }
     }
     let mut st = ctx.state();
-    ctx.flush_and_commit(&consumer, &mut st);
+    ctx.tick(&mut st);
+    if ctx.may_deliver(&consumer, &mut st, None) {
+        ctx.flush_and_commit(&consumer, &mut st);
+    }
     drop(st);
     info!(group = %config.group_id, "kafka: delivered offsets committed; leaving the group");
     // Leaving runs the revoke callback (nothing left to commit) and closes the client.
@@ -449,6 +707,7 @@ fn feed(ctx: &Context, st: &mut State, message: &BorrowedMessage<'_>) {
         positions,
         pending_since,
         bad,
+        ..
     } = st;
     let fed = payloads.feed(payload, ingestor);
     if ingestor.pending_datapoints() > 0 && pending_since.is_none() {

@@ -16,6 +16,8 @@ use super::stats::{PartitionCounters, PartitionCounts};
 pub(crate) struct Part {
     pub topic: String,
     pub partition: i32,
+    /// Offset of the first message fed since the assignment: where reading started.
+    first: Option<i64>,
     /// Next offset after the last message fed to the ingestor.
     parsed: Option<i64>,
     /// Next offset after the last message whose datapoints the queues took.
@@ -43,6 +45,7 @@ impl Positions {
             self.parts.push(Part {
                 topic: topic.to_string(),
                 partition,
+                first: None,
                 parsed: None,
                 accepted: None,
                 committed: None,
@@ -83,8 +86,79 @@ impl Positions {
         let i = self.find(topic, partition)?;
         self.last = i;
         let p = self.parts.get_mut(i)?;
+        p.first.get_or_insert(offset);
         p.parsed = Some(offset + 1);
         Some(p)
+    }
+
+    /// Where each partition stands for a commit that only proves this member still owns its
+    /// partitions: what was accepted, else committed, else where reading started, else (for
+    /// the partition of `in_hand`, a message not fed yet) that message's offset. Committing
+    /// any of these skips nothing.
+    pub(crate) fn standing(&self, in_hand: Option<(&str, i32, i64)>) -> Vec<(String, i32, i64)> {
+        let mut out: Vec<(String, i32, i64)> = self
+            .parts
+            .iter()
+            .filter_map(|p| {
+                let at = p.accepted.or(p.committed).or(p.first)?;
+                Some((p.topic.clone(), p.partition, at))
+            })
+            .collect();
+        if let Some((topic, partition, offset)) = in_hand
+            && self.find(topic, partition).is_some()
+            && !out.iter().any(|(t, p, _)| t == topic && *p == partition)
+        {
+            out.push((topic.to_string(), partition, offset));
+        }
+        out
+    }
+
+    /// Where to seek so that nothing fed but not flushed, and not the message `in_hand`, is
+    /// skipped when it is dropped instead of delivered: each partition with messages fed since
+    /// its last accepted one goes back to that one (or to where reading started), and the
+    /// partition of `in_hand`, if not among them, to that message.
+    pub(crate) fn rewind_targets(
+        &self,
+        in_hand: Option<(&str, i32, i64)>,
+    ) -> Vec<(String, i32, i64)> {
+        let mut out: Vec<(String, i32, i64)> = self
+            .parts
+            .iter()
+            .filter(|p| p.parsed.is_some() && p.parsed != p.accepted)
+            .filter_map(|p| Some((p.topic.clone(), p.partition, p.accepted.or(p.first)?)))
+            .collect();
+        if let Some((topic, partition, offset)) = in_hand
+            && self.find(topic, partition).is_some()
+            && !out.iter().any(|(t, p, _)| t == topic && *p == partition)
+        {
+            out.push((topic.to_string(), partition, offset));
+        }
+        out
+    }
+
+    /// What was fed since the last flush was dropped: each partition is back at its last
+    /// accepted message, its unpublished counts zero.
+    pub(crate) fn rewound(&mut self) {
+        for p in &mut self.parts {
+            p.parsed = p.accepted;
+            p.counts = PartitionCounts::default();
+        }
+    }
+
+    /// Every assigned partition with the offset its lag is counted from (committed, else
+    /// accepted), as `(topic, partition, offset, counters)`.
+    pub(crate) fn lag_bases(&self) -> Vec<(String, i32, Option<i64>, Arc<PartitionCounters>)> {
+        self.parts
+            .iter()
+            .map(|p| {
+                (
+                    p.topic.clone(),
+                    p.partition,
+                    p.committed.or(p.accepted),
+                    p.counters.clone(),
+                )
+            })
+            .collect()
     }
 
     /// After a flush: everything parsed is accepted. Returns the parts, to publish counts.
@@ -153,5 +227,51 @@ mod tests {
             "a revoked partition is not committed"
         );
         assert_eq!(p.len(), 1);
+    }
+
+    #[test]
+    fn a_drop_rewinds_to_the_last_accepted_message_and_skips_nothing() {
+        let stats = KafkaStats::new("g");
+        let mut p = Positions::default();
+        for part in 0..3 {
+            p.assign("t", part, stats.partition("t", part));
+        }
+        // Partition 0: 10 and 11 delivered, 12 fed. Partition 1: 5 fed, nothing delivered.
+        // Partition 2: nothing read.
+        for o in [10, 11] {
+            assert!(p.parsed("t", 0, o).is_some());
+        }
+        p.accept_all();
+        assert!(p.parsed("t", 0, 12).is_some());
+        assert!(p.parsed("t", 1, 5).is_some());
+        assert_eq!(
+            p.standing(Some(("t", 2, 40))),
+            vec![
+                ("t".to_string(), 0, 12),
+                ("t".to_string(), 1, 5),
+                ("t".to_string(), 2, 40)
+            ],
+            "accepted, else where reading started, else the message in hand"
+        );
+        assert_eq!(
+            p.rewind_targets(Some(("t", 2, 40))),
+            vec![
+                ("t".to_string(), 0, 12),
+                ("t".to_string(), 1, 5),
+                ("t".to_string(), 2, 40)
+            ]
+        );
+        assert_eq!(
+            p.rewind_targets(Some(("t", 0, 13))),
+            vec![("t".to_string(), 0, 12), ("t".to_string(), 1, 5)],
+            "the message in hand comes after what is rewound"
+        );
+        p.rewound();
+        assert!(p.rewind_targets(None).is_empty());
+        p.accept_all();
+        assert_eq!(p.to_commit(), vec![("t".to_string(), 0, 12)]);
+        // Fed again after the rewind, from where it started.
+        assert!(p.parsed("t", 1, 5).is_some());
+        assert_eq!(p.standing(None)[1], ("t".to_string(), 1, 5));
     }
 }

@@ -66,6 +66,9 @@ pub(crate) struct PartitionCounters {
     /// Assigned to this relay now (a released partition's commit age is not ours to report).
     assigned: AtomicBool,
     lag: AtomicI64,
+    /// The group's committed offset as librdkafka's statistics last reported it (-1: not
+    /// known).
+    stats_committed: AtomicI64,
     messages: AtomicU64,
     lines: AtomicU64,
     bytes: AtomicU64,
@@ -128,6 +131,7 @@ impl KafkaStats {
         let c = Arc::new(PartitionCounters {
             assigned: AtomicBool::new(false),
             lag: AtomicI64::new(0),
+            stats_committed: AtomicI64::new(-1),
             messages: AtomicU64::new(0),
             lines: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -189,6 +193,16 @@ impl PartitionCounters {
     pub(crate) fn lag(&self, lag: i64) {
         self.lag.store(lag, Relaxed);
         self.lag_gauge.set(lag as f64);
+    }
+
+    /// The committed offset librdkafka's statistics report (negative: none).
+    pub(crate) fn set_stats_committed(&self, offset: i64) {
+        self.stats_committed.store(offset, Relaxed);
+    }
+
+    /// The committed offset librdkafka's statistics last reported, if any.
+    pub(crate) fn stats_committed(&self) -> Option<i64> {
+        Some(self.stats_committed.load(Relaxed)).filter(|&o| o >= 0)
     }
 
     /// The partition was assigned (`true`) or released.

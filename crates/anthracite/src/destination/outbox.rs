@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::{DEAD_AT_SHUTDOWN, DestinationSignals, FailureEpisode, gather};
 use crate::batch::{Batch, Datapoint};
-use crate::queue::{DestinationDropReason, DestinationQueue};
+use crate::queue::{DestinationDropReason, DestinationQueue, DestinationStats};
 
 /// A boxed future, as the object-safe [`Transport`] returns.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -177,6 +177,16 @@ impl Outbox<'_> {
         }
     }
 
+    /// Runs `wait`, a wait on the peer (an acknowledgement, a full send buffer), and counts
+    /// its time as the peer's. A full memory tier holds producers back only while its
+    /// destination keeps up; one whose writes wait on the peer for half of a `full_wait_ms`
+    /// window is behind, and the tier's policy applies (spill). A transport whose waits are
+    /// not counted looks like it keeps up while it takes nothing. The core's TCP transport
+    /// counts its writes that do not complete at once the same way.
+    pub async fn waiting_on_peer<F: Future>(&self, wait: F) -> F::Output {
+        on_peer(self.queue.stats(), wait).await
+    }
+
     /// Completes when the grace period is over: stop at once (requeue, return
     /// [`Served::Aborted`]).
     pub async fn aborted(&self) {
@@ -206,6 +216,20 @@ impl Outbox<'_> {
             self.write_timeout
         }
     }
+}
+
+/// Runs `wait` with its time counted as a wait on the peer of `stats`'s destination; a wait
+/// dropped before it completes (a `select!` that ends it) is counted up to then.
+pub(crate) async fn on_peer<F: Future>(stats: &DestinationStats, wait: F) -> F::Output {
+    struct Waiting<'s>(&'s DestinationStats);
+    impl Drop for Waiting<'_> {
+        fn drop(&mut self) {
+            self.0.peer_wait_ended();
+        }
+    }
+    stats.peer_wait_began();
+    let _waiting = Waiting(stats);
+    wait.await
 }
 
 /// Waits for the next batch, unless the task is aborted first, and gathers a write from it

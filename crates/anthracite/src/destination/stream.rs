@@ -280,10 +280,7 @@ async fn timed<T>(
     if let Poll::Ready(r) = first {
         return r.map_err(WriteError::Io);
     }
-    stats.peer_wait_began();
-    let result = timed_wait(step, limits, signals).await;
-    stats.peer_wait_ended();
-    result
+    super::outbox::on_peer(stats, timed_wait(step, limits, signals)).await
 }
 
 /// The rest of [`timed`]: the step waits on the peer.

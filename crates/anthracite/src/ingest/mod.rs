@@ -796,6 +796,30 @@ impl Ingestor {
         out
     }
 
+    /// Drops everything fed since the last flush, without handing it to the queues: for a
+    /// source that finds, before delivering, that what it read is no longer its to deliver
+    /// (a stream shard or partition another reader now owns, which reads it again from the
+    /// last committed position). Nothing is counted, neither as received nor as dropped: for
+    /// the relay it was never read. Returns the datapoints dropped.
+    pub fn discard(&mut self) -> u64 {
+        let mut batches = std::mem::take(&mut self.handing);
+        self.pending.take_into(&mut batches);
+        for (dest, batch) in batches.drain(..) {
+            if let Some(q) = self.routing.queues.get(dest) {
+                q.recycle([batch]);
+            }
+        }
+        self.handing = batches;
+        if !self.staged.is_empty() {
+            self.staged = Staged::default();
+        }
+        let discarded = self.accepted;
+        self.accepted = 0;
+        self.drops.clear();
+        self.leave();
+        discarded
+    }
+
     /// Feeds the staged datapoints to the aggregator and routes those it passes on.
     fn aggregate(&mut self) {
         let Some(aggregation) = self.aggregation.clone() else {

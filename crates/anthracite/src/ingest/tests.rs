@@ -168,3 +168,26 @@ fn batched_lines_match_line_at_a_time() {
         assert_eq!(counters.invalid.total(), 40, "{:?}", counters.invalid);
     }
 }
+
+/// What a source discards (its read is no longer its to deliver) reaches no queue and is
+/// counted nowhere; what it feeds afterwards flushes as usual.
+#[test]
+fn discard_drops_what_was_fed_since_the_last_flush_uncounted() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let p = pipeline(0);
+    let mut ingestor = p.ingestor(Source::LineTcp);
+    let fed = ingestor.message(b"a.b 1 1700000000\nc.d 2 1700000000\nbad\n", 100);
+    assert_eq!((fed.lines, fed.invalid), (3, 1));
+    assert_eq!(ingestor.discard(), 2);
+    assert_eq!(ingestor.pending_datapoints(), 0);
+    rt.block_on(ingestor.flush());
+    assert!(drain(&p).iter().all(Vec::is_empty), "nothing queued");
+    let counters = p.stats().snapshot();
+    assert_eq!((counters.received, counters.invalid.total()), (0, 0));
+    ingestor.message(b"e.f 3 1700000000\n", 100);
+    rt.block_on(ingestor.flush());
+    assert_eq!(drain(&p).iter().map(Vec::len).sum::<usize>(), 2, "RF 2");
+    assert_eq!(p.stats().snapshot().received, 1);
+}

@@ -7,9 +7,14 @@
 //! runs ahead of delivery). `NextShardIterator` absent means SHARD_END: the reader marks the
 //! shard ended and returns the children the server named.
 //!
-//! With a lease table, the reader checks its [`LeaseGuard`] before delivering each batch: a
-//! lease lost or not renewed within the lease duration stops it without delivering, so a
-//! paused or partitioned worker never keeps feeding a shard another worker now reads.
+//! With a lease table, the reader checks its [`LeaseGuard`] before every GetRecords call and
+//! right before every hand-over to the queues (parse, check, flush, with no wait between the
+//! check and the flush): a lease lost, or not renewed within the lease duration by this
+//! worker's monotonic clock (which runs on while the process is stopped), stops the reader,
+//! and what it fetched and parsed is discarded, not delivered. So a worker paused past its
+//! lease (SIGSTOP, a frozen container) never delivers, after it resumes, a batch it fetched
+//! before or during the pause: the shard's new owner reads it from the last checkpoint. Only
+//! a pause that falls inside a flush already under way can still deliver that flush late.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,7 +33,7 @@ use tracing::{debug, info, warn};
 use super::checkpoint::{Position, SequenceNumber, StreamCheckpoint};
 use super::decode::PayloadDecoder;
 use super::leases::LeaseGuard;
-use super::stats::{BatchCounts, KinesisStats, ShardMetrics};
+use super::stats::{BatchCounts, KinesisStats, LeaseLoss, ShardMetrics, log_lease_loss};
 use crate::config::InitialPosition;
 use crate::config::KinesisConfig;
 use crate::relay::error_text;
@@ -75,6 +80,9 @@ pub(crate) enum ReaderExit {
     LeaseLost,
 }
 
+/// The lease check failed while the reader held data: it was discarded, not delivered.
+struct Dropped;
+
 /// What a reader needs; one per shard.
 pub(crate) struct ShardReader {
     pub(crate) config: Arc<KinesisConfig>,
@@ -118,6 +126,9 @@ impl ShardReader {
         };
         let mut next_call = Instant::now();
         loop {
+            if !self.lease_valid() {
+                return self.lease_lost(&mut st, 0);
+            }
             // Downstream full: stop reading, commit nothing new.
             if self.relay.backlogged(self.config.queue_high_water) {
                 self.stats.paused();
@@ -129,6 +140,11 @@ impl ShardReader {
             }
             if sleep_until_or_stop(next_call, &shutdown).await {
                 return ReaderExit::Stopped;
+            }
+            // The sleeps above are where a paused process resumes: never fetch on a lease
+            // that may be another worker's by now.
+            if !self.lease_valid() {
+                return self.lease_lost(&mut st, 0);
             }
             let call = self
                 .data
@@ -167,12 +183,6 @@ impl ShardReader {
                 }
             };
             st.backoff = self.config.backoff_min;
-            // The lease may have expired while the call was out (a pause, a partition): a
-            // batch delivered now could duplicate the new owner's.
-            if self.lease.as_ref().is_some_and(|l| !l.valid()) {
-                info!(stream = %self.config.stream_name, shard = %self.shard_id, "lease no longer valid; reader stops without delivering");
-                return ReaderExit::LeaseLost;
-            }
             let aws_sdk_kinesis::operation::get_records::GetRecordsOutput {
                 records,
                 next_shard_iterator,
@@ -181,7 +191,18 @@ impl ShardReader {
                 ..
             } = out;
             let count = records.len();
-            self.process(&mut st, records, millis_behind_latest).await;
+            // The lease may have expired while the call was out (a pause, a partition): a
+            // batch delivered now could duplicate the new owner's.
+            if !self.lease_valid() {
+                return self.lease_lost(&mut st, count);
+            }
+            if self
+                .process(&mut st, records, millis_behind_latest)
+                .await
+                .is_err()
+            {
+                return self.lease_lost(&mut st, count);
+            }
             let busy = count > 0 && millis_behind_latest.is_some_and(|ms| ms > 0);
             next_call = Instant::now()
                 + if busy {
@@ -205,13 +226,57 @@ impl ShardReader {
         }
     }
 
+    /// Valid to fetch and deliver now: not lost, renewed within the lease duration (always
+    /// without a lease table).
+    fn lease_valid(&self) -> bool {
+        self.lease.as_ref().is_none_or(|l| l.valid())
+    }
+
+    /// The lease check failed holding `records` fetched records (and whatever of them was
+    /// parsed): discards it all, counts the loss unless the renewer already did, logs the
+    /// stream's episode, and stops.
+    fn lease_lost(&self, st: &mut State, records: usize) -> ReaderExit {
+        let datapoints = st.ingestor.discard();
+        if let Some(guard) = &self.lease
+            && guard.first_to_count_loss()
+            && let Some(line) = self.stats.lease_lost(LeaseLoss::Expired, 1)
+        {
+            let worker = self
+                .config
+                .leases
+                .as_ref()
+                .map_or("", |l| l.worker_id.as_str());
+            log_lease_loss(
+                &self.config.stream_name,
+                worker,
+                &self.shard_id,
+                "not renewed within the lease duration when its reader went to fetch or deliver (paused, or cut off from the lease table)",
+                line,
+            );
+        }
+        debug!(stream = %self.config.stream_name, shard = %self.shard_id, records, datapoints, "lease no longer valid: the reader stops; what it held is dropped, not delivered (the shard's new owner reads it from the last checkpoint)");
+        ReaderExit::LeaseLost
+    }
+
+    /// Checks the lease right before a hand-over to the queues: nothing awaits between this
+    /// check and the flush. On failure what was parsed is left for [`Self::lease_lost`].
+    async fn deliver(&self, st: &mut State) -> Result<(), Dropped> {
+        if !self.lease_valid() {
+            return Err(Dropped);
+        }
+        st.ingestor.flush().await;
+        self.publish(&st.last, false);
+        Ok(())
+    }
+
     /// Parses one batch, flushing into the queues; publishes the position after each flush.
+    /// `Err` when the lease check before a flush failed: the rest is not delivered.
     async fn process(
         &self,
         st: &mut State,
         records: Vec<aws_sdk_kinesis::types::Record>,
         behind: Option<i64>,
-    ) {
+    ) -> Result<(), Dropped> {
         let skip = st.last.clone();
         let mut counts = BatchCounts::default();
         for record in records {
@@ -256,13 +321,12 @@ impl ShardReader {
                 });
             }
             if st.ingestor.pending_datapoints() >= FLUSH_EVERY {
-                st.ingestor.flush().await;
-                self.publish(&st.last, false);
+                self.deliver(st).await?;
             }
         }
-        st.ingestor.flush().await;
-        self.publish(&st.last, false);
+        self.deliver(st).await?;
         st.metrics.batch(&self.stats, &counts, behind);
+        Ok(())
     }
 
     #[inline]

@@ -2,13 +2,37 @@
 //! `metrics` facade (names in [`crate::metric_names`]).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use metrics::{Counter, Gauge, counter, gauge};
 
 use crate::metric_names::{Named, carbon as leaf, facade as names};
+use anthracite::episode::{Episode, Line};
 use anthracite::figure::{Component, Figure, Fold, Reporting, path_component};
+
+/// Why this worker lost a shard lease (the `reason` label of `leases_lost`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LeaseLoss {
+    /// A renewal or checkpoint failed its condition: another worker took the lease.
+    Taken,
+    /// No renewal succeeded within one lease duration by this worker's clock (the process
+    /// was paused, or the lease table was unreachable): found by the renewer, or first by the
+    /// shard's reader before a fetch or a delivery.
+    Expired,
+}
+
+impl LeaseLoss {
+    const ALL: [LeaseLoss; 2] = [LeaseLoss::Taken, LeaseLoss::Expired];
+
+    /// The `reason` label.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            LeaseLoss::Taken => "taken",
+            LeaseLoss::Expired => "expired",
+        }
+    }
+}
 
 /// A shard's life, in the order the coordinator saw it (for operators and tests).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,7 +64,12 @@ pub struct KinesisStats {
     leases_held: AtomicU64,
     leases_taken: AtomicU64,
     leases_stolen: AtomicU64,
-    leases_lost: AtomicU64,
+    /// Per [`LeaseLoss`].
+    leases_lost: [AtomicU64; 2],
+    /// The `leases_lost` series per reason, registered with the worker's label.
+    leases_lost_counters: OnceLock<[Counter; 2]>,
+    /// Lease losses of this stream, logged once per episode.
+    lease_losses: Mutex<Episode>,
     events: Mutex<Vec<ShardEvent>>,
     active_gauge: Gauge,
     checkpoint_age_gauge: Gauge,
@@ -103,7 +132,8 @@ pub struct KinesisStatsSnapshot {
     /// Leases this worker took from a live worker to balance the fleet.
     pub leases_stolen: u64,
     /// Leases this worker lost: a renewal or checkpoint failed its condition, or no renewal
-    /// succeeded for one lease duration.
+    /// succeeded for one lease duration (each lease counted once, by whoever found it first:
+    /// the renewer, a checkpoint, or the shard's reader).
     pub leases_lost: u64,
 }
 
@@ -142,7 +172,9 @@ impl KinesisStats {
             leases_held: AtomicU64::new(0),
             leases_taken: AtomicU64::new(0),
             leases_stolen: AtomicU64::new(0),
-            leases_lost: AtomicU64::new(0),
+            leases_lost: [AtomicU64::new(0), AtomicU64::new(0)],
+            leases_lost_counters: OnceLock::new(),
+            lease_losses: Mutex::new(Episode::default()),
             events: Mutex::new(Vec::new()),
             active_gauge: gauge!(names::ACTIVE_SHARDS, "stream" => label.clone()),
             checkpoint_age_gauge: gauge!(names::CHECKPOINT_AGE, "stream" => label),
@@ -177,7 +209,7 @@ impl KinesisStats {
             leases_held: self.leases_held.load(Relaxed),
             leases_taken: self.leases_taken.load(Relaxed),
             leases_stolen: self.leases_stolen.load(Relaxed),
-            leases_lost: self.leases_lost.load(Relaxed),
+            leases_lost: self.leases_lost.iter().map(|n| n.load(Relaxed)).sum(),
         }
     }
 
@@ -247,6 +279,33 @@ impl KinesisStats {
     pub(crate) fn paused(&self) {
         self.paused.fetch_add(1, Relaxed);
     }
+
+    /// Counts `n` leases lost for `why`; returns the line to log for this stream's episode
+    /// of losses, if one is due (a pause loses every lease at once: one line, with counts).
+    pub(crate) fn lease_lost(&self, why: LeaseLoss, n: u64) -> Option<Line> {
+        self.leases_lost[why as usize].fetch_add(n, Relaxed);
+        if let Some(c) = self.leases_lost_counters.get() {
+            c[why as usize].increment(n);
+        }
+        self.lease_losses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .occurred(n, Instant::now())
+    }
+}
+
+/// Logs one line of a stream's lease-loss episode: the first loss with its shard and why,
+/// then at most one line per interval with the count since the previous one.
+pub(crate) fn log_lease_loss(stream: &str, worker: &str, shard: &str, why: &str, line: Line) {
+    match line {
+        Line::Started(_) => {
+            tracing::warn!(%stream, %worker, %shard, why, "shard lease lost; its reader stops without delivering what it holds (further losses of this episode are counted in leases_lost, logged at most every 10 s)")
+        }
+        Line::Ongoing(c) => {
+            tracing::warn!(%stream, %worker, %shard, why, lost = c.occurrences, seconds = c.over.as_secs(), "shard leases still being lost")
+        }
+        Line::Ended(_) => {}
+    }
 }
 
 /// The stream's figures: per shard for `/metrics`, folded per stream for carbon
@@ -296,8 +355,16 @@ impl Reporting for KinesisStats {
                     .carbon(leaf::LEASES_HELD),
                 count(&self.leases_taken, names::LEASES_TAKEN).carbon(leaf::LEASES_TAKEN),
                 count(&self.leases_stolen, names::LEASES_STOLEN).carbon(leaf::LEASES_STOLEN),
-                count(&self.leases_lost, names::LEASES_LOST).carbon(leaf::LEASES_LOST),
             ]);
+            for why in LeaseLoss::ALL {
+                let mut labels = labels();
+                labels.push(("reason", why.as_str().to_string()));
+                figures.push(
+                    Figure::counter(self.leases_lost[why as usize].load(Relaxed))
+                        .named(names::LEASES_LOST, labels)
+                        .carbon(leaf::LEASES_LOST),
+                );
+            }
         }
         Component {
             path: format!("kinesis.{}", path_component(&self.stream)),
@@ -313,7 +380,6 @@ pub(crate) struct LeaseMetrics {
     held: Gauge,
     taken: Counter,
     stolen: Counter,
-    lost: Counter,
 }
 
 impl LeaseMetrics {
@@ -323,11 +389,14 @@ impl LeaseMetrics {
             ("stream", stats.stream.clone()),
             ("worker", worker.to_string()),
         ];
+        let lost = |why: LeaseLoss| counter!(names::LEASES_LOST, "stream" => stats.stream.clone(), "worker" => worker.to_string(), "reason" => why.as_str());
+        let _ = stats
+            .leases_lost_counters
+            .set([lost(LeaseLoss::Taken), lost(LeaseLoss::Expired)]);
         Self {
             held: gauge!(names::LEASES_HELD, &labels),
             taken: counter!(names::LEASES_TAKEN, &labels),
             stolen: counter!(names::LEASES_STOLEN, &labels),
-            lost: counter!(names::LEASES_LOST, &labels),
             stats,
         }
     }
@@ -349,11 +418,6 @@ impl LeaseMetrics {
             self.stats.leases_taken.fetch_add(1, Relaxed);
             self.taken.increment(1);
         }
-    }
-
-    pub(crate) fn lost(&self, n: usize) {
-        self.stats.leases_lost.fetch_add(n as u64, Relaxed);
-        self.lost.increment(n as u64);
     }
 }
 

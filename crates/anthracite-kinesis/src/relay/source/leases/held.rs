@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
@@ -24,6 +24,9 @@ pub(crate) struct LeaseGuard {
     /// Nanoseconds after `base`.
     valid_until: AtomicU64,
     lost: CancellationToken,
+    /// The loss of this tenure was counted (by the renewer, a checkpoint, or the reader,
+    /// whichever found it first).
+    counted: AtomicBool,
 }
 
 fn nanos_after(base: Instant, t: Instant) -> u64 {
@@ -37,7 +40,14 @@ impl LeaseGuard {
             valid_from: AtomicU64::new(nanos_after(base, valid_from)),
             valid_until: AtomicU64::new(nanos_after(base, valid_until)),
             lost: CancellationToken::new(),
+            counted: AtomicBool::new(false),
         }
+    }
+
+    /// True for the first caller only: the loss of this tenure is counted once, whoever
+    /// notices it first.
+    pub(crate) fn first_to_count_loss(&self) -> bool {
+        !self.counted.swap(true, Relaxed)
     }
 
     /// Valid at `now`: not lost, past any steal delay, renewed within one lease duration.
@@ -108,6 +118,8 @@ pub(crate) struct Lost {
     pub key: String,
     /// Why.
     pub why: Loss,
+    /// Not counted yet (its reader had not already found the lease expired).
+    pub uncounted: bool,
 }
 
 /// What a checkpoint write did.
@@ -256,10 +268,15 @@ impl Holder {
         guard
     }
 
-    /// Drops a lease: its reader stops at once.
-    pub(super) fn lose(&mut self, key: &str) {
-        if let Some(h) = self.leases.remove(key) {
-            h.guard.lose();
+    /// Drops a lease: its reader stops at once. True when the loss is still to be counted
+    /// (its reader had not counted it).
+    pub(super) fn lose(&mut self, key: &str) -> bool {
+        match self.leases.remove(key) {
+            Some(h) => {
+                h.guard.lose();
+                h.guard.first_to_count_loss()
+            }
+            None => false,
         }
     }
 
@@ -306,6 +323,7 @@ impl Holder {
                 Ok(Fenced::Conflict) => out.lost.push(Lost {
                     key,
                     why: Loss::Conflict,
+                    uncounted: false,
                 }),
                 Err(e) => out.errors.push(e),
             }
@@ -323,11 +341,12 @@ impl Holder {
                 out.lost.push(Lost {
                     key: key.clone(),
                     why: Loss::Expired,
+                    uncounted: false,
                 });
             }
         }
-        for l in &out.lost {
-            self.lose(&l.key);
+        for l in &mut out.lost {
+            l.uncounted = self.lose(&l.key);
         }
         out
     }
@@ -401,10 +420,11 @@ impl Holder {
                     }
                 }
                 Ok(Fenced::Conflict | Fenced::HandoffRequested(_)) => {
-                    self.lose(&key);
+                    let uncounted = self.lose(&key);
                     saved.lost.push(Lost {
                         key,
                         why: Loss::Conflict,
+                        uncounted,
                     });
                 }
                 Err(e) => saved.errors.push(e),

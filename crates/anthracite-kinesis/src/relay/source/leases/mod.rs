@@ -82,10 +82,13 @@
 //!   by two or more (a *handoff*, below). A lease marked for handoff counts for the worker
 //!   that asked, in everyone's targets. Fleets settle at ⌈n/w⌉ or ⌊n/w⌋ each.
 //! - **Readers** run only for held leases whose parents' rows all hold `SHARD_END` (or are
-//!   gone with their shard past retention). Before delivering each GetRecords batch a reader
-//!   checks its [`LeaseGuard`]: lost, or not renewed within `lease_duration`, and it stops
-//!   without delivering. Losing a lease cancels the guard, which stops the reader at once,
-//!   even mid-call.
+//!   gone with their shard past retention). Before every GetRecords call and right before
+//!   every hand-over to the destination queues (nothing awaits between that check and the
+//!   flush) a reader checks its [`LeaseGuard`]: lost, or not renewed within `lease_duration`
+//!   by this worker's monotonic clock, and it stops, discarding what it fetched and parsed.
+//!   Losing a lease cancels the guard, which stops the reader at once, even mid-call. Each
+//!   loss is counted once (`leases_lost`, reason `taken` or `expired`), by whoever finds it
+//!   first: the renewer, a checkpoint, or the reader.
 //!
 //! Safety rests on one inequality: a worker's lease is valid until `send time of its last
 //! successful renewal + lease_duration`; a peer takes it no earlier than `the instant it first
@@ -155,10 +158,12 @@
 //! - **Graceful shutdown** (SIGTERM): the taker and renewer stop, readers flush, the final
 //!   checkpoint is written (fenced), then every lease is released; peers take them at their
 //!   next taker cycle and resume exactly where this worker stopped: no duplicates.
-//! - **Pause** longer than `lease_duration` (SIGSTOP, a stalled VM): on resume the guard has
-//!   expired by this worker's clock, so the reader discards the batch in hand; the next
-//!   renewal or checkpoint fails its condition and drops the lease. Only a batch already past
-//!   its guard check when the pause began can still be delivered late.
+//! - **Pause** longer than `lease_duration` (SIGSTOP, a frozen container): the monotonic
+//!   clock runs on while the process is stopped, so on resume the guard has expired and the
+//!   reader discards whatever it holds — a batch fetched before the pause, one fetched during
+//!   it, parsed or not — before its next fetch or hand-over; the next renewal or checkpoint
+//!   fails its condition and drops the lease. Only a flush already under way when the pause
+//!   began (the queues taking batches the reader checked just before) completes late.
 //! - **Table unreachable**: renewals fail; after `lease_duration` this worker stops reading
 //!   (expired by its own clock), whether or not a peer could take over.
 //! - **Handoff** (balancing): the owner learns at its next renewal, within

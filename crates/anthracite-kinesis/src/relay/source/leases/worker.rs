@@ -19,7 +19,7 @@ use super::table::{Fence, LeaseTable, Outcome, TableError, Update};
 use super::taker::{Act, Observer};
 use crate::relay::source::checkpoint::StreamCheckpoint;
 use crate::relay::source::shards::ListedShard;
-use crate::relay::source::stats::{KinesisStats, LeaseMetrics};
+use crate::relay::source::stats::{KinesisStats, LeaseLoss, LeaseMetrics, log_lease_loss};
 
 /// How a worker uses the lease table.
 #[derive(Clone, Debug)]
@@ -193,17 +193,22 @@ impl Leases {
         self.view.send_replace(Arc::new(LeaseView { rows, held }));
     }
 
+    /// Counts each loss its reader had not already counted, and logs the episode.
     fn report_lost(&self, lost: &[Lost]) {
-        if lost.is_empty() {
-            return;
-        }
-        self.metrics.lost(lost.len());
-        for l in lost {
-            let why = match l.why {
-                Loss::Conflict => "another worker took it",
-                Loss::Expired => "not renewed for one lease duration",
+        for l in lost.iter().filter(|l| l.uncounted) {
+            let (reason, why) = match l.why {
+                Loss::Conflict => (LeaseLoss::Taken, "another worker took it"),
+                Loss::Expired => (LeaseLoss::Expired, "not renewed for one lease duration"),
             };
-            warn!(stream = %self.settings.stream, shard = %l.key, worker = %self.settings.worker, why, "shard lease lost; its reader stops");
+            if let Some(line) = self.metrics.stats().lease_lost(reason, 1) {
+                log_lease_loss(
+                    &self.settings.stream,
+                    &self.settings.worker,
+                    &l.key,
+                    why,
+                    line,
+                );
+            }
         }
     }
 
