@@ -1,12 +1,14 @@
 //! An `aggregation-rules.conf` as the aggregator uses it: the router's translation of each
-//! rule ([`AggregationRule`]) with its method and frequency checked.
+//! rule ([`AggregationRule`]) with its method and frequency checked, and what carbon's
+//! formatting of each output template does (never a reason to refuse the file: carbon starts
+//! on any template).
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::method::AggregationMethod;
 use crate::pattern::PatternSet;
-use crate::router::aggregation::{AggregationRule, AggregationRuleError};
+use crate::router::aggregation::{AggregationRule, AggregationRuleError, Resolution};
 
 /// Why a rules file was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -39,6 +41,31 @@ pub struct Rule {
     pub method: AggregationMethod,
     /// Seconds per interval (> 0).
     pub frequency: i64,
+    /// 1-based line in the file (entry number for inline rules).
+    pub line: usize,
+}
+
+/// A rule whose output template carbon's formatting fails on (for every name or some), or
+/// whose names hold white space: what carbon does with it, for a warning at load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleWarning {
+    /// 1-based line (entry number for inline rules).
+    pub line: usize,
+    /// The rule as written.
+    pub rule: String,
+    /// What carbon does with it, and what anthracite does.
+    pub effect: String,
+}
+
+/// How a name fared with rules whose output template fails: the first rule that yielded
+/// nothing for it (a `TypeError`), the rule it stopped at (a `KeyError` or `ValueError`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Failures {
+    /// Position of the first rule whose template raised a `TypeError` for the name.
+    pub skipped: Option<usize>,
+    /// Position of the rule whose template raised a `KeyError` or `ValueError`: the rules
+    /// after it were not tried.
+    pub stopped: Option<usize>,
 }
 
 /// The rules of one aggregation-rules file, in file order.
@@ -82,6 +109,7 @@ impl AggregationRules {
                 rule,
                 method,
                 frequency,
+                line: i + 1,
             });
         }
         Ok(Self::new(rules))
@@ -96,14 +124,44 @@ impl AggregationRules {
     }
 
     /// Calls `f` with the position and output name of every rule `name` matches, in file
-    /// order (one scan of the automaton; captures only for the rules that match).
-    pub fn for_each_output(&self, name: &str, mut f: impl FnMut(usize, String)) {
+    /// order (one scan of the automaton; captures only for the rules that match), as
+    /// carbon's `AggregationProcessor.process` walks them: a rule whose template raises a
+    /// `TypeError` yields nothing, one that raises anything else ends the walk.
+    pub(crate) fn for_each_output(&self, name: &str, mut f: impl FnMut(usize, String)) -> Failures {
+        let mut failures = Failures::default();
         self.set.for_each_match(name.as_bytes(), |i| {
-            if let Some(output) = self.rules.get(i).and_then(|r| r.rule.aggregate_name(name)) {
-                f(i, output);
+            let Some(rule) = self.rules.get(i) else {
+                return ControlFlow::Continue(());
+            };
+            match rule.rule.resolve(name) {
+                Resolution::Output(output) => f(i, output),
+                Resolution::NoMatch => {}
+                Resolution::Failed(failure) if failure.stops() => {
+                    failures.stopped = Some(i);
+                    return ControlFlow::Break(());
+                }
+                Resolution::Failed(_) => {
+                    failures.skipped.get_or_insert(i);
+                }
             }
             ControlFlow::Continue(())
         });
+        failures
+    }
+
+    /// The rules whose output template is worth a warning at load, in file order.
+    pub fn warnings(&self) -> Vec<RuleWarning> {
+        self.rules
+            .iter()
+            .filter_map(|r| {
+                let note = r.rule.template_note()?;
+                Some(RuleWarning {
+                    line: r.line,
+                    rule: r.rule.source.clone(),
+                    effect: note.aggregator_effect(),
+                })
+            })
+            .collect()
     }
 
     /// Rules given inline (relay.toml), one per entry, numbered from 1.
@@ -149,5 +207,45 @@ mod tests {
         let ok = AggregationRules::parse("a.b (60) = p999 a.*\n").expect("parses");
         assert_eq!(ok.rules[0].method, AggregationMethod::Percentile(999));
         assert_eq!(ok.rules[0].frequency, 60);
+        assert!(ok.warnings().is_empty());
+    }
+
+    /// carbon starts on these; each is warned about with its line and what carbon does.
+    #[test]
+    fn templates_carbon_fails_on_are_warnings_not_errors() {
+        let rules = AggregationRules::parse(
+            "# c\n\
+             a.<x>.sum (60) = sum a.<x>.*\n\
+             apps.<team>.<<path>>.rollup (60) = avg apps.<team>.<<path>>.*.count\n\
+             b.<y> (60) = sum b.<x>\n\
+             c.%d (60) = sum c.<x>\n\
+             d.100% (60) = sum d.<x>\n\
+             e.%s (60) = sum e.<x>\n\
+             f.%(x)c (60) = sum f.<x>\n",
+        )
+        .expect("carbon starts on every one of them");
+        let warnings = rules.warnings();
+        let lines: Vec<usize> = warnings.iter().map(|w| w.line).collect();
+        assert_eq!(lines, vec![3, 4, 5, 6, 7, 8]);
+        assert!(
+            warnings[0].effect.contains("KeyError"),
+            "{}",
+            warnings[0].effect
+        );
+        assert!(warnings[0].effect.contains("stops at this rule"));
+        assert!(
+            warnings[2].effect.contains("TypeError") && warnings[2].effect.contains("never yields")
+        );
+        assert!(warnings[3].effect.contains("ValueError"));
+        assert!(warnings[4].effect.contains("white space"));
+        assert!(warnings[5].effect.contains("one character"));
+        let mut outputs = Vec::new();
+        let failures = rules.for_each_output("apps.t.a.b.h.count", |i, o| outputs.push((i, o)));
+        assert_eq!((outputs.len(), failures.stopped), (0, Some(1)));
+        let failures = rules.for_each_output("a.q.r", |i, o| outputs.push((i, o)));
+        assert_eq!(failures, Failures::default());
+        assert_eq!(outputs, vec![(0, "a.q.sum".to_owned())]);
+        let failures = rules.for_each_output("c.q", |_, _| {});
+        assert_eq!(failures.skipped, Some(3));
     }
 }

@@ -17,8 +17,14 @@ const ENTRIES_AHEAD: usize = 8;
 
 /// A verdict's first byte: the name is itself one of its outputs.
 const IS_OUTPUT: u8 = 1;
-/// A verdict's first byte: some rule matched the name.
+/// A verdict's first byte: some rule resolved the name to an output.
 const MATCHED: u8 = 2;
+/// A verdict's first byte: some rule's template raised a `TypeError` for the name (that rule
+/// yields nothing).
+const SKIPPED: u8 = 4;
+/// A verdict's first byte: a rule's template raised a `KeyError` or `ValueError` for the
+/// name: the rules after it do not see it, and it is not passed on.
+const STOPPED: u8 = 8;
 
 /// Bounds and carbon's timing settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -80,10 +86,18 @@ pub struct AggregatorStats {
 /// What one [`Aggregator::feed`] found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Emitted {
-    /// Some rule matched the name.
+    /// Some rule resolved the name to an output.
     pub matched: bool,
     /// The name is one of the outputs it resolved to (`FORWARD_ALL` then does not pass it on).
     pub is_output: bool,
+    /// Some rule yielded nothing for the name because its template raised a `TypeError`.
+    pub skipped: bool,
+    /// A rule's template raised a `KeyError` or `ValueError`: the datapoint stopped there
+    /// (not passed on, whatever `FORWARD_ALL` says).
+    pub stopped: bool,
+    /// With `skipped` or `stopped`: the position of that rule (the one it stopped at, else the
+    /// first that skipped it).
+    pub failed_rule: u32,
 }
 
 /// An output series as the rules reach it: the first rule that resolved to it (its method and
@@ -146,9 +160,10 @@ pub(super) struct Table {
 pub struct Aggregator {
     rules: Arc<AggregationRules>,
     limits: AggregatorLimits,
-    /// Per input name, its verdict: a flags byte ([`MATCHED`], [`IS_OUTPUT`]) and the
-    /// little-endian `u32` indices in `refs` of the outputs it feeds, one per matching rule in
-    /// file order.
+    /// Per input name, its verdict: a flags byte ([`MATCHED`], [`IS_OUTPUT`], [`SKIPPED`],
+    /// [`STOPPED`]), with `SKIPPED` or `STOPPED` the little-endian `u32` position of that
+    /// rule, then the little-endian `u32` indices in `refs` of the outputs it feeds, one per
+    /// rule that resolved it, in file order.
     verdicts: Verdicts,
     /// The outputs the verdicts name, each `(rule, output)` once.
     refs: Vec<SeriesRef>,
@@ -306,6 +321,7 @@ impl Aggregator {
         let mut flags = 0;
         self.verdict.clear();
         self.verdict.push(0);
+        let mut failures = super::rules::Failures::default();
         // Names are UTF-8 (the receivers hand over nothing else); anything else matches no rule.
         if let Ok(text) = std::str::from_utf8(name) {
             let Self {
@@ -315,7 +331,7 @@ impl Aggregator {
                 verdict,
                 ..
             } = self;
-            rules.for_each_output(text, |i, output| {
+            failures = rules.for_each_output(text, |i, output| {
                 flags |= MATCHED;
                 if output.as_bytes() == name {
                     flags |= IS_OUTPUT;
@@ -340,6 +356,16 @@ impl Aggregator {
                 };
                 verdict.extend_from_slice(&id.to_le_bytes());
             });
+        }
+        if failures.skipped.is_some() {
+            flags |= SKIPPED;
+        }
+        if failures.stopped.is_some() {
+            flags |= STOPPED;
+        }
+        if let Some(rule) = failures.stopped.or(failures.skipped) {
+            let at = (rule as u32).to_le_bytes();
+            self.verdict.splice(1..1, at);
         }
         if let Some(f) = self.verdict.first_mut() {
             *f = flags;
@@ -371,7 +397,14 @@ impl Table {
         now: f64,
     ) -> Emitted {
         let flags = verdict.first().copied().unwrap_or(0);
-        for id in verdict.get(1..).unwrap_or_default().chunks_exact(4) {
+        let (failed_rule, ids) = if flags & (SKIPPED | STOPPED) != 0 {
+            let rule = verdict.get(1..5).unwrap_or_default();
+            let rule = rule.try_into().map_or(0, u32::from_le_bytes);
+            (rule, verdict.get(5..).unwrap_or_default())
+        } else {
+            (0, verdict.get(1..).unwrap_or_default())
+        };
+        for id in ids.chunks_exact(4) {
             let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
             if let Some(r) = refs.get_mut(id as usize) {
                 self.add(r, limits, point, now);
@@ -380,6 +413,9 @@ impl Table {
         Emitted {
             matched: flags & MATCHED != 0,
             is_output: flags & IS_OUTPUT != 0,
+            skipped: flags & SKIPPED != 0,
+            stopped: flags & STOPPED != 0,
+            failed_rule,
         }
     }
 
@@ -683,6 +719,37 @@ mod tests {
         assert_eq!(a.stats().buffered, 4);
         let mut a = aggregator("i.<x> (10) = sum i.<x>\n", None);
         assert!(a.feed(b"i.a", 100.0, 1.0, 100.0).is_output);
+    }
+
+    /// carbon's `process`: the rules before a raising template take the datapoint, the ones
+    /// after it do not; a `TypeError` only skips its own rule.
+    #[test]
+    fn a_raising_template_stops_the_datapoint_where_carbon_does() {
+        let mut a = aggregator(
+            "before.<x> (10) = sum i.<x>\n\
+             typed.%d (10) = sum i.<x>\n\
+             keyed.<nope> (10) = sum i.<x>\n\
+             after.<x> (10) = sum i.<x>\n\
+             other.<x> (10) = sum j.<x>\n",
+            None,
+        );
+        let e = a.feed(b"i.a", 100.0, 2.0, 100.0);
+        assert!(e.matched && e.skipped && e.stopped && !e.is_output);
+        assert_eq!(e.failed_rule, 2);
+        // Again from the verdict cache: the same.
+        assert_eq!(a.feed(b"i.a", 101.0, 3.0, 100.0), e);
+        let e = a.feed(b"j.a", 100.0, 1.0, 100.0);
+        assert!(e.matched && !e.skipped && !e.stopped);
+        let mut out = tick(&mut a, 110.0);
+        out.sort_by(|x, y| x.0.cmp(&y.0));
+        assert_eq!(
+            out,
+            vec![
+                ("before.a".into(), 100.0, 5.0),
+                ("other.a".into(), 100.0, 1.0)
+            ]
+        );
+        assert!(!a.has_series("after.a"));
     }
 
     #[test]

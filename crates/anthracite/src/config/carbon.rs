@@ -530,11 +530,16 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
             crate::router::aggregation::parse_rules(&text).map_err(|(line, e)| {
                 ConfigError::invalid(path.display(), format!("line {line}"), e.to_string())
             })?;
-            raw.router.aggregation_rules = text
+            let rules: Vec<(usize, &str)> = text
                 .lines()
                 .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(str::to_owned)
+                .enumerate()
+                .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+                .collect();
+            raw.router.aggregation_rules = rules.iter().map(|(_, l)| (*l).to_owned()).collect();
+            raw.router.aggregation_rules_origin = rules
+                .iter()
+                .map(|(i, _)| format!("{}: line {}", path.display(), i + 1))
                 .collect();
         } else {
             warnings.push(format!(
@@ -549,6 +554,7 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
     }
 
     let config = Config::from_raw(raw, &file).map_err(|e| s.carbon_key(e))?;
+    warnings.extend(config.warnings().iter().cloned());
     Ok(CarbonImport { config, warnings })
 }
 

@@ -157,6 +157,8 @@ pub struct Config {
     pub(crate) aggregation: Option<aggregation::AggregationConfig>,
     /// The raw configuration with every default filled in (what `anthracite check` prints).
     pub(crate) resolved: RawConfig,
+    /// What the configuration does that an operator should hear about at start.
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Config {
@@ -317,7 +319,12 @@ impl Config {
             &raw.destinations.spill.dir,
             file,
         )?;
+        let mut warnings = validate::router_rule_warnings(&router, &raw.router, file);
+        if let Some(a) = &aggregation {
+            warnings.extend(a.warnings(file));
+        }
         Ok(Config {
+            warnings,
             aggregation,
             route_cache_bytes,
             listen,
@@ -332,6 +339,14 @@ impl Config {
             sources,
             resolved: raw,
         })
+    }
+
+    /// What the configuration does that deserves a warning at start, one line each: rules
+    /// whose output template carbon's formatting raises on (carbon starts on them too; each
+    /// line names the file and line and what carbon and anthracite do), output names holding
+    /// white space. Log them.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// How the `anthracite` binary writes log lines (`[log] format`).
