@@ -164,6 +164,14 @@ impl Daemon {
         }
     }
 
+    /// anthracite's whole log (empty for carbon).
+    fn anthracite_log(&self) -> String {
+        match &self.process {
+            Process::Carbon(_) => String::new(),
+            Process::Anthracite(a) => a.log(),
+        }
+    }
+
     fn log_tail(&self) -> String {
         match &self.process {
             Process::Carbon(c) => c.log_tail(40),
@@ -284,9 +292,8 @@ fn batch(base: i64, phase: u32) -> Vec<(String, i64, f64)> {
 fn template_failures(points: &[(String, i64, f64)]) -> (u64, u64) {
     let count = |f: &dyn Fn(&str) -> bool| points.iter().filter(|p| f(&p.0)).count() as u64;
     let skipped = count(&|n| n.starts_with("tk.") || n == "tc.bb.hits");
-    let stopped = count(&|n| {
-        n.starts_with("tv.") || n.starts_with("tf.") || n.starts_with("apps.")
-    });
+    let stopped =
+        count(&|n| n.starts_with("tv.") || n.starts_with("tf.") || n.starts_with("apps."));
     (skipped, stopped)
 }
 
@@ -431,12 +438,35 @@ fn aggregator_matches_carbon_aggregator() {
     );
     // The template cases did what carbon does with them.
     assert!(has("tk.before.web") && has("tk.after.web") && has("tk.web.h0.hits"));
-    assert!(!forward.keys().any(|k| k.1.starts_with("tk.%")), "TypeError: no output");
+    assert!(
+        !forward.keys().any(|k| k.1.starts_with("tk.%")),
+        "TypeError: no output"
+    );
     assert!(has("tv.before.web") && !has("tv.after.") && !has("tv.web."));
     assert!(has("tf.before.web") && !has("tf.after.") && !has("tf.web."));
     assert!(has("apps.t1.before") && !has("apps.t1.after") && !has("apps.t1.a.b.h0"));
     assert!(has("tc.a") && has("tc.after"));
     assert!(has("td.{'app': 'web', 'host': 'h0'}") && has("td.100%.web") && has("td.'web'"));
+    // Started on the same file as carbon, warning about each such rule by its line.
+    let log = daemons[1].anthracite_log();
+    for rule in [
+        "tk.%d.<app>",
+        "tv.<app>.100%",
+        "tf.<app>.<zone>",
+        "apps.<team>.<<path>>.rollup",
+        "tc.%(host)c",
+        "td.%s",
+    ] {
+        let line = RULES
+            .lines()
+            .position(|l| l.starts_with(&format!("{rule} ")))
+            .map(|i| i + 1)
+            .expect("the rule is in RULES");
+        assert!(
+            log.contains(&format!("aggregation-rules.conf: line {line}: ")),
+            "no warning naming line {line} ({rule}) in anthracite's log:\n{log}"
+        );
+    }
     for (label, d) in [("forward", &daemons[1]), ("noforward", &daemons[3])] {
         let counted = (
             d.self_metric_sum("aggregateTemplateFailures.rule_skipped"),

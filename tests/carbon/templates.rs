@@ -20,9 +20,9 @@ const INPUTS: [(&str, &[&str]); 3] = [
 
 /// Pieces a template is made of.
 const PIECES: [&str; 32] = [
-    "<a>", "<b>", "<<a>>", "<zz>", "<", ">", "%", "%%", "%s", "%r", "%a", "%c", "%d", "%x",
-    "%f", "%q", "%(a)s", "%(b)r", "%(a)c", "%(a)-3s", "%(a)5s", "%(a).1s", "%(a)*s", "%(a)ls",
-    "%(a)0", "%(", "(", ")", ".", "agg", "x", "%(b)a",
+    "<a>", "<b>", "<<a>>", "<zz>", "<", ">", "%", "%%", "%s", "%r", "%a", "%c", "%d", "%x", "%f",
+    "%q", "%(a)s", "%(b)r", "%(a)c", "%(a)-3s", "%(a)5s", "%(a).1s", "%(a)*s", "%(a)ls", "%(a)0",
+    "%(", "(", ")", ".", "agg", "x", "%(b)a",
 ];
 
 fn outcome(r: &Resolution) -> String {
@@ -95,7 +95,9 @@ fn output_templates_format_as_carbon_formats_them() {
             .entry(t.split(':').next().unwrap_or_default().to_owned())
             .or_insert(0) += 1;
         if t != o {
-            mismatches.push(format!("{line:?} on {name:?}: carbon {t:?}, anthracite {o:?}"));
+            mismatches.push(format!(
+                "{line:?} on {name:?}: carbon {t:?}, anthracite {o:?}"
+            ));
         }
     }
     assert!(
