@@ -319,12 +319,8 @@ impl Config {
             &raw.destinations.spill.dir,
             file,
         )?;
-        let mut warnings = validate::router_rule_warnings(&router, &raw.router, file);
-        if let Some(a) = &aggregation {
-            warnings.extend(a.warnings(file));
-        }
-        Ok(Config {
-            warnings,
+        let mut config = Config {
+            warnings: Vec::new(),
             aggregation,
             route_cache_bytes,
             listen,
@@ -338,7 +334,19 @@ impl Config {
             source: file.to_string(),
             sources,
             resolved: raw,
-        })
+        };
+        config.set_warnings(&|i| format!("{file}: router.aggregation_rules[{i}]"));
+        Ok(config)
+    }
+
+    /// Fills [`warnings`](Self::warnings) in, the router's aggregation rule `i` named by
+    /// `router_rule(i)`.
+    pub(crate) fn set_warnings(&mut self, router_rule: &dyn Fn(usize) -> String) {
+        let mut warnings = validate::router_rule_warnings(&self.router, router_rule);
+        if let Some(a) = &self.aggregation {
+            warnings.extend(a.warnings(&self.source));
+        }
+        self.warnings = warnings;
     }
 
     /// What the configuration does that deserves a warning at start, one line each: rules

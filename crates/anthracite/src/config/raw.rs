@@ -245,10 +245,6 @@ pub struct RawRouter {
     /// `aggregation-rules.conf` lines, `output_template (frequency) = method input_pattern`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aggregation_rules: Vec<String>,
-    /// Where each of `aggregation_rules` was read (`file: line N`), for warnings; empty when
-    /// they are this file's own entries.
-    #[serde(skip)]
-    pub aggregation_rules_origin: Vec<String>,
 }
 
 impl Default for RawRouter {
@@ -260,7 +256,6 @@ impl Default for RawRouter {
             diverse_replicas: true,
             route_cache_bytes: DEFAULT_ROUTE_CACHE_BYTES,
             aggregation_rules: Vec::new(),
-            aggregation_rules_origin: Vec::new(),
         }
     }
 }

@@ -658,19 +658,19 @@ pub(super) fn router(
 }
 
 /// A warning per aggregated-router rule whose output template is worth one (see
-/// [`AggregationRule::template_note`]), naming where the rule was read.
-pub(super) fn router_rule_warnings(spec: &RouterSpec, raw: &RawRouter, file: &str) -> Vec<String> {
+/// [`AggregationRule::template_note`]), rule `i` named by `at(i)`.
+pub(super) fn router_rule_warnings(spec: &RouterSpec, at: &dyn Fn(usize) -> String) -> Vec<String> {
     spec.aggregation_rules
         .iter()
         .enumerate()
         .filter_map(|(i, rule)| {
             let note = rule.template_note()?;
-            let at = raw
-                .aggregation_rules_origin
-                .get(i)
-                .cloned()
-                .unwrap_or_else(|| format!("{file}: router.aggregation_rules[{i}]"));
-            Some(format!("{at}: {:?}: {}", rule.source, note.router_effect()))
+            Some(format!(
+                "{}: {:?}: {}",
+                at(i),
+                rule.source,
+                note.router_effect()
+            ))
         })
         .collect()
 }
