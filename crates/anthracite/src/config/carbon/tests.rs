@@ -233,6 +233,20 @@ fn aggregation_rules_feed_the_aggregated_router() {
     plain.route_into(b"other.metric", &mut expect);
     assert_eq!(raw_name, expect, "no rule matches: routed by its own name");
 
+    // carbon-relay: a TypeError rule takes no part; a KeyError one drops the datapoint, even
+    // when a rule before it resolved the name.
+    let agg = "<env>.all.cpu (60) = sum <env>.*.cpu\n\
+               x.%d (60) = sum <env>.*.cpu\n\
+               <env>.<nope> (60) = sum <env>.*.mem\n";
+    let c = import_with(conf, &[("aggregation-rules.conf", agg)], "a").expect("carbon starts");
+    let router = crate::router::Router::new(c.config.router.clone()).expect("router");
+    let mut typed = Vec::new();
+    router.route_into(b"prod.host7.cpu", &mut typed);
+    assert_eq!(typed, by_agg, "the TypeError rule takes no part");
+    let mut dropped = Vec::new();
+    router.route_into(b"prod.host7.mem", &mut dropped);
+    assert_eq!(dropped, Vec::<u16>::new(), "no destination: carbon-relay drops it");
+
     let err = import_with(
         conf,
         &[("aggregation-rules.conf", "x (1) = median y\n")],
