@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::aggregation::Aggregation;
 use super::routing::Routing;
 
 use super::BenchError;
@@ -110,66 +111,6 @@ pub struct Scenario {
     /// How the relay routes: consistent hashing with N copies, or N generated regex rules.
     #[serde(default)]
     pub routing: Routing,
-}
-
-/// Aggregation rules generated for the run: one rule per metric of the name set (the metric
-/// path after the host), summing groups of ten hosts: `agg.<hg>.<metric> (frequency) =
-/// method host-<hg>\d.<metric>` — with 100 rules over 1,000 hosts, 10,000 output series.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Aggregation {
-    /// Rules (metrics of the name set covered). Default 100.
-    pub rules: usize,
-    /// Seconds per interval. Default 60.
-    pub frequency: u64,
-    /// Methods, assigned to the rules in turn. Default `["sum", "avg", "p95"]`.
-    pub methods: Vec<String>,
-    /// Pass the originals on as well (`forward_all`). Default true.
-    pub forward_all: bool,
-}
-
-impl Default for Aggregation {
-    fn default() -> Self {
-        Self {
-            rules: 100,
-            frequency: 60,
-            methods: vec!["sum".into(), "avg".into(), "p95".into()],
-            forward_all: true,
-        }
-    }
-}
-
-impl Aggregation {
-    /// The generated rules for names shaped by `names`.
-    pub fn rules(&self, names: &Names) -> Vec<String> {
-        (0..self.rules)
-            .map(|m| {
-                let name = super::generator::name(names, m);
-                let metric = name
-                    .split_once('.')
-                    .map(|(_, rest)| rest.to_owned())
-                    .unwrap_or_default();
-                let method = self
-                    .methods
-                    .get(m % self.methods.len().max(1))
-                    .map_or("sum", String::as_str);
-                format!(
-                    "agg.<hg>.{metric} ({}) = {method} {}host-<hg>\\d.{metric}",
-                    self.frequency, names.prefix
-                )
-            })
-            .collect()
-    }
-
-    /// The `[aggregation]` section of anthracite's `relay.toml` with the generated rules.
-    pub fn anthracite_toml(&self, names: &Names) -> String {
-        let rules: Vec<String> = self.rules(names).iter().map(|r| format!("{r:?}")).collect();
-        format!(
-            "[aggregation]\nforward_all = {}\nrules = [{}]\n",
-            self.forward_all,
-            rules.join(", ")
-        )
-    }
 }
 
 /// Offered load.
@@ -626,6 +567,11 @@ impl Scenario {
         }
         if self.in_process.queue_datapoints == 0 {
             return bad("in_process.queue_datapoints", "must be > 0");
+        }
+        if let Some(a) = &self.aggregation
+            && let Err(why) = a.check()
+        {
+            return Err(BenchError::Invalid(format!("scenario {:?}: {why}", self.name)));
         }
         Ok(self)
     }
