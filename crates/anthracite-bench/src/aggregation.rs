@@ -335,7 +335,10 @@ mod tests {
         }
         .c_relay(&names(), "bench");
         assert_eq!(c.matches("aggregate ").count(), 100);
-        assert!(c.contains("compute percentile99 write to agg.\\1.g2.r3\n"), "{c}");
+        assert!(
+            c.contains("compute percentile99 write to agg.\\1.g2.r3\n"),
+            "{c}"
+        );
         assert!(routes.contains("send to blackhole"));
         assert!(a.carbon_settings().contains("FORWARD_ALL = True"));
         assert!(!a.running_values_only());

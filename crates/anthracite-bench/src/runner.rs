@@ -309,7 +309,10 @@ pub async fn run_once(
             protocol: scenario.sinks.detect.into(),
             // An aggregator's output series are counted by name.
             keep: if scenario.sinks.record_names
-                || scenario.aggregation.as_ref().is_some_and(|a| !a.forward_all)
+                || scenario
+                    .aggregation
+                    .as_ref()
+                    .is_some_and(|a| !a.forward_all)
             {
                 Keep::Names
             } else {
@@ -408,7 +411,10 @@ pub async fn run_once(
     let drain_until = Instant::now() + Duration::from_secs_f64(scenario.limits.drain_timeout_secs);
     let quiet = Duration::from_secs_f64(scenario.limits.quiet_secs);
     let delivered_now = || stats.iter().map(|s| s.delivered()).sum::<u64>();
-    let aggregates_only = scenario.aggregation.as_ref().is_some_and(|a| !a.forward_all);
+    let aggregates_only = scenario
+        .aggregation
+        .as_ref()
+        .is_some_and(|a| !a.forward_all);
     // Replication delivers several copies of each datapoint.
     let want = sent * scenario.routing.copies();
     let mut last = delivered_now();
@@ -575,12 +581,8 @@ pub async fn run_once(
             want as i64 - delivered as i64
         },
         aggregates_only,
-        series: aggregates_only.then(|| {
-            stats
-                .iter()
-                .map(|s| s.distinct_names() as u64)
-                .sum::<u64>()
-        }),
+        series: aggregates_only
+            .then(|| stats.iter().map(|s| s.distinct_names() as u64).sum::<u64>()),
         sinks: sink_reports,
         send_secs,
         delivery_secs,

@@ -571,7 +571,10 @@ impl Scenario {
         if let Some(a) = &self.aggregation
             && let Err(why) = a.check()
         {
-            return Err(BenchError::Invalid(format!("scenario {:?}: {why}", self.name)));
+            return Err(BenchError::Invalid(format!(
+                "scenario {:?}: {why}",
+                self.name
+            )));
         }
         Ok(self)
     }
