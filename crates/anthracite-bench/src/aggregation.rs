@@ -30,6 +30,60 @@ pub const ALL_METHODS: [&str; 12] = [
 /// Metrics per host in the generated names.
 const METRICS: usize = 100;
 
+/// carbon's methods that keep a running value (no value stored per datapoint).
+pub const RUNNING_METHODS: [&str; 5] = ["sum", "avg", "min", "max", "count"];
+
+/// carbon's percentile methods (every value of an interval kept, sorted per emission).
+pub const PERCENTILE_METHODS: [&str; 7] = ["p50", "p75", "p80", "p90", "p95", "p99", "p999"];
+
+/// The methods of a point of an aggregation sweep (`[sweep] methods`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MethodSet {
+    /// The scenario's `[aggregation] methods`.
+    #[default]
+    Scenario,
+    /// sum, avg, min, max, count.
+    Running,
+    /// p50 … p999.
+    Percentile,
+    /// All twelve.
+    All,
+}
+
+impl MethodSet {
+    /// `"running"`, `"percentile"` or `"all"`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "running" => Some(Self::Running),
+            "percentile" => Some(Self::Percentile),
+            "all" => Some(Self::All),
+            _ => None,
+        }
+    }
+
+    /// The methods, `None` for the scenario's own.
+    pub fn methods(self) -> Option<Vec<String>> {
+        let m: &[&str] = match self {
+            Self::Scenario => return None,
+            Self::Running => &RUNNING_METHODS,
+            Self::Percentile => &PERCENTILE_METHODS,
+            Self::All => &ALL_METHODS,
+        };
+        Some(m.iter().map(|&m| m.to_owned()).collect())
+    }
+
+    /// Its name in tables and legends.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Scenario => "scenario's methods",
+            Self::Running => "running-value methods",
+            Self::Percentile => "percentiles",
+            Self::All => "all twelve methods",
+        }
+    }
+}
+
 /// `[aggregation]` of a scenario. See the module documentation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -78,7 +132,7 @@ impl Aggregation {
     /// Checks the shape; `Err` says which key is wrong.
     pub fn check(&self) -> Result<(), String> {
         let k = self.rules_per_datapoint;
-        if k == 0 || self.rules == 0 || self.rules % k != 0 || self.rules / k > METRICS {
+        if k == 0 || self.rules == 0 || !self.rules.is_multiple_of(k) || self.rules / k > METRICS {
             return Err("aggregation.rules must be a positive multiple of aggregation.rules_per_datapoint, in at most 100 groups".into());
         }
         if ![1, 10, 100].contains(&self.hosts_per_output) {
@@ -248,6 +302,13 @@ impl Aggregation {
             )
         };
         (t, routes)
+    }
+
+    /// The input names that make about `series` output series with these rules (whole
+    /// hosts, at least one).
+    pub fn names_for_series(&self, series: usize) -> usize {
+        let hosts = (series * self.hosts_per_output.max(1)).div_ceil(self.rules.max(1));
+        hosts.max(1) * METRICS
     }
 
     /// The output series the rules make of the first `count` names (whole hosts: every

@@ -288,6 +288,18 @@ pub struct Sweep {
     pub destinations: Vec<usize>,
     /// Replication factors crossed with `destinations` (or swept alone). Default none.
     pub replication: Vec<usize>,
+    /// Aggregation cost sweep over the rules each datapoint matches (`[aggregation]
+    /// rules_per_datapoint`, the groups kept: `rules` grows with it). Default none.
+    pub rules_per_datapoint: Vec<usize>,
+    /// Aggregation cost sweep over the output series (the names scaled to make that many;
+    /// at least one datapoint per name). Default none.
+    pub output_series: Vec<usize>,
+    /// Aggregation cost sweep over `WRITE_BACK_FREQUENCY` in seconds (each > 0). Default none.
+    pub write_back_secs: Vec<u64>,
+    /// Method sets crossed with the aggregation axis (or swept alone): `"running"` (sum, avg,
+    /// min, max, count: running values), `"percentile"` (p50 … p999: every value kept) or
+    /// `"all"` (the twelve). Default none: the scenario's methods.
+    pub methods: Vec<String>,
 }
 
 impl Default for Sweep {
@@ -299,6 +311,10 @@ impl Default for Sweep {
             rules: Vec::new(),
             destinations: Vec::new(),
             replication: Vec::new(),
+            rules_per_datapoint: Vec::new(),
+            output_series: Vec::new(),
+            write_back_secs: Vec::new(),
+            methods: Vec::new(),
         }
     }
 }
@@ -487,11 +503,56 @@ impl Scenario {
         let sw = &self.sweep;
         let costs =
             !(sw.rules.is_empty() && sw.destinations.is_empty() && sw.replication.is_empty());
-        if costs && !sw.rates.is_empty() {
+        let aggregation_axes = [
+            !sw.rules_per_datapoint.is_empty(),
+            !sw.output_series.is_empty(),
+            !sw.write_back_secs.is_empty(),
+        ]
+        .into_iter()
+        .filter(|&a| a)
+        .count();
+        let aggregating = aggregation_axes > 0 || !sw.methods.is_empty();
+        if (costs || aggregating) && !sw.rates.is_empty() {
             return bad(
                 "sweep",
-                "sweeps either rates or the configuration (rules, destinations, replication), not both",
+                "sweeps either rates or the configuration (rules, destinations, replication, aggregation), not both",
             );
+        }
+        if aggregating {
+            if costs {
+                return bad(
+                    "sweep",
+                    "sweeps either the routing (rules, destinations, replication) or the aggregation, not both",
+                );
+            }
+            if aggregation_axes > 1 {
+                return bad(
+                    "sweep",
+                    "sweeps one of rules_per_datapoint, output_series, write_back_secs at a time (methods may cross it)",
+                );
+            }
+            if self.aggregation.is_none() {
+                return bad("sweep", "an aggregation sweep needs [aggregation]");
+            }
+            if sw.rules_per_datapoint.iter().any(|&k| k == 0 || k > 100) {
+                return bad("sweep.rules_per_datapoint", "must each be in [1, 100]");
+            }
+            if sw.output_series.iter().any(|&n| n == 0 || n > MAX_NAMES) {
+                return bad("sweep.output_series", "must each be in [1, 10000000]");
+            }
+            if sw.write_back_secs.contains(&0) {
+                return bad("sweep.write_back_secs", "must each be > 0");
+            }
+            if let Some(m) = sw
+                .methods
+                .iter()
+                .find(|m| super::aggregation::MethodSet::parse(m).is_none())
+            {
+                return bad(
+                    "sweep.methods",
+                    &format!("{m:?} is not running, percentile or all"),
+                );
+            }
         }
         let crossed = !(sw.destinations.is_empty() && sw.replication.is_empty());
         if !sw.rules.is_empty() && crossed {
