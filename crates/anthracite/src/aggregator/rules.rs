@@ -3,11 +3,12 @@
 //! formatting of each output template does (never a reason to refuse the file: carbon starts
 //! on any template).
 
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::method::AggregationMethod;
-use crate::pattern::PatternSet;
+use crate::pattern::{Captures, PatternSet};
 use crate::router::aggregation::{AggregationRule, AggregationRuleError, Resolution};
 
 /// Why a rules file was refused.
@@ -76,6 +77,9 @@ pub struct AggregationRules {
     /// The rules' input patterns in one automaton: a new name costs one scan to find the
     /// rules it matches, and only those run their captures.
     set: Arc<PatternSet>,
+    /// Per rule, the first rule with the same input pattern: rules written for several
+    /// methods or outputs of the same input (`sum` and `p95` of one pattern) capture once.
+    same_input: Vec<usize>,
 }
 
 impl Default for AggregationRules {
@@ -117,9 +121,16 @@ impl AggregationRules {
 
     fn new(rules: Vec<Rule>) -> Self {
         let set = PatternSet::new(rules.iter().map(|r| r.rule.pattern().clone()).collect());
+        let mut first = HashMap::new();
+        let same_input = rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| *first.entry(r.rule.pattern().as_str()).or_insert(i))
+            .collect();
         Self {
             rules,
             set: Arc::new(set),
+            same_input,
         }
     }
 
@@ -129,11 +140,18 @@ impl AggregationRules {
     /// `TypeError` yields nothing, one that raises anything else ends the walk.
     pub(crate) fn for_each_output(&self, name: &str, mut f: impl FnMut(usize, String)) -> Failures {
         let mut failures = Failures::default();
+        // The captures of the last input pattern run, by its first rule.
+        let mut held: Option<(usize, Option<Captures<'_, '_>>)> = None;
         self.set.for_each_match(name.as_bytes(), |i| {
             let Some(rule) = self.rules.get(i) else {
                 return ControlFlow::Continue(());
             };
-            match rule.rule.resolve(name) {
+            let input = self.same_input.get(i).copied().unwrap_or(i);
+            let caps = match &held {
+                Some((at, caps)) if *at == input => caps,
+                _ => &held.insert((input, rule.rule.pattern().captures(name))).1,
+            };
+            match rule.rule.resolve_captured(name, caps.as_ref()) {
                 Resolution::Output(output) => f(i, output),
                 Resolution::NoMatch => {}
                 Resolution::Failed(failure) if failure.stops() => {
@@ -184,6 +202,36 @@ impl AggregationRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rules_of_one_input_pattern_share_its_captures_and_keep_carbons_walk() {
+        let walk = |text: &str, name: &str| {
+            let rules = AggregationRules::parse(text).expect("parses");
+            let mut out = Vec::new();
+            let failures = rules.for_each_output(name, |i, o| out.push((i, o)));
+            (out, failures)
+        };
+        let same = "a.<x>.sum (60) = sum in.<x>.*\n\
+                    a.<x>.%d (60) = avg in.<x>.*\n\
+                    b.<y>.z (60) = p95 in.<y>.*\n\
+                    c.<x>.max (60) = max in.<x>.*\n\
+                    d.<x>.<y> (60) = max in.<x>.*\n\
+                    e.<x>.min (60) = min in.<x>.*\n";
+        let (out, failures) = walk(same, "in.q.1");
+        assert_eq!(
+            out,
+            vec![
+                (0, "a.q.sum".to_owned()),
+                (2, "b.q.z".to_owned()),
+                (3, "c.q.max".to_owned())
+            ]
+        );
+        // `%d` skips rule 1 (TypeError); `<y>` is no field of rule 4's input: it stops there.
+        assert_eq!(failures.skipped, Some(1));
+        assert_eq!(failures.stopped, Some(4));
+        let (out, _) = walk(same, "other.q.1");
+        assert!(out.is_empty());
+    }
 
     #[test]
     fn errors_name_the_line() {

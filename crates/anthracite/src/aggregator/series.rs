@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::method::{Accumulator, AggregationMethod};
 use super::rules::AggregationRules;
 use super::verdicts::Verdicts;
+use crate::name_cache::prefetch;
 use crate::protocol::{Point, RUN};
 
 /// How far ahead of the datapoint being fed its verdict-cache index slot is prefetched…
@@ -404,6 +405,16 @@ impl Table {
         } else {
             (0, verdict.get(1..).unwrap_or_default())
         };
+        if ids.len() > 4 {
+            // A name feeding several series: their buffers are loaded together rather than
+            // one after the other (each is a pointer chase to memory of its own).
+            for id in ids.chunks_exact(4) {
+                let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
+                if let Some(r) = refs.get(id as usize) {
+                    self.prefetch(r);
+                }
+            }
+        }
         for id in ids.chunks_exact(4) {
             let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
             if let Some(r) = refs.get_mut(id as usize) {
@@ -416,6 +427,22 @@ impl Table {
             skipped: flags & SKIPPED != 0,
             stopped: flags & STOPPED != 0,
             failed_rule,
+        }
+    }
+
+    /// Starts loading the intervals of the series `r` names, when it is bound.
+    #[inline]
+    fn prefetch(&self, r: &SeriesRef) {
+        let Some((slot, _)) = r.bound else {
+            return;
+        };
+        if let Some(i) = self
+            .slots
+            .get(slot as usize)
+            .and_then(|s| s.series.as_ref())
+            .and_then(|s| s.intervals.first())
+        {
+            prefetch(i);
         }
     }
 

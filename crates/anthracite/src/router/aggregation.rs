@@ -16,7 +16,7 @@
 //! a `KeyError` or `ValueError` for a name makes carbon-relay drop that datapoint (the
 //! exception leaves `getDestinations`); it gets no destination here either.
 
-use crate::pattern::Pattern;
+use crate::pattern::{Captures, Pattern};
 
 mod template;
 pub use template::{Template, TemplateFailure};
@@ -149,7 +149,13 @@ impl AggregationRule {
     /// What the rule makes of `metric`: no match, the aggregate name, or carbon's formatting
     /// failure.
     pub fn resolve(&self, metric: &str) -> Resolution {
-        let Some(caps) = self.regex.captures(metric) else {
+        self.resolve_captured(metric, self.regex.captures(metric).as_ref())
+    }
+
+    /// [`resolve`](Self::resolve) with the captures of this rule's input pattern on `metric`
+    /// already found (`None`: no match): rules with the same input pattern share them.
+    pub fn resolve_captured(&self, metric: &str, caps: Option<&Captures<'_, '_>>) -> Resolution {
+        let Some(caps) = caps else {
             return Resolution::NoMatch;
         };
         let mut out = String::with_capacity(metric.len());

@@ -245,7 +245,11 @@ fn aggregation_rules_feed_the_aggregated_router() {
     assert_eq!(typed, by_agg, "the TypeError rule takes no part");
     let mut dropped = Vec::new();
     router.route_into(b"prod.host7.mem", &mut dropped);
-    assert_eq!(dropped, Vec::<u16>::new(), "no destination: carbon-relay drops it");
+    assert_eq!(
+        dropped,
+        Vec::<u16>::new(),
+        "no destination: carbon-relay drops it"
+    );
 
     let err = import_with(
         conf,
