@@ -5,6 +5,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use super::method::{Accumulator, AggregationMethod};
 use super::rules::AggregationRules;
 use super::verdicts::Verdicts;
@@ -122,6 +124,10 @@ pub(super) struct Interval {
     pub(super) active: bool,
 }
 
+/// A series' intervals: the one a steady sender keeps open lies in the series itself, so a
+/// datapoint reaches it without a further pointer chase.
+pub(super) type Intervals = SmallVec<[Interval; 1]>;
+
 /// One output series.
 #[derive(Debug)]
 pub(super) struct Series {
@@ -133,7 +139,7 @@ pub(super) struct Series {
     /// Unix time of the next tick.
     pub(super) next_due: f64,
     /// In creation order (the order carbon's dict iterates in).
-    pub(super) intervals: Vec<Interval>,
+    pub(super) intervals: Intervals,
 }
 
 #[derive(Debug, Default)]
@@ -541,7 +547,7 @@ impl Table {
                     frequency: r.frequency,
                     period,
                     next_due: now + period,
-                    intervals: Vec::new(),
+                    intervals: Intervals::new(),
                 })
             }
         };
