@@ -136,8 +136,15 @@ pub(super) struct Series {
     pub(super) frequency: i64,
     /// Seconds between timer ticks: `min(WRITE_BACK_FREQUENCY, frequency)`.
     pub(super) period: f64,
-    /// Unix time of the next tick.
+    /// Unix time of the next tick: the timer's next one while an interval is active, else
+    /// the first one at which an interval ages out (the ticks between find nothing to do).
     pub(super) next_due: f64,
+    /// No interval is active: the series waits for its oldest interval to age out, or for a
+    /// datapoint, which brings its timer back to the next tick of its phase.
+    pub(super) parked: bool,
+    /// The due time (µs) of the parked tick queued for it, if one is: parking again at the
+    /// same time queues nothing more.
+    pub(super) parked_at: Option<i64>,
     /// In creation order (the order carbon's dict iterates in).
     pub(super) intervals: Intervals,
 }
@@ -509,6 +516,25 @@ impl Table {
         };
         buffer.acc.add(value, keep);
         buffer.active = true;
+        if series.parked {
+            series.parked = false;
+            // The timer's next tick in its phase after `now` (it kept its phase while parked).
+            let period = series.period;
+            let mut next = series.next_due;
+            let back = ((next - now) / period).floor();
+            if back > 1.0 {
+                next -= (back - 1.0) * period;
+            }
+            while next - period > now {
+                next -= period;
+            }
+            while next <= now {
+                next += period;
+            }
+            series.next_due = next;
+            let generation = self.slots.get(slot as usize).map_or(0, |s| s.generation);
+            self.timers.push(Reverse((micros(next), slot, generation)));
+        }
         self.stats.buffered += 1;
         self.stats.aggregated += 1;
         if keep {
@@ -547,6 +573,8 @@ impl Table {
                     frequency: r.frequency,
                     period,
                     next_due: now + period,
+                    parked: false,
+                    parked_at: None,
                     intervals: Intervals::new(),
                 })
             }
@@ -583,12 +611,22 @@ impl Table {
 
     fn next_due(&mut self) -> Option<f64> {
         while let Some(&Reverse((due, slot, generation))) = self.timers.peek() {
-            if self.is_live(slot, generation) {
+            if self.is_due_entry(due, slot, generation) {
                 return Some(due as f64 / 1e6);
             }
             self.timers.pop();
         }
         None
+    }
+
+    /// True when a timer entry is the series' tick: it lives, and the entry is its next tick
+    /// (a parked tick left behind by a datapoint that woke the series is not).
+    fn is_due_entry(&self, due: i64, slot: u32, generation: u32) -> bool {
+        self.slots
+            .get(slot as usize)
+            .filter(|s| s.generation == generation)
+            .and_then(|s| s.series.as_ref())
+            .is_some_and(|s| micros(s.next_due) == due)
     }
 
     fn is_live(&self, slot: u32, generation: u32) -> bool {
@@ -604,7 +642,7 @@ impl Table {
                 break;
             }
             self.timers.pop();
-            if !self.is_live(slot, generation) {
+            if !self.is_due_entry(due, slot, generation) {
                 continue;
             }
             if let Some(next) = self.compute(slot, now, max_intervals, emit) {
@@ -613,8 +651,13 @@ impl Table {
         }
     }
 
-    /// carbon's `MetricBuffer.compute_value` for the series in `slot`; returns its next tick,
-    /// or `None` when it was deleted.
+    /// carbon's `MetricBuffer.compute_value` for the series in `slot`; returns the tick to
+    /// queue for it, `None` when it was deleted or its tick is queued already.
+    ///
+    /// After it no interval is active, and until a datapoint comes carbon's ticks only free
+    /// intervals as they age out: the series is parked until the first tick of its phase at
+    /// which its oldest interval does (one queued tick instead of one per write-back period,
+    /// which is what an idle aggregator with many open series would spend its time on).
     fn compute(
         &mut self,
         slot: u32,
@@ -659,12 +702,47 @@ impl Table {
             self.stats.series = self.index.len() as u64;
             return None;
         }
+        if series.parked_at == Some(micros(series.next_due)) {
+            // This was the parked tick: it is no longer queued.
+            series.parked_at = None;
+        }
         // LoopingCall keeps its phase and skips the ticks it missed.
         let mut next = series.next_due + series.period;
         while next <= now {
             next += series.period;
         }
+        // The first tick at which the oldest interval is freed: `current` past its start by
+        // more than `max_intervals` frequencies.
+        let oldest = series
+            .intervals
+            .iter()
+            .map(|b| b.start)
+            .fold(f64::INFINITY, f64::min);
+        if !oldest.is_finite() {
+            // No age to wait for (a timestamp no interval arithmetic holds): tick as carbon.
+            series.next_due = next;
+            return Some(next);
+        }
+        let frees = |t: f64| {
+            let t = t.floor() as i64;
+            ((t - t.rem_euclid(series.frequency) - max_intervals * series.frequency) as f64)
+                > oldest
+        };
+        let target = oldest + ((max_intervals + 1) * series.frequency) as f64;
+        let skip = ((target - next) / series.period).ceil();
+        if skip > 1.0 {
+            next += (skip - 1.0) * series.period;
+        }
+        while !frees(next) {
+            next += series.period;
+        }
         series.next_due = next;
+        series.parked = true;
+        let due = micros(next);
+        if series.parked_at == Some(due) {
+            return None;
+        }
+        series.parked_at = Some(due);
         Some(next)
     }
 
@@ -738,7 +816,22 @@ mod tests {
         a.feed(b"i.y", 130.0, 2.0, 106.0);
         // Ticks at 110, 115 missed: the next is 110 (due), then 120 keeps the phase.
         assert_eq!(tick(&mut a, 117.0), vec![("o".into(), 120.0, 1.5)]);
-        assert_eq!(a.next_due(), Some(120.0));
+        // Nothing active: parked until interval 120 ages out (current 540 - 5 × 60 > 120 …
+        // at the first tick of the phase from 480 on).
+        assert_eq!(a.next_due(), Some(480.0));
+        assert!(tick(&mut a, 200.0).is_empty());
+        // A datapoint wakes it at the next tick of its phase.
+        a.feed(b"i.z", 180.0, 3.0, 201.0);
+        assert_eq!(a.next_due(), Some(205.0));
+        assert_eq!(tick(&mut a, 205.0), vec![("o".into(), 180.0, 3.0)]);
+        assert_eq!(a.next_due(), Some(480.0));
+        // The parked tick frees interval 120 and keeps 180 (until 540).
+        assert!(tick(&mut a, 480.0).is_empty());
+        assert_eq!(a.stats().held_intervals, 1);
+        assert_eq!(a.next_due(), Some(540.0));
+        assert!(tick(&mut a, 540.0).is_empty());
+        assert_eq!(a.stats().series, 0);
+        assert_eq!(a.next_due(), None);
     }
 
     #[test]
