@@ -154,7 +154,15 @@
 //!   under one lock with their verdict lookups overlapped (each one's memory prefetched a few
 //!   datapoints ahead), and the ones passed on are routed as one run, as plain relaying routes
 //!   a read. Once a series and its interval exist, a datapoint allocates nothing (percentile
-//!   value vectors are recycled) and hashes its name once.
+//!   value vectors are recycled) and hashes its name once; the interval a steady sender fills
+//!   lies in the series itself, and the series of one name are loaded together. Rules with
+//!   the same input pattern (several methods or outputs of one pattern) capture a new name
+//!   once.
+//! - **Idle series.** After a tick no interval of the series is active, and until a datapoint
+//!   comes carbon's ticks can only free intervals as they age out: the series' timer is parked
+//!   until the first tick of its phase at which its oldest interval is freed, and a datapoint
+//!   brings it back to the next tick of its phase. What is sent, and when, is carbon's; an
+//!   idle aggregator's cost no longer grows with the write-back frequency.
 
 mod front;
 mod method;
