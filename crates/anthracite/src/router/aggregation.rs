@@ -67,7 +67,7 @@ pub struct AggregationRule {
     template: Template,
     /// The line as written.
     pub source: String,
-    /// The method as written (one of [`METHODS`]).
+    /// The method as written (one of carbon's twelve: `sum`, `avg`, …, `p999`).
     pub method: &'static str,
     /// The frequency as Python's `int()` reads it.
     pub frequency: i64,

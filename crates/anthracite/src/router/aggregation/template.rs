@@ -46,7 +46,7 @@ pub enum TemplateFailure {
     /// `ValueError`: a trailing or stray `%`, an unknown conversion, an unterminated key.
     /// Not caught, like `KeyError`.
     Value,
-    /// A width over [`MAX_WIDTH`]: Python writes the name; anthracite treats the rule as
+    /// A width over `MAX_WIDTH` (65,536): Python writes the name; anthracite treats the rule as
     /// yielding nothing for it, as for a `TypeError`.
     TooWide,
 }
