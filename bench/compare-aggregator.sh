@@ -9,10 +9,14 @@
 # release build (BIN=path overrides it). Logs and JSON go to $1 (default
 # bench-results/aggregate); further arguments go to `anthracite bench` (e.g. --datapoints
 # 1000000 for a shorter run: carbon-aggregator.py takes about 125 CPU-s per million here, so the
-# scenario's 3M take it about 7 minutes).
+# scenario's 3M take it about 7 minutes). SCENARIO=name runs another scenario of
+# bench/scenarios (e.g. aggregate-heavy: 100 rules in groups of four, all twelve methods,
+# write-back 2 s, FORWARD_ALL False, pickle in); RELAYS picks among "anthracite plain c-relay
+# carbon-aggregator" (default all four).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${1:-bench-results/aggregate}"
+scenario="${SCENARIO:-aggregate}"
+out="${1:-bench-results/$scenario}"
 shift || true
 mkdir -p "$out"
 bin="${BIN:-target/release/anthracite}"
@@ -28,6 +32,16 @@ P="anthracite-plain=$bin run --config {config:$plain}"
 . bench/c-relay.sh
 C="$C_RELAY"
 G="carbon-aggregator=sh -c 'touch {config_dir}/storage-schemas.conf && exec $venv/bin/python $venv/bin/carbon-aggregator.py --config={config:bench/relays/carbon-aggregator.conf} --rules={config:bench/relays/aggregation-rules.conf} --nodaemon --pidfile={config_dir}/agg.pid --logdir={config_dir} start'"
-"$bin" bench bench/scenarios/aggregate.toml --rounds "${ROUNDS:-1}" --no-progress \
-    --compare "$A" "$P" "$C" "$G" --json "$out/aggregate.json" "$@" >"$out/aggregate.log" 2>&1
-sed -n '/^compare/,$p' "$out/aggregate.log"
+relays=()
+for r in ${RELAYS:-anthracite plain c-relay carbon-aggregator}; do
+    case "$r" in
+    anthracite) relays+=("$A") ;;
+    plain) relays+=("$P") ;;
+    c-relay) relays+=("$C") ;;
+    carbon-aggregator) relays+=("$G") ;;
+    *) echo "unknown relay $r" >&2; exit 1 ;;
+    esac
+done
+"$bin" bench "bench/scenarios/$scenario.toml" --rounds "${ROUNDS:-1}" --no-progress \
+    --compare "${relays[@]}" --json "$out/$scenario.json" "$@" >"$out/$scenario.log" 2>&1
+sed -n '/^compare/,$p' "$out/$scenario.log"

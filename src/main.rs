@@ -135,10 +135,13 @@ impl ConfigSource {
         }
     }
 
-    /// Loads the configuration, with the warnings the carbon.conf import produced.
+    /// Loads the configuration, with its warnings (the carbon.conf import's included).
     fn load(&self) -> Result<(Config, Vec<String>), anthracite::ConfigError> {
         match self {
-            Self::Toml(path) => Config::load_with(path, &extensions()).map(|c| (c, Vec::new())),
+            Self::Toml(path) => Config::load_with(path, &extensions()).map(|c| {
+                let warnings = c.warnings().to_vec();
+                (c, warnings)
+            }),
             Self::Carbon(options) => Config::load_carbon(options).map(|i| (i.config, i.warnings)),
             Self::CarbonRelayDefaults => Ok((Config::carbon_relay_defaults(), Vec::new())),
         }

@@ -11,6 +11,16 @@
 //! by side (four daemons at once). Frequency 5 s, `WRITE_BACK_FREQUENCY` 1 s and a window of
 //! 2 intervals keep the run to about fifteen seconds.
 //!
+//! Output templates carbon's `%` formatting raises on, or formats surprisingly, each on names
+//! that rules before and after it match too: a `TypeError` (`%d`, and `%c` of a field longer
+//! than one character) only skips its rule; a `KeyError` (`<<path>>` in the output, a field
+//! the input lacks) or a `ValueError` (a trailing `%`) stops the datapoint at the rule (the
+//! rules after it and `FORWARD_ALL` never see it); `%s` writes the whole groupdict, `%%` a
+//! `%`, `%(x)r` the field's repr. Both daemons report their self-metrics every second (names
+//! under `carbon.`, left out of the comparison); anthracite's
+//! `aggregateTemplateFailures.{rule_skipped,datapoint_stopped}` must add up to the datapoints
+//! of those families.
+//!
 //! Timing: the run starts at the beginning of a 5-second interval `base`, so every "current"
 //! datapoint falls in `base` or before and nothing the test sends in time lands on an
 //! interval boundary race. Datapoints for `base - 60` are older than the window: each daemon
@@ -32,6 +42,8 @@ use testkit::carbon::CarbonAggregator;
 use testkit::{free_ports, send_lines};
 
 const FREQUENCY: i64 = 5;
+/// Where both daemons' self-metrics go (`CARBON_METRIC_PREFIX`).
+const SELF_METRICS: &str = "carbon.";
 
 const RULES: &str = "\
 # every method over the hosts of an app
@@ -57,6 +69,26 @@ agg.shared.total (5) = max other.<x>.requests
 
 # an output that its own input pattern matches (svc.web.all.requests is not forwarded)
 svc.<app>.all.requests (5) = sum svc.<app>.<host>.requests
+
+# output templates carbon's formatting fails on, with rules before and after on the same names
+tk.before.<app> (5) = sum tk.<app>.<host>.hits
+tk.%d.<app> (5) = sum tk.<app>.<host>.hits
+tk.after.<app> (5) = avg tk.<app>.<host>.hits
+tv.before.<app> (5) = sum tv.<app>.<host>.hits
+tv.<app>.100% (5) = sum tv.<app>.<host>.hits
+tv.after.<app> (5) = sum tv.<app>.<host>.hits
+tf.before.<app> (5) = max tf.<app>.<host>.hits
+tf.<app>.<zone> (5) = sum tf.<app>.<host>.hits
+tf.after.<app> (5) = sum tf.<app>.<host>.hits
+apps.<team>.before (5) = sum apps.<team>.<<path>>.*.count
+apps.<team>.<<path>>.rollup (5) = avg apps.<team>.<<path>>.*.count
+apps.<team>.after (5) = sum apps.<team>.<<path>>.*.count
+tc.%(host)c (5) = sum tc.<host>.hits
+tc.after (5) = count tc.<host>.hits
+# ... and ones it formats: the whole groupdict, a literal %, a repr
+td.%s (5) = max td.<app>.<host>.hits
+td.100%%.<app> (5) = count td.<app>.<host>.hits
+td.%(app)r (5) = sum td.<app>.<host>.hits
 ";
 
 const REWRITE: &str = "\
@@ -102,7 +134,7 @@ impl Daemon {
              FORWARD_ALL = {}\n\
              MAX_AGGREGATION_INTERVALS = 2\n\
              WRITE_BACK_FREQUENCY = 1\n\
-             CARBON_METRIC_INTERVAL = 0\n\
+             CARBON_METRIC_INTERVAL = 1\n\
              MAX_QUEUE_SIZE = 100000\n",
             ports[0],
             ports[1],
@@ -132,6 +164,14 @@ impl Daemon {
         }
     }
 
+    /// anthracite's whole log (empty for carbon).
+    fn anthracite_log(&self) -> String {
+        match &self.process {
+            Process::Carbon(_) => String::new(),
+            Process::Anthracite(a) => a.log(),
+        }
+    }
+
     fn log_tail(&self) -> String {
         match &self.process {
             Process::Carbon(c) => c.log_tail(40),
@@ -147,11 +187,15 @@ impl Daemon {
     }
 
     /// `(destination, name, interval bits) → last value bits`, `-0.0` as `0.0` (the sinks'
-    /// normalisation: pickle keeps the sign, but a consumer's storage does not).
+    /// normalisation: pickle keeps the sign, but a consumer's storage does not); self-metrics
+    /// left out.
     fn last_values(&self) -> BTreeMap<(String, String, u64), u64> {
         let mut out = BTreeMap::new();
         for (dest, sink) in ["a", "b"].iter().zip(&self.sinks) {
             for r in sink.received() {
+                if r.path.starts_with(SELF_METRICS) {
+                    continue;
+                }
                 let (path, ts, value) = r.key();
                 out.insert((dest.to_string(), path, ts), value);
             }
@@ -159,8 +203,24 @@ impl Daemon {
         out
     }
 
+    /// Datapoints delivered, self-metrics left out.
     fn total(&self) -> usize {
-        self.sinks.iter().map(Sink::count).sum()
+        self.sinks
+            .iter()
+            .flat_map(Sink::received)
+            .filter(|r| !r.path.starts_with(SELF_METRICS))
+            .count()
+    }
+
+    /// The sum of every self-metric datapoint whose name ends in `.{leaf}`.
+    fn self_metric_sum(&self, leaf: &str) -> f64 {
+        let suffix = format!(".{leaf}");
+        self.sinks
+            .iter()
+            .flat_map(Sink::received)
+            .filter(|r| r.path.starts_with(SELF_METRICS) && r.path.ends_with(&suffix))
+            .map(|r| r.value)
+            .sum()
     }
 }
 
@@ -210,8 +270,31 @@ fn batch(base: i64, phase: u32) -> Vec<(String, i64, f64)> {
             out.push((format!("other.{x}.requests"), ts, next()));
         }
         out.push(("unmatched.metric".into(), ts, next()));
+        for family in ["tk", "tv", "tf", "td"] {
+            for app in ["web", "api"] {
+                for host in 0..2 {
+                    out.push((format!("{family}.{app}.h{host}.hits"), ts, next()));
+                }
+            }
+        }
+        for path in ["a.b", "c"] {
+            out.push((format!("apps.t1.{path}.h0.count"), ts, next()));
+        }
+        for host in ["a", "bb"] {
+            out.push((format!("tc.{host}.hits"), ts, next()));
+        }
     }
     out
+}
+
+/// How many datapoints of `points` meet a rule whose template carbon's formatting raises on:
+/// `(rule skipped, datapoint stopped)`.
+fn template_failures(points: &[(String, i64, f64)]) -> (u64, u64) {
+    let count = |f: &dyn Fn(&str) -> bool| points.iter().filter(|p| f(&p.0)).count() as u64;
+    let skipped = count(&|n| n.starts_with("tk.") || n == "tc.bb.hits");
+    let stopped =
+        count(&|n| n.starts_with("tv.") || n.starts_with("tf.") || n.starts_with("apps."));
+    (skipped, stopped)
 }
 
 fn wait_quiet(daemons: &mut [Daemon]) {
@@ -305,9 +388,12 @@ fn aggregator_matches_carbon_aggregator() {
         sleep_until(base as f64 + 0.05);
     }
     let start = base as f64;
+    let (mut skipped, mut stopped) = (0, 0);
     for (phase, at) in [(0u32, 0.1), (1, 2.0), (2, 4.5)] {
         sleep_until(start + at);
         let points = batch(base, phase);
+        let (s, t) = template_failures(&points);
+        (skipped, stopped) = (skipped + s, stopped + t);
         for d in &daemons {
             send_lines(d.line, &points);
         }
@@ -350,6 +436,48 @@ fn aggregator_matches_carbon_aggregator() {
         !maps[2].keys().any(|k| k.1.starts_with("fwd.")),
         "FORWARD_ALL off forwards nothing"
     );
+    // The template cases did what carbon does with them.
+    assert!(has("tk.before.web") && has("tk.after.web") && has("tk.web.h0.hits"));
+    assert!(
+        !forward.keys().any(|k| k.1.starts_with("tk.%")),
+        "TypeError: no output"
+    );
+    assert!(has("tv.before.web") && !has("tv.after.") && !has("tv.web."));
+    assert!(has("tf.before.web") && !has("tf.after.") && !has("tf.web."));
+    assert!(has("apps.t1.before") && !has("apps.t1.after") && !has("apps.t1.a.b.h0"));
+    assert!(has("tc.a") && has("tc.after"));
+    assert!(has("td.{'app': 'web', 'host': 'h0'}") && has("td.100%.web") && has("td.'web'"));
+    // Started on the same file as carbon, warning about each such rule by its line.
+    let log = daemons[1].anthracite_log();
+    for rule in [
+        "tk.%d.<app>",
+        "tv.<app>.100%",
+        "tf.<app>.<zone>",
+        "apps.<team>.<<path>>.rollup",
+        "tc.%(host)c",
+        "td.%s",
+    ] {
+        let line = RULES
+            .lines()
+            .position(|l| l.starts_with(&format!("{rule} ")))
+            .map(|i| i + 1)
+            .expect("the rule is in RULES");
+        assert!(
+            log.contains(&format!("aggregation-rules.conf: line {line}: ")),
+            "no warning naming line {line} ({rule}) in anthracite's log:\n{log}"
+        );
+    }
+    for (label, d) in [("forward", &daemons[1]), ("noforward", &daemons[3])] {
+        let counted = (
+            d.self_metric_sum("aggregateTemplateFailures.rule_skipped"),
+            d.self_metric_sum("aggregateTemplateFailures.datapoint_stopped"),
+        );
+        assert_eq!(
+            counted,
+            (skipped as f64, stopped as f64),
+            "{label}: anthracite's template failure counters (rule_skipped, datapoint_stopped)"
+        );
+    }
     assert!(
         failures.is_empty(),
         "anthracite differs from carbon-aggregator 1.1.10:\n{failures}"

@@ -11,6 +11,7 @@ mod engine;
 mod pickle_python;
 mod protobuf_receiver;
 mod support_selftest;
+mod templates;
 
 /// The `anthracite` binary this test run built, as a relay process named `name` to start.
 fn anthracite(name: &str) -> anthracite_testkit::RelayCommand {

@@ -7,7 +7,8 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use super::BenchError;
-use super::costs::{Axis, CostReport};
+use super::aggregation::MethodSet;
+use super::costs::{Axis, CostReport, Figure};
 use super::report::Report;
 use super::sweep::SweepReport;
 
@@ -167,19 +168,16 @@ pub fn render_costs_svg(report: &CostReport) -> Result<String, BenchError> {
         let xs = || report.points.iter().map(|p| p.on(report.axis) as f64);
         let x_min = xs().fold(f64::INFINITY, f64::min).max(1.0) / 1.3;
         let x_max = xs().fold(1.0, f64::max) * 1.3;
-        let ys = || {
-            report
-                .figures
-                .iter()
-                .filter_map(|f| f.per_million_delivered)
+        // An aggregator's output is not its input: its cost is per datapoint sent.
+        let cost = if report.axis.is_aggregation() {
+            |f: &Figure| f.per_million_sent
+        } else {
+            |f: &Figure| f.per_million_delivered
         };
+        let ys = || report.figures.iter().filter_map(cost);
         let y_min = ys().fold(f64::INFINITY, f64::min).clamp(1e-4, 1.0) / 2.0;
         let y_max = ys().fold(y_min * 4.0, f64::max) * 2.0;
-        let what = match report.axis {
-            Axis::Rules => "rules",
-            Axis::Destinations => "destinations",
-            Axis::Replication => "replication factor",
-        };
+        let what = report.axis.describe();
         let mut c = ChartBuilder::on(&root)
             .caption(
                 format!("{}: relay CPU against {what}", report.scenario),
@@ -192,33 +190,49 @@ pub fn render_costs_svg(report: &CostReport) -> Result<String, BenchError> {
             .map_err(chart_err)?;
         c.configure_mesh()
             .x_desc(format!("{what} (log)"))
-            .y_desc("CPU-s per 1M delivered (log)")
+            .y_desc(if report.axis.is_aggregation() {
+                "CPU-s per 1M sent (log)"
+            } else {
+                "CPU-s per 1M delivered (log)"
+            })
             .draw()
             .map_err(chart_err)?;
         let mut replications: Vec<usize> = report.points.iter().map(|p| p.replication).collect();
         replications.sort_unstable();
         replications.dedup();
         let by_replication = report.axis == Axis::Destinations && replications.len() > 1;
+        let mut method_sets: Vec<MethodSet> = Vec::new();
+        for p in &report.points {
+            if !method_sets.contains(&p.methods) {
+                method_sets.push(p.methods);
+            }
+        }
+        let by_methods = report.axis != Axis::Methods && method_sets.len() > 1;
         for (i, t) in report.targets.iter().enumerate() {
             let colour = Palette99::pick(i).to_rgba();
-            let groups: Vec<Option<usize>> = if by_replication {
-                replications.iter().map(|&r| Some(r)).collect()
+            // One line per replication factor, or per method set.
+            let groups: Vec<(Option<usize>, Option<MethodSet>)> = if by_replication {
+                replications.iter().map(|&r| (Some(r), None)).collect()
+            } else if by_methods {
+                method_sets.iter().map(|&m| (None, Some(m))).collect()
             } else {
-                vec![None]
+                vec![(None, None)]
             };
-            for (g, repl) in groups.into_iter().enumerate() {
+            for (g, (repl, methods)) in groups.into_iter().enumerate() {
                 let line: Vec<(f64, f64)> = report
                     .figures
                     .iter()
-                    .filter(|f| &f.target == t && repl.is_none_or(|r| f.point.replication == r))
-                    .filter_map(|f| {
-                        f.per_million_delivered
-                            .map(|v| (f.point.on(report.axis) as f64, v))
+                    .filter(|f| {
+                        &f.target == t
+                            && repl.is_none_or(|r| f.point.replication == r)
+                            && methods.is_none_or(|m| f.point.methods == m)
                     })
+                    .filter_map(|f| cost(f).map(|v| (f.point.on(report.axis) as f64, v)))
                     .collect();
-                let label = match repl {
-                    Some(r) => format!("{t}, replication {r}"),
-                    None => t.clone(),
+                let label = match (repl, methods) {
+                    (Some(r), _) => format!("{t}, replication {r}"),
+                    (_, Some(m)) => format!("{t}, {}", m.label()),
+                    _ => t.clone(),
                 };
                 let width = 1 + g as u32 * 2;
                 c.draw_series(LineSeries::new(line, colour.stroke_width(width)).point_size(3))

@@ -29,6 +29,12 @@ pub struct Entry {
     /// Peak resident memory (bytes), when measurable.
     #[serde(default)]
     pub peak_rss_bytes: Option<u64>,
+    /// Datapoints delivered.
+    #[serde(default)]
+    pub delivered: u64,
+    /// Distinct output series delivered (aggregation without `forward_all`).
+    #[serde(default)]
+    pub series: Option<u64>,
 }
 
 /// A contender against the first one, over the rounds.
@@ -124,7 +130,7 @@ impl Comparison {
         for e in &self.entries {
             let _ = writeln!(
                 t,
-                "  round {} {:<16} {:>10} dp/s  {:>8} CPU-s/M  p99 {:>10}  RSS {:>9}  lost {}",
+                "  round {} {:<16} {:>10} dp/s  {:>8} CPU-s/M  p99 {:>10}  RSS {:>9}  lost {}{}",
                 e.round + 1,
                 e.name,
                 si(e.delivered_rate),
@@ -134,7 +140,11 @@ impl Comparison {
                     .map_or("-".into(), |v| format!("{:.2} ms", v as f64 / 1e3)),
                 e.peak_rss_bytes
                     .map_or("-".into(), |b| format!("{:.1} MiB", b as f64 / 1048576.0)),
-                e.lost
+                e.lost,
+                e.series.map_or_else(String::new, |s| format!(
+                    "  aggregates {} in {s} series",
+                    e.delivered
+                )),
             );
         }
         for r in &self.ratios {
@@ -195,6 +205,8 @@ pub async fn run(
                 p99_us: report.latency.p99_us,
                 lost: report.lost,
                 peak_rss_bytes: report.peak_rss_bytes,
+                delivered: report.delivered,
+                series: report.series,
             });
             if Some(name) == contenders.first().map(|c| &c.0) {
                 first = Some(report);

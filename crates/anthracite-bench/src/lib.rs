@@ -48,7 +48,9 @@
 //! Placeholders in relay commands and templates: `{line_port}`, `{pickle_port}` (free ports
 //! chosen per run), `{sink_ports}`, `{sink_addrs}`, `{dest_list}` (carbon's
 //! `host:port:instance, …`), `{c_relay_servers}` (`host:port=instance …`), `{toml_servers}`,
-//! `{sink_protocol}`, `{config}` (from `--relay-config-template`), `{config:PATH}` (renders
+//! `{sink_protocol}`, `{aggregation_toml}`, `{aggregation_rules}` and
+//! `{carbon_aggregator_settings}` (the scenario's [`aggregation`] for anthracite and
+//! carbon-aggregator.py), `{config}` (from `--relay-config-template`), `{config:PATH}` (renders
 //! PATH and expands to the rendered file) and `{config_dir}` (a fresh directory per run, also
 //! holding the relay's `relay.log`).
 //!
@@ -62,6 +64,7 @@
 
 #![warn(missing_docs)]
 
+pub mod aggregation;
 pub mod args;
 pub mod chart;
 pub mod compare;

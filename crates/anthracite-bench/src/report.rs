@@ -28,8 +28,15 @@ pub struct Report {
     pub sent: u64,
     /// Datapoints counted by all sinks.
     pub delivered: u64,
-    /// `sent − delivered` (negative would mean duplicates).
+    /// `sent − delivered` (negative would mean duplicates); 0 when only aggregates are
+    /// delivered (`aggregates_only`).
     pub lost: i64,
+    /// An aggregation scenario without `forward_all`: the sinks receive aggregates only.
+    #[serde(default)]
+    pub aggregates_only: bool,
+    /// With `aggregates_only`: the distinct output series delivered.
+    #[serde(default)]
+    pub series: Option<u64>,
     /// Per-sink figures.
     pub sinks: Vec<SinkReport>,
     /// Seconds from the first byte sent to the last byte written.
@@ -49,7 +56,8 @@ pub struct Report {
     /// The part of `relay_cpu_secs` spent in the kernel (system time), when measurable.
     #[serde(default)]
     pub relay_system_cpu_secs: Option<f64>,
-    /// Relay CPU seconds per million datapoints delivered.
+    /// Relay CPU seconds per million datapoints delivered (per datapoint sent, for an
+    /// aggregation scenario).
     pub cpu_secs_per_million: Option<f64>,
     /// CPU seconds of the harness itself (generator, sinks, sampler) during the run: this
     /// process's total minus the in-process relay's threads.
@@ -207,7 +215,10 @@ impl Report {
             _ => false,
         };
         let sum: u64 = self.sinks.iter().map(|s| s.delivered).sum();
-        ordered && sum == self.delivered && self.lost == self.sent as i64 - self.delivered as i64
+        ordered
+            && sum == self.delivered
+            && (self.lost == self.sent as i64 - self.delivered as i64
+                || (self.aggregates_only && self.lost == 0))
     }
 
     /// The final human-readable table.
@@ -253,6 +264,13 @@ impl Report {
             "throughput",
             format!("{} datapoints/s", si(self.delivered_rate)),
         );
+        if let Some(series) = self.series {
+            row(
+                &mut t,
+                "output series",
+                format!("{series} (aggregates only: nothing passed on)"),
+            );
+        }
         row(
             &mut t,
             "lost (sent − delivered)",

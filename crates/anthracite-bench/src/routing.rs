@@ -17,6 +17,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use super::aggregation::regex_escape;
 use super::scenario::{Aggregation, Names};
 
 /// `[routing]` of a scenario.
@@ -110,7 +111,10 @@ impl Routing {
             }
         }
         if let Some(a) = aggregation {
-            t.push_str(&c_relay_aggregates(a, names));
+            let cluster = if self.rules == 0 { "bench" } else { "sink0" };
+            let (aggregates, routes) = a.c_relay(names, cluster);
+            t.push_str(&aggregates);
+            t.push_str(&routes);
         }
         if self.rules == 0 {
             t.push_str("match *\n    send to bench\n    stop\n    ;\n");
@@ -143,69 +147,6 @@ fn sink_of(servers: &[String], r: usize) -> String {
 pub fn rule_pattern(names: &Names, rules: usize, r: usize) -> String {
     let digits = (rules.saturating_sub(1)).max(1).ilog10() as usize + 1;
     format!("^{}host-{r:0digits$}", regex_escape(&names.prefix))
-}
-
-fn regex_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if "\\.^$|?*+()[]{}".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// `aggregation-rules.conf` text: the scenario's generated carbon rules, one per line.
-pub fn carbon_aggregation_rules(a: &Aggregation, names: &Names) -> String {
-    let mut t = String::new();
-    for r in a.rules(names) {
-        t.push_str(&r);
-        t.push('\n');
-    }
-    t
-}
-
-/// carbon-c-relay `aggregate` statements computing what the carbon rules of `a` compute: the
-/// `<hg>` field becomes a capture group, written back with `\1`; intervals expire after two
-/// frequencies, as carbon-aggregator's window of `MAX_AGGREGATION_INTERVALS` does by default.
-pub fn c_relay_aggregates(a: &Aggregation, names: &Names) -> String {
-    let mut t = String::new();
-    for (i, m) in (0..a.rules).zip(metrics(a, names)) {
-        let method = a
-            .methods
-            .get(i % a.methods.len().max(1))
-            .map_or("sum", String::as_str);
-        let compute = match method {
-            "avg" => "average".to_owned(),
-            "count" => "count".to_owned(),
-            "min" | "max" | "sum" => method.to_owned(),
-            p if p.starts_with('p') => format!("percentile{}", &p[1..]),
-            other => other.to_owned(),
-        };
-        let escaped = regex_escape(&m);
-        let _ = write!(
-            t,
-            "aggregate ^{}host-([0-9]+)[0-9]\\.{escaped}$\n    every {f} seconds\n    \
-             expire after {e} seconds\n    compute {compute} write to agg.\\1.{m}\n    ;\n",
-            regex_escape(&names.prefix),
-            f = a.frequency,
-            e = a.frequency * 2,
-        );
-    }
-    t
-}
-
-/// The metric part (after the host) of each rule's name.
-fn metrics(a: &Aggregation, names: &Names) -> Vec<String> {
-    (0..a.rules)
-        .map(|m| {
-            let name = super::generator::name(names, m);
-            name.split_once('.')
-                .map(|(_, rest)| rest.to_owned())
-                .unwrap_or_default()
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -279,23 +220,5 @@ mod tests {
                 .contains("carbon_ch replication 2\n")
         );
         assert_eq!(ring.copies(), 2);
-    }
-
-    #[test]
-    fn c_relay_aggregates_name_their_outputs_like_the_carbon_rules() {
-        let a = Aggregation {
-            rules: 3,
-            ..Aggregation::default()
-        };
-        let carbon = carbon_aggregation_rules(&a, &names());
-        let c = c_relay_aggregates(&a, &names());
-        assert_eq!(carbon.lines().count(), 3);
-        assert_eq!(c.matches("aggregate ").count(), 3);
-        assert!(c.contains("compute average write to agg.\\1."), "{c}");
-        assert!(c.contains("compute percentile95 write to agg.\\1."), "{c}");
-        for line in carbon.lines() {
-            let out = line.split(' ').next().unwrap().replace("<hg>", "\\1");
-            assert!(c.contains(&format!("write to {out}\n")), "{out} in {c}");
-        }
     }
 }

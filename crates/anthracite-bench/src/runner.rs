@@ -222,12 +222,15 @@ impl Sampler {
         (sent, delivered)
     }
 
+    /// Samples until `stop`; returns the timeline, the tracker and its CPU seconds at each
+    /// sample (`(seconds since start, CPU seconds)`).
     async fn run(
         mut self,
         start: Instant,
         mut stop: watch::Receiver<bool>,
-    ) -> (Vec<Sample>, Option<CpuTracker>) {
+    ) -> (Vec<Sample>, Option<CpuTracker>, Vec<(f64, f64)>) {
         let mut samples = Vec::new();
+        let mut cpu_at = Vec::new();
         let mut interval = tokio::time::interval(SAMPLE_EVERY);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // The first tick completes at once; a sample over a few microseconds means nothing.
@@ -259,6 +262,7 @@ impl Sampler {
             });
             if let Some(c) = self.cpu.as_mut() {
                 c.sample();
+                cpu_at.push((now.duration_since(start).as_secs_f64(), c.cpu_secs()));
             }
             last_tick = Tick {
                 t: now.duration_since(start).as_secs_f64(),
@@ -277,7 +281,7 @@ impl Sampler {
             c.sample();
         }
         self.progress.finish(last_tick);
-        (samples, self.cpu)
+        (samples, self.cpu, cpu_at)
     }
 }
 
@@ -303,7 +307,13 @@ pub async fn run_once(
         let config = SinkConfig {
             label: format!("sink {i}"),
             protocol: scenario.sinks.detect.into(),
-            keep: if scenario.sinks.record_names {
+            // An aggregator's output series are counted by name.
+            keep: if scenario.sinks.record_names
+                || scenario
+                    .aggregation
+                    .as_ref()
+                    .is_some_and(|a| !a.forward_all)
+            {
                 Keep::Names
             } else {
                 Keep::Count
@@ -395,10 +405,16 @@ pub async fn run_once(
         .max()
         .unwrap_or(0);
 
-    // 4. Drain: until everything arrived, or nothing arrived for quiet_secs, bounded.
+    // 4. Drain: until everything arrived, or nothing arrived for quiet_secs, bounded. An
+    // aggregator that passes nothing on delivers only aggregates, an unknown number some time
+    // after the input: the quiet time counts from its first delivery.
     let drain_until = Instant::now() + Duration::from_secs_f64(scenario.limits.drain_timeout_secs);
     let quiet = Duration::from_secs_f64(scenario.limits.quiet_secs);
     let delivered_now = || stats.iter().map(|s| s.delivered()).sum::<u64>();
+    let aggregates_only = scenario
+        .aggregation
+        .as_ref()
+        .is_some_and(|a| !a.forward_all);
     // Replication delivers several copies of each datapoint.
     let want = sent * scenario.routing.copies();
     let mut last = delivered_now();
@@ -410,7 +426,7 @@ pub async fn run_once(
         }
         if d != last {
             (last, last_change) = (d, Instant::now());
-        } else if last_change.elapsed() >= quiet {
+        } else if last_change.elapsed() >= quiet && (d > 0 || !aggregates_only) {
             break;
         }
         if Instant::now() >= drain_until {
@@ -423,7 +439,7 @@ pub async fn run_once(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let _ = stop_tx.send(true);
-    let (timeline, cpu) = sampler
+    let (timeline, cpu, cpu_at) = sampler
         .await
         .map_err(|e| BenchError::Relay(format!("sampler: {e}")))?;
     let process_cpu = match (cpu_at_start, measure::self_cpu_secs()) {
@@ -462,17 +478,34 @@ pub async fn run_once(
     }
     let delivery_secs = last_rx_us.saturating_sub(first_us) as f64 / 1e6;
     let send_secs = last_send_us.saturating_sub(first_us) as f64 / 1e6;
-    let relay_cpu_secs = cpu.as_ref().map(CpuTracker::cpu_secs);
+    let mut relay_cpu_secs = cpu.as_ref().map(CpuTracker::cpu_secs);
     let relay_system_cpu_secs = cpu.as_ref().map(CpuTracker::system_cpu_secs);
+    if scenario.aggregation.is_some() {
+        // An aggregator's work ends when its output settles: its CPU up to the first sample
+        // after the last delivery, not the idle ticks of the quiet time after it.
+        let settled = last_rx_us as f64 / 1e6 - start.duration_since(epoch).as_secs_f64();
+        if let Some(&(_, c)) = cpu_at.iter().find(|(t, _)| *t >= settled) {
+            relay_cpu_secs = Some(c);
+        }
+        notes.push(format!(
+            "aggregation: relay CPU counted until the output settled ({settled:.1} s after the first datapoint), per datapoint sent"
+        ));
+    }
     let harness_cpu_secs = match spec {
         TargetSpec::InProcess => process_cpu
             .zip(relay_cpu_secs)
             .map(|(p, r)| (p - r).max(0.0)),
         _ => process_cpu,
     };
+    // An aggregator's work is per datapoint in; a relay's per datapoint delivered.
+    let per = if scenario.aggregation.is_some() {
+        sent
+    } else {
+        delivered
+    };
     let cpu_secs_per_million = relay_cpu_secs
-        .filter(|_| delivered > 0)
-        .map(|c| c * 1e6 / delivered as f64);
+        .filter(|_| per > 0 && delivered > 0)
+        .map(|c| c * 1e6 / per as f64);
     let sent_per_connection: Vec<u64> = senders
         .iter()
         .map(|c| c.sent.load(Ordering::Relaxed))
@@ -542,7 +575,14 @@ pub async fn run_once(
         offered_rate: l.rate,
         sent,
         delivered,
-        lost: want as i64 - delivered as i64,
+        lost: if aggregates_only {
+            0
+        } else {
+            want as i64 - delivered as i64
+        },
+        aggregates_only,
+        series: aggregates_only
+            .then(|| stats.iter().map(|s| s.distinct_names() as u64).sum::<u64>()),
         sinks: sink_reports,
         send_secs,
         delivery_secs,

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::aggregation::Aggregation;
 use super::routing::Routing;
 
 use super::BenchError;
@@ -110,66 +111,6 @@ pub struct Scenario {
     /// How the relay routes: consistent hashing with N copies, or N generated regex rules.
     #[serde(default)]
     pub routing: Routing,
-}
-
-/// Aggregation rules generated for the run: one rule per metric of the name set (the metric
-/// path after the host), summing groups of ten hosts: `agg.<hg>.<metric> (frequency) =
-/// method host-<hg>\d.<metric>` — with 100 rules over 1,000 hosts, 10,000 output series.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Aggregation {
-    /// Rules (metrics of the name set covered). Default 100.
-    pub rules: usize,
-    /// Seconds per interval. Default 60.
-    pub frequency: u64,
-    /// Methods, assigned to the rules in turn. Default `["sum", "avg", "p95"]`.
-    pub methods: Vec<String>,
-    /// Pass the originals on as well (`forward_all`). Default true.
-    pub forward_all: bool,
-}
-
-impl Default for Aggregation {
-    fn default() -> Self {
-        Self {
-            rules: 100,
-            frequency: 60,
-            methods: vec!["sum".into(), "avg".into(), "p95".into()],
-            forward_all: true,
-        }
-    }
-}
-
-impl Aggregation {
-    /// The generated rules for names shaped by `names`.
-    pub fn rules(&self, names: &Names) -> Vec<String> {
-        (0..self.rules)
-            .map(|m| {
-                let name = super::generator::name(names, m);
-                let metric = name
-                    .split_once('.')
-                    .map(|(_, rest)| rest.to_owned())
-                    .unwrap_or_default();
-                let method = self
-                    .methods
-                    .get(m % self.methods.len().max(1))
-                    .map_or("sum", String::as_str);
-                format!(
-                    "agg.<hg>.{metric} ({}) = {method} {}host-<hg>\\d.{metric}",
-                    self.frequency, names.prefix
-                )
-            })
-            .collect()
-    }
-
-    /// The `[aggregation]` section of anthracite's `relay.toml` with the generated rules.
-    pub fn anthracite_toml(&self, names: &Names) -> String {
-        let rules: Vec<String> = self.rules(names).iter().map(|r| format!("{r:?}")).collect();
-        format!(
-            "[aggregation]\nforward_all = {}\nrules = [{}]\n",
-            self.forward_all,
-            rules.join(", ")
-        )
-    }
 }
 
 /// Offered load.
@@ -347,6 +288,18 @@ pub struct Sweep {
     pub destinations: Vec<usize>,
     /// Replication factors crossed with `destinations` (or swept alone). Default none.
     pub replication: Vec<usize>,
+    /// Aggregation cost sweep over the rules each datapoint matches (`[aggregation]
+    /// rules_per_datapoint`, the groups kept: `rules` grows with it). Default none.
+    pub rules_per_datapoint: Vec<usize>,
+    /// Aggregation cost sweep over the output series (the names scaled to make that many;
+    /// at least one datapoint per name). Default none.
+    pub output_series: Vec<usize>,
+    /// Aggregation cost sweep over `WRITE_BACK_FREQUENCY` in seconds (each > 0). Default none.
+    pub write_back_secs: Vec<u64>,
+    /// Method sets crossed with the aggregation axis (or swept alone): `"running"` (sum, avg,
+    /// min, max, count: running values), `"percentile"` (p50 … p999: every value kept) or
+    /// `"all"` (the twelve). Default none: the scenario's methods.
+    pub methods: Vec<String>,
 }
 
 impl Default for Sweep {
@@ -358,6 +311,10 @@ impl Default for Sweep {
             rules: Vec::new(),
             destinations: Vec::new(),
             replication: Vec::new(),
+            rules_per_datapoint: Vec::new(),
+            output_series: Vec::new(),
+            write_back_secs: Vec::new(),
+            methods: Vec::new(),
         }
     }
 }
@@ -546,11 +503,56 @@ impl Scenario {
         let sw = &self.sweep;
         let costs =
             !(sw.rules.is_empty() && sw.destinations.is_empty() && sw.replication.is_empty());
-        if costs && !sw.rates.is_empty() {
+        let aggregation_axes = [
+            !sw.rules_per_datapoint.is_empty(),
+            !sw.output_series.is_empty(),
+            !sw.write_back_secs.is_empty(),
+        ]
+        .into_iter()
+        .filter(|&a| a)
+        .count();
+        let aggregating = aggregation_axes > 0 || !sw.methods.is_empty();
+        if (costs || aggregating) && !sw.rates.is_empty() {
             return bad(
                 "sweep",
-                "sweeps either rates or the configuration (rules, destinations, replication), not both",
+                "sweeps either rates or the configuration (rules, destinations, replication, aggregation), not both",
             );
+        }
+        if aggregating {
+            if costs {
+                return bad(
+                    "sweep",
+                    "sweeps either the routing (rules, destinations, replication) or the aggregation, not both",
+                );
+            }
+            if aggregation_axes > 1 {
+                return bad(
+                    "sweep",
+                    "sweeps one of rules_per_datapoint, output_series, write_back_secs at a time (methods may cross it)",
+                );
+            }
+            if self.aggregation.is_none() {
+                return bad("sweep", "an aggregation sweep needs [aggregation]");
+            }
+            if sw.rules_per_datapoint.iter().any(|&k| k == 0 || k > 100) {
+                return bad("sweep.rules_per_datapoint", "must each be in [1, 100]");
+            }
+            if sw.output_series.iter().any(|&n| n == 0 || n > MAX_NAMES) {
+                return bad("sweep.output_series", "must each be in [1, 10000000]");
+            }
+            if sw.write_back_secs.contains(&0) {
+                return bad("sweep.write_back_secs", "must each be > 0");
+            }
+            if let Some(m) = sw
+                .methods
+                .iter()
+                .find(|m| super::aggregation::MethodSet::parse(m).is_none())
+            {
+                return bad(
+                    "sweep.methods",
+                    &format!("{m:?} is not running, percentile or all"),
+                );
+            }
         }
         let crossed = !(sw.destinations.is_empty() && sw.replication.is_empty());
         if !sw.rules.is_empty() && crossed {
@@ -626,6 +628,14 @@ impl Scenario {
         }
         if self.in_process.queue_datapoints == 0 {
             return bad("in_process.queue_datapoints", "must be > 0");
+        }
+        if let Some(a) = &self.aggregation
+            && let Err(why) = a.check()
+        {
+            return Err(BenchError::Invalid(format!(
+                "scenario {:?}: {why}",
+                self.name
+            )));
         }
         Ok(self)
     }

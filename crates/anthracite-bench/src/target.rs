@@ -10,7 +10,7 @@ use super::args::TargetSpec;
 use super::inprocess::InProcessRelay;
 use super::measure::{CpuTracker, RELAY_THREAD_NAME};
 use super::process::RelayProcess;
-use super::routing::{Routing, carbon_aggregation_rules};
+use super::routing::Routing;
 use super::scenario::{Aggregation, Names, Protocol, Scenario};
 
 /// Pause between a started relay accepting connections and the run starting.
@@ -75,7 +75,11 @@ impl Placeholders {
         )
         .replace(
             "{aggregation_rules}",
-            &aggregation.map_or_else(String::new, |a| carbon_aggregation_rules(a, &self.names)),
+            &aggregation.map_or_else(String::new, |a| a.carbon_rules_file(&self.names)),
+        )
+        .replace(
+            "{carbon_aggregator_settings}",
+            &aggregation.map_or_else(String::new, Aggregation::carbon_settings),
         )
         .replace("{line_port}", &self.line_port.to_string())
         .replace("{pickle_port}", &self.pickle_port.to_string())

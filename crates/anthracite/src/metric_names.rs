@@ -107,6 +107,9 @@ pub mod facade {
     pub const AGGREGATOR_DROPPED: &str = "anthracite_aggregator_dropped_total";
     /// Counter: datapoints no aggregation rule matched.
     pub const AGGREGATOR_MISSES: &str = "anthracite_aggregator_misses_total";
+    /// Counter, label `effect` (`rule_skipped`, `datapoint_stopped`): datapoints that met an
+    /// aggregation rule whose output template carbon's formatting raises on.
+    pub const AGGREGATOR_TEMPLATE_FAILURES: &str = "anthracite_aggregator_template_failures_total";
     /// Counter, label `result` (`applied`, `rejected`): reloads of the aggregation and
     /// rewrite rule files.
     pub const AGGREGATOR_RULE_RELOADS: &str = "anthracite_aggregator_rule_reloads_total";
@@ -157,6 +160,13 @@ pub mod carbon {
         "aggregateDatapointsDropped.intervals_limit";
     /// Aggregator: datapoints no rule matched in the interval (anthracite).
     pub const AGGREGATOR_MISSES: &str = "aggregatorMisses";
+    /// Aggregator: datapoints an aggregation rule yielded nothing for, its output template
+    /// raising a `TypeError` (anthracite).
+    pub const AGGREGATOR_TEMPLATE_RULE_SKIPPED: &str = "aggregateTemplateFailures.rule_skipped";
+    /// Aggregator: datapoints stopped at an aggregation rule, its output template raising a
+    /// `KeyError` or `ValueError` (anthracite).
+    pub const AGGREGATOR_TEMPLATE_DATAPOINT_STOPPED: &str =
+        "aggregateTemplateFailures.datapoint_stopped";
     /// Aggregator: starts that restored a checkpoint, not a final state (anthracite).
     pub const AGGREGATOR_UNCLEAN_RESTARTS: &str = "aggregatorUncleanRestarts";
     /// Aggregator: open intervals restored from a checkpoint (anthracite).
@@ -268,6 +278,9 @@ pub fn help(name: &str) -> &'static str {
         f::AGGREGATOR_BUFFERED => "Values in open aggregation intervals (bufferedDatapoints).",
         f::AGGREGATOR_DROPPED => "Datapoints not aggregated at the memory bound, per reason.",
         f::AGGREGATOR_MISSES => "Datapoints no aggregation rule matched.",
+        f::AGGREGATOR_TEMPLATE_FAILURES => {
+            "Datapoints that met an aggregation rule whose output template carbon's formatting raises on, per effect."
+        }
         f::AGGREGATOR_RULE_RELOADS => "Reloads of the aggregation and rewrite rules.",
         f::AGGREGATOR_UNCLEAN_RESTARTS => {
             "Starts that restored a checkpoint: the previous run did not write its final state."

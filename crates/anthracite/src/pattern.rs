@@ -267,6 +267,13 @@ impl<'t> Captures<'_, 't> {
         let (_, index) = self.names.iter().find(|(n, _)| n == name)?;
         self.groups.get(*index).copied().flatten()
     }
+
+    /// The text of the `i`-th named group (in [`Pattern::group_names`] order), `None` when it
+    /// did not take part in the match.
+    pub fn named(&self, i: usize) -> Option<&'t str> {
+        let (_, index) = self.names.get(i)?;
+        self.groups.get(*index).copied().flatten()
+    }
 }
 
 /// Most bytes the set's Thompson NFA may take; a table past it is matched one pattern at a

@@ -52,7 +52,9 @@ pub mod router {
 
     /// carbon's aggregation rules, as `aggregated-consistent-hashing` reads them.
     pub mod aggregation {
-        pub use crate::router::aggregation::parse_rules;
+        pub use crate::router::aggregation::{
+            AggregationRule, Resolution, Template, TemplateFailure, TemplateNote, parse_rules,
+        };
     }
 }
 

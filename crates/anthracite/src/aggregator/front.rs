@@ -187,6 +187,8 @@ fn runs(
 struct Books {
     received: AtomicU64,
     misses: AtomicU64,
+    template_skipped: AtomicU64,
+    template_stopped: AtomicU64,
     reloads_applied: AtomicU64,
     reloads_rejected: AtomicU64,
     checkpoints_written: AtomicU64,
@@ -204,6 +206,7 @@ pub struct Aggregation {
     books: Books,
     misses: Mutex<Episode>,
     drops: Mutex<Episode>,
+    template_failures: Mutex<Episode>,
 }
 
 impl Aggregation {
@@ -220,6 +223,7 @@ impl Aggregation {
             books: Books::default(),
             misses: Mutex::new(Episode::default()),
             drops: Mutex::new(Episode::default()),
+            template_failures: Mutex::new(Episode::default()),
         }
     }
 
@@ -278,10 +282,13 @@ impl Aggregation {
     }
 
     /// Feeds a staged batch under one lock; `forward[i]` says whether datapoint `i` is passed
-    /// on (`FORWARD_ALL` and not an output of its own rules).
+    /// on (`FORWARD_ALL`, not an output of its own rules, and not stopped by a raising
+    /// template).
     fn feed(&self, names: &[u8], points: &[StagedPoint], forward: &mut Vec<bool>) {
         let now = super::unix_now();
         let mut misses = 0u64;
+        let (mut skipped, mut stopped) = (0u64, 0u64);
+        let mut failed_rule = None;
         let before;
         let after;
         {
@@ -290,14 +297,35 @@ impl Aggregation {
             let forward_all = self.settings.forward_all;
             let points = points.iter().map(|p| (name_of(names, p), p.2, p.3));
             core.feed_all(points, now, &mut |e| {
+                if e.stopped {
+                    // carbon's exception leaves `process` before the pass-through (and the
+                    // miss log, which is part of it).
+                    stopped += 1;
+                    failed_rule.get_or_insert(e.failed_rule);
+                    forward.push(false);
+                    return;
+                }
+                if e.skipped {
+                    skipped += 1;
+                    failed_rule.get_or_insert(e.failed_rule);
+                }
                 if !e.matched {
                     misses += 1;
                 }
                 forward.push(forward_all && !e.is_output);
             });
             after = core.stats();
+            if let Some(i) = failed_rule {
+                self.log_template_failures(&core, i as usize, skipped, stopped);
+            }
         }
         self.books.received.fetch_add(points.len() as u64, Relaxed);
+        if skipped > 0 {
+            self.books.template_skipped.fetch_add(skipped, Relaxed);
+        }
+        if stopped > 0 {
+            self.books.template_stopped.fetch_add(stopped, Relaxed);
+        }
         if misses > 0 {
             self.books.misses.fetch_add(misses, Relaxed);
             // carbon logs a miss only when it passes the datapoint on (FORWARD_ALL).
@@ -335,6 +363,31 @@ impl Aggregation {
                 );
             }
         }
+    }
+
+    /// Logs, once per episode, datapoints that met an output template carbon's formatting
+    /// raises on (carbon logs each one); `rule` names the first rule of this batch.
+    fn log_template_failures(&self, core: &Aggregator, rule: usize, skipped: u64, stopped: u64) {
+        let line = self
+            .template_failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .occurred(skipped + stopped, Instant::now());
+        let Some(Line::Started(c) | Line::Ongoing(c)) = line else {
+            return;
+        };
+        let rules = core.rules();
+        let Some(r) = rules.rules.get(rule) else {
+            return;
+        };
+        tracing::warn!(
+            datapoints = c.amount,
+            rule_skipped = skipped,
+            datapoint_stopped = stopped,
+            line = r.line,
+            rule = %r.rule.source,
+            "datapoints met an aggregation rule whose output template carbon's formatting raises on (as carbon: a TypeError skips the rule, a KeyError or ValueError stops the datapoint at it)"
+        );
     }
 
     /// The aggregator's counters and sizes.
@@ -381,6 +434,18 @@ impl Reporting for Aggregation {
                 c(b.misses.load(Relaxed))
                     .series(facade::AGGREGATOR_MISSES, vec![])
                     .carbon(leaf::AGGREGATOR_MISSES),
+                c(b.template_skipped.load(Relaxed))
+                    .series(
+                        facade::AGGREGATOR_TEMPLATE_FAILURES,
+                        vec![("effect", "rule_skipped".to_owned())],
+                    )
+                    .carbon(leaf::AGGREGATOR_TEMPLATE_RULE_SKIPPED),
+                c(b.template_stopped.load(Relaxed))
+                    .series(
+                        facade::AGGREGATOR_TEMPLATE_FAILURES,
+                        vec![("effect", "datapoint_stopped".to_owned())],
+                    )
+                    .carbon(leaf::AGGREGATOR_TEMPLATE_DATAPOINT_STOPPED),
                 c(b.unclean_restarts.load(Relaxed))
                     .series(facade::AGGREGATOR_UNCLEAN_RESTARTS, vec![])
                     .carbon(leaf::AGGREGATOR_UNCLEAN_RESTARTS),

@@ -39,8 +39,18 @@
 //! `pre<field>post` → `pre(?P<field>[^.]+?)post`, a lone `*` → `[^.]+`, otherwise every `*` →
 //! `[^.]*`, the rest of the part being regex as written. The parts are joined with `\.`, `$` is
 //! appended and the regex is used with `re.match` (anchored at the start). The output template
-//! has `<field>` replaced by `%(field)s` and is `%`-formatted with the match's named groups.
-//! (`crate::router::aggregation` holds this translation; the aggregated routers use it too.)
+//! has `<` replaced by `%(` and `>` by `)s` and is `%`-formatted with the match's named groups
+//! (`crate::router::aggregation` holds this translation and Python's formatter; the aggregated
+//! routers use it too).
+//!
+//! Formatting may raise, per name: a `TypeError` (`%d`, a second keyless `%s`, `%c` of a longer
+//! field) is caught by `get_aggregate_metric`, and that rule yields nothing for the name; any
+//! other exception (`KeyError` for a field the input lacks, `<<path>>` in the output; a
+//! `ValueError` for a trailing `%`) leaves `AggregationProcessor.process`: the rules before it
+//! have taken the datapoint, the rules after it and the `FORWARD_ALL` pass-through do not
+//! happen (`run_pipeline` logs the traceback). anthracite does the same (the verdict records
+//! where the name stopped), counts the datapoints of each kind and logs them once per episode,
+//! and warns about each such rule at load.
 //!
 //! Methods (`values` are an interval's values in arrival order):
 //!
@@ -57,11 +67,9 @@
 //! sorted into a scratch buffer once per emission.
 //!
 //! Differences, all on input carbon fails on: a frequency ≤ 0 (carbon divides by it at the
-//! first datapoint), an unknown method, a regex that does not compile, an output template with
-//! a field the input does not capture or a `%` (carbon's formatting raises for every matching
-//! datapoint) are errors naming the file and line — at start (exit 2) and for a reload (which
-//! is then rejected whole and counted). carbon raises at start for the first three and drops
-//! the datapoint (and the rules after it) for the last.
+//! first datapoint), an unknown method and a regex that does not compile are errors naming the
+//! file and line — at start (exit 2) and for a reload (which is then rejected whole and
+//! counted). carbon raises at start for the last two. No output template is an error.
 //!
 //! # The buffers and their timing
 //!
@@ -146,7 +154,15 @@
 //!   under one lock with their verdict lookups overlapped (each one's memory prefetched a few
 //!   datapoints ahead), and the ones passed on are routed as one run, as plain relaying routes
 //!   a read. Once a series and its interval exist, a datapoint allocates nothing (percentile
-//!   value vectors are recycled) and hashes its name once.
+//!   value vectors are recycled) and hashes its name once; the interval a steady sender fills
+//!   lies in the series itself, and the series of one name are loaded together. Rules with
+//!   the same input pattern (several methods or outputs of one pattern) capture a new name
+//!   once.
+//! - **Idle series.** After a tick no interval of the series is active, and until a datapoint
+//!   comes carbon's ticks can only free intervals as they age out: the series' timer is parked
+//!   until the first tick of its phase at which its oldest interval is freed, and a datapoint
+//!   brings it back to the next tick of its phase. What is sent, and when, is carbon's; an
+//!   idle aggregator's cost no longer grows with the write-back frequency.
 
 mod front;
 mod method;

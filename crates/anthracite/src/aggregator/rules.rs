@@ -1,12 +1,15 @@
 //! An `aggregation-rules.conf` as the aggregator uses it: the router's translation of each
-//! rule ([`AggregationRule`]) with its method and frequency checked.
+//! rule ([`AggregationRule`]) with its method and frequency checked, and what carbon's
+//! formatting of each output template does (never a reason to refuse the file: carbon starts
+//! on any template).
 
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::method::AggregationMethod;
-use crate::pattern::PatternSet;
-use crate::router::aggregation::{AggregationRule, AggregationRuleError};
+use crate::pattern::{Captures, PatternSet};
+use crate::router::aggregation::{AggregationRule, AggregationRuleError, Resolution};
 
 /// Why a rules file was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -39,6 +42,31 @@ pub struct Rule {
     pub method: AggregationMethod,
     /// Seconds per interval (> 0).
     pub frequency: i64,
+    /// 1-based line in the file (entry number for inline rules).
+    pub line: usize,
+}
+
+/// A rule whose output template carbon's formatting fails on (for every name or some), or
+/// whose names hold white space: what carbon does with it, for a warning at load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleWarning {
+    /// 1-based line (entry number for inline rules).
+    pub line: usize,
+    /// The rule as written.
+    pub rule: String,
+    /// What carbon does with it, and what anthracite does.
+    pub effect: String,
+}
+
+/// How a name fared with rules whose output template fails: the first rule that yielded
+/// nothing for it (a `TypeError`), the rule it stopped at (a `KeyError` or `ValueError`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Failures {
+    /// Position of the first rule whose template raised a `TypeError` for the name.
+    pub skipped: Option<usize>,
+    /// Position of the rule whose template raised a `KeyError` or `ValueError`: the rules
+    /// after it were not tried.
+    pub stopped: Option<usize>,
 }
 
 /// The rules of one aggregation-rules file, in file order.
@@ -49,6 +77,9 @@ pub struct AggregationRules {
     /// The rules' input patterns in one automaton: a new name costs one scan to find the
     /// rules it matches, and only those run their captures.
     set: Arc<PatternSet>,
+    /// Per rule, the first rule with the same input pattern: rules written for several
+    /// methods or outputs of the same input (`sum` and `p95` of one pattern) capture once.
+    same_input: Vec<usize>,
 }
 
 impl Default for AggregationRules {
@@ -82,6 +113,7 @@ impl AggregationRules {
                 rule,
                 method,
                 frequency,
+                line: i + 1,
             });
         }
         Ok(Self::new(rules))
@@ -89,21 +121,65 @@ impl AggregationRules {
 
     fn new(rules: Vec<Rule>) -> Self {
         let set = PatternSet::new(rules.iter().map(|r| r.rule.pattern().clone()).collect());
+        let mut first = HashMap::new();
+        let same_input = rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| *first.entry(r.rule.pattern().as_str()).or_insert(i))
+            .collect();
         Self {
             rules,
             set: Arc::new(set),
+            same_input,
         }
     }
 
     /// Calls `f` with the position and output name of every rule `name` matches, in file
-    /// order (one scan of the automaton; captures only for the rules that match).
-    pub fn for_each_output(&self, name: &str, mut f: impl FnMut(usize, String)) {
+    /// order (one scan of the automaton; captures only for the rules that match), as
+    /// carbon's `AggregationProcessor.process` walks them: a rule whose template raises a
+    /// `TypeError` yields nothing, one that raises anything else ends the walk.
+    pub(crate) fn for_each_output(&self, name: &str, mut f: impl FnMut(usize, String)) -> Failures {
+        let mut failures = Failures::default();
+        // The captures of the last input pattern run, by its first rule.
+        let mut held: Option<(usize, Option<Captures<'_, '_>>)> = None;
         self.set.for_each_match(name.as_bytes(), |i| {
-            if let Some(output) = self.rules.get(i).and_then(|r| r.rule.aggregate_name(name)) {
-                f(i, output);
+            let Some(rule) = self.rules.get(i) else {
+                return ControlFlow::Continue(());
+            };
+            let input = self.same_input.get(i).copied().unwrap_or(i);
+            let caps = match &held {
+                Some((at, caps)) if *at == input => caps,
+                _ => &held.insert((input, rule.rule.pattern().captures(name))).1,
+            };
+            match rule.rule.resolve_captured(name, caps.as_ref()) {
+                Resolution::Output(output) => f(i, output),
+                Resolution::NoMatch => {}
+                Resolution::Failed(failure) if failure.stops() => {
+                    failures.stopped = Some(i);
+                    return ControlFlow::Break(());
+                }
+                Resolution::Failed(_) => {
+                    failures.skipped.get_or_insert(i);
+                }
             }
             ControlFlow::Continue(())
         });
+        failures
+    }
+
+    /// The rules whose output template is worth a warning at load, in file order.
+    pub fn warnings(&self) -> Vec<RuleWarning> {
+        self.rules
+            .iter()
+            .filter_map(|r| {
+                let note = r.rule.template_note()?;
+                Some(RuleWarning {
+                    line: r.line,
+                    rule: r.rule.source.clone(),
+                    effect: note.aggregator_effect(),
+                })
+            })
+            .collect()
     }
 
     /// Rules given inline (relay.toml), one per entry, numbered from 1.
@@ -128,6 +204,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn rules_of_one_input_pattern_share_its_captures_and_keep_carbons_walk() {
+        let walk = |text: &str, name: &str| {
+            let rules = AggregationRules::parse(text).expect("parses");
+            let mut out = Vec::new();
+            let failures = rules.for_each_output(name, |i, o| out.push((i, o)));
+            (out, failures)
+        };
+        let same = "a.<x>.sum (60) = sum in.<x>.*\n\
+                    a.<x>.%d (60) = avg in.<x>.*\n\
+                    b.<y>.z (60) = p95 in.<y>.*\n\
+                    c.<x>.max (60) = max in.<x>.*\n\
+                    d.<x>.<y> (60) = max in.<x>.*\n\
+                    e.<x>.min (60) = min in.<x>.*\n";
+        let (out, failures) = walk(same, "in.q.1");
+        assert_eq!(
+            out,
+            vec![
+                (0, "a.q.sum".to_owned()),
+                (2, "b.q.z".to_owned()),
+                (3, "c.q.max".to_owned())
+            ]
+        );
+        // `%d` skips rule 1 (TypeError); `<y>` is no field of rule 4's input: it stops there.
+        assert_eq!(failures.skipped, Some(1));
+        assert_eq!(failures.stopped, Some(4));
+        let (out, _) = walk(same, "other.q.1");
+        assert!(out.is_empty());
+    }
+
+    #[test]
     fn errors_name_the_line() {
         let err = AggregationRules::parse("# c\n\na.b (60) = sum a.*\na.c (0) = sum a.*\n")
             .expect_err("frequency 0");
@@ -149,5 +255,45 @@ mod tests {
         let ok = AggregationRules::parse("a.b (60) = p999 a.*\n").expect("parses");
         assert_eq!(ok.rules[0].method, AggregationMethod::Percentile(999));
         assert_eq!(ok.rules[0].frequency, 60);
+        assert!(ok.warnings().is_empty());
+    }
+
+    /// carbon starts on these; each is warned about with its line and what carbon does.
+    #[test]
+    fn templates_carbon_fails_on_are_warnings_not_errors() {
+        let rules = AggregationRules::parse(
+            "# c\n\
+             a.<x>.sum (60) = sum a.<x>.*\n\
+             apps.<team>.<<path>>.rollup (60) = avg apps.<team>.<<path>>.*.count\n\
+             b.<y> (60) = sum b.<x>\n\
+             c.%d (60) = sum c.<x>\n\
+             d.100% (60) = sum d.<x>\n\
+             e.%s (60) = sum e.<x>\n\
+             f.%(x)c (60) = sum f.<x>\n",
+        )
+        .expect("carbon starts on every one of them");
+        let warnings = rules.warnings();
+        let lines: Vec<usize> = warnings.iter().map(|w| w.line).collect();
+        assert_eq!(lines, vec![3, 4, 5, 6, 7, 8]);
+        assert!(
+            warnings[0].effect.contains("KeyError"),
+            "{}",
+            warnings[0].effect
+        );
+        assert!(warnings[0].effect.contains("stops at this rule"));
+        assert!(
+            warnings[2].effect.contains("TypeError") && warnings[2].effect.contains("never yields")
+        );
+        assert!(warnings[3].effect.contains("ValueError"));
+        assert!(warnings[4].effect.contains("white space"));
+        assert!(warnings[5].effect.contains("one character"));
+        let mut outputs = Vec::new();
+        let failures = rules.for_each_output("apps.t.a.b.h.count", |i, o| outputs.push((i, o)));
+        assert_eq!((outputs.len(), failures.stopped), (0, Some(1)));
+        let failures = rules.for_each_output("a.q.r", |i, o| outputs.push((i, o)));
+        assert_eq!(failures, Failures::default());
+        assert_eq!(outputs, vec![(0, "a.q.sum".to_owned())]);
+        let failures = rules.for_each_output("c.q", |_, _| {});
+        assert_eq!(failures.skipped, Some(3));
     }
 }

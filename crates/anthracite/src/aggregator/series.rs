@@ -5,9 +5,12 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use super::method::{Accumulator, AggregationMethod};
 use super::rules::AggregationRules;
 use super::verdicts::Verdicts;
+use crate::name_cache::prefetch;
 use crate::protocol::{Point, RUN};
 
 /// How far ahead of the datapoint being fed its verdict-cache index slot is prefetched…
@@ -17,8 +20,14 @@ const ENTRIES_AHEAD: usize = 8;
 
 /// A verdict's first byte: the name is itself one of its outputs.
 const IS_OUTPUT: u8 = 1;
-/// A verdict's first byte: some rule matched the name.
+/// A verdict's first byte: some rule resolved the name to an output.
 const MATCHED: u8 = 2;
+/// A verdict's first byte: some rule's template raised a `TypeError` for the name (that rule
+/// yields nothing).
+const SKIPPED: u8 = 4;
+/// A verdict's first byte: a rule's template raised a `KeyError` or `ValueError` for the
+/// name: the rules after it do not see it, and it is not passed on.
+const STOPPED: u8 = 8;
 
 /// Bounds and carbon's timing settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -80,10 +89,18 @@ pub struct AggregatorStats {
 /// What one [`Aggregator::feed`] found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Emitted {
-    /// Some rule matched the name.
+    /// Some rule resolved the name to an output.
     pub matched: bool,
     /// The name is one of the outputs it resolved to (`FORWARD_ALL` then does not pass it on).
     pub is_output: bool,
+    /// Some rule yielded nothing for the name because its template raised a `TypeError`.
+    pub skipped: bool,
+    /// A rule's template raised a `KeyError` or `ValueError`: the datapoint stopped there
+    /// (not passed on, whatever `FORWARD_ALL` says).
+    pub stopped: bool,
+    /// With `skipped` or `stopped`: the position of that rule (the one it stopped at, else the
+    /// first that skipped it).
+    pub failed_rule: u32,
 }
 
 /// An output series as the rules reach it: the first rule that resolved to it (its method and
@@ -107,6 +124,10 @@ pub(super) struct Interval {
     pub(super) active: bool,
 }
 
+/// A series' intervals: the one a steady sender keeps open lies in the series itself, so a
+/// datapoint reaches it without a further pointer chase.
+pub(super) type Intervals = SmallVec<[Interval; 1]>;
+
 /// One output series.
 #[derive(Debug)]
 pub(super) struct Series {
@@ -115,10 +136,17 @@ pub(super) struct Series {
     pub(super) frequency: i64,
     /// Seconds between timer ticks: `min(WRITE_BACK_FREQUENCY, frequency)`.
     pub(super) period: f64,
-    /// Unix time of the next tick.
+    /// Unix time of the next tick: the timer's next one while an interval is active, else
+    /// the first one at which an interval ages out (the ticks between find nothing to do).
     pub(super) next_due: f64,
+    /// No interval is active: the series waits for its oldest interval to age out, or for a
+    /// datapoint, which brings its timer back to the next tick of its phase.
+    pub(super) parked: bool,
+    /// The due time (µs) of the parked tick queued for it, if one is: parking again at the
+    /// same time queues nothing more.
+    pub(super) parked_at: Option<i64>,
     /// In creation order (the order carbon's dict iterates in).
-    pub(super) intervals: Vec<Interval>,
+    pub(super) intervals: Intervals,
 }
 
 #[derive(Debug, Default)]
@@ -146,9 +174,10 @@ pub(super) struct Table {
 pub struct Aggregator {
     rules: Arc<AggregationRules>,
     limits: AggregatorLimits,
-    /// Per input name, its verdict: a flags byte ([`MATCHED`], [`IS_OUTPUT`]) and the
-    /// little-endian `u32` indices in `refs` of the outputs it feeds, one per matching rule in
-    /// file order.
+    /// Per input name, its verdict: a flags byte ([`MATCHED`], [`IS_OUTPUT`], [`SKIPPED`],
+    /// [`STOPPED`]), with `SKIPPED` or `STOPPED` the little-endian `u32` position of that
+    /// rule, then the little-endian `u32` indices in `refs` of the outputs it feeds, one per
+    /// rule that resolved it, in file order.
     verdicts: Verdicts,
     /// The outputs the verdicts name, each `(rule, output)` once.
     refs: Vec<SeriesRef>,
@@ -306,6 +335,7 @@ impl Aggregator {
         let mut flags = 0;
         self.verdict.clear();
         self.verdict.push(0);
+        let mut failures = super::rules::Failures::default();
         // Names are UTF-8 (the receivers hand over nothing else); anything else matches no rule.
         if let Ok(text) = std::str::from_utf8(name) {
             let Self {
@@ -315,7 +345,7 @@ impl Aggregator {
                 verdict,
                 ..
             } = self;
-            rules.for_each_output(text, |i, output| {
+            failures = rules.for_each_output(text, |i, output| {
                 flags |= MATCHED;
                 if output.as_bytes() == name {
                     flags |= IS_OUTPUT;
@@ -340,6 +370,16 @@ impl Aggregator {
                 };
                 verdict.extend_from_slice(&id.to_le_bytes());
             });
+        }
+        if failures.skipped.is_some() {
+            flags |= SKIPPED;
+        }
+        if failures.stopped.is_some() {
+            flags |= STOPPED;
+        }
+        if let Some(rule) = failures.stopped.or(failures.skipped) {
+            let at = (rule as u32).to_le_bytes();
+            self.verdict.splice(1..1, at);
         }
         if let Some(f) = self.verdict.first_mut() {
             *f = flags;
@@ -371,7 +411,24 @@ impl Table {
         now: f64,
     ) -> Emitted {
         let flags = verdict.first().copied().unwrap_or(0);
-        for id in verdict.get(1..).unwrap_or_default().chunks_exact(4) {
+        let (failed_rule, ids) = if flags & (SKIPPED | STOPPED) != 0 {
+            let rule = verdict.get(1..5).unwrap_or_default();
+            let rule = rule.try_into().map_or(0, u32::from_le_bytes);
+            (rule, verdict.get(5..).unwrap_or_default())
+        } else {
+            (0, verdict.get(1..).unwrap_or_default())
+        };
+        if ids.len() > 4 {
+            // A name feeding several series: their buffers are loaded together rather than
+            // one after the other (each is a pointer chase to memory of its own).
+            for id in ids.chunks_exact(4) {
+                let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
+                if let Some(r) = refs.get(id as usize) {
+                    self.prefetch(r);
+                }
+            }
+        }
+        for id in ids.chunks_exact(4) {
             let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
             if let Some(r) = refs.get_mut(id as usize) {
                 self.add(r, limits, point, now);
@@ -380,6 +437,25 @@ impl Table {
         Emitted {
             matched: flags & MATCHED != 0,
             is_output: flags & IS_OUTPUT != 0,
+            skipped: flags & SKIPPED != 0,
+            stopped: flags & STOPPED != 0,
+            failed_rule,
+        }
+    }
+
+    /// Starts loading the intervals of the series `r` names, when it is bound.
+    #[inline]
+    fn prefetch(&self, r: &SeriesRef) {
+        let Some((slot, _)) = r.bound else {
+            return;
+        };
+        if let Some(i) = self
+            .slots
+            .get(slot as usize)
+            .and_then(|s| s.series.as_ref())
+            .and_then(|s| s.intervals.first())
+        {
+            prefetch(i);
         }
     }
 
@@ -440,6 +516,25 @@ impl Table {
         };
         buffer.acc.add(value, keep);
         buffer.active = true;
+        if series.parked {
+            series.parked = false;
+            // The timer's next tick in its phase after `now` (it kept its phase while parked).
+            let period = series.period;
+            let mut next = series.next_due;
+            let back = ((next - now) / period).floor();
+            if back > 1.0 {
+                next -= (back - 1.0) * period;
+            }
+            while next - period > now {
+                next -= period;
+            }
+            while next <= now {
+                next += period;
+            }
+            series.next_due = next;
+            let generation = self.slots.get(slot as usize).map_or(0, |s| s.generation);
+            self.timers.push(Reverse((micros(next), slot, generation)));
+        }
         self.stats.buffered += 1;
         self.stats.aggregated += 1;
         if keep {
@@ -478,7 +573,9 @@ impl Table {
                     frequency: r.frequency,
                     period,
                     next_due: now + period,
-                    intervals: Vec::new(),
+                    parked: false,
+                    parked_at: None,
+                    intervals: Intervals::new(),
                 })
             }
         };
@@ -514,12 +611,22 @@ impl Table {
 
     fn next_due(&mut self) -> Option<f64> {
         while let Some(&Reverse((due, slot, generation))) = self.timers.peek() {
-            if self.is_live(slot, generation) {
+            if self.is_due_entry(due, slot, generation) {
                 return Some(due as f64 / 1e6);
             }
             self.timers.pop();
         }
         None
+    }
+
+    /// True when a timer entry is the series' tick: it lives, and the entry is its next tick
+    /// (a parked tick left behind by a datapoint that woke the series is not).
+    fn is_due_entry(&self, due: i64, slot: u32, generation: u32) -> bool {
+        self.slots
+            .get(slot as usize)
+            .filter(|s| s.generation == generation)
+            .and_then(|s| s.series.as_ref())
+            .is_some_and(|s| micros(s.next_due) == due)
     }
 
     fn is_live(&self, slot: u32, generation: u32) -> bool {
@@ -535,7 +642,7 @@ impl Table {
                 break;
             }
             self.timers.pop();
-            if !self.is_live(slot, generation) {
+            if !self.is_due_entry(due, slot, generation) {
                 continue;
             }
             if let Some(next) = self.compute(slot, now, max_intervals, emit) {
@@ -544,8 +651,13 @@ impl Table {
         }
     }
 
-    /// carbon's `MetricBuffer.compute_value` for the series in `slot`; returns its next tick,
-    /// or `None` when it was deleted.
+    /// carbon's `MetricBuffer.compute_value` for the series in `slot`; returns the tick to
+    /// queue for it, `None` when it was deleted or its tick is queued already.
+    ///
+    /// After it no interval is active, and until a datapoint comes carbon's ticks only free
+    /// intervals as they age out: the series is parked until the first tick of its phase at
+    /// which its oldest interval does (one queued tick instead of one per write-back period,
+    /// which is what an idle aggregator with many open series would spend its time on).
     fn compute(
         &mut self,
         slot: u32,
@@ -590,12 +702,47 @@ impl Table {
             self.stats.series = self.index.len() as u64;
             return None;
         }
+        if series.parked_at == Some(micros(series.next_due)) {
+            // This was the parked tick: it is no longer queued.
+            series.parked_at = None;
+        }
         // LoopingCall keeps its phase and skips the ticks it missed.
         let mut next = series.next_due + series.period;
         while next <= now {
             next += series.period;
         }
+        // The first tick at which the oldest interval is freed: `current` past its start by
+        // more than `max_intervals` frequencies.
+        let oldest = series
+            .intervals
+            .iter()
+            .map(|b| b.start)
+            .fold(f64::INFINITY, f64::min);
+        if !oldest.is_finite() {
+            // No age to wait for (a timestamp no interval arithmetic holds): tick as carbon.
+            series.next_due = next;
+            return Some(next);
+        }
+        let frees = |t: f64| {
+            let t = t.floor() as i64;
+            ((t - t.rem_euclid(series.frequency) - max_intervals * series.frequency) as f64)
+                > oldest
+        };
+        let target = oldest + ((max_intervals + 1) * series.frequency) as f64;
+        let skip = ((target - next) / series.period).ceil();
+        if skip > 1.0 {
+            next += (skip - 1.0) * series.period;
+        }
+        while !frees(next) {
+            next += series.period;
+        }
         series.next_due = next;
+        series.parked = true;
+        let due = micros(next);
+        if series.parked_at == Some(due) {
+            return None;
+        }
+        series.parked_at = Some(due);
         Some(next)
     }
 
@@ -669,7 +816,22 @@ mod tests {
         a.feed(b"i.y", 130.0, 2.0, 106.0);
         // Ticks at 110, 115 missed: the next is 110 (due), then 120 keeps the phase.
         assert_eq!(tick(&mut a, 117.0), vec![("o".into(), 120.0, 1.5)]);
-        assert_eq!(a.next_due(), Some(120.0));
+        // Nothing active: parked until interval 120 ages out (current 540 - 5 × 60 > 120 …
+        // at the first tick of the phase from 480 on).
+        assert_eq!(a.next_due(), Some(480.0));
+        assert!(tick(&mut a, 200.0).is_empty());
+        // A datapoint wakes it at the next tick of its phase.
+        a.feed(b"i.z", 180.0, 3.0, 201.0);
+        assert_eq!(a.next_due(), Some(205.0));
+        assert_eq!(tick(&mut a, 205.0), vec![("o".into(), 180.0, 3.0)]);
+        assert_eq!(a.next_due(), Some(480.0));
+        // The parked tick frees interval 120 and keeps 180 (until 540).
+        assert!(tick(&mut a, 480.0).is_empty());
+        assert_eq!(a.stats().held_intervals, 1);
+        assert_eq!(a.next_due(), Some(540.0));
+        assert!(tick(&mut a, 540.0).is_empty());
+        assert_eq!(a.stats().series, 0);
+        assert_eq!(a.next_due(), None);
     }
 
     #[test]
@@ -683,6 +845,37 @@ mod tests {
         assert_eq!(a.stats().buffered, 4);
         let mut a = aggregator("i.<x> (10) = sum i.<x>\n", None);
         assert!(a.feed(b"i.a", 100.0, 1.0, 100.0).is_output);
+    }
+
+    /// carbon's `process`: the rules before a raising template take the datapoint, the ones
+    /// after it do not; a `TypeError` only skips its own rule.
+    #[test]
+    fn a_raising_template_stops_the_datapoint_where_carbon_does() {
+        let mut a = aggregator(
+            "before.<x> (10) = sum i.<x>\n\
+             typed.%d (10) = sum i.<x>\n\
+             keyed.<nope> (10) = sum i.<x>\n\
+             after.<x> (10) = sum i.<x>\n\
+             other.<x> (10) = sum j.<x>\n",
+            None,
+        );
+        let e = a.feed(b"i.a", 100.0, 2.0, 100.0);
+        assert!(e.matched && e.skipped && e.stopped && !e.is_output);
+        assert_eq!(e.failed_rule, 2);
+        // Again from the verdict cache: the same.
+        assert_eq!(a.feed(b"i.a", 101.0, 3.0, 100.0), e);
+        let e = a.feed(b"j.a", 100.0, 1.0, 100.0);
+        assert!(e.matched && !e.skipped && !e.stopped);
+        let mut out = tick(&mut a, 110.0);
+        out.sort_by(|x, y| x.0.cmp(&y.0));
+        assert_eq!(
+            out,
+            vec![
+                ("before.a".into(), 100.0, 5.0),
+                ("other.a".into(), 100.0, 1.0)
+            ]
+        );
+        assert!(!a.has_series("after.a"));
     }
 
     #[test]

@@ -302,6 +302,9 @@ pub fn restore(aggregator: &mut Aggregator, dir: &Path) -> Result<Option<Restore
             frequency: s.frequency,
             period: f64::from_bits(s.period),
             next_due: f64::from_bits(s.next_due),
+            // Woken by its next datapoint, or at its saved tick.
+            parked: s.intervals.iter().all(|b| !b.active),
+            parked_at: None,
             intervals: s
                 .intervals
                 .into_iter()

@@ -102,6 +102,34 @@ pub(crate) struct AggregationConfig {
     pub checkpoint_interval: Option<Duration>,
 }
 
+impl AggregationConfig {
+    /// A warning per rule whose output template is worth one, naming its file and line (or
+    /// its entry of `aggregation.rules` in `file`).
+    pub(crate) fn warnings(&self, file: &str) -> Vec<String> {
+        rule_warnings(&self.rules, self.rules_file.as_deref(), file)
+    }
+}
+
+/// A warning per rule of `rules` whose output template is worth one: `path: line N` when they
+/// were read from `path`, else `file: aggregation.rules[i]`.
+pub(crate) fn rule_warnings(
+    rules: &AggregationRules,
+    path: Option<&Path>,
+    file: &str,
+) -> Vec<String> {
+    rules
+        .warnings()
+        .into_iter()
+        .map(|w| {
+            let at = match path {
+                Some(p) => format!("{}: line {}", p.display(), w.line),
+                None => format!("{file}: aggregation.rules[{}]", w.line - 1),
+            };
+            format!("{at}: {:?}: {}", w.rule, w.effect)
+        })
+        .collect()
+}
+
 /// Reads and parses an aggregation-rules file; the error names the file and line.
 pub(crate) fn read_rules(path: &Path) -> Result<AggregationRules, ConfigError> {
     let text = read(path)?;

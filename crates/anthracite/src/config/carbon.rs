@@ -318,6 +318,9 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let mut warnings = Vec::new();
+    // Where the aggregated router's rules were read: the file and each rule's line.
+    let mut router_rules_file: Option<std::path::PathBuf> = None;
+    let mut router_rule_lines: Vec<usize> = Vec::new();
     if !parsed.has_section(program) && !parsed.has_section(&instance_section) {
         warnings.push(format!(
             "{file}: no [{program}] or [{instance_section}] section; carbon's defaults apply"
@@ -530,12 +533,15 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
             crate::router::aggregation::parse_rules(&text).map_err(|(line, e)| {
                 ConfigError::invalid(path.display(), format!("line {line}"), e.to_string())
             })?;
-            raw.router.aggregation_rules = text
+            let rules: Vec<(usize, &str)> = text
                 .lines()
                 .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(str::to_owned)
+                .enumerate()
+                .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
                 .collect();
+            raw.router.aggregation_rules = rules.iter().map(|(_, l)| (*l).to_owned()).collect();
+            router_rule_lines = rules.iter().map(|(i, _)| i + 1).collect();
+            router_rules_file = Some(path.clone());
         } else {
             warnings.push(format!(
                 "{}: aggregation rules file does not exist; every metric is routed by its own name (as carbon does)",
@@ -548,7 +554,15 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
         aggregator_settings(&s, options, &conf_dir, &mut raw)?;
     }
 
-    let config = Config::from_raw(raw, &file).map_err(|e| s.carbon_key(e))?;
+    let mut config = Config::from_raw(raw, &file).map_err(|e| s.carbon_key(e))?;
+    // The router's rules name the file and line they were read from.
+    if let Some(rules_file) = router_rules_file {
+        config.set_warnings(&|i| {
+            let line = router_rule_lines.get(i).copied().unwrap_or(0);
+            format!("{}: line {line}", rules_file.display())
+        });
+    }
+    warnings.extend(config.warnings().iter().cloned());
     Ok(CarbonImport { config, warnings })
 }
 

@@ -157,6 +157,8 @@ pub struct Config {
     pub(crate) aggregation: Option<aggregation::AggregationConfig>,
     /// The raw configuration with every default filled in (what `anthracite check` prints).
     pub(crate) resolved: RawConfig,
+    /// What the configuration does that an operator should hear about at start.
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Config {
@@ -317,7 +319,8 @@ impl Config {
             &raw.destinations.spill.dir,
             file,
         )?;
-        Ok(Config {
+        let mut config = Config {
+            warnings: Vec::new(),
             aggregation,
             route_cache_bytes,
             listen,
@@ -331,7 +334,27 @@ impl Config {
             source: file.to_string(),
             sources,
             resolved: raw,
-        })
+        };
+        config.set_warnings(&|i| format!("{file}: router.aggregation_rules[{i}]"));
+        Ok(config)
+    }
+
+    /// Fills [`warnings`](Self::warnings) in, the router's aggregation rule `i` named by
+    /// `router_rule(i)`.
+    pub(crate) fn set_warnings(&mut self, router_rule: &dyn Fn(usize) -> String) {
+        let mut warnings = validate::router_rule_warnings(&self.router, router_rule);
+        if let Some(a) = &self.aggregation {
+            warnings.extend(a.warnings(&self.source));
+        }
+        self.warnings = warnings;
+    }
+
+    /// What the configuration does that deserves a warning at start, one line each: rules
+    /// whose output template carbon's formatting raises on (carbon starts on them too; each
+    /// line names the file and line and what carbon and anthracite do), output names holding
+    /// white space. Log them.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// How the `anthracite` binary writes log lines (`[log] format`).

@@ -657,6 +657,24 @@ pub(super) fn router(
     })
 }
 
+/// A warning per aggregated-router rule whose output template is worth one (see
+/// [`AggregationRule::template_note`]), rule `i` named by `at(i)`.
+pub(super) fn router_rule_warnings(spec: &RouterSpec, at: &dyn Fn(usize) -> String) -> Vec<String> {
+    spec.aggregation_rules
+        .iter()
+        .enumerate()
+        .filter_map(|(i, rule)| {
+            let note = rule.template_note()?;
+            Some(format!(
+                "{}: {:?}: {}",
+                at(i),
+                rule.source,
+                note.router_effect()
+            ))
+        })
+        .collect()
+}
+
 /// `[[rules]]`: exactly one default rule; every destination named must be configured.
 fn rules(
     raw_rules: &[RawRule],

@@ -642,8 +642,10 @@ impl Ingestor {
             return Err(self.reject(DropReason::NameTooLong));
         }
         // A name the plaintext protocol could not carry: a line destination would write it as
-        // two metrics, one named by the sender.
-        if line::has_py_space(name) {
+        // two metrics, one named by the sender. The relay's own names (aggregates, whose
+        // output template may write `str(groupdict)` as carbon does) are the configuration's,
+        // not a sender's: they pass as carbon sends them.
+        if line::has_py_space(name) && self.source != Source::Internal {
             return Err(self.reject(DropReason::WhitespaceInName));
         }
         if let Some(f) = &mut self.filter {

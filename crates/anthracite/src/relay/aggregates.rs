@@ -277,6 +277,9 @@ fn reload(aggregation: &Aggregation, rules: Option<&mut Watched>, rewrite: Optio
         match read {
             Ok(r) => {
                 info!(file = %w.path.display(), rules = r.len(), "aggregation rules reloaded");
+                for line in crate::config::aggregation::rule_warnings(&r, Some(&w.path), "") {
+                    warn!("{line}");
+                }
                 aggregation.set_rules(r);
             }
             Err(e) => {

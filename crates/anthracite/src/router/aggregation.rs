@@ -7,20 +7,27 @@
 //! around the brackets kept as regex, Python-only syntax through [`Pattern`]'s backtracking
 //! fallback), a lone `*` → `[^.]+`, any other `*` → `[^.]*` — joined with
 //! `\.`, anchored at the start (`re.match`) and ending in `$`. A name that matches is resolved
-//! to the template with each `<name>` replaced by the captured text.
+//! with the output template, Python's `%` formatting of the match's named groups
+//! ([`template`] holds it exactly, failures included).
 //!
 //! The router ([`super::Strategy::Aggregated`]) routes every resolved name through the hashing
-//! router, or the metric's own name when no rule matches, and yields the union of the
-//! destinations; the datapoint itself keeps its original name.
+//! router, or the metric's own name when no rule resolves it, and yields the union of the
+//! destinations; the datapoint itself keeps its original name. A rule whose formatting raises
+//! a `KeyError` or `ValueError` for a name makes carbon-relay drop that datapoint (the
+//! exception leaves `getDestinations`); it gets no destination here either.
 
-use crate::pattern::Pattern;
+use crate::pattern::{Captures, Pattern};
+
+mod template;
+pub use template::{Template, TemplateFailure};
 
 /// carbon 1.1.10's `AGGREGATION_METHODS`.
 pub(crate) const METHODS: [&str; 12] = [
     "sum", "avg", "min", "max", "p50", "p75", "p80", "p90", "p95", "p99", "p999", "count",
 ];
 
-/// Why a rule line was rejected (carbon refuses to start on these too).
+/// Why a rule line was rejected (carbon refuses to start on these too). An output template is
+/// never a reason: carbon starts on any, and fails (or not) per name.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AggregationRuleError {
     /// Not `output (frequency) = method input`.
@@ -40,26 +47,27 @@ pub enum AggregationRuleError {
         /// The regex engine's message.
         message: String,
     },
-    /// The output template is something carbon's `%` formatting would fail on.
-    #[error("output template {0:?} uses `%`, `<<`, or a field the input pattern does not capture")]
-    Template(String),
 }
 
-/// One piece of an output template.
+/// What a rule does with a metric name.
 #[derive(Debug, Clone, PartialEq)]
-enum Piece {
-    Text(String),
-    Field(String),
+pub enum Resolution {
+    /// The input pattern does not match.
+    NoMatch,
+    /// The aggregate name.
+    Output(String),
+    /// The pattern matches but carbon's formatting of the output raises.
+    Failed(TemplateFailure),
 }
 
 /// One compiled rule.
 #[derive(Debug, Clone)]
 pub struct AggregationRule {
     regex: Pattern,
-    template: Vec<Piece>,
+    template: Template,
     /// The line as written.
     pub source: String,
-    /// The method as written (one of [`METHODS`]).
+    /// The method as written (one of carbon's twelve: `sum`, `avg`, …, `p999`).
     pub method: &'static str,
     /// The frequency as Python's `int()` reads it.
     pub frequency: i64,
@@ -117,8 +125,8 @@ impl AggregationRule {
                 message: e.to_string(),
             }
         })?;
-        let template = parse_template(output, &regex)
-            .ok_or_else(|| AggregationRuleError::Template(output.to_owned()))?;
+        let names: Vec<String> = regex.group_names().map(str::to_owned).collect();
+        let template = Template::compile(output, &names);
         Ok(Self {
             regex,
             template,
@@ -133,50 +141,124 @@ impl AggregationRule {
         &self.regex
     }
 
-    /// The aggregate name `metric` resolves to, or `None` when the rule does not match.
-    pub fn aggregate_name(&self, metric: &str) -> Option<String> {
-        let caps = self.regex.captures(metric)?;
+    /// The compiled output template.
+    pub fn template(&self) -> &Template {
+        &self.template
+    }
+
+    /// What the rule makes of `metric`: no match, the aggregate name, or carbon's formatting
+    /// failure.
+    pub fn resolve(&self, metric: &str) -> Resolution {
+        self.resolve_captured(metric, self.regex.captures(metric).as_ref())
+    }
+
+    /// [`resolve`](Self::resolve) with the captures of this rule's input pattern on `metric`
+    /// already found (`None`: no match): rules with the same input pattern share them.
+    pub fn resolve_captured(&self, metric: &str, caps: Option<&Captures<'_, '_>>) -> Resolution {
+        let Some(caps) = caps else {
+            return Resolution::NoMatch;
+        };
         let mut out = String::with_capacity(metric.len());
-        for piece in &self.template {
-            match piece {
-                Piece::Text(t) => out.push_str(t),
-                // Python formats an unmatched optional group as `None`; every field here is
-                // mandatory in the regex, so a match always has it.
-                Piece::Field(f) => out.push_str(caps.name(f).unwrap_or("None")),
-            }
+        match self.template.render(|i| caps.named(i), &mut out) {
+            Ok(()) => Resolution::Output(out),
+            Err(failure) => Resolution::Failed(failure),
         }
-        Some(out)
+    }
+
+    /// The aggregate name `metric` resolves to, or `None` when the rule does not match or its
+    /// template fails for it.
+    pub fn aggregate_name(&self, metric: &str) -> Option<String> {
+        match self.resolve(metric) {
+            Resolution::Output(name) => Some(name),
+            Resolution::NoMatch | Resolution::Failed(_) => None,
+        }
+    }
+
+    /// What carbon does with this rule's output template, when that is worth a warning at
+    /// load: a formatting failure (with the consequences the caller describes), names that
+    /// fail or not by their value, names holding white space. `None` for a template that
+    /// formats every name.
+    pub fn template_note(&self) -> Option<TemplateNote> {
+        if let Some((failure, message)) = self.template.failure() {
+            return Some(TemplateNote::Fails {
+                failure,
+                message: message.to_owned(),
+            });
+        }
+        if self.template.depends_on_the_name() {
+            return Some(TemplateNote::FailsForSomeNames);
+        }
+        self.template
+            .may_hold_whitespace()
+            .then_some(TemplateNote::WhiteSpace)
     }
 }
 
-/// Splits `<field>` placeholders out of a template; `None` when carbon's `%`-formatting would
-/// raise for every matching metric (a literal `%`, `<<`, or an unknown field).
-fn parse_template(output: &str, regex: &Pattern) -> Option<Vec<Piece>> {
-    if output.contains('%') || output.contains("<<") {
-        return None;
-    }
-    let names: Vec<&str> = regex.group_names().collect();
-    let mut pieces = Vec::new();
-    let mut rest = output;
-    while let Some(i) = rest.find('<') {
-        let close = rest[i..].find('>')? + i;
-        if i > 0 {
-            pieces.push(Piece::Text(rest[..i].to_owned()));
+/// A fact about an output template worth a warning at load (see
+/// [`AggregationRule::template_note`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TemplateNote {
+    /// Formatting raises for every name the rule matches.
+    Fails {
+        /// The exception's class.
+        failure: TemplateFailure,
+        /// Python's message.
+        message: String,
+    },
+    /// `%c`: formatting raises a `TypeError` unless the field is one character.
+    FailsForSomeNames,
+    /// The names hold white space (`str(groupdict)`, or a padding width).
+    WhiteSpace,
+}
+
+impl TemplateNote {
+    /// What carbon-aggregator does with the rule, in one sentence.
+    pub fn aggregator_effect(&self) -> String {
+        match self {
+            Self::Fails { failure, message } if failure.stops() => format!(
+                "carbon's formatting raises {} ({message}) for every name the rule matches: \
+                 the datapoint stops at this rule (the rules before it take it, the rules after \
+                 it and FORWARD_ALL do not); anthracite does the same and counts it \
+                 (anthracite_aggregator_template_failures_total{{effect=\"datapoint_stopped\"}})",
+                failure.class()
+            ),
+            Self::Fails { failure, message } => format!(
+                "carbon's formatting raises {} ({message}) for every name the rule matches: the \
+                 rule never yields an output; anthracite skips it the same way and counts the \
+                 datapoints (anthracite_aggregator_template_failures_total{{effect=\"rule_skipped\"}})",
+                failure.class()
+            ),
+            Self::FailsForSomeNames => "%c formats only fields of one character: for other names \
+                 the rule yields nothing (a TypeError in carbon), counted as rule_skipped"
+                .to_owned(),
+            Self::WhiteSpace => "the output names hold white space (str(groupdict) or a padding \
+                 width), as carbon writes them: a plaintext destination splits them"
+                .to_owned(),
         }
-        let field = &rest[i + 1..close];
-        if !names.contains(&field) {
-            return None;
+    }
+
+    /// What carbon-relay's aggregated routers do with the rule, in one sentence.
+    pub fn router_effect(&self) -> String {
+        match self {
+            Self::Fails { failure, message } if failure.stops() => format!(
+                "carbon's formatting raises {} ({message}) for every name the rule matches: \
+                 carbon-relay drops those datapoints; so does anthracite, counted as \
+                 no_destination",
+                failure.class()
+            ),
+            Self::Fails { failure, message } => format!(
+                "carbon's formatting raises {} ({message}) for every name the rule matches: the \
+                 rule never takes part in routing",
+                failure.class()
+            ),
+            Self::FailsForSomeNames => "%c formats only fields of one character: for other names \
+                 the rule takes no part in routing"
+                .to_owned(),
+            Self::WhiteSpace => "the output names hold white space (str(groupdict) or a padding \
+                 width); they are only hashed"
+                .to_owned(),
         }
-        pieces.push(Piece::Field(field.to_owned()));
-        rest = &rest[close + 1..];
     }
-    if rest.contains('>') {
-        return None;
-    }
-    if !rest.is_empty() {
-        pieces.push(Piece::Text(rest.to_owned()));
-    }
-    Some(pieces)
 }
 
 /// Parses the text of an `aggregation-rules.conf`: one rule per line, `#` comments and blank
@@ -257,11 +339,44 @@ mod tests {
             AggregationRule::parse("a.b (60) = median a.*"),
             Err(AggregationRuleError::Method(_))
         ));
-        assert!(matches!(
-            AggregationRule::parse("a.<y> (60) = sum a.<x>"),
-            Err(AggregationRuleError::Template(_))
-        ));
         let (line, _) = parse_rules("# c\n\na.b (60) = sum a.*\nbroken\n").expect_err("line 4");
         assert_eq!(line, 4);
+    }
+
+    /// carbon starts on any output template; what it does per name is the template's.
+    #[test]
+    fn every_output_template_parses_and_fails_per_name_as_carbon() {
+        let rule = AggregationRule::parse("a.<y> (60) = sum a.<x>").expect("carbon starts on it");
+        assert_eq!(
+            rule.resolve("a.b"),
+            Resolution::Failed(TemplateFailure::Key)
+        );
+        assert_eq!(rule.resolve("b.b"), Resolution::NoMatch);
+        let deep = AggregationRule::parse(
+            "apps.<team>.<<path>>.rollup (60) = avg apps.<team>.<<path>>.*.count",
+        )
+        .expect("parses");
+        assert_eq!(
+            deep.resolve("apps.t.a.b.h.count"),
+            Resolution::Failed(TemplateFailure::Key)
+        );
+        assert!(matches!(
+            deep.template_note(),
+            Some(TemplateNote::Fails {
+                failure: TemplateFailure::Key,
+                ..
+            })
+        ));
+        let typed = AggregationRule::parse("a.%d.<x> (60) = sum a.<x>").expect("parses");
+        assert_eq!(
+            typed.resolve("a.b"),
+            Resolution::Failed(TemplateFailure::Type)
+        );
+        let dict = AggregationRule::parse("all.%s (60) = sum a.<x>").expect("parses");
+        assert_eq!(
+            dict.aggregate_name("a.b").as_deref(),
+            Some("all.{'x': 'b'}")
+        );
+        assert_eq!(dict.template_note(), Some(TemplateNote::WhiteSpace));
     }
 }

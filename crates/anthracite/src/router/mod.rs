@@ -398,19 +398,33 @@ impl AggregatedRouting {
     /// carbon's `AggregatedConsistentHashingRouter.getDestinations`: each rule's aggregate name
     /// (or the name itself when none matches) routed through the hashing router; the union of
     /// destinations, each once. carbon yields them in Python `set` order, which depends on the
-    /// per-process string hash seed; here they come in first-seen order.
+    /// per-process string hash seed; here they come in first-seen order. A rule whose
+    /// output template raises a `KeyError` or `ValueError` for the name leaves it with no
+    /// destination (carbon-relay drops it: the exception leaves `getDestinations`).
     pub fn route_into(&self, name: &[u8], out: &mut Vec<u16>) {
         let start = out.len();
         let text = std::str::from_utf8(name).ok();
         let mut resolved = false;
+        let mut stopped = false;
         if let Some(text) = text {
             self.patterns.for_each_match(name, |i| {
-                if let Some(agg) = self.rules[i].aggregate_name(text) {
-                    resolved = true;
-                    self.hash.route_key_into(agg.as_bytes(), out);
+                match self.rules[i].resolve(text) {
+                    aggregation::Resolution::Output(agg) => {
+                        resolved = true;
+                        self.hash.route_key_into(agg.as_bytes(), out);
+                    }
+                    aggregation::Resolution::Failed(f) if f.stops() => {
+                        stopped = true;
+                        return ControlFlow::Break(());
+                    }
+                    aggregation::Resolution::Failed(_) | aggregation::Resolution::NoMatch => {}
                 }
                 ControlFlow::Continue(())
             });
+        }
+        if stopped {
+            out.truncate(start);
+            return;
         }
         if !resolved {
             self.hash.route_key_into(name, out);

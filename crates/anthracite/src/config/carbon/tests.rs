@@ -233,6 +233,24 @@ fn aggregation_rules_feed_the_aggregated_router() {
     plain.route_into(b"other.metric", &mut expect);
     assert_eq!(raw_name, expect, "no rule matches: routed by its own name");
 
+    // carbon-relay: a TypeError rule takes no part; a KeyError one drops the datapoint, even
+    // when a rule before it resolved the name.
+    let agg = "<env>.all.cpu (60) = sum <env>.*.cpu\n\
+               x.%d (60) = sum <env>.*.cpu\n\
+               <env>.<nope> (60) = sum <env>.*.mem\n";
+    let c = import_with(conf, &[("aggregation-rules.conf", agg)], "a").expect("carbon starts");
+    let router = crate::router::Router::new(c.config.router.clone()).expect("router");
+    let mut typed = Vec::new();
+    router.route_into(b"prod.host7.cpu", &mut typed);
+    assert_eq!(typed, by_agg, "the TypeError rule takes no part");
+    let mut dropped = Vec::new();
+    router.route_into(b"prod.host7.mem", &mut dropped);
+    assert_eq!(
+        dropped,
+        Vec::<u16>::new(),
+        "no destination: carbon-relay drops it"
+    );
+
     let err = import_with(
         conf,
         &[("aggregation-rules.conf", "x (1) = median y\n")],
@@ -476,4 +494,62 @@ fn storage_dir_follows_carbons_precedence() {
         storage_dir(Some(""), conf, &root),
         Path::new("/srv/g/storage")
     );
+}
+
+/// carbon-aggregator and carbon-relay start on any output template; so does the import, with
+/// a warning naming the file, the line and what carbon does with the rule.
+#[test]
+fn rules_carbon_starts_on_are_imported_with_warnings() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let rules = root.path().join("aggregation-rules.conf");
+    std::fs::write(
+        &rules,
+        "# carbon starts on every line of this file\n\
+         apps.<team>.<<path>>.rollup (60) = avg apps.<team>.<<path>>.*.count\n\
+         apps.<team>.all (60) = sum apps.<team>.<<path>>.*.count\n\
+         \n\
+         b.<zone>.sum (60) = sum b.<host>.*\n\
+         c.100% (60) = sum c.*\n\
+         d.%d (60) = sum d.*\n",
+    )
+    .expect("rules");
+    let path = root.path().join("carbon.conf");
+    for (section, aggregator) in [
+        ("[aggregator]\n", true),
+        (
+            "[relay]\nRELAY_METHOD = aggregated-consistent-hashing\n",
+            false,
+        ),
+    ] {
+        std::fs::write(&path, format!("{section}DESTINATIONS = 127.0.0.1:2004\n"))
+            .expect("write carbon.conf");
+        let mut o = CarbonOptions::new(&path);
+        o.aggregator = aggregator;
+        let c = load(&o).expect("carbon starts on it: so does anthracite");
+        let rule_warnings: Vec<&String> = c
+            .warnings
+            .iter()
+            .filter(|w| w.contains("aggregation-rules.conf: line"))
+            .collect();
+        let at = |line: usize, what: &str| {
+            let needle = format!("aggregation-rules.conf: line {line}: ");
+            assert!(
+                rule_warnings
+                    .iter()
+                    .any(|w| w.contains(&needle) && w.contains(what)),
+                "{section}: no warning for line {line} ({what}) in {rule_warnings:#?}"
+            );
+        };
+        at(2, "KeyError ('%(path)s')");
+        at(5, "KeyError ('zone')");
+        at(6, "ValueError (incomplete format)");
+        at(7, "TypeError");
+        assert_eq!(rule_warnings.len(), 4, "{rule_warnings:#?}");
+        let effect = if aggregator {
+            "the datapoint stops at this rule"
+        } else {
+            "carbon-relay drops those datapoints"
+        };
+        assert!(rule_warnings[0].contains(effect), "{}", rule_warnings[0]);
+    }
 }
