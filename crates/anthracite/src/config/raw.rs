@@ -48,6 +48,10 @@ pub struct RawConfig {
     /// validation, as their extensions resolved them.
     #[serde(skip)]
     pub extensions: BTreeMap<String, toml::Value>,
+    /// The routing of an imported carbon-c-relay configuration (no `relay.toml` key): it
+    /// replaces `[router]` and `[[rules]]`, and the destinations may be none.
+    #[serde(skip)]
+    pub c_relay: Option<crate::router::CRelayProgram>,
 }
 
 impl RawConfig {
