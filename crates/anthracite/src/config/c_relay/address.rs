@@ -28,8 +28,9 @@ pub(crate) struct Address {
     pub numeric: bool,
 }
 
-/// `router_validate_address` on `text`; `Err` carries carbon-c-relay's message.
-pub(crate) fn parse(text: &str, kind: SockKind) -> Result<Address, String> {
+/// `router_validate_address` on `text`; `Err` carries carbon-c-relay's message. `offline`
+/// resolves numeric addresses only (no name service: the fuzz target's mode).
+pub(crate) fn parse(text: &str, kind: SockKind, offline: bool) -> Result<Address, String> {
     let mut ip = text;
     let mut port = GRAPHITE_PORT;
     let mut lastcolon = text.rfind(':');
@@ -54,7 +55,7 @@ pub(crate) fn parse(text: &str, kind: SockKind) -> Result<Address, String> {
     }
     // `:port`: any interface.
     let ip = (lastcolon != Some(0)).then(|| ip.to_string());
-    let (addrs, numeric) = resolve(ip.as_deref(), port, kind);
+    let (addrs, numeric) = resolve(ip.as_deref(), port, kind, offline);
     Ok(Address {
         ip,
         port,
@@ -92,14 +93,14 @@ fn strtol_whole(s: &str) -> Option<i64> {
 
 /// `getaddrinfo` as carbon-c-relay calls it: numeric first (`AI_NUMERICHOST`, passive for
 /// the any address), then through the resolver.
-fn resolve(ip: Option<&str>, port: u16, kind: SockKind) -> (Vec<SocketAddr>, bool) {
+fn resolve(ip: Option<&str>, port: u16, kind: SockKind, offline: bool) -> (Vec<SocketAddr>, bool) {
     let numeric = getaddrinfo(
         ip,
         port,
         kind,
         libc::AI_NUMERICHOST | libc::AI_NUMERICSERV | libc::AI_PASSIVE,
     );
-    if !numeric.is_empty() {
+    if !numeric.is_empty() || offline {
         return (numeric, true);
     }
     (getaddrinfo(ip, port, kind, libc::AI_NUMERICSERV), false)
@@ -207,27 +208,27 @@ mod tests {
 
     #[test]
     fn ports_follow_the_last_colon_and_brackets_hold_v6() {
-        let a = parse("127.0.0.1:2004", SockKind::Stream).expect("ok");
+        let a = parse("127.0.0.1:2004", SockKind::Stream, false).expect("ok");
         assert_eq!(
             (a.ip.as_deref(), a.port, a.numeric),
             (Some("127.0.0.1"), 2004, true)
         );
-        let a = parse("[::1]:5", SockKind::Stream).expect("ok");
+        let a = parse("[::1]:5", SockKind::Stream, false).expect("ok");
         assert_eq!((a.ip.as_deref(), a.port), (Some("::1"), 5));
-        let a = parse("[::1]", SockKind::Stream).expect("ok");
+        let a = parse("[::1]", SockKind::Stream, false).expect("ok");
         assert_eq!((a.ip.as_deref(), a.port), (Some("::1"), GRAPHITE_PORT));
         // An unbracketed v6 address: the last group is the port.
-        let a = parse("::1", SockKind::Stream).expect("ok");
+        let a = parse("::1", SockKind::Stream, false).expect("ok");
         assert_eq!((a.ip.as_deref(), a.port), (Some(":"), 1));
-        let a = parse(":2003", SockKind::Datagram).expect("ok");
+        let a = parse(":2003", SockKind::Datagram, false).expect("ok");
         assert_eq!((a.ip, a.port), (None, 2003));
         assert!(a.addrs.len() >= 1);
         assert_eq!(
-            parse("h:70000", SockKind::Stream).expect_err("range"),
+            parse("h:70000", SockKind::Stream, false).expect_err("range"),
             "invalid port number '70000'"
         );
         assert_eq!(
-            parse("[::1:5", SockKind::Stream).expect_err("bracket"),
+            parse("[::1:5", SockKind::Stream, false).expect_err("bracket"),
             "expected ']'"
         );
     }

@@ -204,13 +204,30 @@ fn read(options: &CRelayOptions) -> Result<CRelaySetup, CRelayError> {
     })
 }
 
-/// Reads a configuration from text (a fuzz target's and the tests' entry: `include` still
-/// reads files).
-pub(crate) fn check_text(text: &[u8]) -> Result<(), String> {
-    let mut b = build::Builder::new("fuzz.example");
+/// Reads a configuration from text without touching anything outside (no `include`, no
+/// name service, no files), prints it back as `-t` does and routes `lines` through it: the
+/// fuzz target's entry. `Err` is the configuration's error.
+pub fn check_text(text: &[u8], lines: &[&[u8]]) -> Result<String, String> {
+    let mut b = build::Builder::offline("fuzz.example");
     b.read_text("<text>", text).map_err(|e| e.to_string())?;
-    let _ = b.finish(Some(50));
-    Ok(())
+    let (program, _) = b.finish(Some(50));
+    let mut out = String::new();
+    program.print(
+        PrintMode {
+            aggregations: true,
+            hash: true,
+            stubs: true,
+        },
+        &mut out,
+    );
+    let mut routed = crate::router::c_relay::Routed::default();
+    let env = crate::router::c_relay::route::Env { failed: &|_| false };
+    for line in lines {
+        program.test_line(line, true, &mut out);
+        let firstspace = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
+        program.route(line, firstspace, b"127.0.0.1", &env, &mut routed);
+    }
+    Ok(out)
 }
 
 /// The second stage: a [`RawConfig`] for the normal validation path, with the program as its
