@@ -200,6 +200,7 @@ impl Builder {
             clusters: std::mem::take(&mut self.clusters),
             routes,
             aggregators: std::mem::take(&mut self.aggregators),
+            cleansing: Default::default(),
         };
         (program, self)
     }

@@ -29,6 +29,7 @@ pub use flags::CRelayFlags;
 use super::raw::{RawConfig, RawServer, RawServerDetail};
 use super::{Config, ConfigError};
 use crate::destination::OutputProtocol;
+use crate::protocol::c_relay::Cleansing;
 use crate::queue::WhenFull;
 use crate::router::c_relay::print::{PrintMode, quoteident};
 use crate::router::c_relay::{Compression, Dest, Program, ServerProto};
@@ -193,7 +194,8 @@ fn read(options: &CRelayOptions) -> Result<CRelaySetup, CRelayError> {
     let mut b = build::Builder::new(&host);
     b.read(&path)?;
     b.default_listeners(options.flags.port);
-    let (program, b) = b.finish(options.flags.optimiser);
+    let (mut program, b) = b.finish(options.flags.optimiser);
+    program.cleansing = Cleansing::new(options.flags.allowed().as_bytes());
     Ok(CRelaySetup {
         path,
         flags: options.flags.clone(),

@@ -265,6 +265,8 @@ pub(crate) struct Program {
     pub clusters: Vec<Cluster>,
     pub routes: Vec<Route>,
     pub aggregators: Vec<AggregatorSpec>,
+    /// How received lines are cleansed before the routes see them (`-c`).
+    pub cleansing: crate::protocol::c_relay::Cleansing,
 }
 
 impl Program {

@@ -1,0 +1,70 @@
+//! Lines on a carbon-c-relay configuration: cleansed as carbon-c-relay 3.7.3 cleanses them
+//! ([`crate::protocol::c_relay`]), routed as lines (a rewrite changes the line that later
+//! routes see), and queued as verbatim lines ([`crate::batch::VERBATIM`]), so each
+//! destination receives the text carbon-c-relay would send it, value and timestamp as
+//! received.
+
+use std::sync::Arc;
+
+use crate::batch::VERBATIM;
+use crate::protocol::DropReason;
+use crate::router::Strategy;
+use crate::router::c_relay::route::Env;
+use crate::router::c_relay::{Program, Routed};
+
+use super::{Ingestor, Pushed, Routing};
+
+/// The program of a carbon-c-relay generation and the scratch space of its walk.
+#[derive(Debug)]
+pub(super) struct CRelayLines {
+    program: Arc<Program>,
+    cleansed: Vec<u8>,
+    routed: Routed,
+}
+
+impl CRelayLines {
+    /// The line router of `routing`, when it runs a carbon-c-relay configuration.
+    pub(super) fn for_routing(routing: &Routing) -> Option<Box<Self>> {
+        match routing.routes.router().strategy() {
+            Strategy::CRelay(p) => Some(Box::new(Self {
+                program: Arc::clone(&p.0),
+                cleansed: Vec::new(),
+                routed: Routed::default(),
+            })),
+            _ => None,
+        }
+    }
+}
+
+impl Ingestor {
+    /// Routes one received line (without its newline) on the carbon-c-relay program, or
+    /// counts why not. The ingestor has entered its generation.
+    pub(super) fn c_relay_line(&mut self, c: &mut CRelayLines, text: &[u8]) -> Pushed {
+        let Some(firstspace) = c.program.cleansing.cleanse(text, &mut c.cleansed) else {
+            // carbon-c-relay's `discards`: nothing left, or no space after the name.
+            return self.reject(DropReason::BadFields);
+        };
+        if firstspace > self.max_name_length {
+            return self.reject(DropReason::NameTooLong);
+        }
+        // A member that is down changes no choice yet: carbon-c-relay's `failover` and
+        // `any_of` move its share only once its queue is failing.
+        let env = Env { failed: &|_| false };
+        c.program
+            .route(&c.cleansed, firstspace, b"", &env, &mut c.routed);
+        if c.routed.sends.is_empty() && c.routed.aggregates.is_empty() {
+            self.drops.add(DropReason::NoDestination);
+            return Pushed::Invalid(DropReason::NoDestination);
+        }
+        self.accepted += 1;
+        let queues = &self.routing.queues;
+        let mut pending = 0;
+        for &(variant, server) in &c.routed.sends {
+            let (line, _) = c.routed.variant(variant);
+            pending = self
+                .pending
+                .append(&[server], None, queues, line, 0.0, VERBATIM);
+        }
+        Self::hint(pending)
+    }
+}
