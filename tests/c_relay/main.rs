@@ -3,6 +3,7 @@
 //! configurations accepted and refused alike, what `-t` prints identical, and the routes
 //! exercised on the configurations of this suite. One test binary for the group.
 
+mod differential;
 mod repository;
 mod test_mode;
 

@@ -93,3 +93,69 @@ fn stub_addresses(line: &str) -> String {
     out.push_str(rest);
     out
 }
+
+/// A running carbon-c-relay (`carbon-c-relay -f conf args…`), stopped by PID on drop.
+pub struct CRelay {
+    child: super::process::ManagedChild,
+}
+
+/// How many times [`CRelay::start`] starts carbon-c-relay again when it dies at once.
+const START_TRIES: usize = 5;
+
+impl CRelay {
+    /// Starts carbon-c-relay on `conf` in `cwd` (its `include`s are read from there) with
+    /// `args`, its log in `cwd/carbon-c-relay.log`, and waits until it accepts connections on
+    /// `ready` (a TCP listener of the configuration). 3.7.3 sometimes dies right after it
+    /// starts listening (a segfault in libc, before its statistics collector starts): it is
+    /// started again, up to five times, as `bench/c-relay.sh` does.
+    pub fn start(conf: &Path, cwd: &Path, args: &[&str], ready: std::net::SocketAddr) -> CRelay {
+        let log = cwd.join("carbon-c-relay.log");
+        for _ in 0..START_TRIES {
+            let mut cmd = Command::new("carbon-c-relay");
+            cmd.arg("-f").arg(conf).args(args).current_dir(cwd);
+            let mut child = super::process::ManagedChild::spawn("carbon-c-relay", cmd, log.clone());
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            let mut up = false;
+            while std::time::Instant::now() < deadline && child.exited().is_none() {
+                if std::net::TcpStream::connect_timeout(&ready, Duration::from_millis(200)).is_ok()
+                {
+                    up = true;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // The early crash comes within moments of listening.
+            std::thread::sleep(Duration::from_millis(300));
+            match child.exited() {
+                None if up => return CRelay { child },
+                // A refusal (usage, configuration): starting again changes nothing.
+                Some(status) if status.code().is_some() => panic!(
+                    "carbon-c-relay exited with {status}:\n{}",
+                    child.log_tail(40)
+                ),
+                _ => {}
+            }
+            if child.exited().is_none() {
+                panic!(
+                    "carbon-c-relay does not listen on {ready} after 20 s\n{}",
+                    child.log_tail(40)
+                );
+            }
+        }
+        panic!(
+            "carbon-c-relay died on start {START_TRIES} times in a row; its log ({}):\n{}",
+            log.display(),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+
+    /// Its PID.
+    pub fn pid(&self) -> u32 {
+        self.child.pid()
+    }
+
+    /// The last `n` lines of its log.
+    pub fn log_tail(&self, n: usize) -> String {
+        self.child.log_tail(n)
+    }
+}

@@ -1,0 +1,478 @@
+//! The real carbon-c-relay 3.7.3 and `anthracite run --carbon-c-relay-config` on the same
+//! configuration file, one after the other, each in front of fresh sinks on the destination
+//! ports, fed byte-identical input; then the lines every destination received are compared
+//! exactly (as multisets: carbon-c-relay's dispatchers and anthracite's connections do not
+//! promise an order across connections).
+//!
+//! The cases cover input cleansing, matches in order with fall-through, `stop`, `validate`
+//! and `blackhole`, rewrites with every modifier, and every cluster type with all members up
+//! (`forward`, `any_of`, `failover`, `carbon_ch`, `fnv1a_ch` with instances, `jump_fnv1a_ch`,
+//! `replication`), `include` with a glob, and a UDP listener.
+
+use std::collections::BTreeMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use anthracite_testkit::c_relay::{self, CRelay};
+use anthracite_testkit::{RelayCommand, free_ports, scratch};
+
+/// How long the sinks must see nothing new before a run counts as delivered.
+const QUIET: Duration = Duration::from_millis(600);
+/// How long a run lasts at least: carbon-c-relay's servers may pause between batches.
+const SETTLE: Duration = Duration::from_millis(1500);
+/// Bound on one run's delivery.
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// One configuration to compare.
+struct Case {
+    /// For messages and the scratch directory.
+    name: &'static str,
+    /// The configuration; `{L}` is the listening port, `{D0}`… the destination ports.
+    conf: &'static str,
+    /// Extra files beside it (name, contents, with the same placeholders).
+    files: &'static [(&'static str, &'static str)],
+    /// How many destination ports the configuration names.
+    dests: usize,
+    /// The lines sent (each ends with `\n` unless the case tests otherwise).
+    input: Vec<u8>,
+    /// Send over UDP (one datagram per line) instead of one TCP connection.
+    udp: bool,
+}
+
+/// Bytes received by one sink: every connection's bytes, each connection on its own.
+type Received = Arc<Mutex<Vec<Vec<u8>>>>;
+
+/// Plain TCP listeners on the destination ports that keep whatever arrives.
+struct Sinks {
+    stop: Arc<AtomicBool>,
+    received: Vec<Received>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Sinks {
+    fn start(ports: &[u16]) -> Sinks {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut received = Vec::new();
+        let mut threads = Vec::new();
+        for &port in ports {
+            let listener = TcpListener::bind(("127.0.0.1", port))
+                .unwrap_or_else(|e| panic!("sink: bind 127.0.0.1:{port}: {e}"));
+            listener
+                .set_nonblocking(true)
+                .expect("sink: nonblocking listener");
+            let got: Received = Arc::default();
+            received.push(got.clone());
+            let stop = stop.clone();
+            threads.push(thread::spawn(move || sink_loop(&listener, &got, &stop)));
+        }
+        Sinks {
+            stop,
+            received,
+            threads,
+        }
+    }
+
+    /// Total bytes received so far.
+    fn bytes(&self) -> usize {
+        self.received
+            .iter()
+            .map(|r| {
+                r.lock()
+                    .expect("sink lock")
+                    .iter()
+                    .map(Vec::len)
+                    .sum::<usize>()
+            })
+            .sum()
+    }
+
+    /// Waits until `want` bytes arrived and nothing new for [`QUIET`], at least [`SETTLE`]
+    /// after the start, bounded by [`DELIVERY_TIMEOUT`]; then stops and returns each sink's
+    /// lines, sorted.
+    fn finish(self, want: usize) -> Vec<Vec<String>> {
+        let start = Instant::now();
+        let deadline = start + DELIVERY_TIMEOUT;
+        let mut last = (self.bytes(), Instant::now());
+        while Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(25));
+            let now = self.bytes();
+            if now != last.0 {
+                last = (now, Instant::now());
+            } else if now >= want && last.1.elapsed() >= QUIET && start.elapsed() >= SETTLE {
+                break;
+            }
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            t.join().expect("sink thread");
+        }
+        self.received
+            .iter()
+            .map(|r| {
+                let mut lines: Vec<String> = r
+                    .lock()
+                    .expect("sink lock")
+                    .iter()
+                    .flat_map(|conn| {
+                        String::from_utf8_lossy(conn)
+                            .split_inclusive('\n')
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>()
+                    })
+                    .collect();
+                lines.sort();
+                lines
+            })
+            .collect()
+    }
+}
+
+fn sink_loop(listener: &TcpListener, got: &Received, stop: &AtomicBool) {
+    let mut conns: Vec<(TcpStream, usize)> = Vec::new();
+    let mut buf = [0u8; 65536];
+    while !stop.load(Ordering::Relaxed) {
+        let mut idle = true;
+        if let Ok((s, _)) = listener.accept() {
+            s.set_nonblocking(true).expect("sink: nonblocking stream");
+            let mut g = got.lock().expect("sink lock");
+            g.push(Vec::new());
+            conns.push((s, g.len() - 1));
+            idle = false;
+        }
+        for (s, slot) in &mut conns {
+            match s.read(&mut buf) {
+                Ok(0) => {}
+                Ok(n) => {
+                    got.lock().expect("sink lock")[*slot].extend_from_slice(&buf[..n]);
+                    idle = false;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(_) => {}
+            }
+        }
+        if idle {
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// The configuration text with its ports filled in.
+fn fill(text: &str, listen: u16, dests: &[u16]) -> String {
+    let mut out = text.replace("{L}", &listen.to_string());
+    // Highest first, so that `{D1}` is not taken for `{D10}`'s start.
+    for (i, port) in dests.iter().enumerate().rev() {
+        out = out.replace(&format!("{{D{i}}}"), &port.to_string());
+    }
+    out
+}
+
+/// Sends the case's input to `addr`.
+fn send(case: &Case, addr: SocketAddr) {
+    if case.udp {
+        let s = UdpSocket::bind("127.0.0.1:0").expect("bind a UDP sender");
+        for line in case.input.split_inclusive(|&b| b == b'\n') {
+            s.send_to(line, addr).expect("send a datagram");
+            // Bounded pacing: the receivers' socket buffers are not what is compared.
+            thread::sleep(Duration::from_millis(1));
+        }
+    } else {
+        let mut s = TcpStream::connect(addr).expect("connect to the relay");
+        s.write_all(&case.input).expect("send the input");
+    }
+}
+
+/// Runs `case` through carbon-c-relay and through anthracite; returns what each destination
+/// received from each.
+fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
+    let dir = scratch("c_relay", case.name);
+    let ports = free_ports(case.dests + 1);
+    let (listen, dests) = (ports[0], &ports[1..]);
+    let conf = dir.join("relay.conf");
+    std::fs::write(&conf, fill(case.conf, listen, dests)).expect("write relay.conf");
+    for (name, text) in case.files {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create an include directory");
+        }
+        std::fs::write(&path, fill(text, listen, dests)).expect("write an included file");
+    }
+    let addr: SocketAddr = ([127, 0, 0, 1], listen).into();
+    // One worker: the early-crash window is short. Statistics (every 60 s by default) come
+    // after a run ends.
+    let args = ["-w", "1"];
+
+    let sinks = Sinks::start(dests);
+    let theirs = {
+        let relay = CRelay::start(&conf, &dir, &args, addr);
+        send(case, addr);
+        let got = sinks.finish(0);
+        let _ = relay.pid();
+        got
+    };
+    let want: usize = theirs.iter().flatten().map(String::len).sum();
+
+    let sinks = Sinks::start(dests);
+    let ours = {
+        let mut relay = RelayCommand::new(env!("CARGO_BIN_EXE_anthracite"))
+            .name("anthracite")
+            .args(["run", "--carbon-c-relay-config"])
+            .arg(&conf)
+            .args(["--carbon-c-relay-args", &args.join(" ")])
+            .current_dir(&dir)
+            .log(dir.join("anthracite.log"))
+            .start();
+        relay.wait_listening(&[listen]);
+        send(case, addr);
+        let got = sinks.finish(want);
+        relay.stop();
+        got
+    };
+    (theirs, ours)
+}
+
+/// Runs `case` and asserts every destination received the same lines from both.
+fn assert_same(case: &Case) {
+    let (theirs, ours) = run(case);
+    let total: usize = theirs.iter().map(Vec::len).sum();
+    assert!(
+        total > 0,
+        "{}: carbon-c-relay delivered nothing (the case proves nothing)",
+        case.name
+    );
+    let mut diffs = String::new();
+    for (d, (t, o)) in theirs.iter().zip(&ours).enumerate() {
+        if t != o {
+            diffs.push_str(&describe(d, t, o));
+        }
+    }
+    assert!(
+        diffs.is_empty(),
+        "{}: destinations differ\n{diffs}",
+        case.name
+    );
+}
+
+/// The lines one side has more of than the other.
+fn describe(dest: usize, theirs: &[String], ours: &[String]) -> String {
+    let mut count: BTreeMap<&str, i64> = BTreeMap::new();
+    for l in theirs {
+        *count.entry(l).or_default() += 1;
+    }
+    for l in ours {
+        *count.entry(l).or_default() -= 1;
+    }
+    let mut out = format!(
+        "destination {dest}: carbon-c-relay {} lines, anthracite {}\n",
+        theirs.len(),
+        ours.len()
+    );
+    for (line, n) in count.iter().filter(|(_, n)| **n != 0).take(20) {
+        let who = if *n > 0 {
+            "only carbon-c-relay"
+        } else {
+            "only anthracite"
+        };
+        out.push_str(&format!("  {who} ×{}: {line:?}\n", n.abs()));
+    }
+    out
+}
+
+/// `n` names spread over a few levels, for the hashing clusters.
+fn names(n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        out.extend_from_slice(
+            format!(
+                "sys.host{:02}.cpu{}.{} {}.{} {}\n",
+                i % 37,
+                i % 5,
+                ["user", "idle", "Iowait", "st"][i % 4],
+                i,
+                i % 10,
+                1_700_000_000 + i
+            )
+            .as_bytes(),
+        );
+    }
+    out
+}
+
+#[test]
+fn cleansing_matches_carbon_c_relay() {
+    c_relay::require();
+    let input = b"plain.name 1 1700000000\n\
+        ..leading.dots 2 1700000000\n\
+        trailing.dot. 3 1700000000\n\
+        double..dots...here 4 1700000000\n\
+        tab\tseparated\t5\t1700000000\n\
+        many   spaces   6    1700000000\n\
+        bad/chars@in(name) 7 1700000000\n\
+        allowed-_:#chars 8 1700000000\n\
+        value.text 1.50 1700000000\n\
+        value.exp 5e0 1700000000\n\
+        value.dots 1..5 1700000000\n\
+        value.sep .5 1700000000\n\
+        tagged.name;tag=v/x;other=y 9 1700000000\n\
+        tagged.dot.;t=v 10 1700000000\n\
+        crlf.line 11 1700000000\r\n\
+        novalue\n\
+        \n\
+        ...\n\
+        utf8.caf\xc3\xa9 12 1700000000\n\
+        last.line 13 1700000000\n"
+        .to_vec();
+    assert_same(&Case {
+        name: "cleansing",
+        conf: "listen type linemode 127.0.0.1:{L} proto tcp;\n\
+               cluster all forward 127.0.0.1:{D0};\n\
+               match * send to all;\n",
+        files: &[],
+        dests: 1,
+        input,
+        udp: false,
+    });
+}
+
+#[test]
+fn matches_fall_through_stop_validate_and_blackhole() {
+    c_relay::require();
+    let mut input = Vec::new();
+    for name in [
+        "a.x.count",
+        "a.y.count",
+        "b.x.count",
+        "b.y.time",
+        "c.x.count",
+        "c.gone",
+        "d.valid",
+        "d.logged",
+        "e.twice",
+        "f.other",
+    ] {
+        for (v, ts) in [
+            ("1", "1700000000"),
+            ("2.5", "1700000060"),
+            ("x", "1700000120"),
+        ] {
+            input.extend_from_slice(format!("{name} {v} {ts}\n").as_bytes());
+        }
+    }
+    assert_same(&Case {
+        name: "matches",
+        conf: "listen type linemode 127.0.0.1:{L} proto tcp;\n\
+               cluster one forward 127.0.0.1:{D0};\n\
+               cluster two forward 127.0.0.1:{D1};\n\
+               cluster three forward 127.0.0.1:{D2};\n\
+               match ^a\\. send to one;\n\
+               match ^a\\.x send to two stop;\n\
+               match ^b\\. \\.count$ send to one two;\n\
+               match ^c\\.gone send to blackhole;\n\
+               match ^c\\. send to three stop;\n\
+               match ^d\\. validate ^[0-9.]+[[:space:]] else drop send to two;\n\
+               match ^d\\.logged validate ^[0-9]+[[:space:]] else log send to three;\n\
+               match ^e\\. ^e\\.tw send to one;\n\
+               match * send to three;\n",
+        files: &[],
+        dests: 3,
+        input,
+        udp: false,
+    });
+}
+
+#[test]
+fn rewrites_with_every_modifier() {
+    c_relay::require();
+    let mut input = Vec::new();
+    for name in [
+        "Servers.WebHost01.CPU.Total",
+        "Servers.DB.Host.Mem",
+        "app.Front-End.Latency",
+        "keep.As.Is",
+        "x.y.z",
+    ] {
+        input.extend_from_slice(format!("{name} 42 1700000000\n").as_bytes());
+    }
+    assert_same(&Case {
+        name: "rewrites",
+        conf: "listen type linemode 127.0.0.1:{L} proto tcp;\n\
+               cluster before forward 127.0.0.1:{D0};\n\
+               cluster after forward 127.0.0.1:{D1};\n\
+               match * send to before;\n\
+               rewrite ^Servers\\.([^.]+)\\.(.*)$ into srv.\\_1.\\^2;\n\
+               rewrite ^srv\\.db\\.(.*)$ into database.\\.1;\n\
+               rewrite ^app\\.([^.]+)\\.(.*) into apps.\\_.1.\\2.\\1;\n\
+               rewrite ^x\\. into rewritten.x.;\n\
+               match * send to after;\n",
+        files: &[],
+        dests: 2,
+        input,
+        udp: false,
+    });
+}
+
+#[test]
+fn forward_any_of_and_failover_with_every_member_up() {
+    c_relay::require();
+    assert_same(&Case {
+        name: "forward_any_of_failover",
+        conf: "listen type linemode 127.0.0.1:{L} proto tcp;\n\
+               cluster fw forward 127.0.0.1:{D0} 127.0.0.1:{D1};\n\
+               cluster any any_of 127.0.0.1:{D2} 127.0.0.1:{D3} 127.0.0.1:{D4};\n\
+               cluster fo failover 127.0.0.1:{D5} 127.0.0.1:{D6};\n\
+               match ^sys\\.host0 send to fw;\n\
+               match * send to any fo;\n",
+        files: &[],
+        dests: 7,
+        input: names(300),
+        udp: false,
+    });
+}
+
+#[test]
+fn consistent_hashing_clusters_with_replication() {
+    c_relay::require();
+    assert_same(&Case {
+        name: "consistent_hashing",
+        conf: "listen type linemode 127.0.0.1:{L} proto tcp;\n\
+               cluster carbon carbon_ch replication 2\n\
+                   127.0.0.1:{D0}=a 127.0.0.1:{D1}=b 127.0.0.1:{D2}=c;\n\
+               cluster fnv fnv1a_ch\n\
+                   127.0.0.1:{D3}=1 127.0.0.1:{D4}=x2 127.0.0.1:{D5};\n\
+               cluster jump jump_fnv1a_ch replication 2\n\
+                   127.0.0.1:{D6}=10 127.0.0.1:{D7}=9 127.0.0.1:{D8}=b 127.0.0.1:{D9}=a;\n\
+               match * send to carbon fnv jump;\n",
+        files: &[],
+        dests: 10,
+        input: names(400),
+        udp: false,
+    });
+}
+
+#[test]
+fn include_with_a_glob_and_a_udp_listener() {
+    c_relay::require();
+    assert_same(&Case {
+        name: "include_udp",
+        conf: "listen type linemode 127.0.0.1:{L} proto udp;\n\
+               listen type linemode 127.0.0.1:{L} proto tcp;\n\
+               include conf.d/*.conf;\n\
+               match * send to rest;\n",
+        files: &[
+            (
+                "conf.d/10-clusters.conf",
+                "cluster cpu forward 127.0.0.1:{D0};\ncluster rest forward 127.0.0.1:{D1};\n",
+            ),
+            (
+                "conf.d/20-cpu.conf",
+                "match \\.cpu[0-2]\\. send to cpu stop;\n",
+            ),
+        ],
+        dests: 2,
+        input: names(60),
+        udp: true,
+    });
+}
