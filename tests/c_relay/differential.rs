@@ -41,6 +41,11 @@ struct Case {
     input: Vec<u8>,
     /// Send over UDP (one datagram per line) instead of one TCP connection.
     udp: bool,
+    /// For aggregations: the input made at the moment of sending from `base` (see
+    /// [`aligned_now`]) instead of `input`; timestamps within a day of `base` are compared as offsets from it.
+    timed: Option<fn(i64) -> Vec<u8>>,
+    /// How long a run lasts at least (the aggregations' expiry).
+    settle: Duration,
 }
 
 /// Bytes received by one sink: every connection's bytes, each connection on its own.
@@ -76,33 +81,33 @@ impl Sinks {
         }
     }
 
-    /// Total bytes received so far.
-    fn bytes(&self) -> usize {
+    /// Lines received so far.
+    fn lines(&self) -> usize {
         self.received
             .iter()
             .map(|r| {
                 r.lock()
                     .expect("sink lock")
                     .iter()
-                    .map(Vec::len)
+                    .map(|c| c.iter().filter(|&&b| b == b'\n').count())
                     .sum::<usize>()
             })
             .sum()
     }
 
-    /// Waits until `want` bytes arrived and nothing new for [`QUIET`], at least [`SETTLE`]
+    /// Waits until `want` lines arrived and nothing new for [`QUIET`], at least `settle`
     /// after the start, bounded by [`DELIVERY_TIMEOUT`]; then stops and returns each sink's
     /// lines, sorted.
-    fn finish(self, want: usize) -> Vec<Vec<String>> {
+    fn finish(self, want: usize, settle: Duration) -> Vec<Vec<String>> {
         let start = Instant::now();
         let deadline = start + DELIVERY_TIMEOUT;
-        let mut last = (self.bytes(), Instant::now());
+        let mut last = (self.lines(), Instant::now());
         while Instant::now() < deadline {
             thread::sleep(Duration::from_millis(25));
-            let now = self.bytes();
+            let now = self.lines();
             if now != last.0 {
                 last = (now, Instant::now());
-            } else if now >= want && last.1.elapsed() >= QUIET && start.elapsed() >= SETTLE {
+            } else if now >= want && last.1.elapsed() >= QUIET && start.elapsed() >= settle {
                 break;
             }
         }
@@ -170,19 +175,74 @@ fn fill(text: &str, listen: u16, dests: &[u16]) -> String {
     out
 }
 
-/// Sends the case's input to `addr`.
-fn send(case: &Case, addr: SocketAddr) {
+/// Waits for the start of an even second (at most 2 s) and returns it: aggregation buckets
+/// are aligned to their interval (2 s in the cases), so both relays see the same phase.
+fn aligned_now() -> i64 {
+    loop {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock after 1970");
+        let secs = now.as_secs() as i64;
+        if secs % 2 == 0 && now.subsec_millis() < 200 {
+            return secs;
+        }
+        let left = Duration::from_secs(2 - (secs % 2) as u64)
+            - Duration::from_nanos(u64::from(now.subsec_nanos()));
+        thread::sleep(
+            left.min(Duration::from_millis(100))
+                .max(Duration::from_millis(1)),
+        );
+    }
+}
+
+/// Sends the case's input to `addr`; returns the base of a timed input.
+fn send(case: &Case, addr: SocketAddr) -> Option<i64> {
+    let base = case.timed.map(|_| aligned_now());
+    let input = match (case.timed, base) {
+        (Some(make), Some(base)) => make(base),
+        _ => case.input.clone(),
+    };
     if case.udp {
         let s = UdpSocket::bind("127.0.0.1:0").expect("bind a UDP sender");
-        for line in case.input.split_inclusive(|&b| b == b'\n') {
+        for line in input.split_inclusive(|&b| b == b'\n') {
             s.send_to(line, addr).expect("send a datagram");
             // Bounded pacing: the receivers' socket buffers are not what is compared.
             thread::sleep(Duration::from_millis(1));
         }
     } else {
         let mut s = TcpStream::connect(addr).expect("connect to the relay");
-        s.write_all(&case.input).expect("send the input");
+        s.write_all(&input).expect("send the input");
     }
+    base
+}
+
+/// Each line's timestamp (its last field) as an offset from `base` when it is within a day
+/// of it.
+fn relative(got: Vec<Vec<String>>, base: Option<i64>) -> Vec<Vec<String>> {
+    let Some(base) = base else {
+        return got;
+    };
+    got.into_iter()
+        .map(|lines| {
+            let mut out: Vec<String> = lines
+                .into_iter()
+                .map(|l| {
+                    let body = l.trim_end_matches('\n');
+                    match body.rsplit_once(' ') {
+                        Some((head, ts)) => match ts.parse::<i64>() {
+                            Ok(t) if (t - base).abs() < 86_400 => {
+                                format!("{head} base{:+}\n", t - base)
+                            }
+                            _ => l,
+                        },
+                        None => l,
+                    }
+                })
+                .collect();
+            out.sort();
+            out
+        })
+        .collect()
 }
 
 /// Runs `case` through carbon-c-relay and through anthracite; returns what each destination
@@ -208,12 +268,12 @@ fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
     let sinks = Sinks::start(dests);
     let theirs = {
         let relay = CRelay::start(&conf, &dir, &args, addr);
-        send(case, addr);
-        let got = sinks.finish(0);
+        let base = send(case, addr);
+        let got = sinks.finish(0, case.settle);
         let _ = relay.pid();
-        got
+        relative(got, base)
     };
-    let want: usize = theirs.iter().flatten().map(String::len).sum();
+    let want: usize = theirs.iter().map(Vec::len).sum();
 
     let sinks = Sinks::start(dests);
     let ours = {
@@ -226,11 +286,20 @@ fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
             .log(dir.join("anthracite.log"))
             .start();
         relay.wait_listening(&[listen]);
-        send(case, addr);
-        let got = sinks.finish(want);
+        let base = send(case, addr);
+        let got = sinks.finish(want, case.settle);
         relay.stop();
-        got
+        relative(got, base)
     };
+    // What each delivered, per destination, for a look after a failure.
+    for (who, got) in [("carbon-c-relay", &theirs), ("anthracite", &ours)] {
+        let text: String = got
+            .iter()
+            .enumerate()
+            .flat_map(|(d, lines)| lines.iter().map(move |l| format!("D{d} {l}")))
+            .collect();
+        std::fs::write(dir.join(format!("{who}.received")), text).expect("write what arrived");
+    }
     (theirs, ours)
 }
 
@@ -334,6 +403,8 @@ fn cleansing_matches_carbon_c_relay() {
         dests: 1,
         input,
         udp: false,
+        timed: None,
+        settle: SETTLE,
     });
 }
 
@@ -380,6 +451,8 @@ fn matches_fall_through_stop_validate_and_blackhole() {
         dests: 3,
         input,
         udp: false,
+        timed: None,
+        settle: SETTLE,
     });
 }
 
@@ -411,6 +484,8 @@ fn rewrites_with_every_modifier() {
         dests: 2,
         input,
         udp: false,
+        timed: None,
+        settle: SETTLE,
     });
 }
 
@@ -429,6 +504,8 @@ fn forward_any_of_and_failover_with_every_member_up() {
         dests: 7,
         input: names(300),
         udp: false,
+        timed: None,
+        settle: SETTLE,
     });
 }
 
@@ -449,6 +526,8 @@ fn consistent_hashing_clusters_with_replication() {
         dests: 10,
         input: names(400),
         udp: false,
+        timed: None,
+        settle: SETTLE,
     });
 }
 
@@ -474,5 +553,68 @@ fn include_with_a_glob_and_a_udp_listener() {
         dests: 2,
         input: names(60),
         udp: true,
+        timed: None,
+        settle: SETTLE,
+    });
+}
+
+/// Datapoints for the aggregations: two hosts, three series each, in the bucket before and
+/// the bucket of `base` (the first closes about a second after sending, the second about
+/// three), values with fractions and repeats.
+fn aggregated_input(base: i64) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..48 {
+        let value = [0.25, 3.5, 3.75, 10.0, 2.5, 7.125, 0.5, 3.5][i % 8] + (i / 8) as f64;
+        out.extend_from_slice(
+            format!(
+                "sys.h{}.cpu.c{} {} {}\n",
+                i % 2,
+                i % 3,
+                value,
+                base - 2 + (i % 4) as i64
+            )
+            .as_bytes(),
+        );
+        out.extend_from_slice(format!("app.req{} {} {}\n", i % 2, i, base - 1).as_bytes());
+    }
+    out
+}
+
+#[test]
+fn aggregations_with_every_compute_and_timestamp_mode() {
+    c_relay::require();
+    assert_same(&Case {
+        name: "aggregations",
+        conf: "listen type linemode 127.0.0.1:{L} proto tcp;\n\
+               cluster out forward 127.0.0.1:{D0};\n\
+               cluster fed forward 127.0.0.1:{D1};\n\
+               aggregate ^sys\\.([^.]+)\\.cpu\\.(.*)$\n\
+                 every 2 seconds expire after 3 seconds timestamp at start of bucket\n\
+                 compute sum write to agg.\\1.sum\n\
+                 compute count write to agg.\\1.count\n\
+                 compute max write to agg.\\1.max\n\
+                 compute min write to agg.\\1.min\n\
+                 compute average write to agg.\\1.avg\n\
+                 send to out;\n\
+               aggregate ^sys\\.([^.]+)\\.cpu\\.\n\
+                 every 2 seconds expire after 3 seconds timestamp at middle of bucket\n\
+                 compute median write to agg.\\1.median\n\
+                 compute percentile90 write to agg.\\1.p90\n\
+                 compute percentile5 write to agg.\\1.p5\n\
+                 compute variance write to agg.\\1.var\n\
+                 compute stddev write to agg.\\1.sd\n\
+                 send to out;\n\
+               aggregate ^app\\.req\n\
+                 every 2 seconds expire after 3 seconds timestamp at end of bucket\n\
+                 compute sum write to total.requests\n\
+                 ;\n\
+               match ^total\\. send to fed stop;\n\
+               match ^app\\. send to blackhole;\n",
+        files: &[],
+        dests: 2,
+        input: Vec::new(),
+        udp: false,
+        timed: Some(aggregated_input),
+        settle: Duration::from_secs(7),
     });
 }

@@ -4,13 +4,14 @@
 //! destination receives the text carbon-c-relay would send it, value and timestamp as
 //! received.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::batch::VERBATIM;
 use crate::protocol::DropReason;
 use crate::router::Strategy;
+use crate::router::c_relay::route::AggregateHit;
 use crate::router::c_relay::route::Env;
-use crate::router::c_relay::{Program, Routed};
+use crate::router::c_relay::{Aggregators, Program, Routed};
 
 use super::{Ingestor, Pushed, Routing};
 
@@ -20,6 +21,11 @@ pub(super) struct CRelayLines {
     program: Arc<Program>,
     cleansed: Vec<u8>,
     routed: Routed,
+    /// The aggregations' state, and the datapoints for it since it was last fed (fed once
+    /// per read, under one lock).
+    aggregates: Arc<Mutex<Aggregators>>,
+    hits: Vec<AggregateHit>,
+    names: Vec<u8>,
 }
 
 impl CRelayLines {
@@ -27,9 +33,12 @@ impl CRelayLines {
     pub(super) fn for_routing(routing: &Routing) -> Option<Box<Self>> {
         match routing.routes.router().strategy() {
             Strategy::CRelay(p) => Some(Box::new(Self {
-                program: Arc::clone(&p.0),
+                program: Arc::clone(&p.program),
                 cleansed: Vec::new(),
                 routed: Routed::default(),
+                aggregates: Arc::clone(&p.aggregates),
+                hits: Vec::new(),
+                names: Vec::new(),
             })),
             _ => None,
         }
@@ -57,6 +66,15 @@ impl Ingestor {
             return Pushed::Invalid(DropReason::NoDestination);
         }
         self.accepted += 1;
+        for hit in &c.routed.aggregates {
+            let name = c.routed.aggregate_name(hit);
+            let start = c.names.len();
+            c.names.extend_from_slice(name);
+            c.hits.push(AggregateHit {
+                name: (start, c.names.len()),
+                ..*hit
+            });
+        }
         let queues = &self.routing.queues;
         let mut pending = 0;
         for &(variant, server) in &c.routed.sends {
@@ -66,5 +84,21 @@ impl Ingestor {
                 .append(&[server], None, queues, line, 0.0, VERBATIM);
         }
         Self::hint(pending)
+    }
+
+    /// Feeds the aggregations what the lines routed since the last call gave them.
+    pub(super) fn c_relay_aggregate(c: &mut CRelayLines) {
+        if c.hits.is_empty() {
+            return;
+        }
+        let now = super::unix_now() as i64;
+        // A panic elsewhere while holding the lock leaves buckets as they were: still usable.
+        let mut state = c.aggregates.lock().unwrap_or_else(|e| e.into_inner());
+        for hit in &c.hits {
+            state.put(&c.program, hit, &c.names[hit.name.0..hit.name.1], now);
+        }
+        drop(state);
+        c.hits.clear();
+        c.names.clear();
     }
 }

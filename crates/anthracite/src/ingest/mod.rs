@@ -437,6 +437,7 @@ impl Ingestor {
     pub fn line(&mut self, text: &[u8]) -> Pushed {
         if let Some(mut c) = self.c_relay_entered() {
             let pushed = self.c_relay_line(&mut c, text);
+            Self::c_relay_aggregate(&mut c);
             self.c_relay = Some(c);
             return pushed;
         }
@@ -460,6 +461,7 @@ impl Ingestor {
                     Err(reason) => self.reject(*reason),
                 };
             }
+            Self::c_relay_aggregate(&mut c);
             self.c_relay = Some(c);
             return;
         }

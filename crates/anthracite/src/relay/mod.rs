@@ -14,6 +14,7 @@
 //! tracked, never slept on.
 
 mod aggregates;
+mod c_relay_aggregates;
 mod destinations;
 mod listeners;
 mod reload;

@@ -244,6 +244,14 @@ impl Relay {
                     stop,
                 )),
             ));
+        } else if let crate::router::Strategy::CRelay(p) = pipeline.router().strategy()
+            && !p.program.aggregators.is_empty()
+        {
+            let stop = CancellationToken::new();
+            background.aggregates = Some((
+                stop.clone(),
+                tokio::spawn(super::c_relay_aggregates::run(pipeline.clone(), stop)),
+            ));
         }
         background
             .start_reporter(&pipeline, shared.clone() as Arc<dyn Books>, &config)

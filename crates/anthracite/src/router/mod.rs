@@ -271,14 +271,27 @@ pub struct RouterSpec {
 /// The routing of a carbon-c-relay configuration (what `Config::load_c_relay` reads), for a
 /// [`RouterSpec`].
 #[derive(Clone, Debug)]
-pub struct CRelayProgram(pub(crate) std::sync::Arc<c_relay::Program>);
+pub struct CRelayProgram {
+    pub(crate) program: std::sync::Arc<c_relay::Program>,
+    /// Its aggregations' open buckets, shared by every connection (a new configuration
+    /// starts them afresh).
+    pub(crate) aggregates: std::sync::Arc<std::sync::Mutex<c_relay::Aggregators>>,
+}
 
 impl CRelayProgram {
+    pub(crate) fn new(program: std::sync::Arc<c_relay::Program>) -> Self {
+        let aggregates = c_relay::Aggregators::new(&program);
+        Self {
+            program,
+            aggregates: std::sync::Arc::new(std::sync::Mutex::new(aggregates)),
+        }
+    }
+
     /// The distinct servers a bare `name` (no value) is sent to, every member up.
     fn route_name(&self, name: &[u8], out: &mut Vec<u16>) {
         let mut routed = c_relay::Routed::default();
         let env = c_relay::route::Env { failed: &|_| false };
-        self.0.route(name, name.len(), b"", &env, &mut routed);
+        self.program.route(name, name.len(), b"", &env, &mut routed);
         for &(_, server) in &routed.sends {
             if !out.contains(&server) {
                 out.push(server);

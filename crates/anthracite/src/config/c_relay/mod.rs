@@ -328,7 +328,7 @@ fn to_config(setup: &CRelaySetup) -> Result<(Config, Vec<String>), ConfigError> 
                 .into(),
         );
     }
-    raw.c_relay = Some(CRelayProgram(setup.program.clone()));
+    raw.c_relay = Some(CRelayProgram::new(setup.program.clone()));
     let config = Config::from_raw(raw, &setup.path)?;
     Ok((config, warnings))
 }

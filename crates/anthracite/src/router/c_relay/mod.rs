@@ -35,6 +35,7 @@
 
 use std::sync::Arc;
 
+pub(crate) mod aggregate;
 pub(crate) mod matcher;
 pub(crate) mod optimise;
 pub(crate) mod print;
@@ -42,6 +43,7 @@ pub(crate) mod ring;
 pub(crate) mod route;
 pub(crate) mod test_mode;
 
+pub(crate) use aggregate::Aggregators;
 pub(crate) use matcher::{Matcher, rewrite_metric};
 pub(crate) use ring::{ChHash, Ring};
 pub(crate) use route::Routed;
