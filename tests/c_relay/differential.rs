@@ -46,6 +46,9 @@ struct Case {
     timed: Option<fn(i64) -> Vec<u8>>,
     /// How long a run lasts at least (the aggregations' expiry).
     settle: Duration,
+    /// Compare the names each destination received, not the lines (statistics: their
+    /// values are each relay's own).
+    names_only: bool,
 }
 
 /// Bytes received by one sink: every connection's bytes, each connection on its own.
@@ -273,7 +276,11 @@ fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
         let _ = relay.pid();
         relative(got, base)
     };
-    let want: usize = theirs.iter().map(Vec::len).sum();
+    let want: usize = if case.names_only {
+        0
+    } else {
+        theirs.iter().map(Vec::len).sum()
+    };
 
     let sinks = Sinks::start(dests);
     let ours = {
@@ -291,6 +298,11 @@ fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
         relay.stop();
         relative(got, base)
     };
+    let (theirs, ours) = if case.names_only {
+        (names_of(theirs), names_of(ours))
+    } else {
+        (theirs, ours)
+    };
     // What each delivered, per destination, for a look after a failure.
     for (who, got) in [("carbon-c-relay", &theirs), ("anthracite", &ours)] {
         let text: String = got
@@ -301,6 +313,21 @@ fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
         std::fs::write(dir.join(format!("{who}.received")), text).expect("write what arrived");
     }
     (theirs, ours)
+}
+
+/// The distinct names each destination received.
+fn names_of(got: Vec<Vec<String>>) -> Vec<Vec<String>> {
+    got.into_iter()
+        .map(|lines| {
+            let mut names: Vec<String> = lines
+                .iter()
+                .map(|l| l.split(' ').next().unwrap_or_default().to_owned() + "\n")
+                .collect();
+            names.sort();
+            names.dedup();
+            names
+        })
+        .collect()
 }
 
 /// Runs `case` and asserts every destination received the same lines from both.
@@ -405,6 +432,7 @@ fn cleansing_matches_carbon_c_relay() {
         udp: false,
         timed: None,
         settle: SETTLE,
+        names_only: false,
     });
 }
 
@@ -453,6 +481,7 @@ fn matches_fall_through_stop_validate_and_blackhole() {
         udp: false,
         timed: None,
         settle: SETTLE,
+        names_only: false,
     });
 }
 
@@ -486,6 +515,7 @@ fn rewrites_with_every_modifier() {
         udp: false,
         timed: None,
         settle: SETTLE,
+        names_only: false,
     });
 }
 
@@ -506,6 +536,7 @@ fn forward_any_of_and_failover_with_every_member_up() {
         udp: false,
         timed: None,
         settle: SETTLE,
+        names_only: false,
     });
 }
 
@@ -528,6 +559,7 @@ fn consistent_hashing_clusters_with_replication() {
         udp: false,
         timed: None,
         settle: SETTLE,
+        names_only: false,
     });
 }
 
@@ -555,6 +587,7 @@ fn include_with_a_glob_and_a_udp_listener() {
         udp: true,
         timed: None,
         settle: SETTLE,
+        names_only: false,
     });
 }
 
@@ -616,5 +649,29 @@ fn aggregations_with_every_compute_and_timestamp_mode() {
         udp: false,
         timed: Some(aggregated_input),
         settle: Duration::from_secs(7),
+        names_only: false,
+    });
+}
+
+#[test]
+fn statistics_names_as_carbon_c_relay_submits_them() {
+    c_relay::require();
+    assert_same(&Case {
+        name: "statistics",
+        conf: "listen type linemode 127.0.0.1:{L} proto tcp;\n\
+               cluster stats forward 127.0.0.1:{D0};\n\
+               cluster data forward 127.0.0.1:{D1} 127.0.0.1:{D1} proto udp;\n\
+               statistics submit every 1 seconds reset counters after interval\n\
+                 prefix with relays.test send to stats stop;\n\
+               aggregate ^agg\\.in every 10 seconds expire after 20 seconds\n\
+                 compute sum write to agg.out send to data;\n\
+               match * send to data;\n",
+        files: &[],
+        dests: 2,
+        input: names(20),
+        udp: false,
+        timed: None,
+        settle: Duration::from_millis(2500),
+        names_only: true,
     });
 }

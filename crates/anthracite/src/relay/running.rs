@@ -52,6 +52,8 @@ pub(super) struct Background {
     /// The aggregator's clock; stopped after the receivers, so the state it writes holds
     /// everything received.
     aggregates: Option<(CancellationToken, JoinHandle<()>)>,
+    /// A carbon-c-relay configuration's statistics.
+    c_relay_statistics: Option<JoinHandle<()>>,
 }
 
 impl Background {
@@ -231,6 +233,7 @@ impl Relay {
             reporter: None,
             lists: None,
             aggregates: None,
+            c_relay_statistics: None,
         };
         if let (Some(agg), Some(agg_config)) = (aggregation, config.aggregation.clone()) {
             shared.add_source(agg.clone());
@@ -252,6 +255,14 @@ impl Relay {
                 stop.clone(),
                 tokio::spawn(super::c_relay_aggregates::run(pipeline.clone(), stop)),
             ));
+        }
+        if let crate::router::Strategy::CRelay(p) = pipeline.router().strategy()
+            && p.statistics.is_some()
+        {
+            background.c_relay_statistics = Some(tokio::spawn(super::c_relay_statistics::run(
+                pipeline.clone(),
+                background.stop.child_token(),
+            )));
         }
         background
             .start_reporter(&pipeline, shared.clone() as Arc<dyn Books>, &config)
@@ -401,6 +412,9 @@ impl Running {
         }
         b.stop.cancel();
         for (_, task) in [b.reporter.take(), b.lists.take()].into_iter().flatten() {
+            let _ = task.await;
+        }
+        if let Some(task) = b.c_relay_statistics.take() {
             let _ = task.await;
         }
         let _ = (&mut b.episodes).await;

@@ -276,6 +276,21 @@ pub struct CRelayProgram {
     /// Its aggregations' open buckets, shared by every connection (a new configuration
     /// starts them afresh).
     pub(crate) aggregates: std::sync::Arc<std::sync::Mutex<c_relay::Aggregators>>,
+    /// Its `statistics`, unless off (`-s`, or `submit every 0 seconds`).
+    pub(crate) statistics: Option<std::sync::Arc<CRelayStatistics>>,
+}
+
+/// How a carbon-c-relay configuration submits its statistics.
+#[derive(Clone, Debug)]
+pub(crate) struct CRelayStatistics {
+    /// Seconds between submissions.
+    pub interval: u32,
+    /// What every name starts with: the stub of its `send to` (if any), the prefix, a dot.
+    pub prefix: String,
+    /// `dispatcherN` names: one per worker (`-w`, else one per online CPU).
+    pub dispatchers: usize,
+    /// `reset counters after interval`: each submission counts since the one before.
+    pub reset: bool,
 }
 
 impl CRelayProgram {
@@ -284,6 +299,7 @@ impl CRelayProgram {
         Self {
             program,
             aggregates: std::sync::Arc::new(std::sync::Mutex::new(aggregates)),
+            statistics: None,
         }
     }
 

@@ -33,7 +33,7 @@ use crate::protocol::c_relay::Cleansing;
 use crate::queue::WhenFull;
 use crate::router::c_relay::print::{PrintMode, quoteident};
 use crate::router::c_relay::{Compression, Dest, Program, ServerProto};
-use crate::router::{CRelayProgram, DestinationSpec};
+use crate::router::{CRelayProgram, CRelayStatistics, DestinationSpec};
 
 /// How to read a carbon-c-relay configuration: its file and its command-line flags.
 #[derive(Clone, Debug)]
@@ -321,14 +321,20 @@ fn to_config(setup: &CRelaySetup) -> Result<(Config, Vec<String>), ConfigError> 
             })));
     }
     raw.telemetry.interval_secs = 0.0;
+    let mut program = CRelayProgram::new(setup.program.clone());
     if setup.collector.interval > 0 && !flags.submission {
-        warnings.push(
-            "statistics: carbon-c-relay's statistics names are not emitted yet; anthracite's \
-             are on /metrics"
-                .into(),
-        );
+        let c = &setup.collector;
+        program.statistics = Some(Arc::new(CRelayStatistics {
+            interval: c.interval.unsigned_abs(),
+            prefix: format!("{}{}.", c.stub.as_deref().unwrap_or(""), c.prefix),
+            dispatchers: flags.workers.map_or_else(
+                || std::thread::available_parallelism().map_or(1, usize::from),
+                |w| w as usize,
+            ),
+            reset: c.reset,
+        }));
     }
-    raw.c_relay = Some(CRelayProgram::new(setup.program.clone()));
+    raw.c_relay = Some(program);
     let config = Config::from_raw(raw, &setup.path)?;
     Ok((config, warnings))
 }
