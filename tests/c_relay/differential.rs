@@ -49,6 +49,29 @@ struct Case {
     /// Compare the names each destination received, not the lines (statistics: their
     /// values are each relay's own).
     names_only: bool,
+    /// Destinations that are down (nothing listens on their port).
+    down: &'static [usize],
+    /// Groups of destinations compared as one (an `any_of` cluster with a member down:
+    /// carbon-c-relay moves the down member's queue to the others in random order).
+    merged: &'static [&'static [usize]],
+}
+
+impl Default for Case {
+    fn default() -> Self {
+        Case {
+            name: "",
+            conf: "",
+            files: &[],
+            dests: 0,
+            input: Vec::new(),
+            udp: false,
+            timed: None,
+            settle: SETTLE,
+            names_only: false,
+            down: &[],
+            merged: &[],
+        }
+    }
 }
 
 /// Bytes received by one sink: every connection's bytes, each connection on its own.
@@ -62,11 +85,17 @@ struct Sinks {
 }
 
 impl Sinks {
-    fn start(ports: &[u16]) -> Sinks {
+    /// Sinks on `ports`, but for the indices in `down`, which get none (they receive
+    /// nothing).
+    fn start(ports: &[u16], down: &[usize]) -> Sinks {
         let stop = Arc::new(AtomicBool::new(false));
         let mut received = Vec::new();
         let mut threads = Vec::new();
-        for &port in ports {
+        for (i, &port) in ports.iter().enumerate() {
+            if down.contains(&i) {
+                received.push(Received::default());
+                continue;
+            }
             let listener = TcpListener::bind(("127.0.0.1", port))
                 .unwrap_or_else(|e| panic!("sink: bind 127.0.0.1:{port}: {e}"));
             listener
@@ -268,7 +297,7 @@ fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
     // after a run ends.
     let args = ["-w", "1"];
 
-    let sinks = Sinks::start(dests);
+    let sinks = Sinks::start(dests, case.down);
     let theirs = {
         let relay = CRelay::start(&conf, &dir, &args, addr);
         let base = send(case, addr);
@@ -282,7 +311,7 @@ fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
         theirs.iter().map(Vec::len).sum()
     };
 
-    let sinks = Sinks::start(dests);
+    let sinks = Sinks::start(dests, case.down);
     let ours = {
         let mut relay = RelayCommand::new(env!("CARGO_BIN_EXE_anthracite"))
             .name("anthracite")
@@ -301,7 +330,7 @@ fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
     let (theirs, ours) = if case.names_only {
         (names_of(theirs), names_of(ours))
     } else {
-        (theirs, ours)
+        (merge(theirs, case.merged), merge(ours, case.merged))
     };
     // What each delivered, per destination, for a look after a failure.
     for (who, got) in [("carbon-c-relay", &theirs), ("anthracite", &ours)] {
@@ -313,6 +342,21 @@ fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
         std::fs::write(dir.join(format!("{who}.received")), text).expect("write what arrived");
     }
     (theirs, ours)
+}
+
+/// Each group's lines under its first destination (the others left empty).
+fn merge(mut got: Vec<Vec<String>>, groups: &[&[usize]]) -> Vec<Vec<String>> {
+    for group in groups {
+        let Some((&first, rest)) = group.split_first() else {
+            continue;
+        };
+        for &d in rest {
+            let lines = std::mem::take(&mut got[d]);
+            got[first].extend(lines);
+        }
+        got[first].sort();
+    }
+    got
 }
 
 /// The distinct names each destination received.
@@ -433,6 +477,7 @@ fn cleansing_matches_carbon_c_relay() {
         timed: None,
         settle: SETTLE,
         names_only: false,
+        ..Case::default()
     });
 }
 
@@ -482,6 +527,7 @@ fn matches_fall_through_stop_validate_and_blackhole() {
         timed: None,
         settle: SETTLE,
         names_only: false,
+        ..Case::default()
     });
 }
 
@@ -516,6 +562,7 @@ fn rewrites_with_every_modifier() {
         timed: None,
         settle: SETTLE,
         names_only: false,
+        ..Case::default()
     });
 }
 
@@ -537,6 +584,7 @@ fn forward_any_of_and_failover_with_every_member_up() {
         timed: None,
         settle: SETTLE,
         names_only: false,
+        ..Case::default()
     });
 }
 
@@ -560,6 +608,7 @@ fn consistent_hashing_clusters_with_replication() {
         timed: None,
         settle: SETTLE,
         names_only: false,
+        ..Case::default()
     });
 }
 
@@ -588,6 +637,7 @@ fn include_with_a_glob_and_a_udp_listener() {
         timed: None,
         settle: SETTLE,
         names_only: false,
+        ..Case::default()
     });
 }
 
@@ -650,6 +700,7 @@ fn aggregations_with_every_compute_and_timestamp_mode() {
         timed: Some(aggregated_input),
         settle: Duration::from_secs(7),
         names_only: false,
+        ..Case::default()
     });
 }
 
@@ -673,5 +724,24 @@ fn statistics_names_as_carbon_c_relay_submits_them() {
         timed: None,
         settle: Duration::from_millis(2500),
         names_only: true,
+        ..Case::default()
+    });
+}
+
+#[test]
+fn failover_and_any_of_with_a_member_down() {
+    c_relay::require();
+    assert_same(&Case {
+        name: "member_down",
+        conf: "listen type linemode 127.0.0.1:{L} proto tcp;\n\
+               cluster any any_of 127.0.0.1:{D0} 127.0.0.1:{D1} 127.0.0.1:{D2};\n\
+               cluster fo failover 127.0.0.1:{D3} 127.0.0.1:{D4};\n\
+               match * send to any fo;\n",
+        dests: 5,
+        input: names(200),
+        down: &[1, 3],
+        merged: &[&[0, 2]],
+        settle: Duration::from_secs(3),
+        ..Case::default()
     });
 }

@@ -113,6 +113,7 @@ impl PosixRegex {
     }
 
     /// True when the expression matches somewhere in `subject`.
+    #[cfg(test)]
     pub fn is_match(&self, subject: &[u8]) -> bool {
         self.exec(subject, 0).is_some()
     }

@@ -56,9 +56,14 @@ impl Ingestor {
         if firstspace > self.max_name_length {
             return self.reject(DropReason::NameTooLong);
         }
-        // A member that is down changes no choice yet: carbon-c-relay's `failover` and
-        // `any_of` move its share only once its queue is failing.
-        let env = Env { failed: &|_| false };
+        // `failover` and `any_of` clusters pass over members that are down.
+        let queues = &self.routing.queues;
+        let failed = |s: u16| {
+            queues
+                .get(usize::from(s))
+                .is_some_and(|q| q.stats().is_failing())
+        };
+        let env = Env { failed: &failed };
         c.program
             .route(&c.cleansed, firstspace, b"", &env, &mut c.routed);
         if c.routed.sends.is_empty() && c.routed.aggregates.is_empty() {

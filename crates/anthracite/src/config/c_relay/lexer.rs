@@ -772,7 +772,7 @@ impl<'a> Lexer<'a> {
     }
 
     fn push_quoted(&mut self, bytes: &[u8], loc: Loc) -> Result<(), LexError> {
-        if self.quoted.len() + bytes.len() >= MAX_QUOTED + 1 {
+        if self.quoted.len() + bytes.len() > MAX_QUOTED {
             return Err(LexError {
                 loc,
                 message: "string too large",

@@ -211,7 +211,7 @@ impl Aggregators {
 /// `(expire + (interval - 1)) / interval + 1 + 1`.
 fn bucket_count(spec: &AggregatorSpec) -> usize {
     let interval = usize::from(spec.interval.max(1));
-    (usize::from(spec.expire) + interval - 1) / interval + 2
+    usize::from(spec.expire).div_ceil(interval) + 2
 }
 
 fn needs_values(kind: ComputeKind) -> bool {

@@ -22,8 +22,8 @@ pub(crate) fn quoteident(ident: &str) -> String {
     const ODD: &[u8] = b"[](){}|\\^?*$%<>:/,._+-";
     let b = ident.as_bytes();
     let needs = b.iter().enumerate().any(|(i, &c)| {
-        !(c.is_ascii_alphanumeric() || ODD.contains(&c))
-            && !(i > 1 && c == b' ' && b[i - 1] == b'\\')
+        let escaped_space = i > 1 && c == b' ' && b[i - 1] == b'\\';
+        !(c.is_ascii_alphanumeric() || ODD.contains(&c) || escaped_space)
     });
     if needs {
         format!("\"{ident}\"")

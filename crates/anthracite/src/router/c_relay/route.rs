@@ -155,8 +155,7 @@ impl Program {
                 }
             } else if w.matcher.matches(l.name(), &mut spans) {
                 stop = w.stop;
-                let mut dests = w.dests.list.iter();
-                while let Some(d) = dests.next() {
+                for d in &w.dests.list {
                     match d {
                         Dest::Blackhole => *blackholed = true,
                         Dest::Cluster(c) => {
@@ -267,10 +266,11 @@ impl Program {
                 }
             }
             ClusterKind::AnyOf => {
-                let n = cluster.members.len().max(1) as u32;
-                let pick = fnv1a_32(l.name()) % n;
+                let Some(pick) = any_of(&cluster.members, fnv1a_32(l.name()), env) else {
+                    return;
+                };
                 let v = l.variant(out);
-                out.sends.push((v, cluster.members[pick as usize]));
+                out.sends.push((v, pick));
             }
             ClusterKind::Failover => {
                 let pick = cluster
@@ -355,6 +355,28 @@ impl Program {
             });
         }
     }
+}
+
+/// An `any_of` cluster's member for a name hashing to `hash`: `members[hash % count]`, as
+/// carbon-c-relay picks it. When that member is down, anthracite picks among the members
+/// that are up (`hash % up`-th of them), where carbon-c-relay queues the line at the down
+/// member and later moves its queue to the others in random order: the same lines reach
+/// the members that are up, on a member that stays the same for a name.
+fn any_of(members: &[u16], hash: u32, env: &Env<'_>) -> Option<u16> {
+    let n = u32::try_from(members.len()).ok().filter(|&n| n > 0)?;
+    let first = members[(hash % n) as usize];
+    if !(env.failed)(first) {
+        return Some(first);
+    }
+    let up = members.iter().filter(|&&m| !(env.failed)(m)).count() as u32;
+    if up == 0 {
+        return Some(first);
+    }
+    members
+        .iter()
+        .copied()
+        .filter(|&m| !(env.failed)(m))
+        .nth((hash % up) as usize)
 }
 
 /// C's `atof` (`strtod`): the longest prefix that is a number, after leading white space;
