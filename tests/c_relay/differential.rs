@@ -54,6 +54,8 @@ struct Case {
     /// Groups of destinations compared as one (an `any_of` cluster with a member down:
     /// carbon-c-relay moves the down member's queue to the others in random order).
     merged: &'static [&'static [usize]],
+    /// Flags for both relays besides `-w 1`.
+    args: &'static [&'static str],
 }
 
 impl Default for Case {
@@ -70,6 +72,7 @@ impl Default for Case {
             names_only: false,
             down: &[],
             merged: &[],
+            args: &[],
         }
     }
 }
@@ -295,7 +298,7 @@ fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
     let addr: SocketAddr = ([127, 0, 0, 1], listen).into();
     // One worker: the early-crash window is short. Statistics (every 60 s by default) come
     // after a run ends.
-    let args = ["-w", "1"];
+    let args: Vec<&str> = ["-w", "1"].iter().chain(case.args).copied().collect();
 
     let sinks = Sinks::start(dests, case.down);
     let theirs = {
@@ -742,6 +745,24 @@ fn failover_and_any_of_with_a_member_down() {
         down: &[1, 3],
         merged: &[&[0, 2]],
         settle: Duration::from_secs(3),
+        ..Case::default()
+    });
+}
+
+#[test]
+fn allowed_characters_flag_changes_cleansing() {
+    c_relay::require();
+    assert_same(&Case {
+        name: "allowed_chars",
+        conf: "listen type linemode 127.0.0.1:{L} proto tcp;\n\
+               cluster all forward 127.0.0.1:{D0};\n\
+               match * send to all;\n",
+        dests: 1,
+        input: b"a/b@c:d#e-f_g 1 1700000000\n\
+                 tag;t=v/x 2 1700000000\n\
+                 semi;colon;name 3 1700000000\n"
+            .to_vec(),
+        args: &["-c", "/@;"],
         ..Case::default()
     });
 }

@@ -222,7 +222,7 @@ mod tests {
         assert_eq!((a.ip.as_deref(), a.port), (Some(":"), 1));
         let a = parse(":2003", SockKind::Datagram, false).expect("ok");
         assert_eq!((a.ip, a.port), (None, 2003));
-        assert!(a.addrs.len() >= 1);
+        assert!(!a.addrs.is_empty());
         assert_eq!(
             parse("h:70000", SockKind::Stream, false).expect_err("range"),
             "invalid port number '70000'"
