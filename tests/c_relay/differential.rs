@@ -41,6 +41,8 @@ struct Case {
     input: Vec<u8>,
     /// Send over UDP (one datagram per line) instead of one TCP connection.
     udp: bool,
+    /// Send a third of the lines each over `{L}`, `{L2}` and the Unix socket `{S}`.
+    mixed: bool,
     /// For aggregations: the input made at the moment of sending from `base` (see
     /// [`aligned_now`]) instead of `input`; timestamps within a day of `base` are compared as offsets from it.
     timed: Option<fn(i64) -> Vec<u8>>,
@@ -67,6 +69,7 @@ impl Default for Case {
             dests: 0,
             input: Vec::new(),
             udp: false,
+            mixed: false,
             timed: None,
             settle: SETTLE,
             names_only: false,
@@ -200,9 +203,20 @@ fn sink_loop(listener: &TcpListener, got: &Received, stop: &AtomicBool) {
     }
 }
 
+/// Where a case's relays listen: `{L}`, `{L2}` (a second TCP address) and `{S}` (a Unix
+/// socket).
+struct Listen {
+    port: u16,
+    second: u16,
+    socket: std::path::PathBuf,
+}
+
 /// The configuration text with its ports filled in.
-fn fill(text: &str, listen: u16, dests: &[u16]) -> String {
-    let mut out = text.replace("{L}", &listen.to_string());
+fn fill(text: &str, listen: &Listen, dests: &[u16]) -> String {
+    let mut out = text
+        .replace("{L2}", &listen.second.to_string())
+        .replace("{L}", &listen.port.to_string())
+        .replace("{S}", &listen.socket.display().to_string());
     // Highest first, so that `{D1}` is not taken for `{D10}`'s start.
     for (i, port) in dests.iter().enumerate().rev() {
         out = out.replace(&format!("{{D{i}}}"), &port.to_string());
@@ -230,8 +244,10 @@ fn aligned_now() -> i64 {
     }
 }
 
-/// Sends the case's input to `addr`; returns the base of a timed input.
-fn send(case: &Case, addr: SocketAddr) -> Option<i64> {
+/// Sends the case's input to `addr` (with `mixed`: a third of the lines each to `{L}`,
+/// `{L2}` and `{S}`); returns the base of a timed input.
+fn send(case: &Case, listen: &Listen) -> Option<i64> {
+    let addr: SocketAddr = ([127, 0, 0, 1], listen.port).into();
     let base = case.timed.map(|_| aligned_now());
     let input = match (case.timed, base) {
         (Some(make), Some(base)) => make(base),
@@ -244,6 +260,20 @@ fn send(case: &Case, addr: SocketAddr) -> Option<i64> {
             // Bounded pacing: the receivers' socket buffers are not what is compared.
             thread::sleep(Duration::from_millis(1));
         }
+    } else if case.mixed {
+        let mut parts = [Vec::new(), Vec::new(), Vec::new()];
+        for (i, line) in input.split_inclusive(|&b| b == b'\n').enumerate() {
+            parts[i % 3].extend_from_slice(line);
+        }
+        TcpStream::connect(addr)
+            .and_then(|mut s| s.write_all(&parts[0]))
+            .expect("send to the first TCP listener");
+        TcpStream::connect(("127.0.0.1", listen.second))
+            .and_then(|mut s| s.write_all(&parts[1]))
+            .expect("send to the second TCP listener");
+        std::os::unix::net::UnixStream::connect(&listen.socket)
+            .and_then(|mut s| s.write_all(&parts[2]))
+            .expect("send to the Unix socket");
     } else {
         let mut s = TcpStream::connect(addr).expect("connect to the relay");
         s.write_all(&input).expect("send the input");
@@ -284,18 +314,23 @@ fn relative(got: Vec<Vec<String>>, base: Option<i64>) -> Vec<Vec<String>> {
 /// received from each.
 fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
     let dir = scratch("c_relay", case.name);
-    let ports = free_ports(case.dests + 1);
-    let (listen, dests) = (ports[0], &ports[1..]);
+    let ports = free_ports(case.dests + 2);
+    let listen = Listen {
+        port: ports[0],
+        second: ports[1],
+        socket: dir.join("relay.sock"),
+    };
+    let dests = &ports[2..];
     let conf = dir.join("relay.conf");
-    std::fs::write(&conf, fill(case.conf, listen, dests)).expect("write relay.conf");
+    std::fs::write(&conf, fill(case.conf, &listen, dests)).expect("write relay.conf");
     for (name, text) in case.files {
         let path = dir.join(name);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).expect("create an include directory");
         }
-        std::fs::write(&path, fill(text, listen, dests)).expect("write an included file");
+        std::fs::write(&path, fill(text, &listen, dests)).expect("write an included file");
     }
-    let addr: SocketAddr = ([127, 0, 0, 1], listen).into();
+    let addr: SocketAddr = ([127, 0, 0, 1], listen.port).into();
     // One worker: the early-crash window is short. Statistics (every 60 s by default) come
     // after a run ends.
     let args: Vec<&str> = ["-w", "1"].iter().chain(case.args).copied().collect();
@@ -303,7 +338,7 @@ fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
     let sinks = Sinks::start(dests, case.down);
     let theirs = {
         let relay = CRelay::start(&conf, &dir, &args, addr);
-        let base = send(case, addr);
+        let base = send(case, &listen);
         let got = sinks.finish(0, case.settle);
         let _ = relay.pid();
         relative(got, base)
@@ -324,8 +359,8 @@ fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
             .current_dir(&dir)
             .log(dir.join("anthracite.log"))
             .start();
-        relay.wait_listening(&[listen]);
-        let base = send(case, addr);
+        relay.wait_listening(&[listen.port]);
+        let base = send(case, &listen);
         let got = sinks.finish(want, case.settle);
         relay.stop();
         relative(got, base)
@@ -763,6 +798,25 @@ fn allowed_characters_flag_changes_cleansing() {
                  semi;colon;name 3 1700000000\n"
             .to_vec(),
         args: &["-c", "/@;"],
+        ..Case::default()
+    });
+}
+
+#[test]
+fn several_tcp_listeners_and_a_unix_socket() {
+    c_relay::require();
+    assert_same(&Case {
+        name: "listeners",
+        conf: "listen type linemode\n\
+                 127.0.0.1:{L} proto tcp\n\
+                 127.0.0.1:{L2} proto tcp\n\
+                 {S} proto unix\n\
+               ;\n\
+               cluster all forward 127.0.0.1:{D0};\n\
+               match * send to all;\n",
+        dests: 1,
+        input: names(90),
+        mixed: true,
         ..Case::default()
     });
 }

@@ -113,6 +113,18 @@ pub(crate) struct ListenConfig {
     pub max_protobuf_frame: usize,
     /// TLS on every TCP receiver (`None`: plaintext).
     pub tls: Option<ServerTls>,
+    /// More plaintext receivers (a carbon-c-relay configuration's `listen` beyond the first
+    /// TCP and UDP address): bound at startup, kept as they are by a reload.
+    pub extra_line: Vec<ExtraLine>,
+}
+
+/// A plaintext receiver beyond `line_tcp` and `line_udp`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ExtraLine {
+    Tcp(SocketAddr),
+    Udp(SocketAddr),
+    /// A Unix stream socket's path (a stale socket file there is removed first).
+    Unix(std::path::PathBuf),
 }
 
 /// Between parsing and routing.
@@ -306,7 +318,8 @@ impl Config {
         extensions: &Extensions,
     ) -> Result<Self, ConfigError> {
         let ctx = validate::Ctx { file };
-        let listen = validate::listen(&raw.listen, &ctx)?;
+        let mut listen = validate::listen(&raw.listen, &ctx)?;
+        listen.extra_line = std::mem::take(&mut raw.extra_line);
         let destinations = validate::destinations(
             &mut raw.destinations,
             &ctx,

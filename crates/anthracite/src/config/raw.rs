@@ -52,6 +52,10 @@ pub struct RawConfig {
     /// replaces `[router]` and `[[rules]]`, and the destinations may be none.
     #[serde(skip)]
     pub c_relay: Option<crate::router::CRelayProgram>,
+    /// Plaintext receivers beyond `listen.line_tcp` and `listen.line_udp` (an imported
+    /// carbon-c-relay configuration's; no `relay.toml` key).
+    #[serde(skip)]
+    pub extra_line: Vec<super::ExtraLine>,
 }
 
 impl RawConfig {

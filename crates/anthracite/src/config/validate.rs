@@ -149,6 +149,7 @@ pub(super) fn listen(l: &RawListen, ctx: &Ctx) -> Result<ListenConfig, ConfigErr
         udp_recv_buffer: (l.udp_recv_buffer > 0).then_some(l.udp_recv_buffer),
         max_protobuf_frame: l.max_protobuf_frame,
         tls: server_tls(l.tls.as_ref(), ctx)?,
+        extra_line: Vec::new(),
     })
 }
 

@@ -82,6 +82,14 @@ pub enum RelayError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A Unix socket path could not be bound.
+    #[error("cannot bind the line receiver on Unix socket {}: {source}", path.display())]
+    BindUnix {
+        /// The socket's path.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// A source of an extension could not be prepared (e.g. a Kinesis stream's checkpoint
     /// file is corrupt).
     #[error("cannot start a source: {0}")]

@@ -198,6 +198,9 @@ impl Relay {
                 (None, None) => {}
             }
         }
+        for extra in &config.listen.extra_line {
+            sockets.push(super::listeners::bind_extra(extra, &config.listen)?);
+        }
 
         let destination_signals = ShutdownSignals::default();
         let active: Vec<Live> = config

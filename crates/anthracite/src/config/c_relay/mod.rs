@@ -27,7 +27,7 @@ mod parser;
 pub use flags::CRelayFlags;
 
 use super::raw::{RawConfig, RawServer, RawServerDetail};
-use super::{Config, ConfigError};
+use super::{Config, ConfigError, ExtraLine};
 use crate::destination::OutputProtocol;
 use crate::protocol::c_relay::Cleansing;
 use crate::queue::WhenFull;
@@ -255,25 +255,31 @@ fn to_config(setup: &CRelaySetup) -> Result<(Config, Vec<String>), ConfigError> 
     if let Some(b) = flags.sockbuf {
         raw.listen.udp_recv_buffer = (b as usize).max(4096);
     }
-    let mut extra = 0;
+    // Every address beyond the first TCP and the first UDP one, and every Unix socket, is
+    // an extra plaintext receiver.
+    let (mut tcp_first, mut udp_first) = (true, true);
     for l in &setup.listeners {
-        let served = match l.proto {
+        match l.proto {
             ListenerProto::Tcp => {
-                l.addrs.first().map(|a| a.to_string()) == Some(raw.listen.line_tcp.clone())
+                for a in &l.addrs {
+                    if !std::mem::take(&mut tcp_first) {
+                        raw.extra_line.push(ExtraLine::Tcp(*a));
+                    }
+                }
             }
             ListenerProto::Udp => {
-                l.addrs.first().map(|a| a.to_string()) == Some(raw.listen.line_udp.clone())
+                for a in &l.addrs {
+                    if !std::mem::take(&mut udp_first) {
+                        raw.extra_line.push(ExtraLine::Udp(*a));
+                    }
+                }
             }
-            ListenerProto::Unix => false,
-        };
-        if !served {
-            extra += 1;
+            ListenerProto::Unix => {
+                if let Some(path) = &l.ip {
+                    raw.extra_line.push(ExtraLine::Unix(path.into()));
+                }
+            }
         }
-    }
-    if extra > 0 {
-        warnings.push(format!(
-            "{extra} listener(s) beyond the first TCP and UDP one are not served yet"
-        ));
     }
     let servers = &setup.program.servers;
     raw.destinations.protocol = OutputProtocol::Line.as_str().into();
