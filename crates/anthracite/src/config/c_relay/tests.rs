@@ -131,3 +131,50 @@ fn the_default_listeners_are_tcp_udp_and_a_unix_socket_on_the_port() {
     assert_eq!(l[2].ip.as_deref(), Some("/tmp/.s.carbon-c-relay.2103"));
     assert_eq!(i.config.listen.line_tcp.map(|a| a.port()), Some(2103));
 }
+
+/// The servers a line goes to with `down` servers failing.
+fn sends_with_down(program: &Program, line: &str, down: &[u16]) -> Vec<u16> {
+    let mut routed = crate::router::c_relay::Routed::default();
+    let failed = |s: u16| down.contains(&s);
+    let env = crate::router::c_relay::route::Env { failed: &failed };
+    let fs = line.find(' ').unwrap_or(line.len());
+    program.route(line.as_bytes(), fs, b"", &env, &mut routed);
+    routed.sends.iter().map(|&(_, s)| s).collect()
+}
+
+#[test]
+fn members_that_are_down_are_passed_over_by_any_of_failover_and_dynamic() {
+    let mut b = build::Builder::offline("relay.example");
+    b.read_text(
+        "<text>",
+        b"cluster any any_of 127.0.0.1:1 127.0.0.1:2 127.0.0.1:3;\n\
+          cluster fo failover 127.0.0.1:4 127.0.0.1:5;\n\
+          cluster ch carbon_ch replication 2 dynamic 127.0.0.1:6=a 127.0.0.1:7=b 127.0.0.1:8=c;\n\
+          match * send to any fo ch;\n",
+    )
+    .expect("valid");
+    let (program, _) = b.finish(None);
+    for i in 0..50 {
+        let line = format!("m.{i} 1 2");
+        let up = sends_with_down(&program, &line, &[]);
+        // any_of, failover (its first), carbon_ch (two replicas).
+        assert_eq!(up.len(), 4, "{line}: {up:?}");
+        assert_eq!(up[1], 3, "failover takes its first member");
+        let down = [up[0], 3, up[2]];
+        let moved = sends_with_down(&program, &line, &down);
+        assert!(
+            !down.contains(&moved[0]) && moved[0] < 3,
+            "{line}: {moved:?}"
+        );
+        assert_eq!(moved[1], 4, "failover takes the next member");
+        assert!(
+            moved[2..].iter().all(|s| !down.contains(s)),
+            "{line}: {moved:?}"
+        );
+        // Every member down: carbon-c-relay's own choice.
+        assert_eq!(
+            sends_with_down(&program, &line, &[0, 1, 2, 3, 4])[..2],
+            up[..2]
+        );
+    }
+}

@@ -285,7 +285,9 @@ impl Program {
                 }
             }
             ClusterKind::Ch {
-                ring, replication, ..
+                ring,
+                replication,
+                dynamic,
             } => {
                 let mut picked = Vec::with_capacity(usize::from(*replication));
                 match &w.masq {
@@ -310,6 +312,14 @@ impl Program {
                 }
                 let v = l.variant(out);
                 for m in picked {
+                    // `dynamic`: a member that is down hands its lines to the others, which
+                    // carbon-c-relay does by moving its queue to them in random order;
+                    // anthracite picks one that is up by the name's hash, as for `any_of`.
+                    let m = if *dynamic && (env.failed)(m) {
+                        any_of(&cluster.members, fnv1a_32(l.name()), env).unwrap_or(m)
+                    } else {
+                        m
+                    };
                     out.sends.push((v, m));
                 }
             }
