@@ -40,7 +40,8 @@ pub struct Datapoint<'a> {
 pub(crate) const VERBATIM: f64 = f64::from_bits(0x7ff8_0000_c0d3_0001);
 
 impl Datapoint<'_> {
-    /// True when this is a verbatim line ([`VERBATIM`]): `name` is the whole line.
+    /// True when this is a verbatim line (a carbon-c-relay configuration's): `name` is the
+    /// whole line, which a plaintext destination writes unchanged.
     #[inline]
     pub fn is_verbatim(&self) -> bool {
         self.value.to_bits() == VERBATIM.to_bits()
