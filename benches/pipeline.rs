@@ -29,6 +29,7 @@ fn pipeline() -> Pipeline {
             destinations: destinations.clone(),
             rules: Vec::new(),
             aggregation_rules: Vec::new(),
+            c_relay: None,
         })
         .expect("router"),
     );

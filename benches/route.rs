@@ -41,6 +41,7 @@ fn router(method: RelayMethod, hash_type: HashType) -> Arc<Router> {
         destinations,
         rules: Vec::new(),
         aggregation_rules: Vec::new(),
+        c_relay: None,
     }) {
         Ok(r) => Arc::new(r),
         Err(e) => panic!("bench router: {e}"),

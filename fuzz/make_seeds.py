@@ -90,6 +90,25 @@ write("carbon_conf", "relay", carbon + "\0" + rules + "\0" + aggregation)
 write("carbon_conf", "consistent", "[relay]\nRELAY_METHOD = consistent-hashing\nDESTINATIONS = 127.0.0.1:2004\nMAX_RECEIVER_CONNECTIONS = inf\n")
 
 
+# c_relay_conf: a carbon-c-relay configuration, then NUL-separated lines to route. Seeds are
+# carbon-c-relay 3.7.3's own configurations (tests/compat/carbon-c-relay-3.7.3/), each with
+# the names of its test case when it has one.
+c_relay = os.path.join(REPO, "tests", "compat", "carbon-c-relay-3.7.3")
+for sub in ("issues", "test"):
+    for name in sorted(os.listdir(os.path.join(c_relay, sub))):
+        if not name.endswith(".conf"):
+            continue
+        with open(os.path.join(c_relay, sub, name), "rb") as f:
+            conf = f.read()
+        lines = []
+        for ext in (".tst", ".dbg"):
+            case = os.path.join(c_relay, "test", name[:-5] + ext)
+            if os.path.exists(case):
+                with open(case, "rb") as f:
+                    lines = [l for l in f.read().split(b"\n") if l][:16]
+        write("c_relay_conf", name[:-5], conf + b"".join(b"\0" + l for l in lines))
+
+
 # spill_record: mode byte, then a payload (mode 1 wraps it in a record with a valid CRC).
 def varint(n):
     out = bytearray()

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anthracite::extension::Extensions;
-use anthracite::{CarbonOptions, Config, LogFormat, Placement, Relay, RelayError, RelayHandle};
+use anthracite::{
+    CRelayFlags, CRelayImport, CRelayOptions, CarbonOptions, Config, LogFormat, Placement, Relay,
+    RelayError, RelayHandle,
+};
 use anyhow::Context;
 mod bench;
 mod try_it;
@@ -89,6 +92,20 @@ struct ConfigArgs {
     /// CONF_DIR/REWRITE_RULES.
     #[arg(long, global = true, value_name = "PATH")]
     rewrite_rules: Option<PathBuf>,
+    /// Run on carbon-c-relay's configuration file instead (its `-f`); `include` paths are
+    /// read from the working directory, as carbon-c-relay reads them.
+    #[arg(long, global = true, value_name = "PATH")]
+    carbon_c_relay_config: Option<PathBuf>,
+    /// carbon-c-relay's other command-line flags, as one argument (with
+    /// --carbon-c-relay-config): `--carbon-c-relay-args "-p 2003 -H relay1 -q 50000"`.
+    #[arg(
+        long,
+        global = true,
+        value_name = "FLAGS",
+        allow_hyphen_values = true,
+        default_value = ""
+    )]
+    carbon_c_relay_args: String,
 }
 
 /// Where the configuration comes from, decided once at startup: a reload reads the same.
@@ -100,10 +117,27 @@ enum ConfigSource {
     Carbon(CarbonOptions),
     /// No configuration given and no `./relay.toml`: [`Config::carbon_relay_defaults`].
     CarbonRelayDefaults,
+    /// carbon-c-relay's configuration (`--carbon-c-relay-config`) and flags.
+    CRelay(CRelayOptions),
 }
 
 impl ConfigSource {
-    fn of(args: &ConfigArgs) -> Self {
+    fn of(args: &ConfigArgs) -> Result<Self, String> {
+        if let Some(path) = &args.carbon_c_relay_config {
+            let words: Vec<&str> = args.carbon_c_relay_args.split_whitespace().collect();
+            let flags =
+                CRelayFlags::parse(&words).map_err(|e| format!("--carbon-c-relay-args: {e}"))?;
+            let mut options = CRelayOptions::new(path.clone());
+            options.flags = flags;
+            return Ok(Self::CRelay(options));
+        }
+        if !args.carbon_c_relay_args.is_empty() {
+            return Err("--carbon-c-relay-args needs --carbon-c-relay-config".into());
+        }
+        Ok(Self::of_carbon_or_toml(args))
+    }
+
+    fn of_carbon_or_toml(args: &ConfigArgs) -> Self {
         if let Some(path) = &args.carbon_config {
             let mut options = CarbonOptions::new(path.clone());
             options.instance = args.instance.clone();
@@ -132,6 +166,7 @@ impl ConfigSource {
             Self::Toml(path) => path.display().to_string(),
             Self::Carbon(options) => options.path.display().to_string(),
             Self::CarbonRelayDefaults => "carbon-relay 1.1.10's defaults".into(),
+            Self::CRelay(options) => options.path.display().to_string(),
         }
     }
 
@@ -144,6 +179,7 @@ impl ConfigSource {
             }),
             Self::Carbon(options) => Config::load_carbon(options).map(|i| (i.config, i.warnings)),
             Self::CarbonRelayDefaults => Ok((Config::carbon_relay_defaults(), Vec::new())),
+            Self::CRelay(options) => Config::load_c_relay(options).map(|i| (i.config, i.warnings)),
         }
     }
 }
@@ -152,9 +188,11 @@ impl ConfigSource {
 enum Command {
     /// Run the relay (the default).
     Run,
-    /// Validate the configuration and print it with every default resolved.
+    /// Validate the configuration and print it with every default resolved (a carbon-c-relay
+    /// configuration: as carbon-c-relay prints it back).
     Check,
-    /// Print the destinations of each NAME (or each line of stdin), in preference order.
+    /// Print the destinations of each NAME (or each line of stdin), in preference order; with
+    /// --carbon-c-relay-config, what `carbon-c-relay -t` prints.
     Route {
         /// Metric names; read from stdin when none are given.
         names: Vec<String>,
@@ -286,7 +324,18 @@ fn main() -> ExitCode {
         // The harness builds its own relay configuration; no relay.toml is read.
         return bench::exec(args, cli.log_format.as_deref());
     }
-    let source = ConfigSource::of(&cli.run);
+    let source = match ConfigSource::of(&cli.run) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("anthracite: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    if let ConfigSource::CRelay(options) = &source
+        && matches!(command, Command::Check | Command::Route { .. })
+    {
+        return c_relay_tool(options, command);
+    }
     let (config, warnings) = match source.load() {
         Ok(c) => c,
         Err(e) => {
@@ -465,6 +514,74 @@ async fn on_hangup(mut hup: tokio::signal::unix::Signal, relay: RelayHandle, sou
             })
             .await;
     }
+}
+
+/// `check` and `route` on a carbon-c-relay configuration: what `carbon-c-relay -t -t` accepts
+/// and what `carbon-c-relay -t` prints.
+fn c_relay_tool(options: &CRelayOptions, command: Command) -> ExitCode {
+    let import = match Config::load_c_relay(options) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("anthracite: configuration error: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    for w in &import.warnings {
+        eprintln!("warning: {w}");
+    }
+    let result = match command {
+        Command::Route { names } => c_relay_route(&import, names),
+        _ => {
+            println!("# {}: OK", options.path.display());
+            print!("{}", import.test_header());
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("anthracite: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `carbon-c-relay -t`: the configuration, then each line of input routed.
+fn c_relay_route(import: &CRelayImport, names: Vec<String>) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(import.test_header().as_bytes())?;
+    let mut test = |line: &str| -> anyhow::Result<()> {
+        if let Some(text) = import.test_line(line) {
+            out.write_all(text.as_bytes())?;
+        }
+        Ok(())
+    };
+    if names.is_empty() {
+        let mut stdin = std::io::stdin().lock();
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            if stdin
+                .read_until(b'\n', &mut line)
+                .context("reading stdin")?
+                == 0
+            {
+                break;
+            }
+            // fgets: the newline goes, anything else (a `\r`) stays.
+            if line.last() == Some(&b'\n') {
+                line.pop();
+            }
+            test(&String::from_utf8_lossy(&line))?;
+        }
+    } else {
+        for n in &names {
+            test(n)?;
+        }
+    }
+    out.flush()?;
+    Ok(())
 }
 
 fn check(config: &Config, source: &str, warnings: &[String]) -> anyhow::Result<()> {

@@ -46,6 +46,7 @@ fn router(
             destinations: destinations.to_vec(),
             rules: Vec::new(),
             aggregation_rules: Vec::new(),
+            c_relay: None,
         })
         .unwrap_or_else(|e| panic!("router build failed: {e}")),
     )

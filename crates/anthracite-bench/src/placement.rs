@@ -54,6 +54,7 @@ pub fn expected_per_sink(
         destinations,
         rules: Vec::new(),
         aggregation_rules: Vec::new(),
+        c_relay: None,
     })
     .ok()?;
     let mut out = Vec::with_capacity(1);
@@ -142,6 +143,7 @@ mod tests {
                 .collect(),
             rules: Vec::new(),
             aggregation_rules: Vec::new(),
+            c_relay: None,
         })
         .unwrap();
         for shared in [false, true] {

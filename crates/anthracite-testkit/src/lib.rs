@@ -19,6 +19,7 @@
 //! - [`placement`]: ask carbon's own `ConsistentHashingRouter` where names go.
 //! - [`java_server`]: Java servers resolved from Maven Central (`servers/<name>/pom.xml`).
 //! - [`apt`]: Debian packages (Chromium, Prometheus, lintian) installed when missing.
+//! - [`c_relay`]: the real carbon-c-relay 3.7.3 (Debian's package), in its test modes.
 //! - [`proxy`]: a fault-injecting or recording HTTP proxy (in front of kinesalite or DynamoDB
 //!   Local).
 //! - `kinesalite`, `dynamodb` (feature `kinesis`): a local Kinesis (kinesalite from npm,
@@ -33,6 +34,7 @@
 #![warn(missing_docs)]
 
 pub mod apt;
+pub mod c_relay;
 pub mod carbon;
 pub mod cargo;
 #[cfg(feature = "kinesis")]

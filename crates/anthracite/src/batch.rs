@@ -33,6 +33,21 @@ pub struct Datapoint<'a> {
     pub value: f64,
 }
 
+/// The value that marks a *verbatim line*: a datapoint whose name holds a whole plaintext line
+/// (without its newline) that a line destination writes unchanged. carbon-c-relay
+/// configurations route lines, not datapoints (their value and timestamp text travel as
+/// received); no accepted datapoint has this value, since NaN values are dropped on receipt.
+pub(crate) const VERBATIM: f64 = f64::from_bits(0x7ff8_0000_c0d3_0001);
+
+impl Datapoint<'_> {
+    /// True when this is a verbatim line (a carbon-c-relay configuration's): `name` is the
+    /// whole line, which a plaintext destination writes unchanged.
+    #[inline]
+    pub fn is_verbatim(&self) -> bool {
+        self.value.to_bits() == VERBATIM.to_bits()
+    }
+}
+
 /// Fixed per-datapoint overhead counted against queue byte bounds, besides the name itself.
 pub(crate) const POINT_OVERHEAD: usize = size_of::<Point>();
 

@@ -131,6 +131,7 @@ mod ingest;
 mod metric_names;
 mod name_cache;
 mod pattern;
+mod posix_regex;
 mod protocol;
 mod queue;
 mod receiver;
@@ -143,7 +144,8 @@ mod tls;
 pub mod unstable;
 
 pub use config::{
-    CarbonImport, CarbonOptions, Config, ConfigBuilder, ConfigError, LogFormat, Placement,
+    CRelayFlags, CRelayImport, CRelayOptions, CarbonImport, CarbonOptions, Config, ConfigBuilder,
+    ConfigError, LogFormat, Placement,
 };
 pub use destination::OutputProtocol;
 pub use ingest::{

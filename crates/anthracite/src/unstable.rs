@@ -105,6 +105,11 @@ pub mod config {
     pub mod ini {
         pub use crate::config::ini::Ini;
     }
+
+    /// carbon-c-relay configuration import.
+    pub mod c_relay {
+        pub use crate::config::c_relay::check_text;
+    }
 }
 
 /// Receiver constants and socket set-up the hostile-client tests depend on.

@@ -14,6 +14,7 @@ const LAYERS: &[&[&str]] = &[
         "episode",
         "figure",
         "pattern",
+        "posix_regex",
         "tls",
         "batch",
     ],

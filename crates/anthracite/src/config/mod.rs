@@ -6,6 +6,7 @@
 
 pub(crate) mod aggregation;
 mod builder;
+pub(crate) mod c_relay;
 pub(crate) mod carbon;
 pub(crate) mod ini;
 mod placement;
@@ -27,6 +28,7 @@ pub use placement::Placement;
 pub(crate) use telemetry::TelemetryConfig;
 
 pub use builder::ConfigBuilder;
+pub use c_relay::{CRelayFlags, CRelayImport, CRelayOptions};
 pub use carbon::{CarbonImport, CarbonOptions};
 pub use raw::LogFormat;
 pub(crate) use raw::RawConfig;
@@ -111,6 +113,18 @@ pub(crate) struct ListenConfig {
     pub max_protobuf_frame: usize,
     /// TLS on every TCP receiver (`None`: plaintext).
     pub tls: Option<ServerTls>,
+    /// More plaintext receivers (a carbon-c-relay configuration's `listen` beyond the first
+    /// TCP and UDP address): bound at startup, kept as they are by a reload.
+    pub extra_line: Vec<ExtraLine>,
+}
+
+/// A plaintext receiver beyond `line_tcp` and `line_udp`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ExtraLine {
+    Tcp(SocketAddr),
+    Udp(SocketAddr),
+    /// A Unix stream socket's path (a stale socket file there is removed first).
+    Unix(std::path::PathBuf),
 }
 
 /// Between parsing and routing.
@@ -207,6 +221,13 @@ impl Config {
         carbon::load(options)
     }
 
+    /// Reads carbon-c-relay's configuration file (3.7's language, with its `include`s) and
+    /// command-line flags: its clusters become the destinations, its matches, rewrites and
+    /// aggregations the routing, its `listen` the receivers. Errors name the file and line.
+    pub fn load_c_relay(options: &CRelayOptions) -> Result<CRelayImport, ConfigError> {
+        c_relay::load(options)
+    }
+
     /// carbon-relay 1.1.10's defaults, as its `carbon.conf.example` gives them in `[relay]`
     /// (imported like any carbon.conf), plus an admin listener: what the `anthracite` binary
     /// runs on when it is given no configuration.
@@ -299,9 +320,21 @@ impl Config {
         extensions: &Extensions,
     ) -> Result<Self, ConfigError> {
         let ctx = validate::Ctx { file };
-        let listen = validate::listen(&raw.listen, &ctx)?;
-        let destinations = validate::destinations(&mut raw.destinations, &ctx, extensions)?;
-        let router = validate::router(&raw.router, &raw.rules, &destinations, &ctx)?;
+        let mut listen = validate::listen(&raw.listen, &ctx)?;
+        listen.extra_line = std::mem::take(&mut raw.extra_line);
+        let destinations = validate::destinations(
+            &mut raw.destinations,
+            &ctx,
+            extensions,
+            raw.c_relay.is_some(),
+        )?;
+        let router = validate::router(
+            &raw.router,
+            &raw.rules,
+            &destinations,
+            raw.c_relay.as_ref(),
+            &ctx,
+        )?;
         let route_cache_bytes = validate::route_cache_bytes(&raw.router, &ctx)?;
         let telemetry = validate::telemetry(&raw.telemetry, &ctx)?;
         let ingest = validate::ingest(&raw.ingest, &ctx)?;

@@ -48,6 +48,14 @@ pub struct RawConfig {
     /// validation, as their extensions resolved them.
     #[serde(skip)]
     pub extensions: BTreeMap<String, toml::Value>,
+    /// The routing of an imported carbon-c-relay configuration (no `relay.toml` key): it
+    /// replaces `[router]` and `[[rules]]`, and the destinations may be none.
+    #[serde(skip)]
+    pub c_relay: Option<crate::router::CRelayProgram>,
+    /// Plaintext receivers beyond `listen.line_tcp` and `listen.line_udp` (an imported
+    /// carbon-c-relay configuration's; no `relay.toml` key).
+    #[serde(skip)]
+    pub extra_line: Vec<super::ExtraLine>,
 }
 
 impl RawConfig {

@@ -149,6 +149,7 @@ pub(super) fn listen(l: &RawListen, ctx: &Ctx) -> Result<ListenConfig, ConfigErr
         udp_recv_buffer: (l.udp_recv_buffer > 0).then_some(l.udp_recv_buffer),
         max_protobuf_frame: l.max_protobuf_frame,
         tls: server_tls(l.tls.as_ref(), ctx)?,
+        extra_line: Vec::new(),
     })
 }
 
@@ -165,8 +166,11 @@ pub(super) fn destinations(
     d: &mut RawDestinations,
     ctx: &Ctx,
     extensions: &Extensions,
+    c_relay: bool,
 ) -> Result<Vec<DestinationConfig>, ConfigError> {
-    if d.servers.is_empty() {
+    // A carbon-c-relay configuration may have no servers (everything blackholed or
+    // aggregated), and its servers share hosts (they differ by port).
+    if d.servers.is_empty() && !c_relay {
         return Err(ctx.invalid(
             "destinations.servers",
             "at least one destination is required",
@@ -243,6 +247,7 @@ pub(super) fn destinations(
         }
         if let Some(prev) = out
             .iter()
+            .filter(|_| !c_relay)
             .find(|p| p.spec.host == spec.host && p.spec.instance == spec.instance)
         {
             return Err(ctx.invalid(
@@ -615,8 +620,16 @@ pub(super) fn router(
     r: &RawRouter,
     raw_rules: &[RawRule],
     destinations: &[DestinationConfig],
+    c_relay: Option<&crate::router::CRelayProgram>,
     ctx: &Ctx,
 ) -> Result<RouterSpec, ConfigError> {
+    if let Some(program) = c_relay {
+        return Ok(RouterSpec {
+            destinations: destinations.iter().map(|d| d.spec.clone()).collect(),
+            c_relay: Some(program.clone()),
+            ..RouterSpec::default()
+        });
+    }
     ctx.int("router.replication_factor", r.replication_factor, 1, 100)?;
     let rules = if r.method == RelayMethod::Rules {
         rules(raw_rules, destinations, ctx)?
@@ -654,6 +667,7 @@ pub(super) fn router(
         destinations: destinations.iter().map(|d| d.spec.clone()).collect(),
         rules,
         aggregation_rules,
+        c_relay: None,
     })
 }
 

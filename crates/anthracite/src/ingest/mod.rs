@@ -16,6 +16,7 @@
 //! it to the queues without waiting (a full queue then drops it, counted), so nothing vanishes
 //! uncounted.
 
+mod c_relay;
 mod ingest_stats;
 mod pending;
 mod receipt;
@@ -35,6 +36,7 @@ use crate::protocol::{Point, RUN};
 use crate::queue::{DestinationQueue, PushMode, PushOutcome};
 use crate::router::{ReplicaPools, RouteCache, Router};
 
+use c_relay::CRelayLines;
 use pending::{MAX_PENDING_BATCH_NAME_BYTES, Pending};
 
 pub use ingest_stats::{IngestSnapshot, IngestStats, SourceSnapshot};
@@ -270,6 +272,9 @@ pub struct Ingestor {
     /// The decoder of [`pickle_payload`](Self::pickle_payload) and its drop tally, made at its
     /// first use and kept (its scratch space) for the next.
     pickle: Option<Box<(PickleDecoder, DropCounts)>>,
+    /// The line router of a carbon-c-relay configuration: lines go through it instead of
+    /// being parsed into datapoints.
+    c_relay: Option<Box<CRelayLines>>,
 }
 
 /// What one [`Ingestor::message`] held.
@@ -288,6 +293,7 @@ impl Ingestor {
         let routing = pipeline.routing.load();
         let version = pipeline.routing.version();
         let n = routing.queues.len();
+        let c_relay = CRelayLines::for_routing(&routing);
         Self {
             filter: Self::filter_for(&routing, source),
             resolution: Self::resolution_for(&routing, source),
@@ -315,6 +321,7 @@ impl Ingestor {
             drops: DropCounts::default(),
             now: unix_now(),
             pickle: None,
+            c_relay,
         }
     }
 
@@ -381,6 +388,7 @@ impl Ingestor {
         self.max_name_length = routing.max_name_length;
         self.tags = Self::tags_for(&routing);
         self.aggregation = Self::aggregation_for(&routing, self.source);
+        self.c_relay = CRelayLines::for_routing(&routing);
         self.pending = Pending::new(n);
         self.routing = routing;
         self.version = version;
@@ -414,9 +422,25 @@ impl Ingestor {
         self
     }
 
+    /// The carbon-c-relay line router, taken out (to be put back), once the ingestor has
+    /// entered the current generation; `None` when that generation routes datapoints.
+    fn c_relay_entered(&mut self) -> Option<Box<CRelayLines>> {
+        self.c_relay.as_ref()?;
+        if !self.entered {
+            self.enter();
+        }
+        self.c_relay.take()
+    }
+
     /// Parses one plaintext line (without `\n`) and routes it, or counts why not.
     #[inline]
     pub fn line(&mut self, text: &[u8]) -> Pushed {
+        if let Some(mut c) = self.c_relay_entered() {
+            let pushed = self.c_relay_line(&mut c, text);
+            Self::c_relay_aggregate(&mut c);
+            self.c_relay = Some(c);
+            return pushed;
+        }
         match line::parse_line(text) {
             Ok((name, timestamp, value)) => self.push(name, timestamp, value),
             Err(reason) => self.reject(reason),
@@ -428,6 +452,19 @@ impl Ingestor {
     /// [`push_run`](Self::push_run). For socket readers, which flush after every read (the
     /// per-line [`Pushed`] is not reported).
     pub(crate) fn lines(&mut self, lines: &[Result<&[u8], DropReason>]) {
+        if !lines.is_empty()
+            && let Some(mut c) = self.c_relay_entered()
+        {
+            for l in lines {
+                let _ = match l {
+                    Ok(text) => self.c_relay_line(&mut c, text),
+                    Err(reason) => self.reject(*reason),
+                };
+            }
+            Self::c_relay_aggregate(&mut c);
+            self.c_relay = Some(c);
+            return;
+        }
         for chunk in lines.chunks(RUN) {
             let mut points: [Point<'_>; RUN] = [(&[], 0.0, 0.0); RUN];
             let mut n = 0;

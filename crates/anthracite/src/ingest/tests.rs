@@ -24,6 +24,7 @@ fn pipeline_rf(route_cache_bytes: usize, replication_factor: usize) -> Pipeline 
         destinations: destinations.clone(),
         rules: Vec::new(),
         aggregation_rules: Vec::new(),
+        c_relay: None,
     })
     .expect("router");
     let queues: Arc<[Arc<DestinationQueue>]> = destinations

@@ -249,7 +249,14 @@ fn split_unicode<'a>(text: &'a str, fields: &mut [&'a [u8]; 3]) -> usize {
 /// `("%.10f" % value).rstrip('0').rstrip('.')` and the timestamp as `"%d" % timestamp`
 /// (truncated toward zero), so a carbon-cache behind the relay stores what carbon-relay would
 /// have sent it: values round at ten decimals, fractional timestamps lose their fraction.
+/// A verbatim line (a carbon-c-relay configuration's) is written as it is.
 pub fn encode_line(dp: Datapoint<'_>, out: &mut BytesMut) {
+    if dp.is_verbatim() {
+        out.reserve(dp.name.len() + 1);
+        out.put_slice(dp.name);
+        out.put_u8(b'\n');
+        return;
+    }
     out.reserve(dp.name.len() + 2 * MAX_FLOAT_REPR + 3);
     out.put_slice(dp.name);
     out.put_u8(b' ');

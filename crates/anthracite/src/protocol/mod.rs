@@ -14,6 +14,7 @@
 //! Both decoders report problems as small `Copy` enums whose [`DropReason::as_str`] is the
 //! `reason` label of the drop counter.
 
+pub(crate) mod c_relay;
 pub(crate) mod line;
 pub(crate) mod number;
 pub(crate) mod pickle;

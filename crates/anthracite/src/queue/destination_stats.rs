@@ -284,6 +284,13 @@ impl DestinationStats {
         self.connected.load(Relaxed) == 1
     }
 
+    /// True while the destination is down: not connected, and a connection attempt failed or
+    /// a connection was lost (carbon-c-relay's `server_failed`, which `failover` and `any_of`
+    /// clusters consult).
+    pub fn is_failing(&self) -> bool {
+        !self.is_connected() && self.connect_failures.load(Relaxed) > 0
+    }
+
     /// Connection state changed.
     pub fn set_connected(&self, connected: bool) {
         self.connected.store(u64::from(connected), Relaxed);

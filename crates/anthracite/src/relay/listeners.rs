@@ -14,7 +14,7 @@ use tokio_util::task::TaskTracker;
 use tracing::error;
 
 use super::RelayError;
-use crate::config::{Config, ListenConfig};
+use crate::config::{Config, ExtraLine, ListenConfig};
 use crate::ingest::{Pipeline, Source};
 use crate::receiver::udp::UdpReceiver;
 use crate::receiver::warnings::ConnectionWarnings;
@@ -104,6 +104,65 @@ impl Socket {
         match self {
             Socket::Tcp(l) => l.local_addr(),
             Socket::Udp(rx) => rx.socket().local_addr().ok(),
+        }
+    }
+}
+
+/// Binds one of `listen.extra_line` as a plaintext receiver. An IPv6 address takes only
+/// IPv6 (`IPV6_V6ONLY`, as carbon-c-relay binds it), so that `[::]` and `0.0.0.0` on one
+/// port can both be bound.
+pub(super) fn bind_extra(
+    extra: &ExtraLine,
+    listen: &ListenConfig,
+) -> Result<(Kind, Socket), RelayError> {
+    use socket2::{Domain, Type};
+    let bind = |addr: SocketAddr, kind: Kind, ty: Type| {
+        let err = move |source| RelayError::Bind {
+            what: kind.what(),
+            addr,
+            source,
+        };
+        let socket = socket2::Socket::new(Domain::for_address(addr), ty, None).map_err(err)?;
+        if addr.is_ipv6() {
+            socket.set_only_v6(true).map_err(err)?;
+        }
+        socket.set_reuse_address(true).map_err(err)?;
+        socket.set_nonblocking(true).map_err(err)?;
+        socket.bind(&addr.into()).map_err(err)?;
+        Ok::<_, RelayError>((socket, err))
+    };
+    match extra {
+        ExtraLine::Tcp(addr) => {
+            let (socket, err) = bind(*addr, Kind::Line, Type::STREAM)?;
+            socket
+                .listen(i32::try_from(listen.backlog).unwrap_or(i32::MAX))
+                .map_err(err)?;
+            let l = TcpListener::from_std(socket.into()).map_err(err)?;
+            Ok((Kind::Line, Socket::Tcp(StreamListener::Tcp(l))))
+        }
+        ExtraLine::Udp(addr) => {
+            let (socket, err) = bind(*addr, Kind::Udp, Type::DGRAM)?;
+            let s = UdpSocket::from_std(socket.into()).map_err(err)?;
+            Ok((
+                Kind::Udp,
+                Socket::Udp(UdpReceiver::new(s)).prepared(Kind::Udp, listen)?,
+            ))
+        }
+        ExtraLine::Unix(path) => {
+            let err = |source| RelayError::BindUnix {
+                path: path.clone(),
+                source,
+            };
+            // A socket file left by an earlier run refuses the bind; carbon-c-relay removes
+            // it too.
+            if std::fs::symlink_metadata(path).is_ok_and(|m| {
+                use std::os::unix::fs::FileTypeExt;
+                m.file_type().is_socket()
+            }) {
+                std::fs::remove_file(path).map_err(err)?;
+            }
+            let l = tokio::net::UnixListener::bind(path).map_err(err)?;
+            Ok((Kind::Line, Socket::Tcp(StreamListener::Other(Box::new(l)))))
         }
     }
 }

@@ -14,6 +14,8 @@
 //! tracked, never slept on.
 
 mod aggregates;
+mod c_relay_aggregates;
+mod c_relay_statistics;
 mod destinations;
 mod listeners;
 mod reload;
@@ -77,6 +79,14 @@ pub enum RelayError {
         what: &'static str,
         /// The address.
         addr: SocketAddr,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A Unix socket path could not be bound.
+    #[error("cannot bind the line receiver on Unix socket {}: {source}", path.display())]
+    BindUnix {
+        /// The socket's path.
+        path: std::path::PathBuf,
         /// The I/O error.
         source: std::io::Error,
     },

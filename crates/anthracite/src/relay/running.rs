@@ -52,6 +52,8 @@ pub(super) struct Background {
     /// The aggregator's clock; stopped after the receivers, so the state it writes holds
     /// everything received.
     aggregates: Option<(CancellationToken, JoinHandle<()>)>,
+    /// A carbon-c-relay configuration's statistics.
+    c_relay_statistics: Option<JoinHandle<()>>,
 }
 
 impl Background {
@@ -196,6 +198,9 @@ impl Relay {
                 (None, None) => {}
             }
         }
+        for extra in &config.listen.extra_line {
+            sockets.push(super::listeners::bind_extra(extra, &config.listen)?);
+        }
 
         let destination_signals = ShutdownSignals::default();
         let active: Vec<Live> = config
@@ -231,6 +236,7 @@ impl Relay {
             reporter: None,
             lists: None,
             aggregates: None,
+            c_relay_statistics: None,
         };
         if let (Some(agg), Some(agg_config)) = (aggregation, config.aggregation.clone()) {
             shared.add_source(agg.clone());
@@ -244,6 +250,22 @@ impl Relay {
                     stop,
                 )),
             ));
+        } else if let crate::router::Strategy::CRelay(p) = pipeline.router().strategy()
+            && !p.program.aggregators.is_empty()
+        {
+            let stop = CancellationToken::new();
+            background.aggregates = Some((
+                stop.clone(),
+                tokio::spawn(super::c_relay_aggregates::run(pipeline.clone(), stop)),
+            ));
+        }
+        if let crate::router::Strategy::CRelay(p) = pipeline.router().strategy()
+            && p.statistics.is_some()
+        {
+            background.c_relay_statistics = Some(tokio::spawn(super::c_relay_statistics::run(
+                pipeline.clone(),
+                background.stop.child_token(),
+            )));
         }
         background
             .start_reporter(&pipeline, shared.clone() as Arc<dyn Books>, &config)
@@ -393,6 +415,9 @@ impl Running {
         }
         b.stop.cancel();
         for (_, task) in [b.reporter.take(), b.lists.take()].into_iter().flatten() {
+            let _ = task.await;
+        }
+        if let Some(task) = b.c_relay_statistics.take() {
             let _ = task.await;
         }
         let _ = (&mut b.episodes).await;

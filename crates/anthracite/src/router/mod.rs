@@ -30,6 +30,7 @@ use std::ops::ControlFlow;
 use serde::{Deserialize, Serialize};
 
 pub(crate) mod aggregation;
+pub(crate) mod c_relay;
 pub(crate) mod hash;
 pub(crate) mod md5x;
 pub(crate) mod pool;
@@ -262,6 +263,57 @@ pub struct RouterSpec {
     /// Aggregation rules, compiled from carbon's `aggregation-rules.conf` lines (aggregated
     /// methods only).
     pub aggregation_rules: Vec<aggregation::AggregationRule>,
+    /// An imported carbon-c-relay configuration's routing: when set it decides, and
+    /// `destinations` are its servers in order.
+    pub c_relay: Option<CRelayProgram>,
+}
+
+/// The routing of a carbon-c-relay configuration (what `Config::load_c_relay` reads), for a
+/// [`RouterSpec`].
+#[derive(Clone, Debug)]
+pub struct CRelayProgram {
+    pub(crate) program: std::sync::Arc<c_relay::Program>,
+    /// Its aggregations' open buckets, shared by every connection (a new configuration
+    /// starts them afresh).
+    pub(crate) aggregates: std::sync::Arc<std::sync::Mutex<c_relay::Aggregators>>,
+    /// Its `statistics`, unless off (`-s`, or `submit every 0 seconds`).
+    pub(crate) statistics: Option<std::sync::Arc<CRelayStatistics>>,
+}
+
+/// How a carbon-c-relay configuration submits its statistics.
+#[derive(Clone, Debug)]
+pub(crate) struct CRelayStatistics {
+    /// Seconds between submissions.
+    pub interval: u32,
+    /// What every name starts with: the stub of its `send to` (if any), the prefix, a dot.
+    pub prefix: String,
+    /// `dispatcherN` names: one per worker (`-w`, else one per online CPU).
+    pub dispatchers: usize,
+    /// `reset counters after interval`: each submission counts since the one before.
+    pub reset: bool,
+}
+
+impl CRelayProgram {
+    pub(crate) fn new(program: std::sync::Arc<c_relay::Program>) -> Self {
+        let aggregates = c_relay::Aggregators::new(&program);
+        Self {
+            program,
+            aggregates: std::sync::Arc::new(std::sync::Mutex::new(aggregates)),
+            statistics: None,
+        }
+    }
+
+    /// The distinct servers a bare `name` (no value) is sent to, every member up.
+    fn route_name(&self, name: &[u8], out: &mut Vec<u16>) {
+        let mut routed = c_relay::Routed::default();
+        let env = c_relay::route::Env { failed: &|_| false };
+        self.program.route(name, name.len(), b"", &env, &mut routed);
+        for &(_, server) in &routed.sends {
+            if !out.contains(&server) {
+                out.push(server);
+            }
+        }
+    }
 }
 
 impl RuleSpec {
@@ -382,6 +434,10 @@ pub enum Strategy {
     Rules(Rules),
     /// `aggregated-consistent-hashing` or `fast-aggregated-hashing`.
     Aggregated(AggregatedRouting),
+    /// A carbon-c-relay configuration ([`c_relay`]): lines, not names, are routed (a route
+    /// may rewrite the line before it is sent); [`Router::route_into`] gives the
+    /// destinations a bare name reaches.
+    CRelay(CRelayProgram),
 }
 
 /// The aggregated routers: hashing on every aggregate name a metric resolves to.
@@ -458,6 +514,16 @@ impl Router {
     /// Builds the ring (or rule table), checking the spec the way carbon does at startup.
     pub fn new(spec: RouterSpec) -> Result<Self, RouterError> {
         let count = spec.destinations.len();
+        if let Some(program) = spec.c_relay {
+            // The configuration was checked as carbon-c-relay checks it.
+            if count > usize::from(u16::MAX) {
+                return Err(RouterError::TooManyDestinations(count));
+            }
+            return Ok(Self {
+                destinations: spec.destinations,
+                strategy: Strategy::CRelay(program),
+            });
+        }
         if count == 0 {
             return Err(RouterError::NoDestinations);
         }
@@ -519,6 +585,7 @@ impl Router {
             Strategy::Hash(hash) => hash.route_key_into(name, out),
             Strategy::Rules(rules) => rules.route_into(name, out),
             Strategy::Aggregated(agg) => agg.route_into(name, out),
+            Strategy::CRelay(program) => program.route_name(name, out),
         }
     }
 
@@ -571,7 +638,7 @@ impl Router {
         match &self.strategy {
             Strategy::Hash(hash) => hash.ring(),
             Strategy::Aggregated(agg) => agg.hash.ring(),
-            Strategy::Rules(_) => None,
+            Strategy::Rules(_) | Strategy::CRelay(_) => None,
         }
     }
 }

@@ -256,6 +256,7 @@ mod tests {
                 destinations,
                 rules: Vec::new(),
                 aggregation_rules: Vec::new(),
+                c_relay: None,
             })
             .unwrap(),
         )
@@ -305,6 +306,7 @@ mod tests {
             destinations: destinations.clone(),
             rules: Vec::new(),
             aggregation_rules: Vec::new(),
+            c_relay: None,
         };
         let short = [b'a'; md5x::MAX_KEY];
         let long = [b'a'; md5x::MAX_KEY + 1];

@@ -14,6 +14,7 @@ fn spec(method: RelayMethod, destinations: &[&str]) -> RouterSpec {
             .collect(),
         rules: Vec::new(),
         aggregation_rules: Vec::new(),
+        c_relay: None,
     }
 }
 

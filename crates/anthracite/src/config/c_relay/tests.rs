@@ -1,0 +1,180 @@
+//! The import against carbon-c-relay's own behaviour, on small configurations.
+
+use super::*;
+
+fn import(text: &str, flags: &[&str]) -> Result<CRelayImport, ConfigError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("relay.conf");
+    std::fs::write(&path, text).expect("write");
+    let mut options = CRelayOptions::new(&path);
+    options.flags = CRelayFlags::parse(flags).expect("flags");
+    Config::load_c_relay(&options)
+}
+
+#[test]
+fn a_configuration_becomes_destinations_and_routing() {
+    let i = import(
+        "cluster a forward 127.0.0.1:2003 127.0.0.1:2004;\n\
+         cluster b carbon_ch 127.0.0.1:2005=x 127.0.0.1:2006=y;\n\
+         match ^sys\\. send to a stop;\n\
+         match * send to b;\n",
+        &["-H", "relay1.example.com"],
+    )
+    .expect("valid");
+    assert_eq!(i.config.destinations.len(), 4);
+    assert_eq!(i.config.destinations[0].spec.to_string(), "127.0.0.1:2003");
+    assert!(i.config.router.c_relay.is_some());
+    let header = i.test_header();
+    assert!(
+        header.contains("relay hostname = relay1.example.com"),
+        "{header}"
+    );
+    assert!(
+        header.contains("prefix with carbon.relays.relay1_example_com"),
+        "{header}"
+    );
+    let out = i.test_line("sys.cpu 1 2").expect("printed");
+    assert_eq!(
+        out,
+        "match\n    ^sys\\. [strncmp: sys.]\n    -> sys.cpu\n    forward(a)\n        127.0.0.1:2003\n        127.0.0.1:2004\n    stop\n"
+    );
+}
+
+#[test]
+fn errors_name_file_line_and_what_carbon_c_relay_says() {
+    let e = import(
+        "cluster a forward 127.0.0.1:2003;\nmatch * send to b;\n",
+        &[],
+    )
+    .expect_err("unknown cluster")
+    .to_string();
+    assert!(
+        e.contains("relay.conf: line 2, column 17: unknown cluster"),
+        "{e}"
+    );
+    let e = import(
+        "cluster a any_of 127.0.0.1:2003;\ncluster b forward 127.0.0.1:2004;\ncluster c any_of 127.0.0.1:2004;\n",
+        &[],
+    )
+    .expect_err("shared any_of server")
+    .to_string();
+    assert!(
+        e.contains("line 3") && e.contains("cannot share server 127.0.0.1:2004"),
+        "{e}"
+    );
+    let e = import(
+        "cluster a carbon_ch replication 3 127.0.0.1:1 127.0.0.1:2;\n",
+        &[],
+    )
+    .expect_err("replication")
+    .to_string();
+    assert!(
+        e.contains("replication count (3) is larger than the number of servers (2)"),
+        "{e}"
+    );
+    let e = import("match (unclosed send to blackhole;\n", &[])
+        .expect_err("regex")
+        .to_string();
+    assert!(e.contains("invalid expression '(unclosed'"), "{e}");
+    let e = import("include /nonexistent/x.conf;\n", &[])
+        .expect_err("missing include")
+        .to_string();
+    assert!(
+        e.contains("unable to stat file '/nonexistent/x.conf'"),
+        "{e}"
+    );
+}
+
+#[test]
+fn includes_read_in_place_and_globs_in_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("b.conf"), "match ^b send to c;\n").expect("write");
+    std::fs::write(dir.path().join("a.conf"), "match ^a send to c;\n").expect("write");
+    let main = dir.path().join("main.conf");
+    std::fs::write(
+        &main,
+        format!(
+            "cluster c forward 127.0.0.1:2003;\ninclude {}/*.conf;\nmatch * send to blackhole;\n",
+            dir.path().display()
+        ),
+    )
+    .expect("write");
+    // main.conf matches the glob too: it would include itself; keep it out of the glob.
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).expect("mkdir");
+    std::fs::rename(dir.path().join("a.conf"), sub.join("a.conf")).expect("mv");
+    std::fs::rename(dir.path().join("b.conf"), sub.join("b.conf")).expect("mv");
+    std::fs::write(
+        &main,
+        format!(
+            "cluster c forward 127.0.0.1:2003;\ninclude {}/*.conf;\nmatch * send to blackhole;\n",
+            sub.display()
+        ),
+    )
+    .expect("write");
+    let i = Config::load_c_relay(&CRelayOptions::new(&main)).expect("valid");
+    let patterns: Vec<_> = i
+        .setup
+        .program
+        .routes
+        .iter()
+        .map(|r| r.pattern.clone().unwrap_or_else(|| "*".into()))
+        .collect();
+    assert_eq!(patterns, vec!["^a", "^b", "*"]);
+}
+
+#[test]
+fn the_default_listeners_are_tcp_udp_and_a_unix_socket_on_the_port() {
+    let i = import("match * send to blackhole;\n", &["-p", "2103"]).expect("valid");
+    let l = &i.setup.listeners;
+    assert_eq!(l.len(), 3);
+    assert_eq!(l[2].ip.as_deref(), Some("/tmp/.s.carbon-c-relay.2103"));
+    assert_eq!(i.config.listen.line_tcp.map(|a| a.port()), Some(2103));
+}
+
+/// The servers a line goes to with `down` servers failing.
+fn sends_with_down(program: &Program, line: &str, down: &[u16]) -> Vec<u16> {
+    let mut routed = crate::router::c_relay::Routed::default();
+    let failed = |s: u16| down.contains(&s);
+    let env = crate::router::c_relay::route::Env { failed: &failed };
+    let fs = line.find(' ').unwrap_or(line.len());
+    program.route(line.as_bytes(), fs, b"", &env, &mut routed);
+    routed.sends.iter().map(|&(_, s)| s).collect()
+}
+
+#[test]
+fn members_that_are_down_are_passed_over_by_any_of_failover_and_dynamic() {
+    let mut b = build::Builder::offline("relay.example");
+    b.read_text(
+        "<text>",
+        b"cluster any any_of 127.0.0.1:1 127.0.0.1:2 127.0.0.1:3;\n\
+          cluster fo failover 127.0.0.1:4 127.0.0.1:5;\n\
+          cluster ch carbon_ch replication 2 dynamic 127.0.0.1:6=a 127.0.0.1:7=b 127.0.0.1:8=c;\n\
+          match * send to any fo ch;\n",
+    )
+    .expect("valid");
+    let (program, _) = b.finish(None);
+    for i in 0..50 {
+        let line = format!("m.{i} 1 2");
+        let up = sends_with_down(&program, &line, &[]);
+        // any_of, failover (its first), carbon_ch (two replicas).
+        assert_eq!(up.len(), 4, "{line}: {up:?}");
+        assert_eq!(up[1], 3, "failover takes its first member");
+        let down = [up[0], 3, up[2]];
+        let moved = sends_with_down(&program, &line, &down);
+        assert!(
+            !down.contains(&moved[0]) && moved[0] < 3,
+            "{line}: {moved:?}"
+        );
+        assert_eq!(moved[1], 4, "failover takes the next member");
+        assert!(
+            moved[2..].iter().all(|s| !down.contains(s)),
+            "{line}: {moved:?}"
+        );
+        // Every member down: carbon-c-relay's own choice.
+        assert_eq!(
+            sends_with_down(&program, &line, &[0, 1, 2, 3, 4])[..2],
+            up[..2]
+        );
+    }
+}

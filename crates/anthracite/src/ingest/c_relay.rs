@@ -1,0 +1,109 @@
+//! Lines on a carbon-c-relay configuration: cleansed as carbon-c-relay 3.7.3 cleanses them
+//! ([`crate::protocol::c_relay`]), routed as lines (a rewrite changes the line that later
+//! routes see), and queued as verbatim lines ([`crate::batch::VERBATIM`]), so each
+//! destination receives the text carbon-c-relay would send it, value and timestamp as
+//! received.
+
+use std::sync::{Arc, Mutex};
+
+use crate::batch::VERBATIM;
+use crate::protocol::DropReason;
+use crate::router::Strategy;
+use crate::router::c_relay::route::AggregateHit;
+use crate::router::c_relay::route::Env;
+use crate::router::c_relay::{Aggregators, Program, Routed};
+
+use super::{Ingestor, Pushed, Routing};
+
+/// The program of a carbon-c-relay generation and the scratch space of its walk.
+#[derive(Debug)]
+pub(super) struct CRelayLines {
+    program: Arc<Program>,
+    cleansed: Vec<u8>,
+    routed: Routed,
+    /// The aggregations' state, and the datapoints for it since it was last fed (fed once
+    /// per read, under one lock).
+    aggregates: Arc<Mutex<Aggregators>>,
+    hits: Vec<AggregateHit>,
+    names: Vec<u8>,
+}
+
+impl CRelayLines {
+    /// The line router of `routing`, when it runs a carbon-c-relay configuration.
+    pub(super) fn for_routing(routing: &Routing) -> Option<Box<Self>> {
+        match routing.routes.router().strategy() {
+            Strategy::CRelay(p) => Some(Box::new(Self {
+                program: Arc::clone(&p.program),
+                cleansed: Vec::new(),
+                routed: Routed::default(),
+                aggregates: Arc::clone(&p.aggregates),
+                hits: Vec::new(),
+                names: Vec::new(),
+            })),
+            _ => None,
+        }
+    }
+}
+
+impl Ingestor {
+    /// Routes one received line (without its newline) on the carbon-c-relay program, or
+    /// counts why not. The ingestor has entered its generation.
+    pub(super) fn c_relay_line(&mut self, c: &mut CRelayLines, text: &[u8]) -> Pushed {
+        let Some(firstspace) = c.program.cleansing.cleanse(text, &mut c.cleansed) else {
+            // carbon-c-relay's `discards`: nothing left, or no space after the name.
+            return self.reject(DropReason::BadFields);
+        };
+        if firstspace > self.max_name_length {
+            return self.reject(DropReason::NameTooLong);
+        }
+        // `failover` and `any_of` clusters pass over members that are down.
+        let queues = &self.routing.queues;
+        let failed = |s: u16| {
+            queues
+                .get(usize::from(s))
+                .is_some_and(|q| q.stats().is_failing())
+        };
+        let env = Env { failed: &failed };
+        c.program
+            .route(&c.cleansed, firstspace, b"", &env, &mut c.routed);
+        if c.routed.sends.is_empty() && c.routed.aggregates.is_empty() {
+            self.drops.add(DropReason::NoDestination);
+            return Pushed::Invalid(DropReason::NoDestination);
+        }
+        self.accepted += 1;
+        for hit in &c.routed.aggregates {
+            let name = c.routed.aggregate_name(hit);
+            let start = c.names.len();
+            c.names.extend_from_slice(name);
+            c.hits.push(AggregateHit {
+                name: (start, c.names.len()),
+                ..*hit
+            });
+        }
+        let queues = &self.routing.queues;
+        let mut pending = 0;
+        for &(variant, server) in &c.routed.sends {
+            let (line, _) = c.routed.variant(variant);
+            pending = self
+                .pending
+                .append(&[server], None, queues, line, 0.0, VERBATIM);
+        }
+        Self::hint(pending)
+    }
+
+    /// Feeds the aggregations what the lines routed since the last call gave them.
+    pub(super) fn c_relay_aggregate(c: &mut CRelayLines) {
+        if c.hits.is_empty() {
+            return;
+        }
+        let now = super::unix_now() as i64;
+        // A panic elsewhere while holding the lock leaves buckets as they were: still usable.
+        let mut state = c.aggregates.lock().unwrap_or_else(|e| e.into_inner());
+        for hit in &c.hits {
+            state.put(&c.program, hit, &c.names[hit.name.0..hit.name.1], now);
+        }
+        drop(state);
+        c.hits.clear();
+        c.names.clear();
+    }
+}

@@ -1,0 +1,144 @@
+//! carbon-c-relay 3.7.3's input cleansing (`dispatch_connection` in `dispatcher.c`): what a
+//! line becomes before its routes see it.
+//!
+//! One pass over the line, copying into a scratch buffer:
+//!
+//! - separators (space, tab, dot) at the start are skipped; a tab becomes a space;
+//! - the first space ends the name (a dot just before it is removed);
+//! - every other separator is dropped when it repeats the one before it, or when it directly
+//!   follows the first space: `a..b  1  2` becomes `a.b 1 2`;
+//! - in the name, a byte other than `[A-Za-z0-9]` and the allowed characters (`-c`, default
+//!   `-_:#`) becomes `_`; after the name (value, timestamp, tags) bytes are kept as they are;
+//! - unless `;` is allowed, the first `;` starts the tags: it ends the name as a space would,
+//!   and what follows it is copied like the text after the name.
+//!
+//! The value and timestamp text are forwarded as received (after the separator rules), never
+//! parsed. A line without a space after its name is discarded (carbon-c-relay counts it in
+//! `discards`).
+
+/// carbon-c-relay's cleansing rules for one relay: the allowed characters and whether `;`
+/// starts tags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Cleansing {
+    /// Bytes allowed in a name besides `[A-Za-z0-9]`.
+    allowed: [bool; 256],
+    /// `;` starts tags (it is not an allowed character).
+    tags: bool,
+}
+
+impl Default for Cleansing {
+    fn default() -> Self {
+        Self::new(b"-_:#")
+    }
+}
+
+impl Cleansing {
+    /// The rules for `-c allowed` (carbon-c-relay's default is `-_:#`).
+    pub(crate) fn new(allowed: &[u8]) -> Self {
+        let mut set = [false; 256];
+        for &b in allowed {
+            set[usize::from(b)] = true;
+        }
+        // `strchr` finds the terminating NUL too, but a NUL never reaches the test.
+        set[0] = false;
+        Self {
+            allowed: set,
+            tags: !allowed.contains(&b';'),
+        }
+    }
+
+    /// Cleanses `line` (without its newline) into `out` (replacing its contents) and returns
+    /// where the name ends in `out` (the first space, or the `;` of the tags), or `None` when
+    /// the line is discarded (nothing left, or no space after the name).
+    pub(crate) fn cleanse(&self, line: &[u8], out: &mut Vec<u8>) -> Option<usize> {
+        out.clear();
+        let mut firstspace: Option<usize> = None;
+        let mut search_tags = self.tags;
+        for &c in line {
+            match c {
+                b'\n' | b'\r' => break,
+                b' ' | b'\t' | b'.' => {
+                    let Some(&last) = out.last() else {
+                        continue;
+                    };
+                    let c = if c == b'\t' { b' ' } else { c };
+                    if c == b' ' && firstspace.is_none() {
+                        if last == b'.' {
+                            out.pop();
+                        }
+                        firstspace = Some(out.len());
+                        out.push(b' ');
+                    } else if last != c && Some(out.len() - 1) != firstspace {
+                        out.push(c);
+                    }
+                }
+                b';' if search_tags => {
+                    search_tags = false;
+                    firstspace = Some(out.len());
+                    out.push(c);
+                }
+                _ => {
+                    let keep = c != 0
+                        && (firstspace.is_some()
+                            || c.is_ascii_alphanumeric()
+                            || self.allowed[usize::from(c)]);
+                    out.push(if keep { c } else { b'_' });
+                }
+            }
+        }
+        if out.is_empty() {
+            return None;
+        }
+        firstspace
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cleanse(allowed: &[u8], line: &str) -> Option<String> {
+        let mut out = Vec::new();
+        Cleansing::new(allowed)
+            .cleanse(line.as_bytes(), &mut out)
+            .map(|_| String::from_utf8_lossy(&out).into_owned())
+    }
+
+    #[test]
+    fn separators_collapse_and_lead_nowhere() {
+        let d = b"-_:#";
+        assert_eq!(cleanse(d, "..a..b. 1  2").as_deref(), Some("a.b 1 2"));
+        assert_eq!(cleanse(d, "a\tb 1.50\t17").as_deref(), Some("a b 1.50 17"));
+        assert_eq!(cleanse(d, "a  .5 3").as_deref(), Some("a 5 3"));
+        assert_eq!(cleanse(d, "  a 1..0 2").as_deref(), Some("a 1.0 2"));
+    }
+
+    #[test]
+    fn characters_outside_the_set_become_underscores_in_the_name_only() {
+        let d = b"-_:#";
+        assert_eq!(cleanse(d, "a/b@c 1! 2").as_deref(), Some("a_b_c 1! 2"));
+        assert_eq!(cleanse(b"/", "a/b@c 1 2").as_deref(), Some("a/b_c 1 2"));
+        assert_eq!(cleanse(d, "a\0b 1 2").as_deref(), Some("a_b 1 2"));
+    }
+
+    #[test]
+    fn a_semicolon_starts_the_tags_unless_allowed() {
+        let d = b"-_:#";
+        assert_eq!(
+            cleanse(d, "a.b;t=v/x;u=w 1 2").as_deref(),
+            Some("a.b;t=v/x;u=w 1 2")
+        );
+        let mut out = Vec::new();
+        assert_eq!(Cleansing::new(d).cleanse(b"a.b;t=v 1 2", &mut out), Some(3));
+        assert_eq!(cleanse(b";", "a;b 1 2").as_deref(), Some("a;b 1 2"));
+        assert_eq!(cleanse(b"-", "a;b 1 2").as_deref(), Some("a;b 1 2"));
+    }
+
+    #[test]
+    fn lines_without_a_value_are_discarded() {
+        assert_eq!(cleanse(b"", "abc"), None);
+        assert_eq!(cleanse(b"", "..."), None);
+        assert_eq!(cleanse(b"", ""), None);
+        assert_eq!(cleanse(b"", "a 1\r\n"), Some("a 1".into()));
+    }
+}

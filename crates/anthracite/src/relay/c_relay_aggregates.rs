@@ -1,0 +1,48 @@
+//! The clock of a carbon-c-relay configuration's aggregations: every 250 ms (carbon-c-relay's
+//! expiry thread sleeps as long when idle) the buckets past their expiry are written and their
+//! lines routed again like received lines; at shutdown, every completed bucket.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::ingest::{Pipeline, Source, unix_now};
+use crate::router::Strategy;
+
+/// How often expired buckets are looked for.
+const TICK: Duration = Duration::from_millis(250);
+
+/// Runs until `stop`; the program is the pipeline's current one at each tick (a reload's
+/// new configuration starts with empty buckets).
+pub(super) async fn run(pipeline: Pipeline, stop: CancellationToken) {
+    let mut ingestor = pipeline.ingestor(Source::Internal);
+    let mut lines: Vec<u8> = Vec::new();
+    let mut ends: Vec<usize> = Vec::new();
+    loop {
+        let stopping = tokio::select! {
+            _ = stop.cancelled() => true,
+            _ = tokio::time::sleep(TICK) => false,
+        };
+        let router = pipeline.router();
+        if let Strategy::CRelay(p) = router.strategy() {
+            let mut state = p.aggregates.lock().unwrap_or_else(|e| e.into_inner());
+            state.expire(&p.program, unix_now() as i64, stopping, &mut |line| {
+                lines.extend_from_slice(line);
+                ends.push(lines.len());
+            });
+        }
+        let mut start = 0;
+        for &end in &ends {
+            let _ = ingestor.line(&lines[start..end]);
+            start = end;
+        }
+        lines.clear();
+        ends.clear();
+        if ingestor.pending_datapoints() > 0 {
+            ingestor.flush().await;
+        }
+        if stopping {
+            break;
+        }
+    }
+}

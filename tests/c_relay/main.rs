@@ -1,0 +1,36 @@
+//! anthracite on carbon-c-relay's configuration language, against the real carbon-c-relay
+//! 3.7.3 (Debian's package, installed by the test support): its own repository's
+//! configurations accepted and refused alike, what `-t` prints identical, and the routes
+//! exercised on the configurations of this suite. One test binary for the group.
+
+mod differential;
+mod repository;
+mod test_mode;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use anthracite_testkit::process::output_with_timeout;
+
+/// carbon-c-relay 3.7.3's own configurations, copied into the repository.
+fn compat() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/compat/carbon-c-relay-3.7.3")
+}
+
+/// `anthracite <command> --carbon-c-relay-config conf --carbon-c-relay-args args` in `cwd`.
+fn anthracite(command: &str, conf: &Path, cwd: &Path, args: &[&str], input: &[u8]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_anthracite"));
+    cmd.arg(command)
+        .arg("--carbon-c-relay-config")
+        .arg(conf)
+        .arg("--carbon-c-relay-args")
+        .arg(args.join(" "))
+        .current_dir(cwd);
+    output_with_timeout(
+        &format!("anthracite {command}"),
+        cmd,
+        input.to_vec(),
+        Duration::from_secs(60),
+    )
+}

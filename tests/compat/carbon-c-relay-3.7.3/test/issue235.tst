@@ -1,0 +1,1 @@
+collection.fo.bar.x.y.blakwklsa.skla

@@ -1,0 +1,1 @@
+collectd.test_host.cpu.42.percent.idle
