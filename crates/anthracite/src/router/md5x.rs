@@ -128,7 +128,11 @@ impl Kernel {
 #[inline]
 fn one_block_words(keys: &[&[u8]; LANES]) -> [[u32; LANES]; 16] {
     let mut m = [[0u32; LANES]; 16];
-    for (lane, key) in keys.iter().enumerate().filter(|(_, k)| k.len() <= ONE_BLOCK_KEY) {
+    for (lane, key) in keys
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.len() <= ONE_BLOCK_KEY)
+    {
         padded_words(key, 16, |word, value| m[word][lane] = value);
     }
     m
@@ -146,7 +150,9 @@ fn two_block_words(keys: &[&[u8]; LANES]) -> [[[u32; LANES]; 16]; 2] {
             continue;
         }
         let words = if key.len() <= ONE_BLOCK_KEY { 16 } else { 32 };
-        padded_words(key, words, |word, value| m[word / 16][word % 16][lane] = value);
+        padded_words(key, words, |word, value| {
+            m[word / 16][word % 16][lane] = value
+        });
     }
     m
 }
@@ -161,7 +167,10 @@ fn padded_words(key: &[u8], words: usize, mut set: impl FnMut(usize, u32)) {
     let mut chunks = key.chunks_exact(4);
     let mut word = 0;
     for chunk in chunks.by_ref() {
-        set(word, u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]));
+        set(
+            word,
+            u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]),
+        );
         word += 1;
     }
     let tail = chunks.remainder();
