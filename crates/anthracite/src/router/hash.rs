@@ -5,6 +5,8 @@
 //! `tests/compat/carbon-hash-vectors.json` is the judge. Only ring construction builds strings;
 //! the per-datapoint path calls [`carbon_hash`] on the name's bytes and nothing else.
 
+use std::fmt::Write as _;
+
 use md5::{Digest, Md5};
 use regex::Regex;
 
@@ -135,46 +137,55 @@ impl NodeKeys {
 
     /// Appends Python's `repr()` of a `str` (CPython `unicode_repr`).
     fn push_repr(&self, out: &mut String, s: &str) {
-        let quote = if s.contains('\'') && !s.contains('"') {
-            '"'
-        } else {
-            '\''
-        };
-        out.push(quote);
-        let mut buf = [0u8; 4];
-        for c in s.chars() {
-            match c {
-                '\\' => out.push_str("\\\\"),
-                '\t' => out.push_str("\\t"),
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                c if c == quote => {
-                    out.push('\\');
+        py_repr_into(s, self.nonprintable.as_ref(), false, out);
+    }
+}
+
+/// Python's `repr(s)`, or `ascii(s)` (every non-ASCII character escaped) when `ascii`.
+pub(crate) fn py_repr_into(
+    s: &str,
+    nonprintable: Option<&regex::Regex>,
+    ascii: bool,
+    out: &mut String,
+) {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    out.push(quote);
+    let mut buf = [0u8; 4];
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if c.is_ascii() => out.push(c),
+            c => {
+                let escape =
+                    ascii || nonprintable.is_some_and(|re| re.is_match(c.encode_utf8(&mut buf)));
+                let n = c as u32;
+                if !escape {
                     out.push(c);
-                }
-                c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                    out.push_str(&format!("\\x{:02x}", c as u32));
-                }
-                c if c.is_ascii() => out.push(c),
-                c => {
-                    let s = c.encode_utf8(&mut buf);
-                    if self.nonprintable.as_ref().is_some_and(|r| r.is_match(s)) {
-                        let cp = c as u32;
-                        if cp <= 0xff {
-                            out.push_str(&format!("\\x{cp:02x}"));
-                        } else if cp <= 0xffff {
-                            out.push_str(&format!("\\u{cp:04x}"));
-                        } else {
-                            out.push_str(&format!("\\U{cp:08x}"));
-                        }
-                    } else {
-                        out.push(c);
-                    }
+                } else if n <= 0xff {
+                    let _ = write!(out, "\\x{n:02x}");
+                } else if n <= 0xffff {
+                    let _ = write!(out, "\\u{n:04x}");
+                } else {
+                    let _ = write!(out, "\\U{n:08x}");
                 }
             }
         }
-        out.push(quote);
     }
+    out.push(quote);
 }
 
 #[cfg(test)]

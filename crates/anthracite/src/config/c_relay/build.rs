@@ -11,7 +11,7 @@ use super::address::{self, GRAPHITE_PORT, SockKind};
 use super::lexer::Loc;
 use super::parser::{
     AggregateStmt, ClusterStmt, ClusterType, Compression as PCompression, ListenStmt, MatchStmt,
-    Parser, Proto, RewriteStmt, StatisticsStmt, Stmt, Targets, TsWhen as PTsWhen,
+    Parser, Proto, RewriteStmt, StatisticsStmt, Stmt, Targets,
 };
 use super::{CRelayError, Collector, Listener, ListenerProto};
 use crate::posix_regex::PosixRegex;
@@ -668,17 +668,7 @@ impl Builder {
             .computes
             .iter()
             .map(|c| AggregateCompute {
-                kind: match c.kind {
-                    super::parser::ComputeKind::Sum => ComputeKind::Sum,
-                    super::parser::ComputeKind::Count => ComputeKind::Count,
-                    super::parser::ComputeKind::Max => ComputeKind::Max,
-                    super::parser::ComputeKind::Min => ComputeKind::Min,
-                    super::parser::ComputeKind::Average => ComputeKind::Average,
-                    super::parser::ComputeKind::Median => ComputeKind::Median,
-                    super::parser::ComputeKind::Percentile(p) => ComputeKind::Percentile(p),
-                    super::parser::ComputeKind::Variance => ComputeKind::Variance,
-                    super::parser::ComputeKind::Stddev => ComputeKind::Stddev,
-                },
+                kind: c.kind,
                 metric: match &stub {
                     Some(s) => format!("{s}{}", c.metric),
                     None => c.metric.clone(),
@@ -689,11 +679,7 @@ impl Builder {
             // carbon-c-relay keeps both in an `unsigned short`.
             interval: a.every as u16,
             expire: a.expire as u16,
-            ts: match a.ts {
-                PTsWhen::Start => TsWhen::Start,
-                PTsWhen::Middle => TsWhen::Middle,
-                PTsWhen::End => TsWhen::End,
-            },
+            ts: a.ts,
             computes,
             stub: stub.clone(),
         });

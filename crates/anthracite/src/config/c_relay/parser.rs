@@ -121,28 +121,7 @@ pub(crate) struct RewriteStmt {
     pub end: Loc,
 }
 
-/// `timestamp at … of bucket`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum TsWhen {
-    Start,
-    Middle,
-    #[default]
-    End,
-}
-
-/// What one `compute` clause computes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ComputeKind {
-    Sum,
-    Count,
-    Max,
-    Min,
-    Average,
-    Median,
-    Percentile(u8),
-    Variance,
-    Stddev,
-}
+pub(crate) use crate::router::c_relay::{ComputeKind, TsWhen};
 
 /// `compute KIND write to METRIC`.
 #[derive(Clone, Debug, PartialEq)]

@@ -29,6 +29,8 @@
 
 use std::fmt::Write as _;
 
+use crate::router::hash::py_repr_into;
+
 /// Widest conversion rendered: a wider one (`%(a)99999s`) makes a name no destination takes,
 /// so the rule yields nothing for it instead of a megabyte-wide name per series.
 pub(crate) const MAX_WIDTH: usize = 65_536;
@@ -505,48 +507,6 @@ fn py_repr(s: &str, nonprintable: Option<&regex::Regex>) -> String {
     let mut out = String::new();
     py_repr_into(s, nonprintable, false, &mut out);
     out
-}
-
-/// `repr(s)`, or `ascii(s)` (every non-ASCII character escaped) when `ascii`.
-fn py_repr_into(s: &str, nonprintable: Option<&regex::Regex>, ascii: bool, out: &mut String) {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    out.push(quote);
-    let mut buf = [0u8; 4];
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if c.is_ascii() => out.push(c),
-            c => {
-                let escape =
-                    ascii || nonprintable.is_some_and(|re| re.is_match(c.encode_utf8(&mut buf)));
-                let n = c as u32;
-                if !escape {
-                    out.push(c);
-                } else if n <= 0xff {
-                    let _ = write!(out, "\\x{n:02x}");
-                } else if n <= 0xffff {
-                    let _ = write!(out, "\\u{n:04x}");
-                } else {
-                    let _ = write!(out, "\\U{n:08x}");
-                }
-            }
-        }
-    }
-    out.push(quote);
 }
 
 #[cfg(test)]
