@@ -101,24 +101,34 @@ async fn put(
 ) -> Puts {
     let mut out = Puts::new();
     for i in range {
-        let key = format!("k{}", i % keys);
-        let r = client
-            .put_record()
-            .stream_name(&stream)
-            .partition_key(&key)
-            .data(aws_sdk_kinesis::primitives::Blob::new(lines(
-                &format!("lease.{key}"),
-                i,
-                1,
-            )))
-            .send()
-            .await
-            .expect("PutRecord");
-        let seq = SequenceNumber::new(r.sequence_number()).expect("sequence number");
-        out.insert(i, (r.shard_id().to_string(), seq));
+        out.insert(i, put_one(&client, &stream, i, keys).await);
         tokio::time::sleep(pace).await;
     }
     out
+}
+
+/// Puts record `i`, `lease.k<i%keys> <i> 1700000000`: the shard and sequence number it got.
+pub(crate) async fn put_one(
+    client: &aws_sdk_kinesis::Client,
+    stream: &str,
+    i: u32,
+    keys: u32,
+) -> (String, SequenceNumber) {
+    let key = format!("k{}", i % keys);
+    let r = client
+        .put_record()
+        .stream_name(stream)
+        .partition_key(&key)
+        .data(aws_sdk_kinesis::primitives::Blob::new(lines(
+            &format!("lease.{key}"),
+            i,
+            1,
+        )))
+        .send()
+        .await
+        .expect("PutRecord");
+    let seq = SequenceNumber::new(r.sequence_number()).expect("sequence number");
+    (r.shard_id().to_string(), seq)
 }
 
 /// How often each value arrived, over all sinks.

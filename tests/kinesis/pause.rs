@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::harness::{LONG, lines};
+use crate::harness::LONG;
 use crate::leases::{
     Puts, World, assert_checkpoints_monotonic, balanced, delivered_all, number, parse_update,
-    wait_delivered,
+    put_one, wait_delivered,
 };
 use anthracite_kinesis::SequenceNumber;
 use anthracite_sink::{Sink, SinkProtocol};
@@ -54,23 +54,8 @@ impl Producer {
                     }
                     writing.store(true, SeqCst);
                     let i = next.fetch_add(1, SeqCst);
-                    let key = format!("k{}", i % KEYS);
-                    let r = client
-                        .put_record()
-                        .stream_name(&stream)
-                        .partition_key(&key)
-                        .data(aws_sdk_kinesis::primitives::Blob::new(lines(
-                            &format!("lease.{key}"),
-                            i,
-                            1,
-                        )))
-                        .send()
-                        .await
-                        .expect("PutRecord");
-                    let seq = SequenceNumber::new(r.sequence_number()).expect("sequence number");
-                    puts.lock()
-                        .expect("puts")
-                        .insert(i, (r.shard_id().to_string(), seq));
+                    let put = put_one(&client, &stream, i, KEYS).await;
+                    puts.lock().expect("puts").insert(i, put);
                     writing.store(false, SeqCst);
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }

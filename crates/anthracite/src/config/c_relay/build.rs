@@ -16,9 +16,8 @@ use super::parser::{
 use super::{CRelayError, Collector, Listener, ListenerProto};
 use crate::posix_regex::PosixRegex;
 use crate::router::c_relay::{
-    AggregateCompute, AggregatorSpec, ChHash, Cluster, ClusterKind, Compression, ComputeKind, Dest,
-    Dests, Matcher, Program, Ring, Route, Server, ServerProto, ServerTransport, TsWhen,
-    rewrite_metric,
+    AggregateCompute, AggregatorSpec, ChHash, Cluster, ClusterKind, Compression, Dest, Dests,
+    Matcher, Program, Ring, Route, Server, ServerProto, ServerTransport, rewrite_metric,
 };
 
 /// Includes nested deeper than this are refused (carbon-c-relay recurses until it crashes).

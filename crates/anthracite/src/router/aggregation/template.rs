@@ -27,8 +27,6 @@
 //! The first error in the string is the one raised; what carbon then does depends on its class
 //! ([`TemplateFailure::stops`]).
 
-use std::fmt::Write as _;
-
 use crate::router::hash::py_repr_into;
 
 /// Widest conversion rendered: a wider one (`%(a)99999s`) makes a name no destination takes,
