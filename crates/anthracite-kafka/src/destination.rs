@@ -34,12 +34,13 @@
 //! logged once per episode). Its errors are counted (`anthracite_kafka_producer_errors_total`)
 //! and logged once per episode, from the first error until a write is acknowledged again.
 //!
+//! The producer itself (its settings, delivery reports and polling thread) is in the
+//! `producer` module.
+//!
 //! The partition count comes from the topic's metadata at each (re)connection and is
 //! refreshed every `METADATA_REFRESH`; adding partitions moves series, as it does for any
 //! keyed Kafka producer.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use anthracite::destination::{
@@ -48,14 +49,13 @@ use anthracite::destination::{
 };
 use bytes::BytesMut;
 use metrics::{Counter, counter};
-use rdkafka::client::ClientContext;
-use rdkafka::config::ClientConfig;
-use rdkafka::error::KafkaError;
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer as _};
+use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
 use crate::config::{KafkaTarget, MessageFormat};
 use crate::metric_names::facade as names;
+use crate::producer::{Delivery, Events, Producer};
 
 /// A producer with no acknowledgement for this long is built again at the next connection
 /// attempt: longer than librdkafka's own reconnect backoff (at most 10 s) and than a message
@@ -105,65 +105,6 @@ pub fn murmur2(data: &[u8]) -> i32 {
 pub fn partition_for(key: &[u8], partitions: i32) -> i32 {
     (murmur2(key) & 0x7fff_ffff) % partitions.max(1)
 }
-
-/// The producer's configuration: the relay's delivery keys, then the pass-through ones.
-fn client_config(target: &KafkaTarget) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &target.brokers)
-        .set("client.id", &target.client_id)
-        .set("acks", "all")
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "5")
-        .set("message.timeout.ms", "10000");
-    for (k, v) in &target.properties {
-        c.set(k, v);
-    }
-    // librdkafka logs to the `log` facade; what an operator needs is logged here, once per
-    // failure episode.
-    c.set_log_level(rdkafka::config::RDKafkaLogLevel::Critical);
-    c
-}
-
-/// The producer's client context: librdkafka's errors, counted and logged once per episode
-/// (from the first error until a write is acknowledged again) instead of at ERROR each time.
-/// Its clones (one in each producer built) share the episode.
-#[derive(Clone)]
-struct Events {
-    destination: Arc<str>,
-    errors: Counter,
-    /// An episode of errors is open.
-    failing: Arc<AtomicBool>,
-}
-
-impl Events {
-    fn new(destination: &str) -> Self {
-        Self {
-            destination: destination.into(),
-            errors: counter!(names::PRODUCER_ERRORS, "destination" => destination.to_string()),
-            failing: Arc::new(AtomicBool::new(false)),
-        }
-    }
-
-    /// A write was acknowledged: the episode of errors, if any, is over.
-    fn acknowledged(&self) {
-        if self.failing.swap(false, Relaxed) {
-            info!(destination = %self.destination, "kafka producer: the brokers acknowledge again");
-        }
-    }
-}
-
-impl ClientContext for Events {
-    fn error(&self, error: KafkaError, reason: &str) {
-        self.errors.increment(1);
-        if !self.failing.swap(true, Relaxed) {
-            warn!(destination = %self.destination, %error, reason, "kafka producer: client error (further ones counted in anthracite_kafka_producer_errors_total, not logged, until the brokers acknowledge again)");
-        } else {
-            debug!(destination = %self.destination, %error, reason, "kafka producer: client error");
-        }
-    }
-}
-
-type KafkaProducer = FutureProducer<Events>;
 
 /// One Kafka message: every datapoint in it maps to `partition`.
 struct Message {
@@ -236,7 +177,7 @@ enum Failed {
 /// Sends every message and waits for every acknowledgement; a write that makes no progress
 /// (no message taken, no acknowledgement) for the outbox's stall limit is hung.
 async fn send(
-    producer: &KafkaProducer,
+    producer: &Producer,
     topic: &str,
     messages: &Messages,
     outbox: &Outbox<'_>,
@@ -249,15 +190,16 @@ async fn send(
             None => std::future::pending().await,
         }
     };
-    let mut pending = Vec::with_capacity(messages.out.len());
+    let mut pending: Vec<Delivery> = Vec::with_capacity(messages.out.len());
     for message in &messages.out {
-        let mut record = FutureRecord::<[u8], [u8]>::to(topic)
+        let (delivered, delivery) = oneshot::channel();
+        let mut record = BaseRecord::<[u8], [u8], _>::with_opaque_to(topic, Box::new(delivered))
             .partition(message.partition)
             .key(&message.key[..])
             .payload(&message.payload[..]);
         loop {
-            match producer.send_result(record) {
-                Ok(delivery) => {
+            match producer.base().send(record) {
+                Ok(()) => {
                     pending.push(delivery);
                     progress = Instant::now();
                     break;
@@ -290,8 +232,8 @@ async fn send(
         };
         progress = Instant::now();
         match result {
-            Ok(Ok(_)) => {}
-            Ok(Err((e, _))) => failure = failure.or(Some(e.to_string())),
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failure = failure.or(Some(e)),
             Err(_) => failure = failure.or(Some("the producer closed".to_string())),
         }
     }
@@ -302,10 +244,11 @@ async fn send(
 }
 
 /// The topic's partition count (blocking metadata request on the blocking pool).
-async fn partitions(producer: &KafkaProducer, topic: &str) -> Result<i32, String> {
+async fn partitions(producer: &Producer, topic: &str) -> Result<i32, String> {
     let (p, t) = (producer.clone(), topic.to_string());
     tokio::task::spawn_blocking(move || {
-        p.client()
+        p.base()
+            .client()
             .fetch_metadata(Some(&t), METADATA_TIMEOUT)
             .map_err(|e| e.to_string())
             .and_then(|m| {
@@ -365,7 +308,7 @@ struct Sender {
     rebuilds: Counter,
     /// An episode of rebuilds is open (logged at its first rebuild).
     rebuilding: bool,
-    producer: Option<KafkaProducer>,
+    producer: Option<Producer>,
     /// The first failure (a connection attempt, a write) since the producer was built or
     /// last had a write acknowledged: an idle destination is not a silent producer.
     failing_since: Option<Instant>,
@@ -376,7 +319,7 @@ struct Sender {
 impl Sender {
     /// The producer, built (again) when there is none or it has failed without an
     /// acknowledgement for [`REBUILD_AFTER`].
-    fn producer(&mut self) -> std::io::Result<KafkaProducer> {
+    fn producer(&mut self) -> std::io::Result<Producer> {
         if let Some(p) = &self.producer {
             let failing = self.failing_since.map(|t| t.elapsed());
             if failing.is_none_or(|f| f < REBUILD_AFTER) {
@@ -387,18 +330,10 @@ impl Sender {
                 self.rebuilding = true;
                 warn!(destination = %self.events.destination, failing_secs = failing.unwrap_or_default().as_secs(), "kafka producer: failing without an acknowledgement for too long; building it again from the bootstrap list (counted in anthracite_kafka_producer_rebuilds_total, logged once until a write is acknowledged)");
             }
-            // Destroying a producer waits for its threads: not on the runtime's workers.
-            if let Some(old) = self.producer.take() {
-                tokio::task::spawn_blocking(move || drop(old));
-            }
+            // Its polling thread destroys it, off the runtime's workers.
+            self.producer = None;
         }
-        let p: KafkaProducer = client_config(&self.target)
-            .create_with_context(self.events.clone())
-            .map_err(|e| {
-                std::io::Error::other(format!(
-                    "kafka producer cannot be created (a property librdkafka refuses?): {e}"
-                ))
-            })?;
+        let p = Producer::new(&self.target, self.events.clone())?;
         self.producer = Some(p.clone());
         self.failing_since = None;
         Ok(p)

@@ -14,6 +14,8 @@
 //!   Java client would (murmur2), packed into line or pickle messages, sent through
 //!   librdkafka's idempotent producer, counted as sent once the brokers acknowledged them; the
 //!   relay's queue, spill tier and failure episodes in front, as for a carbon-cache.
+//!   `src/producer.rs`: the producer's settings, its delivery reports as futures and the
+//!   thread that polls them without spinning.
 //! - **settings** — [`config`]: the raw TOML of both, with documented defaults, validated into
 //!   [`KafkaConfig`] and [`KafkaTarget`]; [`metric_names`]: every self-metric name.
 //!
@@ -50,6 +52,7 @@
 pub mod config;
 mod destination;
 pub mod metric_names;
+mod producer;
 mod source;
 
 use std::sync::Arc;
