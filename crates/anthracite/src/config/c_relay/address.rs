@@ -6,6 +6,8 @@
 use std::ffi::{CStr, CString};
 use std::net::{IpAddr, SocketAddr};
 
+use crate::router::c_relay::ring::strtol_whole;
+
 /// carbon-c-relay's default port (`GRAPHITE_PORT`).
 pub(crate) const GRAPHITE_PORT: u16 = 2003;
 
@@ -71,24 +73,6 @@ fn truncate(s: &str, max: usize) -> &str {
         cut -= 1;
     }
     &s[..cut]
-}
-
-/// `strtol(s, &end, 10)` accepted only when it consumed all of `s` (and something).
-fn strtol_whole(s: &str) -> Option<i64> {
-    let t = s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
-    let (neg, digits) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let mut v: i64 = 0;
-    for d in digits.bytes() {
-        v = v.saturating_mul(10).saturating_add(i64::from(d - b'0'));
-    }
-    Some(if neg { -v } else { v })
 }
 
 /// `getaddrinfo` as carbon-c-relay calls it: numeric first (`AI_NUMERICHOST`, passive for

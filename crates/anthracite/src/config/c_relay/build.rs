@@ -10,8 +10,8 @@ use std::sync::Arc;
 use super::address::{self, GRAPHITE_PORT, SockKind};
 use super::lexer::Loc;
 use super::parser::{
-    AggregateStmt, ClusterStmt, ClusterType, Compression as PCompression, ListenStmt, MatchStmt,
-    Parser, Proto, RewriteStmt, StatisticsStmt, Stmt, Targets,
+    AggregateStmt, ClusterStmt, ClusterType, ListenStmt, MatchStmt, Parser, Proto, RewriteStmt,
+    StatisticsStmt, Stmt, Targets,
 };
 use super::{CRelayError, Collector, Listener, ListenerProto};
 use crate::posix_regex::PosixRegex;
@@ -304,7 +304,7 @@ impl Builder {
                 _ => ServerProto::Tcp,
             };
             let transport = ServerTransport {
-                compression: compression(h.compression),
+                compression: h.compression,
                 ssl: h.ssl,
             };
             let kind = match h.proto {
@@ -764,7 +764,7 @@ impl Builder {
                 }
             }
         }
-        let wrapped = l.compression != PCompression::Plain || l.ssl.is_some();
+        let wrapped = l.compression != Compression::Plain || l.ssl.is_some();
         if wrapped && parsed.iter().any(|p| p.0 == ListenerProto::Udp) {
             return Err(err(
                 file,
@@ -818,20 +818,11 @@ impl Builder {
                 ip,
                 port,
                 addrs,
-                compression: compression(l.compression),
+                compression: l.compression,
                 ssl: l.ssl.clone(),
             });
         }
         Ok(())
-    }
-}
-
-fn compression(c: PCompression) -> Compression {
-    match c {
-        PCompression::Plain => Compression::Plain,
-        PCompression::Gzip => Compression::Gzip,
-        PCompression::Lz4 => Compression::Lz4,
-        PCompression::Snappy => Compression::Snappy,
     }
 }
 

@@ -50,15 +50,7 @@ pub(crate) enum Proto {
     Unix,
 }
 
-/// `transport` of a member or listener (without `ssl`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Compression {
-    #[default]
-    Plain,
-    Gzip,
-    Lz4,
-    Snappy,
-}
+pub(crate) use crate::router::c_relay::Compression;
 
 /// One member of a host cluster: `host[:port][=instance] [proto …] [type …] [transport …]`.
 #[derive(Clone, Debug, PartialEq)]

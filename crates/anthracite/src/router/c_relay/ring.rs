@@ -101,7 +101,7 @@ fn jump_bucketpos(mut key: u64, buckets: usize) -> usize {
 }
 
 /// C's `strtol(s, &end, 10)` with `*end == '\0'`: the value when the whole text is a number.
-fn strtol_whole(s: &str) -> Option<i64> {
+pub(crate) fn strtol_whole(s: &str) -> Option<i64> {
     let t = s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
     let (neg, digits) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),
