@@ -96,7 +96,7 @@ impl Positions {
     /// the partition of `in_hand`, a message not fed yet) that message's offset. Committing
     /// any of these skips nothing.
     pub(crate) fn standing(&self, in_hand: Option<(&str, i32, i64)>) -> Vec<(String, i32, i64)> {
-        let mut out: Vec<(String, i32, i64)> = self
+        let out: Vec<(String, i32, i64)> = self
             .parts
             .iter()
             .filter_map(|p| {
@@ -104,6 +104,16 @@ impl Positions {
                 Some((p.topic.clone(), p.partition, at))
             })
             .collect();
+        self.and_in_hand(out, in_hand)
+    }
+
+    /// `out` with the partition of `in_hand` at that message, when it is one of ours and not
+    /// already in `out`.
+    fn and_in_hand(
+        &self,
+        mut out: Vec<(String, i32, i64)>,
+        in_hand: Option<(&str, i32, i64)>,
+    ) -> Vec<(String, i32, i64)> {
         if let Some((topic, partition, offset)) = in_hand
             && self.find(topic, partition).is_some()
             && !out.iter().any(|(t, p, _)| t == topic && *p == partition)
@@ -121,19 +131,13 @@ impl Positions {
         &self,
         in_hand: Option<(&str, i32, i64)>,
     ) -> Vec<(String, i32, i64)> {
-        let mut out: Vec<(String, i32, i64)> = self
+        let out: Vec<(String, i32, i64)> = self
             .parts
             .iter()
             .filter(|p| p.parsed.is_some() && p.parsed != p.accepted)
             .filter_map(|p| Some((p.topic.clone(), p.partition, p.accepted.or(p.first)?)))
             .collect();
-        if let Some((topic, partition, offset)) = in_hand
-            && self.find(topic, partition).is_some()
-            && !out.iter().any(|(t, p, _)| t == topic && *p == partition)
-        {
-            out.push((topic.to_string(), partition, offset));
-        }
-        out
+        self.and_in_hand(out, in_hand)
     }
 
     /// What was fed since the last flush was dropped: each partition is back at its last
