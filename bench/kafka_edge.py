@@ -26,7 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kafka_stages import ROOT, free_port, ready, relay, start_broker  # noqa: E402
+from kafka_stages import ROOT, free_port, ready, relay, start_broker, stop_all  # noqa: E402
 
 SCENARIO = os.path.join(ROOT, "bench/scenarios/kafka-edge-1m.toml")
 COMMON = "[telemetry]\ninterval_secs = 0\n"
@@ -119,13 +119,7 @@ def main():
                 "--json", os.path.join(args.out, "kafka-fleet.json"), *args.rest,
             ])
         finally:
-            for p in reversed(procs):
-                p.terminate()
-            for p in procs:
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            stop_all(procs)
 
 
 if __name__ == "__main__":

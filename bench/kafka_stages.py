@@ -130,6 +130,17 @@ def measure(proc, admin, expected, send, from_start=False):
     return cpu(proc.pid) - before, time.time() - start
 
 
+def stop_all(procs):
+    """Stops the processes started, last first (SIGTERM, then SIGKILL after 30 s)."""
+    for p in reversed(procs):
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def ready(admin):
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{admin}/ready", timeout=5) as r:

@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kafka_edge import bench, consumer  # noqa: E402
-from kafka_stages import ROOT, cpu, free_port, ready, relay, start_broker  # noqa: E402
+from kafka_stages import ROOT, cpu, free_port, ready, relay, start_broker, stop_all  # noqa: E402
 
 
 def kafka_servers(bootstrap, topic, properties):
@@ -134,13 +134,7 @@ def main():
                     *args.rest,
                 ])
         finally:
-            for p in reversed(procs):
-                p.terminate()
-            for p in procs:
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            stop_all(procs)
 
 
 if __name__ == "__main__":
