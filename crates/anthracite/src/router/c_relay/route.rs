@@ -24,6 +24,10 @@ pub(crate) struct Routed {
     pub blackholed: bool,
     /// Validations that failed with `else log` (carbon-c-relay logs the line).
     pub validation_logs: u32,
+    /// The line being routed and the rewrites' scratch, kept between lines so that routing
+    /// one allocates nothing once they have grown.
+    line: Vec<u8>,
+    scratch: Vec<u8>,
 }
 
 /// One datapoint for one `compute` of an aggregator.
@@ -123,16 +127,21 @@ impl Program {
         out: &mut Routed,
     ) {
         out.clear();
+        let mut bytes = std::mem::take(&mut out.line);
+        bytes.clear();
+        bytes.extend_from_slice(line);
         let mut l = Line {
-            bytes: line.to_vec(),
+            bytes,
             firstspace: firstspace.min(line.len()),
             variant: None,
             srcaddr,
-            scratch: Vec::new(),
+            scratch: std::mem::take(&mut out.scratch),
         };
         let mut blackholed = false;
         self.walk(&self.routes, &mut l, env, out, &mut blackholed);
         out.blackholed = blackholed;
+        out.line = l.bytes;
+        out.scratch = l.scratch;
     }
 
     /// `router_route_intern` over `routes`: returns whether a route stopped the walk.
