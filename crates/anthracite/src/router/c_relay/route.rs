@@ -28,6 +28,8 @@ pub(crate) struct Routed {
     /// one allocates nothing once they have grown.
     line: Vec<u8>,
     scratch: Vec<u8>,
+    /// A consistent-hash cluster's members for the line, likewise kept.
+    picked: Vec<u16>,
 }
 
 /// One datapoint for one `compute` of an aggregator.
@@ -298,7 +300,8 @@ impl Program {
                 replication,
                 dynamic,
             } => {
-                let mut picked = Vec::with_capacity(usize::from(*replication));
+                let mut picked = std::mem::take(&mut out.picked);
+                picked.clear();
                 match &w.masq {
                     Some(masq) => {
                         let mut key = Vec::new();
@@ -320,7 +323,7 @@ impl Program {
                     None => ring.nodes(l.name(), usize::from(*replication), &mut picked),
                 }
                 let v = l.variant(out);
-                for m in picked {
+                for &m in &picked {
                     // `dynamic`: a member that is down hands its lines to the others, which
                     // carbon-c-relay does by moving its queue to them in random order;
                     // anthracite picks one that is up by the name's hash, as for `any_of`.
@@ -331,6 +334,7 @@ impl Program {
                     };
                     out.sends.push((v, m));
                 }
+                out.picked = picked;
             }
         }
     }
