@@ -4,6 +4,7 @@
 //! exercised on the configurations of this suite. One test binary for the group.
 
 mod differential;
+mod keeps;
 mod repository;
 mod test_mode;
 

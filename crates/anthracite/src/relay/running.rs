@@ -250,9 +250,11 @@ impl Relay {
                     stop,
                 )),
             ));
-        } else if let crate::router::Strategy::CRelay(p) = pipeline.router().strategy()
-            && !p.program.aggregators.is_empty()
-        {
+        } else if let crate::router::Strategy::CRelay(_) = pipeline.router().strategy() {
+            // Started without aggregations too: a reload may add some.
+            shared.add_source(Arc::new(super::c_relay_figures::CRelayFigures {
+                pipeline: pipeline.clone(),
+            }));
             let stop = CancellationToken::new();
             background.aggregates = Some((
                 stop.clone(),
