@@ -411,6 +411,94 @@ fn msort_with_tmp(b: &mut [f64], tmp: &mut [f64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::router::c_relay::{AggregateCompute, AggregatorSpec};
+
+    fn sum_of(interval: u16, metric: &str) -> AggregatorSpec {
+        AggregatorSpec {
+            interval,
+            expire: interval * 2,
+            ts: TsWhen::Start,
+            computes: vec![AggregateCompute {
+                kind: ComputeKind::Sum,
+                metric: metric.into(),
+            }],
+            stub: None,
+        }
+    }
+
+    fn hit(aggregator: u32, value: f64, epoch: i64) -> AggregateHit {
+        AggregateHit {
+            aggregator,
+            compute: 0,
+            name: (0, 0),
+            value,
+            epoch,
+        }
+    }
+
+    /// Every line written once `now` is far past every bucket.
+    fn drain(state: &mut Aggregators, program: &Program, now: i64) -> Vec<String> {
+        let mut out = Vec::new();
+        state.expire(program, now + 1000, false, &mut |l| {
+            out.push(String::from_utf8_lossy(l).into_owned())
+        });
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_datapoint_past_the_series_bound_is_dropped_and_counted() {
+        let program = Program {
+            aggregators: vec![sum_of(60, "agg")],
+            ..Program::default()
+        };
+        let mut state = Aggregators::new(&program, 2);
+        let now = 1_700_000_000;
+        for name in ["a", "b", "c", "a", "d"] {
+            state.put(&program, &hit(0, 1.0, now), name.as_bytes(), now);
+        }
+        assert_eq!(state.open_series(), 2);
+        assert_eq!(state.counts.series_limit, 2);
+        assert_eq!(state.counts.received, 3);
+        let bucket = now / 60 * 60;
+        assert_eq!(
+            drain(&mut state, &program, now),
+            [
+                format!("a 2.000000 {bucket}"),
+                format!("b 1.000000 {bucket}")
+            ]
+        );
+        // Written and empty, the series are forgotten: room for new ones.
+        assert_eq!(state.open_series(), 0);
+        state.put(&program, &hit(0, 1.0, now), b"c", now);
+        assert_eq!(state.open_series(), 1);
+    }
+
+    #[test]
+    fn a_reload_takes_over_the_buckets_of_the_aggregations_it_keeps() {
+        let old_program = Program {
+            aggregators: vec![sum_of(60, "kept"), sum_of(10, "changed")],
+            ..Program::default()
+        };
+        let now = 1_700_000_000;
+        let mut old = Aggregators::new(&old_program, 100);
+        old.put(&old_program, &hit(0, 1.0, now), b"kept", now);
+        old.put(&old_program, &hit(1, 1.0, now), b"changed", now);
+        // The kept aggregation moves to another place; the other one changes its interval.
+        let new_program = Program {
+            aggregators: vec![sum_of(20, "changed"), sum_of(60, "kept")],
+            ..Program::default()
+        };
+        let mut new = Aggregators::new(&new_program, 100);
+        new.take_from(&mut old, &old_program, &new_program);
+        assert_eq!((new.open_series(), old.open_series()), (1, 1));
+        new.put(&new_program, &hit(1, 2.0, now), b"kept", now);
+        let bucket = now / 60 * 60;
+        assert_eq!(
+            drain(&mut new, &new_program, now),
+            [format!("kept 3.000000 {bucket}")]
+        );
+    }
 
     #[test]
     fn the_merge_sort_keeps_values_less_than_one_apart_in_arrival_order() {
