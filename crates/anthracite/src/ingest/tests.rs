@@ -230,7 +230,7 @@ fn any_of_passes_over_a_member_whose_queue_is_full_without_spill() {
     // last fits nowhere.
     let names: Vec<String> = (0..)
         .map(|i| format!("m.{i}"))
-        .filter(|n| fnv1a_32(n.as_bytes()) % 2 == 0)
+        .filter(|n| fnv1a_32(n.as_bytes()).is_multiple_of(2))
         .take(5)
         .collect();
     let rt = tokio::runtime::Builder::new_current_thread()
