@@ -23,7 +23,7 @@
 //! | `[admin] listen` | rebound the same way |
 //! | `[telemetry]` | the reporter restarts |
 //! | white/blacklist files | re-read now (a new generation carries them) |
-//! | a carbon-c-relay configuration's routing | the new program routes new data; each aggregation that stays unchanged (interval, expiry, timestamp, computes, output names) keeps its open buckets: when the list of aggregations is the same, both generations feed one state; when it changed, the kept aggregations' series move to the new state, and a read routed by the old generation during the switch feeds the old state, which is no longer written |
+//! | a carbon-c-relay configuration's routing | the new program routes new data; each aggregation that stays unchanged (interval, expiry, timestamp, computes, output names) keeps its open buckets: when the list of aggregations is the same, both generations feed one state; when it changed, the kept aggregations' series move to the new state, and a read routed by the old generation during the switch feeds the old state, which is no longer written; `statistics` start, stop or change with it |
 //! | `[shutdown]` | applies to the next shutdown |
 //! | a section of an extension (`[[kinesis]]`, `[[kafka]]`) | **rejected**: needs a restart |
 //! | `[log]` | applies at the next start (logged) |
@@ -473,6 +473,7 @@ impl Running {
             changes.push("white/blacklists re-read".into());
         }
         self.background.start_lists(lists).await;
+        self.background.start_c_relay_statistics(&self.pipeline);
         if section(&old.resolved.ingest) != section(&new.resolved.ingest) {
             changes.push("ingest settings changed".into());
         }
