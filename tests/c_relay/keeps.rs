@@ -269,13 +269,20 @@ fn reload_keeps_a_members_queue_and_an_unchanged_aggregations_buckets() {
     let now = unix_now();
     let bucket = (now - 4) / 3 * 3 + 6;
     send(listen, &format!("in.x 1 {bucket}\n"));
-    relay.wait_until("the aggregation's series open", LIMIT, || {
-        value(
-            &metrics(admin),
-            "anthracite_c_relay_aggregation_series",
-            &[],
-        ) == Some(1.0)
-    });
+    relay.wait_until(
+        "the series open, the held lines partly on disk",
+        LIMIT,
+        || {
+            let m = metrics(admin);
+            let on_disk = value(
+                &m,
+                "anthracite_c_relay_cluster_spill_datapoints",
+                &[("cluster", "held"), ("type", "forward")],
+            );
+            value(&m, "anthracite_c_relay_aggregation_series", &[]) == Some(1.0)
+                && on_disk.is_some_and(|v| v > 0.0)
+        },
+    );
     std::fs::write(dir.join("relay.conf"), fill(&after, listen, admin_port, d))
         .expect("rewrite relay.conf");
     relay.signal("HUP");
