@@ -342,6 +342,9 @@ fn to_config(
                     .as_str()
                     .into(),
                 ),
+                // A file member never takes its lines: spilling them would only fill the disk.
+                when_full: (s.proto == ServerProto::File && overlay.spill().is_some())
+                    .then_some(WhenFull::DropNewest),
                 ..RawServerDetail::default()
             })));
     }
