@@ -198,16 +198,49 @@ fn discard_drops_what_was_fed_since_the_last_flush_uncounted() {
 #[test]
 fn any_of_passes_over_a_member_whose_queue_is_full_without_spill() {
     use crate::router::c_relay::ring::fnv1a_32;
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let conf = dir.path().join("relay.conf");
-    std::fs::write(
-        &conf,
-        "cluster c any_of 127.0.0.1:2104 127.0.0.1:2204;\nmatch * send to c;\n",
-    )
-    .expect("write relay.conf");
-    let import =
-        crate::Config::load_c_relay(&crate::CRelayOptions::new(&conf)).expect("a configuration");
-    let router = Router::new(import.config.router.clone()).expect("router");
+    use crate::router::c_relay::{
+        Cluster, ClusterKind, Dest, Dests, Matcher, Program, Route, Server, ServerProto,
+    };
+    // `cluster c any_of 127.0.0.1:2104 127.0.0.1:2204; match * send to c;`
+    let servers: Vec<Server> = [2104, 2204]
+        .iter()
+        .map(|&port| Server {
+            ip: "127.0.0.1".into(),
+            port,
+            instance: None,
+            proto: ServerProto::Tcp,
+            syslog: false,
+            transport: Default::default(),
+        })
+        .collect();
+    let program = Program {
+        servers,
+        clusters: vec![Cluster {
+            name: "c".into(),
+            kind: ClusterKind::AnyOf,
+            members: vec![0, 1],
+        }],
+        routes: vec![Route {
+            pattern: None,
+            matcher: Matcher::All,
+            nmatch: 0,
+            dests: Arc::new(Dests {
+                list: vec![Dest::Cluster(0)],
+            }),
+            stop: false,
+            masq: None,
+        }],
+        ..Program::default()
+    };
+    let router = Router::new(RouterSpec {
+        destinations: ["127.0.0.1:2104", "127.0.0.1:2204"]
+            .iter()
+            .map(|d| DestinationSpec::parse(d).expect("destination"))
+            .collect(),
+        c_relay: Some(crate::router::CRelayProgram::new(Arc::new(program), 10)),
+        ..RouterSpec::default()
+    })
+    .expect("router");
     let limits = QueueLimits {
         max_datapoints: 2,
         ..QueueLimits::default()
