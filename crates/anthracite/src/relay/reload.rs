@@ -190,7 +190,7 @@ impl Running {
         let current = self.pipeline.routing();
         let c_relay_changed = match (&old.router.c_relay, &mut new.router.c_relay) {
             (Some(o), Some(n)) => {
-                n.keep_aggregates(o);
+                n.share_aggregates(o);
                 o.printed() != n.printed()
             }
             (o, n) => o.is_some() != n.is_some(),
@@ -238,6 +238,9 @@ impl Running {
         let slots = self.queues_for(shared, &new).await?;
 
         // Commit.
+        if let (Some(o), Some(n)) = (&self.config.router.c_relay, &new.router.c_relay) {
+            n.take_aggregates(o);
+        }
         let prepared = Prepared {
             new,
             router,

@@ -275,7 +275,7 @@ pub struct CRelayProgram {
     pub(crate) program: std::sync::Arc<c_relay::Program>,
     /// Its aggregations' open buckets, shared by every connection (a reload hands the
     /// buckets of the aggregations it keeps to the new configuration:
-    /// [`CRelayProgram::keep_aggregates`]).
+    /// [`CRelayProgram::share_aggregates`], [`CRelayProgram::take_aggregates`]).
     pub(crate) aggregates: std::sync::Arc<std::sync::Mutex<c_relay::Aggregators>>,
     /// Its `statistics`, unless off (`-s`, or `submit every 0 seconds`).
     pub(crate) statistics: Option<std::sync::Arc<CRelayStatistics>>,
@@ -319,16 +319,20 @@ impl CRelayProgram {
         out
     }
 
-    /// Takes over the open buckets of `old`'s aggregations that this configuration keeps
-    /// unchanged (same interval, expiry, timestamp, computes and output names): all of them
-    /// when the aggregations are the same list, so connections of either configuration feed
-    /// one state.
-    pub(crate) fn keep_aggregates(&mut self, old: &CRelayProgram) {
-        if std::sync::Arc::ptr_eq(&self.aggregates, &old.aggregates) {
-            return;
-        }
+    /// Shares `old`'s open buckets when this configuration has the same aggregations, so
+    /// connections of either configuration feed one state. Harmless if the reload is then
+    /// rejected.
+    pub(crate) fn share_aggregates(&mut self, old: &CRelayProgram) {
         if self.program.aggregators == old.program.aggregators {
             self.aggregates = std::sync::Arc::clone(&old.aggregates);
+        }
+    }
+
+    /// Otherwise moves the series of `old`'s aggregations that this configuration keeps
+    /// unchanged (same interval, expiry, timestamp, computes and output names) into this
+    /// state: done once the reload can no longer fail.
+    pub(crate) fn take_aggregates(&self, old: &CRelayProgram) {
+        if std::sync::Arc::ptr_eq(&self.aggregates, &old.aggregates) {
             return;
         }
         let mut from = old.aggregates.lock().unwrap_or_else(|e| e.into_inner());
