@@ -233,7 +233,7 @@ fn members_down_under_any_of_failover_and_carbon_ch_with_spill_lose_nothing() {
 }
 
 #[test]
-fn reload_keeps_a_members_queue_and_an_unchanged_aggregations_buckets() {
+fn reloads_keep_a_members_queue_and_an_unchanged_aggregations_buckets() {
     let dir = scratch("c_relay", "reload_keeps");
     let ports = free_ports(4);
     let (listen, admin_port, d) = (ports[0], ports[1], &ports[2..]);
@@ -243,7 +243,13 @@ fn reload_keeps_a_members_queue_and_an_unchanged_aggregations_buckets() {
                   aggregate ^in\\.x$ every 3 seconds expire after 4 seconds\n    \
                   timestamp at start of bucket compute sum write to agg.sum send to out stop;\n\
                   match ^h\\. send to held stop;\n";
-    let after = format!("{before}match ^new\\. send to out stop;\n");
+    // A new route: the same aggregations, whose state both configurations share.
+    let routed = format!("{before}match ^new\\. send to out stop;\n");
+    // Another aggregation besides: a new list, into which the kept one's buckets move.
+    let aggregated = format!(
+        "{routed}aggregate ^other$ every 60 seconds expire after 120 seconds\n    \
+         compute sum write to other.sum send to out stop;\n"
+    );
     let overlay = fill(
         "[admin]\nlisten = \"127.0.0.1:{A}\"\n",
         listen,
@@ -283,17 +289,23 @@ fn reload_keeps_a_members_queue_and_an_unchanged_aggregations_buckets() {
                 && on_disk.is_some_and(|v| v > 0.0)
         },
     );
-    std::fs::write(dir.join("relay.conf"), fill(&after, listen, admin_port, d))
-        .expect("rewrite relay.conf");
-    relay.signal("HUP");
-    relay.wait_until("the reload applied", LIMIT, || {
-        value(
-            &metrics(admin),
-            "anthracite_config_reloads_total",
-            &[("result", "applied")],
-        ) == Some(1.0)
-    });
-    send(listen, &format!("in.x 2 {bucket}\nnew.m 5 1700000000\n"));
+    for (n, (text, point)) in [(&routed, "in.x 2"), (&aggregated, "in.x 3")]
+        .into_iter()
+        .enumerate()
+    {
+        std::fs::write(dir.join("relay.conf"), fill(text, listen, admin_port, d))
+            .expect("rewrite relay.conf");
+        relay.signal("HUP");
+        relay.wait_until("the reload applied", LIMIT, || {
+            value(
+                &metrics(admin),
+                "anthracite_config_reloads_total",
+                &[("result", "applied")],
+            ) == Some(n as f64 + 1.0)
+        });
+        send(listen, &format!("{point} {bucket}\n"));
+    }
+    send(listen, "new.m 5 1700000000\n");
     let held_sink = Sink::start(d[1]);
     relay.wait_until("the held lines and the aggregate", LIMIT, || {
         held_sink.lines().len() >= 250 && out.lines().len() >= 2
@@ -305,10 +317,10 @@ fn reload_keeps_a_members_queue_and_an_unchanged_aggregations_buckets() {
     assert_eq!(
         got,
         vec![
-            format!("agg.sum 3.000000 {bucket}"),
+            format!("agg.sum 6.000000 {bucket}"),
             "new.m 5 1700000000".to_owned()
         ],
-        "one aggregate of both datapoints, and the new route"
+        "one aggregate of the three datapoints, and the new route"
     );
     relay.stop();
 }
