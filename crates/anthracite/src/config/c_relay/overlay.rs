@@ -57,7 +57,9 @@ impl Default for Limits {
 
 impl Overlay {
     /// Reads `path`, or the defaults when there is none; `spill_dir` (the command line's)
-    /// wins over the file's `[spill] dir`.
+    /// wins over the file's `[spill] dir`. A relative directory is taken from where it was
+    /// given: the command line's from the working directory, the file's from the file's
+    /// directory.
     pub(crate) fn load(
         path: Option<&Path>,
         spill_dir: Option<&PathBuf>,
@@ -69,15 +71,27 @@ impl Overlay {
                     source,
                 })?;
                 let file = p.display().to_string();
-                toml::from_str(&text).map_err(|e| ConfigError::Syntax {
-                    file,
-                    message: e.to_string(),
-                })?
+                let mut overlay: Overlay =
+                    toml::from_str(&text).map_err(|e| ConfigError::Syntax {
+                        file: file.clone(),
+                        message: e.to_string(),
+                    })?;
+                if overlay.limits.max_aggregation_series == 0 {
+                    return Err(ConfigError::Syntax {
+                        file,
+                        message: "limits.max_aggregation_series must be at least 1".into(),
+                    });
+                }
+                if let Some(spill) = overlay.spill.as_mut().filter(|s| !s.dir.is_empty()) {
+                    let base = p.parent().unwrap_or(Path::new(""));
+                    spill.dir = absolute(&base.join(&spill.dir));
+                }
+                overlay
             }
             None => Overlay::default(),
         };
         if let Some(dir) = spill_dir {
-            overlay.spill.get_or_insert_with(RawSpill::default).dir = dir.display().to_string();
+            overlay.spill.get_or_insert_with(RawSpill::default).dir = absolute(dir);
         }
         Ok(overlay)
     }
@@ -86,4 +100,12 @@ impl Overlay {
     pub(crate) fn spill(&self) -> Option<&RawSpill> {
         self.spill.as_ref().filter(|s| !s.dir.is_empty())
     }
+}
+
+/// `dir` from the working directory (as given when that cannot be read).
+fn absolute(dir: &Path) -> String {
+    std::path::absolute(dir)
+        .unwrap_or_else(|_| dir.to_path_buf())
+        .display()
+        .to_string()
 }
