@@ -56,12 +56,17 @@ impl Ingestor {
         if firstspace > self.max_name_length {
             return self.reject(DropReason::NameTooLong);
         }
-        // `failover` and `any_of` clusters pass over members that are down.
+        // `failover`, `any_of` and `dynamic` clusters pass over members that are down, and
+        // over members whose memory queue is full with nothing to spill to: another member
+        // takes the line rather than it being dropped (carbon-c-relay drops it).
         let queues = &self.routing.queues;
         let failed = |s: u16| {
-            queues
-                .get(usize::from(s))
-                .is_some_and(|q| q.stats().is_failing())
+            queues.get(usize::from(s)).is_some_and(|q| {
+                let stats = q.stats();
+                stats.is_failing()
+                    || (!q.has_spill()
+                        && stats.depth().datapoints() >= q.limits().max_datapoints as u64)
+            })
         };
         let env = Env { failed: &failed };
         c.program
