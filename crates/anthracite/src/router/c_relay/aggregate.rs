@@ -27,11 +27,11 @@
 use std::collections::HashMap;
 
 use super::route::AggregateHit;
+use super::{AggregatorSpec, ComputeKind, Program, TsWhen};
 
 /// Open series (over every aggregation) when the overlay sets no bound: about 1 KiB each
 /// with a few buckets and a name, so about 1 GiB at the bound.
 pub(crate) const DEFAULT_MAX_SERIES: usize = 1_000_000;
-use super::{AggregatorSpec, ComputeKind, Program, TsWhen};
 
 /// One bucket of a series.
 #[derive(Clone, Debug, Default)]
