@@ -140,7 +140,81 @@ impl Transport for FileTransport {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::batch::{Batch, VERBATIM};
+    use crate::destination::{DestinationSignals, run};
+    use crate::queue::{DestinationQueue, DestinationStats, QueueLimits};
+    use crate::router::DestinationSpec;
+
+    fn config(path: &Path) -> DestinationConfig {
+        DestinationConfig {
+            spec: DestinationSpec::parse("out:1:file").expect("spec"),
+            protocol: OutputProtocol::Line,
+            extension: None,
+            max_datapoints_per_message: 500,
+            queue: QueueLimits::default(),
+            flush_bytes: 1 << 16,
+            linger: Duration::ZERO,
+            connect_timeout: Duration::from_secs(1),
+            backoff_min: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(20),
+            spill: None,
+            tls: None,
+            max_datagram_bytes: 1432,
+            write_timeout: Some(Duration::from_secs(10)),
+            keepalive: None,
+            file: Some(path.to_path_buf()),
+        }
+    }
+
+    /// Waits for `done`, bounded (a hung test's deadline, not a timing assertion).
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        let wait = async {
+            while !done() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), wait)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: not within 10 s"));
+    }
+
+    #[tokio::test]
+    async fn a_file_that_cannot_be_opened_is_retried_counted_and_written_once_it_can() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Its directory does not exist yet: every open fails until it does.
+        let path = dir.path().join("later").join("out.txt");
+        let cfg = config(&path);
+        let stats = Arc::new(DestinationStats::new(cfg.spec.to_string()));
+        let queue = Arc::new(DestinationQueue::new(cfg.queue.clone(), stats.clone()));
+        let mut b = Batch::new();
+        for line in ["a.b 1 1700000000", "c.d 2.50 1700000060"] {
+            b.push(line.as_bytes(), 0.0, VERBATIM)
+                .expect("batch has room");
+        }
+        queue.push(b);
+        let task = tokio::spawn(run(cfg, queue.clone(), DestinationSignals::default()));
+        until("two failed opens", || {
+            stats.snapshot().connect_failures >= 2
+        })
+        .await;
+        assert_eq!(stats.snapshot().sent, 0);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("create the directory");
+        until("both lines sent", || stats.snapshot().sent >= 2).await;
+        queue.close();
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the task ends once the queue is closed and empty")
+            .expect("the task");
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("the file"),
+            "a.b 1 1700000000\nc.d 2.50 1700000060\n"
+        );
+        let s = stats.snapshot();
+        assert_eq!((s.sent, s.queued, s.dropped.iter().sum::<u64>()), (2, 0, 0));
+    }
 
     #[test]
     fn a_moved_file_is_reopened_at_its_path() {
