@@ -188,7 +188,7 @@ mod tests {
         let path = dir.path().join("later").join("out.txt");
         let cfg = config(&path);
         let stats = Arc::new(DestinationStats::new(cfg.spec.to_string()));
-        let queue = Arc::new(DestinationQueue::new(cfg.queue.clone(), stats.clone()));
+        let queue = Arc::new(DestinationQueue::new(cfg.queue, stats.clone()));
         let mut b = Batch::new();
         for line in ["a.b 1 1700000000", "c.d 2.50 1700000060"] {
             b.push(line.as_bytes(), 0.0, VERBATIM)
