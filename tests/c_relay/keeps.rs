@@ -1,7 +1,8 @@
 //! What anthracite keeps on a carbon-c-relay configuration where carbon-c-relay loses it: a
 //! member that is down under `any_of`, `failover` and `carbon_ch` with `--spill-dir` (nothing
 //! lost, the spill counted), a SIGHUP reload that keeps a member's queue and an unchanged
-//! aggregation's buckets, and the bound on open aggregation series (counted). anthracite
+//! aggregation's buckets, the bound on open aggregation series (counted), and lines sent to
+//! the blackhole (counted as blackholed, without a drop warning). anthracite
 //! alone, in front of plain sinks; the members that are down get a sink later, on the same
 //! port.
 
@@ -366,4 +367,64 @@ fn the_open_aggregation_series_bound_drops_new_series_counted() {
     );
     relay.wait_log("the open series bound is reached", LIMIT);
     relay.stop();
+}
+
+#[test]
+fn blackholed_lines_are_counted_in_metrics_and_statistics_without_a_drop_warning() {
+    let dir = scratch("c_relay", "blackholed");
+    let ports = free_ports(3);
+    let (listen, admin_port, d) = (ports[0], ports[1], &ports[2..]);
+    let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
+    let conf = "cluster out forward 127.0.0.1:{D0};\n\
+                statistics submit every 1 seconds prefix with stats send to out stop;\n\
+                match ^gone\\. send to blackhole;\n\
+                match ^kept\\. send to out;\n";
+    let out = Sink::start(d[0]);
+    let mut relay = start(
+        &dir,
+        &fill(conf, listen, admin_port, d),
+        &fill(
+            "[admin]\nlisten = \"127.0.0.1:{A}\"\n",
+            listen,
+            admin_port,
+            d,
+        ),
+        &format!("-p {listen}"),
+        admin,
+    );
+    // Three sent to the blackhole, two that no match takes: carbon-c-relay counts all five.
+    send(
+        listen,
+        "gone.a 1 1700000000\ngone.b 1 1700000000\ngone.c 1 1700000000\n\
+         other.a 1 1700000000\nother.b 1 1700000000\nkept.a 1 1700000000\n",
+    );
+    relay.wait_until("five blackholed in the statistics", LIMIT, || {
+        out.lines()
+            .iter()
+            .any(|l| l.starts_with("stats.metricsBlackholed 5 "))
+    });
+    let m = metrics(admin);
+    assert_eq!(
+        sum(
+            &m,
+            "anthracite_invalid_datapoints_total",
+            &[("reason", "blackholed")]
+        ),
+        5.0
+    );
+    assert_eq!(
+        sum(
+            &m,
+            "anthracite_invalid_datapoints_total",
+            &[("reason", "no_destination")]
+        ),
+        0.0
+    );
+    assert!(out.lines().iter().any(|l| l.starts_with("kept.a 1 ")));
+    relay.stop();
+    let log = relay.log();
+    assert!(
+        !log.contains("dropping datapoints"),
+        "a blackhole opened a drop episode:\n{log}"
+    );
 }

@@ -3,9 +3,11 @@
 //! configurations accepted and refused alike, what `-t` prints identical, and the routes
 //! exercised on the configurations of this suite; and, anthracite alone, what it keeps where
 //! carbon-c-relay loses it (`keeps`: members down with spill, reload, the aggregation
-//! series bound). One test binary for the group.
+//! series bound); `file` and `file ip` clusters against carbon-c-relay (`files`). One test
+//! binary for the group.
 
 mod differential;
+mod files;
 mod keeps;
 mod repository;
 mod test_mode;

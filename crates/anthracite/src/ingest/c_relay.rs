@@ -4,6 +4,8 @@
 //! destination receives the text carbon-c-relay would send it, value and timestamp as
 //! received.
 
+use std::io::Write as _;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use crate::batch::VERBATIM;
@@ -11,7 +13,7 @@ use crate::protocol::DropReason;
 use crate::router::Strategy;
 use crate::router::c_relay::route::AggregateHit;
 use crate::router::c_relay::route::Env;
-use crate::router::c_relay::{Aggregators, Program, Routed};
+use crate::router::c_relay::{Aggregators, ClusterKind, Program, Routed};
 
 use super::{Ingestor, Pushed, Routing};
 
@@ -26,21 +28,59 @@ pub(super) struct CRelayLines {
     aggregates: Arc<Mutex<Aggregators>>,
     hits: Vec<AggregateHit>,
     names: Vec<u8>,
+    /// The program has a `file ip` cluster: its lines need the client's address.
+    wants_client: bool,
+    /// The client's address as carbon-c-relay prints it (`inet_ntop`, `(unknown)` for a Unix
+    /// socket), for `file ip` clusters; empty when the program has none.
+    srcaddr: Vec<u8>,
 }
 
 impl CRelayLines {
-    /// The line router of `routing`, when it runs a carbon-c-relay configuration.
-    pub(super) fn for_routing(routing: &Routing) -> Option<Box<Self>> {
+    /// The line router of `routing`, when it runs a carbon-c-relay configuration;
+    /// `client` is the sender's address where the receiver gave it.
+    pub(super) fn for_routing(routing: &Routing, client: Option<IpAddr>) -> Option<Box<Self>> {
         match routing.routes.router().strategy() {
-            Strategy::CRelay(p) => Some(Box::new(Self {
-                program: Arc::clone(&p.program),
-                cleansed: Vec::new(),
-                routed: Routed::default(),
-                aggregates: Arc::clone(&p.aggregates),
-                hits: Vec::new(),
-                names: Vec::new(),
-            })),
+            Strategy::CRelay(p) => {
+                let wants_client = p
+                    .program
+                    .clusters
+                    .iter()
+                    .any(|c| matches!(c.kind, ClusterKind::File { ip: true }));
+                let mut lines = Box::new(Self {
+                    program: Arc::clone(&p.program),
+                    cleansed: Vec::new(),
+                    routed: Routed::default(),
+                    aggregates: Arc::clone(&p.aggregates),
+                    hits: Vec::new(),
+                    names: Vec::new(),
+                    wants_client,
+                    srcaddr: Vec::new(),
+                });
+                lines.set_client(client);
+                Some(lines)
+            }
             _ => None,
+        }
+    }
+
+    /// True when the program has a `file ip` cluster (the receiver then says who sends).
+    pub(super) fn wants_client(&self) -> bool {
+        self.wants_client
+    }
+
+    /// The sender's address for `file ip` clusters (`None`: a Unix socket or another
+    /// listener, `(unknown)` as carbon-c-relay writes it).
+    pub(super) fn set_client(&mut self, client: Option<IpAddr>) {
+        self.srcaddr.clear();
+        if !self.wants_client {
+            return;
+        }
+        match client {
+            // `Display` of both address kinds is `inet_ntop`'s text.
+            Some(ip) => {
+                let _ = write!(self.srcaddr, "{ip}");
+            }
+            None => self.srcaddr.extend_from_slice(b"(unknown)"),
         }
     }
 }
@@ -70,10 +110,10 @@ impl Ingestor {
         };
         let env = Env { failed: &failed };
         c.program
-            .route(&c.cleansed, firstspace, b"", &env, &mut c.routed);
+            .route(&c.cleansed, firstspace, &c.srcaddr, &env, &mut c.routed);
         if c.routed.sends.is_empty() && c.routed.aggregates.is_empty() {
-            self.drops.add(DropReason::NoDestination);
-            return Pushed::Invalid(DropReason::NoDestination);
+            self.drops.add(DropReason::Blackholed);
+            return Pushed::Invalid(DropReason::Blackholed);
         }
         self.accepted += 1;
         for hit in &c.routed.aggregates {

@@ -307,17 +307,12 @@ fn to_config(
     }
     raw.admin = overlay.admin.clone();
     for s in servers {
-        match s.proto {
-            ServerProto::File => warnings.push(format!(
-                "file cluster member {}: writing to files is not supported; its lines are dropped",
-                s.ip
-            )),
-            _ if s.syslog => warnings.push(format!(
+        if s.syslog {
+            warnings.push(format!(
                 "{}:{}: type syslog is sent as linemode",
                 s.display_ip(),
                 s.port
-            )),
-            _ => {}
+            ));
         }
         if s.transport.compression != Compression::Plain || s.transport.ssl {
             warnings.push(format!(
@@ -342,9 +337,6 @@ fn to_config(
                     .as_str()
                     .into(),
                 ),
-                // A file member never takes its lines: spilling them would only fill the disk.
-                when_full: (s.proto == ServerProto::File && overlay.spill().is_some())
-                    .then_some(WhenFull::DropNewest),
                 ..RawServerDetail::default()
             })));
     }
@@ -364,7 +356,13 @@ fn to_config(
         }));
     }
     raw.c_relay = Some(program);
-    let config = Config::from_raw(raw, &setup.path)?;
+    let mut config = Config::from_raw(raw, &setup.path)?;
+    // A file member's destination appends to its file (one destination per server, in order).
+    for (s, d) in servers.iter().zip(config.destinations.iter_mut()) {
+        if s.proto == ServerProto::File {
+            d.file = Some(s.ip.clone().into());
+        }
+    }
     Ok((config, warnings))
 }
 

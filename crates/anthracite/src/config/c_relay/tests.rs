@@ -180,7 +180,7 @@ fn members_that_are_down_are_passed_over_by_any_of_failover_and_dynamic() {
 }
 
 #[test]
-fn the_overlay_and_the_spill_directory_apply_to_every_member_but_files() {
+fn the_overlay_and_the_spill_directory_apply_to_every_member_files_too() {
     let dir = tempfile::tempdir().expect("tempdir");
     let conf = dir.path().join("relay.conf");
     std::fs::write(
@@ -205,8 +205,10 @@ fn the_overlay_and_the_spill_directory_apply_to_every_member_but_files() {
     let spill = d[0].spill.as_ref().expect("a spill log");
     assert!(spill.dir.starts_with(dir.path().join("spool")), "{spill:?}");
     assert_eq!(spill.log.max_bytes, 268_435_456);
-    // The file member never takes its lines: it drops rather than spills.
-    assert_eq!(d[2].queue.when_full, WhenFull::DropNewest);
+    // The file member is a destination like the others, appending to its file.
+    assert_eq!(d[2].queue.when_full, WhenFull::Spill);
+    assert_eq!(d[2].file.as_deref(), Some(std::path::Path::new("/tmp/out")));
+    assert_eq!(d[0].file, None);
 
     // The command line's directory wins.
     options.spill_dir = Some(dir.path().join("elsewhere"));
