@@ -15,6 +15,7 @@
 //! `reason` label of the drop counter.
 
 pub(crate) mod c_relay;
+pub(crate) mod compression;
 pub(crate) mod line;
 pub(crate) mod number;
 pub(crate) mod pickle;
