@@ -72,11 +72,18 @@ pub enum DropReason {
     /// Pickle or protobuf frame whose datapoints (names + 24 bytes each) would take more than
     /// the whole decoded-size budget (`listen.max_frame_buffer_bytes`); all of it is dropped.
     DecodedTooLarge,
+    /// A unit of a compressed connection (an LZ4 frame, a snappy block, what one read of a
+    /// gzip or zstd stream brought) decoding into more than `listen.max_decompressed_bytes`;
+    /// the connection is closed, the lines decoded before it kept.
+    DecompressedTooLarge,
+    /// A compressed connection's bytes are not of its format; the connection is closed, the
+    /// lines decoded before them kept.
+    BadCompression,
 }
 
 impl DropReason {
     /// Every reason, for registering counters up front.
-    pub const ALL: [DropReason; 17] = [
+    pub const ALL: [DropReason; 19] = [
         DropReason::TooLong,
         DropReason::BadUtf8,
         DropReason::BadFields,
@@ -94,6 +101,8 @@ impl DropReason {
         DropReason::NameTooLong,
         DropReason::WhitespaceInName,
         DropReason::DecodedTooLarge,
+        DropReason::DecompressedTooLarge,
+        DropReason::BadCompression,
     ];
 
     /// Stable snake_case label used in metrics and logs.
@@ -116,6 +125,8 @@ impl DropReason {
             DropReason::NameTooLong => "name_too_long",
             DropReason::WhitespaceInName => "whitespace_in_name",
             DropReason::DecodedTooLarge => "decoded_too_large",
+            DropReason::DecompressedTooLarge => "decompressed_too_large",
+            DropReason::BadCompression => "bad_compression",
         }
     }
 

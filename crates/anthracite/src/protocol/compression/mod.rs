@@ -439,11 +439,7 @@ impl Compressor {
                     self.scratch.resize(PIECE, 0);
                     let before = (deflate.total_in(), deflate.total_out());
                     deflate
-                        .compress(
-                            &plain[at..],
-                            &mut self.scratch,
-                            flate2::FlushCompress::Sync,
-                        )
+                        .compress(&plain[at..], &mut self.scratch, flate2::FlushCompress::Sync)
                         .map_err(std::io::Error::other)?;
                     at += (deflate.total_in() - before.0) as usize;
                     let made = (deflate.total_out() - before.1) as usize;
@@ -473,7 +469,8 @@ impl Compressor {
             }
             Encoder::Snappy(encoder) => {
                 for unit in plain.chunks(UNIT_BYTES) {
-                    self.scratch.resize(snap::raw::max_compress_len(unit.len()), 0);
+                    self.scratch
+                        .resize(snap::raw::max_compress_len(unit.len()), 0);
                     let n = encoder
                         .compress(unit, &mut self.scratch)
                         .map_err(std::io::Error::other)?;

@@ -133,8 +133,7 @@ fn gzip_of_another_encoder_with_flushes_and_two_members_decodes() {
     let mut want = a.clone();
     want.extend_from_slice(&b);
     for step in [1, 33, wire.len()] {
-        let got = decode_in_steps(Compression::Gzip, DEFAULT_BUDGET, &wire, step)
-            .expect("decodes");
+        let got = decode_in_steps(Compression::Gzip, DEFAULT_BUDGET, &wire, step).expect("decodes");
         assert!(got == want, "reads of {step}");
     }
 }
@@ -156,8 +155,7 @@ fn lz4_frames_of_the_reference_layout_decode() {
     let mut want = a.clone();
     want.extend_from_slice(&b);
     for step in [1, 4096, wire.len()] {
-        let got =
-            decode_in_steps(Compression::Lz4, DEFAULT_BUDGET, &wire, step).expect("decodes");
+        let got = decode_in_steps(Compression::Lz4, DEFAULT_BUDGET, &wire, step).expect("decodes");
         assert!(got == want, "reads of {step}");
     }
 }
@@ -242,13 +240,26 @@ fn snappy_block_extent_walks_every_element_kind() {
     block.extend_from_slice(&[(1 | ((8 - 4) << 2)), 10]); // copy 8 from offset 10
     block.extend_from_slice(&[(2 | ((20 - 1) << 2)), 10, 0]); // copy 20 from offset 10
     block.extend_from_slice(&[(3 | ((32 - 1) << 2)), 10, 0, 0, 0]); // copy 32
-    assert_eq!(frames::snappy_block(&block, 1000), Ok(Some((70, block.len()))));
+    assert_eq!(
+        frames::snappy_block(&block, 1000),
+        Ok(Some((70, block.len())))
+    );
     for cut in 0..block.len() {
-        assert_eq!(frames::snappy_block(&block[..cut], 1000), Ok(None), "cut at {cut}");
+        assert_eq!(
+            frames::snappy_block(&block[..cut], 1000),
+            Ok(None),
+            "cut at {cut}"
+        );
     }
     let mut out = vec![0; 70];
-    assert_eq!(snap::raw::Decoder::new().decompress(&block, &mut out), Ok(70));
-    assert_eq!(frames::snappy_block(&block, 69), Err(DecompressError::TooLarge));
+    assert_eq!(
+        snap::raw::Decoder::new().decompress(&block, &mut out),
+        Ok(70)
+    );
+    assert_eq!(
+        frames::snappy_block(&block, 69),
+        Err(DecompressError::TooLarge)
+    );
 }
 
 #[test]
