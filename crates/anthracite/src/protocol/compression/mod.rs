@@ -357,9 +357,15 @@ impl Decompressor {
         let rest = &self.input[self.input_pos..];
         let mut input = InBuffer::around(rest);
         let mut output = OutBuffer::around(&mut self.scratch[..]);
-        decoder
-            .run(&mut input, &mut output)
-            .map_err(|_| DecompressError::Corrupt)?;
+        decoder.run(&mut input, &mut output).map_err(|e| {
+            // A frame whose window passes what the budget allows is a memory refusal, as a
+            // unit decoding past it is (libzstd's `frameParameter_windowTooLarge`).
+            if e.to_string().contains("too much memory") {
+                DecompressError::TooLarge
+            } else {
+                DecompressError::Corrupt
+            }
+        })?;
         let (used, made) = (input.pos(), output.pos());
         self.input_pos += used;
         self.read_out += made;
@@ -368,11 +374,6 @@ impl Decompressor {
         }
         out.extend_from_slice(&self.scratch[..made]);
         Ok(made)
-    }
-
-    /// Whether input is left that may still decode (called when the peer closed).
-    pub(crate) fn has_pending(&self) -> bool {
-        self.input_pos < self.input.len()
     }
 }
 

@@ -270,3 +270,17 @@ fn words_name_every_kind() {
     assert_eq!(Compression::from_word(""), Some(Compression::Plain));
     assert_eq!(Compression::from_word("brotli"), None);
 }
+
+#[test]
+fn a_zstd_window_past_the_budget_is_refused_as_too_large() {
+    // libzstd's streaming default at level 3 is a 2 MiB window: the default budget admits it,
+    // the smallest one does not.
+    let good = lines(200);
+    let wire = zstd::encode_all(&good[..], 3).expect("zstd");
+    let got = decode_in_steps(Compression::Zstd, DEFAULT_BUDGET, &wire, wire.len());
+    assert!(got.expect("decodes") == good);
+    assert_eq!(
+        decode_in_steps(Compression::Zstd, MIN_BUDGET, &wire, wire.len()),
+        Err(DecompressError::TooLarge)
+    );
+}
