@@ -37,7 +37,7 @@ use bytes::BytesMut;
 
 /// Stream compression of a plaintext connection (a listener's or a destination's).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub(crate) enum Compression {
+pub enum Compression {
     /// None.
     #[default]
     Plain,
@@ -53,7 +53,7 @@ pub(crate) enum Compression {
 
 impl Compression {
     /// Every kind, in carbon-c-relay's order (zstd last).
-    pub(crate) const ALL: [Compression; 5] = [
+    pub const ALL: [Compression; 5] = [
         Compression::Plain,
         Compression::Gzip,
         Compression::Lz4,
@@ -62,7 +62,7 @@ impl Compression {
     ];
 
     /// Its word in configurations (carbon-c-relay's `transport`, relay.toml's `compression`).
-    pub(crate) fn word(self) -> &'static str {
+    pub fn word(self) -> &'static str {
         match self {
             Compression::Plain => "plain",
             Compression::Gzip => "gzip",
@@ -73,7 +73,7 @@ impl Compression {
     }
 
     /// The kind named `word` (`""` is plain).
-    pub(crate) fn from_word(word: &str) -> Option<Self> {
+    pub fn from_word(word: &str) -> Option<Self> {
         if word.is_empty() {
             return Some(Compression::Plain);
         }
@@ -83,26 +83,26 @@ impl Compression {
 
 /// Most bytes one write's LZ4 frame or snappy block holds: carbon-c-relay's `METRIC_BUFSIZ`,
 /// the buffer its writer fills before each frame (its reader takes no larger).
-pub(crate) const UNIT_BYTES: usize = 32 << 10;
+pub const UNIT_BYTES: usize = 32 << 10;
 
 /// Most decoded bytes one [`Decompressor::pull`] hands out.
-pub(crate) const PIECE: usize = 64 << 10;
+pub const PIECE: usize = 64 << 10;
 
 /// The default of `listen.max_decompressed_bytes`: far above what a 32 KiB unit of lines or
 /// a 64 KiB read of a stream decodes into (a few hundred KiB at the ratios lines compress to),
 /// far below what a crafted one can (a 64 KiB read of deflate: 64 MiB; of zstd: gigabytes).
-pub(crate) const DEFAULT_BUDGET: usize = 4 << 20;
+pub const DEFAULT_BUDGET: usize = 4 << 20;
 
 /// The smallest budget accepted: one unit of carbon-c-relay's, with room for what a zstd
 /// window needs.
-pub(crate) const MIN_BUDGET: usize = 128 << 10;
+pub const MIN_BUDGET: usize = 128 << 10;
 
 /// The zstd window the compressor uses (2^17 = 128 KiB): what the smallest budget admits.
 const ZSTD_WINDOW_LOG: u32 = 17;
 
 /// Why a compressed stream was refused; the connection is closed either way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum DecompressError {
+pub enum DecompressError {
     /// A unit decodes (or a frame's declared sizes would decode) into more than the budget.
     TooLarge,
     /// The bytes are not of the format.
@@ -129,7 +129,7 @@ enum Decoder {
 
 /// One connection's decompressing reader: [`push`](Self::push) what the socket gave,
 /// [`pull`](Self::pull) what it decodes into until it has nothing more.
-pub(crate) struct Decompressor {
+pub struct Decompressor {
     decoder: Decoder,
     budget: usize,
     /// Compressed bytes not yet decoded, from `input_pos`.
@@ -155,7 +155,7 @@ impl std::fmt::Debug for Decompressor {
 
 impl Decompressor {
     /// A reader of `kind` (`None` for plain) whose units may decode into `budget` bytes each.
-    pub(crate) fn new(kind: Compression, budget: usize) -> Option<Self> {
+    pub fn new(kind: Compression, budget: usize) -> Option<Self> {
         let budget = budget.max(MIN_BUDGET);
         let decoder = match kind {
             Compression::Plain => return None,
@@ -184,7 +184,7 @@ impl Decompressor {
     }
 
     /// Takes what one read brought.
-    pub(crate) fn push(&mut self, bytes: &[u8]) {
+    pub fn push(&mut self, bytes: &[u8]) {
         if self.input_pos > 0 {
             self.input.drain(..self.input_pos);
             self.input_pos = 0;
@@ -194,7 +194,7 @@ impl Decompressor {
     }
 
     /// Appends up to [`PIECE`] decoded bytes to `out`; `Ok(0)` when it needs more input.
-    pub(crate) fn pull(&mut self, out: &mut BytesMut) -> Result<usize, DecompressError> {
+    pub fn pull(&mut self, out: &mut BytesMut) -> Result<usize, DecompressError> {
         if self.decoded_pos < self.decoded.len() {
             let end = (self.decoded_pos + PIECE).min(self.decoded.len());
             out.extend_from_slice(&self.decoded[self.decoded_pos..end]);
@@ -389,7 +389,7 @@ enum Encoder {
 
 /// One connection's compressing writer: [`compress`](Self::compress) turns each write's lines
 /// into what carbon-c-relay writes for them.
-pub(crate) struct Compressor {
+pub struct Compressor {
     encoder: Encoder,
     scratch: Vec<u8>,
 }
@@ -406,7 +406,7 @@ const GZIP_HEADER: [u8; 10] = [0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 3];
 
 impl Compressor {
     /// A writer of `kind` (`None` for plain).
-    pub(crate) fn new(kind: Compression) -> Option<Self> {
+    pub fn new(kind: Compression) -> Option<Self> {
         let encoder = match kind {
             Compression::Plain => return None,
             Compression::Gzip => Encoder::Gzip {
@@ -429,7 +429,7 @@ impl Compressor {
     }
 
     /// Appends `plain`, compressed and flushed, to `out`.
-    pub(crate) fn compress(&mut self, plain: &[u8], out: &mut BytesMut) -> std::io::Result<()> {
+    pub fn compress(&mut self, plain: &[u8], out: &mut BytesMut) -> std::io::Result<()> {
         match &mut self.encoder {
             Encoder::Gzip { deflate, header } => {
                 if !std::mem::replace(header, true) {
