@@ -35,8 +35,7 @@ pub mod protocol {
     /// Stream compression of plaintext connections (carbon-c-relay's transports, zstd).
     pub mod compression {
         pub use crate::protocol::compression::{
-            Compression, Compressor, DecompressError, Decompressor, MIN_BUDGET, PIECE,
-            UNIT_BYTES,
+            Compression, Compressor, DecompressError, Decompressor, MIN_BUDGET, PIECE, UNIT_BYTES,
         };
     }
 

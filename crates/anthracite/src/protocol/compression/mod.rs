@@ -124,7 +124,17 @@ enum Decoder {
     Gzip(Gzip),
     Lz4,
     Snappy(snap::raw::Decoder),
-    Zstd(Box<zstd::stream::raw::Decoder<'static>>),
+    /// Created at the first bytes (a context that cannot be allocated refuses them).
+    Zstd(Option<Box<zstd::stream::raw::Decoder<'static>>>),
+}
+
+/// A zstd decoder whose window is no larger than `budget`.
+fn zstd_decoder(budget: usize) -> std::io::Result<Box<zstd::stream::raw::Decoder<'static>>> {
+    let mut d = zstd::stream::raw::Decoder::new()?;
+    // The window is decoder memory: no larger than the budget allows.
+    let log = (usize::BITS - 1 - budget.leading_zeros()).clamp(ZSTD_WINDOW_LOG, 27);
+    d.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(log))?;
+    Ok(Box::new(d))
 }
 
 /// One connection's decompressing reader: [`push`](Self::push) what the socket gave,
@@ -162,14 +172,7 @@ impl Decompressor {
             Compression::Gzip => Decoder::Gzip(Gzip::Header),
             Compression::Lz4 => Decoder::Lz4,
             Compression::Snappy => Decoder::Snappy(snap::raw::Decoder::new()),
-            Compression::Zstd => {
-                let mut d = zstd::stream::raw::Decoder::new().ok()?;
-                // The window is decoder memory: no larger than the budget allows.
-                let log = (usize::BITS - 1 - budget.leading_zeros()).clamp(ZSTD_WINDOW_LOG, 27);
-                d.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(log))
-                    .ok()?;
-                Decoder::Zstd(Box::new(d))
-            }
+            Compression::Zstd => Decoder::Zstd(None),
         };
         Some(Self {
             decoder,
@@ -350,30 +353,40 @@ impl Decompressor {
     /// Decodes zstd input into `out`, a piece at a time.
     fn pull_zstd(&mut self, out: &mut BytesMut) -> Result<usize, DecompressError> {
         use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
-        let Decoder::Zstd(decoder) = &mut self.decoder else {
+        let Decoder::Zstd(slot) = &mut self.decoder else {
             return Ok(0);
         };
+        let decoder = match slot {
+            Some(d) => d,
+            None => slot.insert(zstd_decoder(self.budget).map_err(|_| DecompressError::Corrupt)?),
+        };
         self.scratch.resize(PIECE, 0);
-        let rest = &self.input[self.input_pos..];
-        let mut input = InBuffer::around(rest);
-        let mut output = OutBuffer::around(&mut self.scratch[..]);
-        decoder.run(&mut input, &mut output).map_err(|e| {
-            // A frame whose window passes what the budget allows is a memory refusal, as a
-            // unit decoding past it is (libzstd's `frameParameter_windowTooLarge`).
-            if e.to_string().contains("too much memory") {
-                DecompressError::TooLarge
-            } else {
-                DecompressError::Corrupt
+        loop {
+            let rest = &self.input[self.input_pos..];
+            let mut input = InBuffer::around(rest);
+            let mut output = OutBuffer::around(&mut self.scratch[..]);
+            decoder.run(&mut input, &mut output).map_err(|e| {
+                // A frame whose window passes what the budget allows is a memory refusal, as
+                // a unit decoding past it is (libzstd's `frameParameter_windowTooLarge`).
+                if e.to_string().contains("too much memory") {
+                    DecompressError::TooLarge
+                } else {
+                    DecompressError::Corrupt
+                }
+            })?;
+            let (used, made) = (input.pos(), output.pos());
+            self.input_pos += used;
+            self.read_out += made;
+            if self.read_out > self.budget {
+                return Err(DecompressError::TooLarge);
             }
-        })?;
-        let (used, made) = (input.pos(), output.pos());
-        self.input_pos += used;
-        self.read_out += made;
-        if self.read_out > self.budget {
-            return Err(DecompressError::TooLarge);
+            out.extend_from_slice(&self.scratch[..made]);
+            // A frame that ends without output (a skippable or empty one) stops the decoder
+            // at its end: go on with what follows it.
+            if made > 0 || used == 0 || self.input_pos == self.input.len() {
+                return Ok(made);
+            }
         }
-        out.extend_from_slice(&self.scratch[..made]);
-        Ok(made)
     }
 }
 
@@ -383,8 +396,9 @@ enum Encoder {
         header: bool,
     },
     Lz4,
-    Snappy(snap::raw::Encoder),
-    Zstd(Box<zstd::stream::raw::Encoder<'static>>),
+    Snappy(Box<snap::raw::Encoder>),
+    /// Created at the first write (a context that cannot be allocated fails it).
+    Zstd(Option<Box<zstd::stream::raw::Encoder<'static>>>),
 }
 
 /// One connection's compressing writer: [`compress`](Self::compress) turns each write's lines
@@ -414,13 +428,8 @@ impl Compressor {
                 header: false,
             },
             Compression::Lz4 => Encoder::Lz4,
-            Compression::Snappy => Encoder::Snappy(snap::raw::Encoder::new()),
-            Compression::Zstd => {
-                let mut e = zstd::stream::raw::Encoder::new(1).ok()?;
-                e.set_parameter(zstd::zstd_safe::CParameter::WindowLog(ZSTD_WINDOW_LOG))
-                    .ok()?;
-                Encoder::Zstd(Box::new(e))
-            }
+            Compression::Snappy => Encoder::Snappy(Box::new(snap::raw::Encoder::new())),
+            Compression::Zstd => Encoder::Zstd(None),
         };
         Some(Self {
             encoder,
@@ -479,8 +488,16 @@ impl Compressor {
                 }
                 Ok(())
             }
-            Encoder::Zstd(encoder) => {
+            Encoder::Zstd(slot) => {
                 use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+                let encoder = match slot {
+                    Some(e) => e,
+                    None => {
+                        let mut e = zstd::stream::raw::Encoder::new(1)?;
+                        e.set_parameter(zstd::zstd_safe::CParameter::WindowLog(ZSTD_WINDOW_LOG))?;
+                        slot.insert(Box::new(e))
+                    }
+                };
                 self.scratch.resize(PIECE, 0);
                 let mut input = InBuffer::around(plain);
                 while input.pos() < plain.len() {

@@ -284,3 +284,15 @@ fn a_zstd_window_past_the_budget_is_refused_as_too_large() {
         Err(DecompressError::TooLarge)
     );
 }
+
+#[test]
+fn a_zstd_frame_without_output_does_not_hold_up_the_next() {
+    let good = lines(50);
+    let mut wire = zstd::encode_all(&b""[..], 3).expect("zstd");
+    wire.extend(zstd::encode_all(&good[..], 3).expect("zstd"));
+    let mut d = Decompressor::new(Compression::Zstd, DEFAULT_BUDGET).expect("zstd");
+    d.push(&wire);
+    let mut out = BytesMut::new();
+    while d.pull(&mut out).expect("decodes") > 0 {}
+    assert!(out[..] == good[..], "both frames decoded from one read");
+}
