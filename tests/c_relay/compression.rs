@@ -240,7 +240,8 @@ fn good_then_bomb(kind: &str, good: &[u8], zeros: usize) -> Vec<u8> {
     let bomb = vec![b'0'; zeros];
     match kind {
         "gzip" => {
-            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            // At the best ratio, as a bomb is made.
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
             gz.write_all(good).expect("compress");
             gz.flush().expect("flush");
             gz.write_all(&bomb).expect("compress");

@@ -172,9 +172,10 @@ pub struct RawListen {
     /// Stream compression of the plaintext TCP receiver's connections: `plain` (default),
     /// `gzip`, `lz4`, `snappy` (carbon-c-relay's transports, on its wire format) or `zstd`.
     pub line_tcp_compression: String,
-    /// Most bytes one unit of a compressed connection (an LZ4 frame, a snappy block, one
-    /// read of a gzip or zstd stream) may decode into (131072–1073741824); past it the
-    /// connection is closed and counted (`decompressed_too_large`). Default 4194304.
+    /// Most bytes an LZ4 frame or a snappy block of a compressed connection may decode into,
+    /// and the largest zstd window (131072–1073741824); a gzip or zstd stream may decode into
+    /// this much, then 256 times what it was sent. Past it the connection is closed and
+    /// counted (`decompressed_too_large`). Default 4194304.
     pub max_decompressed_bytes: usize,
     /// TLS on every TCP receiver (line, pickle, protobuf): `{ cert_file, key_file, client_ca }`.
     /// Default: none (plaintext, as carbon).

@@ -72,9 +72,9 @@ pub enum DropReason {
     /// Pickle or protobuf frame whose datapoints (names + 24 bytes each) would take more than
     /// the whole decoded-size budget (`listen.max_frame_buffer_bytes`); all of it is dropped.
     DecodedTooLarge,
-    /// A unit of a compressed connection (an LZ4 frame, a snappy block, what one read of a
-    /// gzip or zstd stream brought) decoding into more than `listen.max_decompressed_bytes`;
-    /// the connection is closed, the lines decoded before it kept.
+    /// A compressed connection decoding past its bounds (an LZ4 frame or snappy block over
+    /// `listen.max_decompressed_bytes`, a gzip or zstd stream over 256 times its compressed
+    /// size past that much); the connection is closed, the lines decoded before kept.
     DecompressedTooLarge,
     /// A compressed connection's bytes are not of its format; the connection is closed, the
     /// lines decoded before them kept.

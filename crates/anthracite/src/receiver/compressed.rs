@@ -4,8 +4,8 @@
 //! ingest as plaintext, flushed after every piece (at most 64 KiB of lines, as a plaintext
 //! read).
 //!
-//! A unit that decodes past `listen.max_decompressed_bytes`, or bytes that are not of the
-//! format, close the connection: counted once (`decompressed_too_large`, `bad_compression`)
+//! A frame or stream that decodes past its bounds (see
+//! [`crate::protocol::compression`]), or bytes that are not of the format, close the connection: counted once (`decompressed_too_large`, `bad_compression`)
 //! and logged once per episode for the relay. The lines decoded before it are kept.
 
 use bytes::BytesMut;

@@ -9,7 +9,9 @@
 //! - **gzip**: one deflate stream per connection behind a gzip header (`deflateInit2` with
 //!   window bits 15 + 16), each write ending in a partial flush so the peer can decode it at
 //!   once; the stream is never finished. anthracite writes the same header and ends each write
-//!   with a sync flush (both end the block and align the output; any inflater reads either).
+//!   with a sync flush (both end the block and align the output; any inflater reads either),
+//!   at level 1 rather than carbon-c-relay's 6: a third of the CPU for half as many bytes
+//!   again (measured in docs/benchmarks.md).
 //! - **lz4**: every flush of up to 32 KiB of lines is one complete LZ4 frame
 //!   (`LZ4F_compressFrame`). A frame split across reads is kept until the rest arrives
 //!   (carbon-c-relay 3.7.3's reader loses it).
@@ -20,11 +22,12 @@
 //!   `compression = "zstd"` in relay.toml): one zstd stream per connection, each write ending
 //!   in a flush; windows of 128 KiB.
 //!
-//! **Bounded decompression.** A unit of input (an LZ4 frame, a snappy block, or for the
-//! gzip and zstd streams what one read brought) may decode into at most the budget
-//! (`listen.max_decompressed_bytes`); past it the decompressor refuses with
-//! [`DecompressError::TooLarge`] and the receiver counts the unit (`decompressed_too_large`)
-//! and closes the connection, keeping everything decoded before it. Output is handed out in
+//! **Bounded decompression.** An LZ4 frame or a snappy block may decode into at most the
+//! budget (`listen.max_decompressed_bytes`); a gzip or zstd stream, past its first budget of
+//! decoded bytes, into at most [`STREAM_RATIO`] times the compressed bytes it was sent, and its
+//! zstd window may be no larger than the budget. Past that the decompressor refuses with
+//! [`DecompressError::TooLarge`] and the receiver counts it (`decompressed_too_large`) and
+//! closes the connection, keeping everything decoded before it. Output is handed out in
 //! pieces of [`PIECE`] bytes, so the lines of a stream never sit in memory whole; a frame or
 //! block is decoded whole, so a connection holds at most the budget of decoded bytes, plus
 //! the undecoded rest of a frame (also at most the budget) and a zstd window.
@@ -97,6 +100,12 @@ pub const DEFAULT_BUDGET: usize = 4 << 20;
 /// window needs.
 pub const MIN_BUDGET: usize = 128 << 10;
 
+/// How many times its compressed size a gzip or zstd stream may decode into, past its first
+/// budget: far above what lines compress to (10 to 60 times with zstd, the most regular
+/// names), far below a bomb's (deflate reaches 1032, zstd tens of thousands). A line repeated
+/// verbatim compresses past it.
+pub const STREAM_RATIO: u64 = 256;
+
 /// The zstd window the compressor uses (2^17 = 128 KiB): what the smallest budget admits.
 const ZSTD_WINDOW_LOG: u32 = 17;
 
@@ -137,6 +146,23 @@ fn zstd_decoder(budget: usize) -> std::io::Result<Box<zstd::stream::raw::Decoder
     Ok(Box::new(d))
 }
 
+/// Counts a step of a gzip or zstd stream (`stream`: compressed bytes consumed, bytes
+/// decoded): past its first `budget` of decoded bytes, a stream may decode into at most
+/// [`STREAM_RATIO`] times what it was sent.
+fn stream_step(
+    stream: &mut (u64, u64),
+    budget: usize,
+    used: usize,
+    made: usize,
+) -> Result<(), DecompressError> {
+    stream.0 += used as u64;
+    stream.1 += made as u64;
+    if stream.1 > budget as u64 + STREAM_RATIO * stream.0 {
+        return Err(DecompressError::TooLarge);
+    }
+    Ok(())
+}
+
 /// One connection's decompressing reader: [`push`](Self::push) what the socket gave,
 /// [`pull`](Self::pull) what it decodes into until it has nothing more.
 pub struct Decompressor {
@@ -148,8 +174,8 @@ pub struct Decompressor {
     /// A decoded frame or block not yet handed out, from `decoded_pos`.
     decoded: Vec<u8>,
     decoded_pos: usize,
-    /// Decoded bytes of the current read (gzip, zstd).
-    read_out: usize,
+    /// Compressed bytes consumed and bytes decoded over the connection (gzip, zstd).
+    stream: (u64, u64),
     /// Where the streams decode into before the bytes are handed out.
     scratch: Vec<u8>,
 }
@@ -181,7 +207,7 @@ impl Decompressor {
             input_pos: 0,
             decoded: Vec::new(),
             decoded_pos: 0,
-            read_out: 0,
+            stream: (0, 0),
             scratch: Vec::new(),
         })
     }
@@ -193,7 +219,6 @@ impl Decompressor {
             self.input_pos = 0;
         }
         self.input.extend_from_slice(bytes);
-        self.read_out = 0;
     }
 
     /// Appends up to [`PIECE`] decoded bytes to `out`; `Ok(0)` when it needs more input.
@@ -331,10 +356,7 @@ impl Decompressor {
                     let used = (inflate.total_in() - before_in) as usize;
                     let made = (inflate.total_out() - before_out) as usize;
                     self.input_pos += used;
-                    self.read_out += made;
-                    if self.read_out > self.budget {
-                        return Err(DecompressError::TooLarge);
-                    }
+                    stream_step(&mut self.stream, self.budget, used, made)?;
                     out.extend_from_slice(&self.scratch[..made]);
                     if status == flate2::Status::StreamEnd {
                         *state = Gzip::Trailer(8);
@@ -376,10 +398,7 @@ impl Decompressor {
             })?;
             let (used, made) = (input.pos(), output.pos());
             self.input_pos += used;
-            self.read_out += made;
-            if self.read_out > self.budget {
-                return Err(DecompressError::TooLarge);
-            }
+            stream_step(&mut self.stream, self.budget, used, made)?;
             out.extend_from_slice(&self.scratch[..made]);
             // A frame that ends without output (a skippable or empty one) stops the decoder
             // at its end: go on with what follows it.
@@ -414,9 +433,9 @@ impl std::fmt::Debug for Compressor {
     }
 }
 
-/// The gzip header zlib writes for `deflateInit2(…, 15 + 16, …)` at the default level: no
-/// name, no time, Unix.
-const GZIP_HEADER: [u8; 10] = [0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 3];
+/// The gzip header zlib writes for `deflateInit2(…, 15 + 16, …)` at level 1: no name, no
+/// time, "fastest", Unix.
+const GZIP_HEADER: [u8; 10] = [0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 4, 3];
 
 impl Compressor {
     /// A writer of `kind` (`None` for plain).
@@ -424,7 +443,7 @@ impl Compressor {
         let encoder = match kind {
             Compression::Plain => return None,
             Compression::Gzip => Encoder::Gzip {
-                deflate: Box::new(flate2::Compress::new(flate2::Compression::default(), false)),
+                deflate: Box::new(flate2::Compress::new(flate2::Compression::fast(), false)),
                 header: false,
             },
             Compression::Lz4 => Encoder::Lz4,

@@ -174,6 +174,12 @@ fn bomb(kind: Compression, n: usize) -> Vec<u8> {
         Compression::Snappy => snap::raw::Encoder::new()
             .compress_vec(&zeros)
             .expect("compresses"),
+        // A bomb is made at the best ratio (the relay's own writer uses level 1).
+        Compression::Gzip => {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            gz.write_all(&zeros).expect("writes");
+            gz.finish().expect("finishes")
+        }
         _ => compressed(kind, &[&zeros]),
     }
 }
@@ -189,10 +195,11 @@ fn a_unit_decoding_past_the_budget_is_refused() {
             "{kind:?}: the bomb is small ({})",
             wire.len()
         );
-        assert_eq!(
-            decode_in_steps(kind, budget, &wire, wire.len()),
-            Err(DecompressError::TooLarge),
-            "{kind:?}"
+        let refused = decode_in_steps(kind, budget, &wire, wire.len());
+        assert!(
+            refused == Err(DecompressError::TooLarge),
+            "{kind:?}: {:?}",
+            refused.map(|v| v.len())
         );
         // Within the budget the same kind of unit decodes.
         let small = compressed(kind, &[&vec![b'0'; budget / 2]]);
@@ -295,4 +302,20 @@ fn a_zstd_frame_without_output_does_not_hold_up_the_next() {
     let mut out = BytesMut::new();
     while d.pull(&mut out).expect("decodes") > 0 {}
     assert!(out[..] == good[..], "both frames decoded from one read");
+}
+
+#[test]
+fn a_long_regular_stream_is_not_a_bomb() {
+    // Far more than the budget in total, at the ratios lines compress to: a stream is bounded
+    // by its ratio, not by its length.
+    let regular = lines(30_000);
+    assert!(regular.len() > 8 * MIN_BUDGET);
+    for kind in [Compression::Gzip, Compression::Zstd] {
+        let wire = compressed(kind, &[&regular, &regular]);
+        for step in [1 << 10, 64 << 10] {
+            let got = decode_in_steps(kind, MIN_BUDGET, &wire, step)
+                .unwrap_or_else(|e| panic!("{kind:?} in reads of {step}: {e:?}"));
+            assert_eq!(got.len(), 2 * regular.len(), "{kind:?}");
+        }
+    }
 }
