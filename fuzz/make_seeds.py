@@ -160,3 +160,45 @@ write("protobuf", "bad_utf8_name", pb_payload([pb_metric(b"bad\xff", [(1, 1.0)])
 write("protobuf", "unknown_fields_and_group", pb_payload([pb_metric(b"u", [(1, 1.0)]) + pb_field(9, 0, varint(5)) + varint(10 << 3 | 3) + varint(10 << 3 | 4)]))
 write("protobuf", "truncated", pb_payload([pb_metric(b"t", [(1, 1.0)])])[:-3])
 write("protobuf", "forged_name", pb_payload([pb_metric(b"evil.a 1 1700000000\nevil.injected", [(1700000000, 1.0)])]))
+
+
+# decompress: knob byte (low 2 bits: 0 gzip, 1 lz4, 2 snappy, 3 zstd; high 6: read size - 1),
+# then a compressed stream. gzip with Python's zlib (partial flushes, as carbon-c-relay
+# writes it); lz4 frames and zstd from their command-line tools; snappy raw blocks by hand.
+import gzip as _gzip
+import subprocess
+import zlib
+
+
+def knob(kind, read):
+    return bytes([kind | ((read - 1) << 2)])
+
+
+seed_lines = b"".join(b"servers.host%02d.cpu.user %d 1700000000\n" % (i % 7, i) for i in range(60))
+deflate = zlib.compressobj(6, zlib.DEFLATED, 16 + 15)
+gz = deflate.compress(seed_lines[:700]) + deflate.flush(zlib.Z_PARTIAL_FLUSH)
+gz += deflate.compress(seed_lines[700:]) + deflate.flush(zlib.Z_SYNC_FLUSH)
+write("decompress", "gzip_partial_flushes", knob(0, 5) + gz)
+write("decompress", "gzip_two_members", knob(0, 64) + _gzip.compress(seed_lines[:300]) + _gzip.compress(seed_lines[300:]))
+
+
+def tool(args, data):
+    return subprocess.run(args, input=data, stdout=subprocess.PIPE, check=True).stdout
+
+
+lz = tool(["lz4", "-c", "-q"], seed_lines[:900]) + tool(["lz4", "-c", "-q", "--content-size"], seed_lines[900:])
+write("decompress", "lz4_two_frames", knob(1, 3) + lz)
+write("decompress", "lz4_skippable", knob(1, 64) + struct.pack("<II", 0x184D2A50, 3) + b"abc" + lz)
+write("decompress", "zstd_stream", knob(3, 9) + tool(["zstd", "-c", "-q", "--no-check"], seed_lines))
+
+
+def snappy_literal_block(data):
+    # The decoded length, then one literal element (length - 1 in 1 or 2 extra bytes).
+    n = len(data)
+    tag = bytes([60 << 2, n - 1]) if n <= 256 else bytes([61 << 2]) + struct.pack("<H", n - 1)
+    return varint(n) + tag + data
+
+
+# Two literal blocks, then one with copies: "abcd" and a 1-byte-offset copy of 8 from 4 back.
+copies = varint(12) + bytes([3 << 2]) + b"abcd" + bytes([1 | ((8 - 4) << 2), 4])
+write("decompress", "snappy_blocks", knob(2, 2) + snappy_literal_block(seed_lines[:200]) + snappy_literal_block(seed_lines[200:260]) + copies)

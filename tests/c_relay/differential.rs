@@ -81,19 +81,19 @@ impl Default for Case {
 }
 
 /// Bytes received by one sink: every connection's bytes, each connection on its own.
-type Received = Arc<Mutex<Vec<Vec<u8>>>>;
+pub(crate) type Received = Arc<Mutex<Vec<Vec<u8>>>>;
 
 /// Plain TCP listeners on the destination ports that keep whatever arrives.
-struct Sinks {
+pub(crate) struct Sinks {
     stop: Arc<AtomicBool>,
-    received: Vec<Received>,
+    pub(crate) received: Vec<Received>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Sinks {
     /// Sinks on `ports`, but for the indices in `down`, which get none (they receive
     /// nothing).
-    fn start(ports: &[u16], down: &[usize]) -> Sinks {
+    pub(crate) fn start(ports: &[u16], down: &[usize]) -> Sinks {
         let stop = Arc::new(AtomicBool::new(false));
         let mut received = Vec::new();
         let mut threads = Vec::new();
@@ -120,7 +120,7 @@ impl Sinks {
     }
 
     /// Lines received so far.
-    fn lines(&self) -> usize {
+    pub(crate) fn lines(&self) -> usize {
         self.received
             .iter()
             .map(|r| {
@@ -136,7 +136,7 @@ impl Sinks {
     /// Waits until `want` lines arrived and nothing new for [`QUIET`], at least `settle`
     /// after the start, bounded by [`DELIVERY_TIMEOUT`]; then stops and returns each sink's
     /// lines, sorted.
-    fn finish(self, want: usize, settle: Duration) -> Vec<Vec<String>> {
+    pub(crate) fn finish(self, want: usize, settle: Duration) -> Vec<Vec<String>> {
         let start = Instant::now();
         let deadline = start + DELIVERY_TIMEOUT;
         let mut last = (self.lines(), Instant::now());

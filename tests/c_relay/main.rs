@@ -1,11 +1,13 @@
 //! anthracite on carbon-c-relay's configuration language, against the real carbon-c-relay
 //! 3.7.3 (Debian's package, installed by the test support): its own repository's
 //! configurations accepted and refused alike, what `-t` prints identical, and the routes
-//! exercised on the configurations of this suite; and, anthracite alone, what it keeps where
-//! carbon-c-relay loses it (`keeps`: members down with spill, reload, the aggregation
-//! series bound); `file` and `file ip` clusters against carbon-c-relay (`files`). One test
-//! binary for the group.
+//! exercised on the configurations of this suite; the compressed transports against
+//! carbon-c-relay 3.7.3 built from source with gzip, lz4 and snappy (`compression`); and,
+//! anthracite alone, what it keeps where carbon-c-relay loses it (`keeps`: members down with
+//! spill, reload, the aggregation series bound); `file` and `file ip` clusters against
+//! carbon-c-relay (`files`). One test binary for the group.
 
+mod compression;
 mod differential;
 mod files;
 mod keeps;

@@ -30,6 +30,7 @@ const OMITTED: &[&str] = &[
     "destinations.tls.client_cert",
     "destinations.tls.client_key",
     "destinations.queue.when_full",
+    "destinations.servers.compression",
     "destinations.servers.when_full",
     "destinations.servers.spill_fallback",
     "destinations.servers.max_queue_datapoints",

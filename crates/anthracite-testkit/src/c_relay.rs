@@ -1,6 +1,7 @@
 //! The real carbon-c-relay 3.7.3: Debian's `carbon-c-relay` package, installed with apt when
 //! missing (as the operator tests install their tools), run in its test modes (`-t`, `-t -t`)
-//! on a configuration and input.
+//! on a configuration and input, or started as a relay (Debian's build, or the source-built
+//! one with every transport from [`super::c_relay_build`]).
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -109,9 +110,21 @@ impl CRelay {
     /// starts listening (a segfault in libc, before its statistics collector starts): it is
     /// started again, up to five times, as `bench/c-relay.sh` does.
     pub fn start(conf: &Path, cwd: &Path, args: &[&str], ready: std::net::SocketAddr) -> CRelay {
+        Self::start_binary(Path::new("carbon-c-relay"), conf, cwd, args, ready)
+    }
+
+    /// [`start`](Self::start) with another build of carbon-c-relay 3.7.3 (the source-built
+    /// one with every transport: [`super::c_relay_build::binary`]).
+    pub fn start_binary(
+        binary: &Path,
+        conf: &Path,
+        cwd: &Path,
+        args: &[&str],
+        ready: std::net::SocketAddr,
+    ) -> CRelay {
         let log = cwd.join("carbon-c-relay.log");
         for _ in 0..START_TRIES {
-            let mut cmd = Command::new("carbon-c-relay");
+            let mut cmd = Command::new(binary);
             cmd.arg("-f").arg(conf).args(args).current_dir(cwd);
             let mut child = super::process::ManagedChild::spawn("carbon-c-relay", cmd, log.clone());
             let deadline = std::time::Instant::now() + Duration::from_secs(20);

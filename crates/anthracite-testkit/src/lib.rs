@@ -20,6 +20,8 @@
 //! - [`java_server`]: Java servers resolved from Maven Central (`servers/<name>/pom.xml`).
 //! - [`apt`]: Debian packages (Chromium, Prometheus, lintian) installed when missing.
 //! - [`c_relay`]: the real carbon-c-relay 3.7.3 (Debian's package), in its test modes.
+//! - [`c_relay_build`]: carbon-c-relay 3.7.3 built from Debian's source with gzip, lz4 and
+//!   snappy.
 //! - [`proxy`]: a fault-injecting or recording HTTP proxy (in front of kinesalite or DynamoDB
 //!   Local).
 //! - `kinesalite`, `dynamodb` (feature `kinesis`): a local Kinesis (kinesalite from npm,
@@ -35,6 +37,7 @@
 
 pub mod apt;
 pub mod c_relay;
+pub mod c_relay_build;
 pub mod carbon;
 pub mod cargo;
 #[cfg(feature = "kinesis")]

@@ -32,6 +32,13 @@ pub mod protocol {
         };
     }
 
+    /// Stream compression of plaintext connections (carbon-c-relay's transports, zstd).
+    pub mod compression {
+        pub use crate::protocol::compression::{
+            Compression, Compressor, DecompressError, Decompressor, MIN_BUDGET, PIECE, UNIT_BYTES,
+        };
+    }
+
     /// carbon's protobuf framing.
     pub mod protobuf {
         pub use crate::protocol::protobuf::{ProtobufDecoder, ProtobufEncoder};

@@ -22,6 +22,7 @@ use std::time::Duration;
 use crate::destination::DestinationConfig;
 use crate::extension::{Extensions, SourceSpec};
 pub(crate) use crate::filter::ListsConfig;
+use crate::protocol::compression::Compression;
 use crate::router::RouterSpec;
 use crate::tls::ServerTls;
 pub use placement::Placement;
@@ -113,6 +114,10 @@ pub(crate) struct ListenConfig {
     pub max_protobuf_frame: usize,
     /// TLS on every TCP receiver (`None`: plaintext).
     pub tls: Option<ServerTls>,
+    /// Stream compression of `line_tcp`'s connections.
+    pub line_tcp_compression: Compression,
+    /// Most bytes one unit of a compressed connection may decode into.
+    pub max_decompressed_bytes: usize,
     /// More plaintext receivers (a carbon-c-relay configuration's `listen` beyond the first
     /// TCP and UDP address): bound at startup, kept as they are by a reload.
     pub extra_line: Vec<ExtraLine>,
@@ -121,10 +126,12 @@ pub(crate) struct ListenConfig {
 /// A plaintext receiver beyond `line_tcp` and `line_udp`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ExtraLine {
-    Tcp(SocketAddr),
+    /// A TCP address and its connections' compression.
+    Tcp(SocketAddr, Compression),
     Udp(SocketAddr),
-    /// A Unix stream socket's path (a stale socket file there is removed first).
-    Unix(std::path::PathBuf),
+    /// A Unix stream socket's path (a stale socket file there is removed first) and its
+    /// connections' compression.
+    Unix(std::path::PathBuf, Compression),
 }
 
 /// Between parsing and routing.

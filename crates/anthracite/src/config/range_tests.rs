@@ -134,3 +134,25 @@ fn unusable_spill_dir_is_a_config_error() {
     ))
     .expect("creatable spill dir");
 }
+
+#[test]
+fn compression_words_and_where_they_apply() {
+    let e = err("[listen]\nline_tcp_compression = \"brotli\"\n");
+    assert!(e.contains("listen.line_tcp_compression"), "{e}");
+    let e = err("[listen]\nmax_decompressed_bytes = 1024\n");
+    assert!(e.contains("listen.max_decompressed_bytes"), "{e}");
+    // The receivers decompress plaintext: a pickle stream is not compressed.
+    let e = Config::from_toml_str(
+        "[destinations]\ncompression = \"gzip\"\nservers = [\"127.0.0.1:2104:a\"]\n",
+    )
+    .expect_err("compressed pickle")
+    .to_string();
+    assert!(e.contains("destinations.compression"), "{e}");
+    let c = Config::from_toml_str(
+        "[destinations]\nprotocol = \"line\"\ncompression = \"zstd\"\nservers = [\"127.0.0.1:2104:a\", \
+         { address = \"127.0.0.1:2204:b\", compression = \"lz4\" }]\n",
+    )
+    .expect("valid");
+    let kinds: Vec<_> = c.destinations.iter().map(|d| d.compression).collect();
+    assert_eq!(kinds, [Compression::Zstd, Compression::Lz4]);
+}

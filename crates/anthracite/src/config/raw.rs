@@ -169,6 +169,14 @@ pub struct RawListen {
     /// Largest protobuf frame in bytes (64–1073741824). Default 1048576 (carbon's fixed
     /// protobuf limit).
     pub max_protobuf_frame: usize,
+    /// Stream compression of the plaintext TCP receiver's connections: `plain` (default),
+    /// `gzip`, `lz4`, `snappy` (carbon-c-relay's transports, on its wire format) or `zstd`.
+    pub line_tcp_compression: String,
+    /// Most bytes an LZ4 frame or a snappy block of a compressed connection may decode into,
+    /// and the largest zstd window (131072–1073741824); a gzip or zstd stream may decode into
+    /// this much, then 256 times what it was sent. Past it the connection is closed and
+    /// counted (`decompressed_too_large`). Default 4194304.
+    pub max_decompressed_bytes: usize,
     /// TLS on every TCP receiver (line, pickle, protobuf): `{ cert_file, key_file, client_ca }`.
     /// Default: none (plaintext, as carbon).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -225,6 +233,8 @@ impl Default for RawListen {
             backlog: 1024,
             udp_recv_buffer: 4 << 20,
             max_protobuf_frame: crate::protocol::protobuf::DEFAULT_MAX_FRAME,
+            line_tcp_compression: "plain".into(),
+            max_decompressed_bytes: crate::protocol::compression::DEFAULT_BUDGET,
             tls: None,
         }
     }
@@ -284,6 +294,9 @@ pub struct RawDestinations {
     /// `protocol = "udp"`: most bytes of lines per datagram. Default 1432 (fits a 1500-byte
     /// MTU); a longer line goes alone.
     pub max_datagram_bytes: usize,
+    /// Stream compression of `line` destinations: `plain` (default), `gzip`, `lz4`, `snappy`
+    /// (carbon-c-relay's transports) or `zstd`.
+    pub compression: String,
     /// Instances sharing `host:port` form a pool: a datapoint the router sends to any of them
     /// goes once, to the one with the shortest queue (carbon's `DESTINATION_POOL_REPLICAS`).
     /// Default false.
@@ -324,6 +337,7 @@ impl Default for RawDestinations {
             protocol: OutputProtocol::Pickle.as_str().to_string(),
             max_datapoints_per_message: 500,
             max_datagram_bytes: 1432,
+            compression: "plain".into(),
             pool_replicas: false,
             tls: None,
             flush_bytes: 64 << 10,
@@ -439,6 +453,9 @@ pub struct RawServerDetail {
     /// Overrides `destinations.protocol`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
+    /// Overrides `destinations.compression`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<String>,
     /// Overrides `destinations.queue.when_full`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when_full: Option<WhenFull>,

@@ -17,6 +17,7 @@ use crate::destination::{
 };
 use crate::extension::{DestinationContext, Extensions, SectionContext, SourceSpec};
 use crate::filter::ListsConfig;
+use crate::protocol::compression::Compression;
 use crate::queue::spill::{FsyncPolicy, SpillConfig};
 use crate::queue::{QueueLimits, SpillSettings, WhenFull};
 use crate::router::aggregation::AggregationRule;
@@ -103,6 +104,14 @@ pub(super) fn listen(l: &RawListen, ctx: &Ctx) -> Result<ListenConfig, ConfigErr
         64 << 30,
     )?;
     ctx.int("listen.max_connections", l.max_connections, 1, 1_000_000)?;
+    ctx.int(
+        "listen.max_decompressed_bytes",
+        l.max_decompressed_bytes,
+        crate::protocol::compression::MIN_BUDGET,
+        1 << 30,
+    )?;
+    let line_tcp_compression =
+        compression(ctx, "listen.line_tcp_compression", &l.line_tcp_compression)?;
     ctx.int("listen.backlog", l.backlog, 1, 65_535)?;
     if l.udp_recv_buffer != 0 {
         ctx.int("listen.udp_recv_buffer", l.udp_recv_buffer, 4096, 1 << 30)?;
@@ -149,7 +158,19 @@ pub(super) fn listen(l: &RawListen, ctx: &Ctx) -> Result<ListenConfig, ConfigErr
         udp_recv_buffer: (l.udp_recv_buffer > 0).then_some(l.udp_recv_buffer),
         max_protobuf_frame: l.max_protobuf_frame,
         tls: server_tls(l.tls.as_ref(), ctx)?,
+        line_tcp_compression,
+        max_decompressed_bytes: l.max_decompressed_bytes,
         extra_line: Vec::new(),
+    })
+}
+
+/// A `compression` word.
+fn compression(ctx: &Ctx, key: &str, word: &str) -> Result<Compression, ConfigError> {
+    Compression::from_word(word).ok_or_else(|| {
+        ctx.invalid(
+            key,
+            format!("{word:?}: not one of plain, gzip, lz4, snappy, zstd"),
+        )
     })
 }
 
@@ -291,6 +312,23 @@ pub(super) fn destinations(
                 ),
             ));
         }
+        let compression = match o.compression.as_deref() {
+            Some(word) => compression(ctx, &format!("{key}.compression"), word)?,
+            None => compression(ctx, "destinations.compression", &d.compression)?,
+        };
+        if compression != Compression::Plain && protocol != OutputProtocol::Line {
+            let at = if o.compression.is_some() {
+                format!("{key}.compression")
+            } else {
+                "destinations.compression".to_string()
+            };
+            return Err(ctx.invalid(
+                &at,
+                format!(
+                    "{spec}: compression applies to protocol \"line\" (what the receivers decompress), not \"{name}\""
+                ),
+            ));
+        }
         let queue = queue_limits(d, &o, &key, ctx)?;
         let spill = if d.spill.dir.is_empty() {
             None
@@ -317,6 +355,7 @@ pub(super) fn destinations(
             write_timeout: (d.write_timeout_ms > 0)
                 .then(|| Duration::from_millis(d.write_timeout_ms)),
             keepalive: (d.keepalive_secs > 0).then(|| Duration::from_secs(d.keepalive_secs)),
+            compression,
             spill,
             extension,
             file: None,

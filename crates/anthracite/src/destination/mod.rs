@@ -164,6 +164,9 @@ pub(crate) struct DestinationConfig {
     pub spill: Option<crate::queue::SpillSettings>,
     /// TLS around the TCP connection (`None`: plaintext).
     pub tls: Option<ClientTls>,
+    /// Stream compression of a `line` destination's connection (a new stream per
+    /// connection).
+    pub compression: crate::protocol::compression::Compression,
     /// With [`OutputProtocol::Udp`]: lines are packed into datagrams of at most this many
     /// bytes (a longer line goes alone in its own datagram).
     pub max_datagram_bytes: usize,

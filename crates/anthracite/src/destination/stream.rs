@@ -23,6 +23,7 @@ use super::{
     Served, Transport, gather,
 };
 use crate::batch::Batch;
+use crate::protocol::compression::{Compression, Compressor};
 use crate::queue::{DestinationDropReason, DestinationQueue, DestinationStats};
 
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
@@ -104,6 +105,9 @@ pub(crate) struct Sender {
     linger: Duration,
     write_timeout: Option<Duration>,
     buf: BytesMut,
+    /// Each connection's stream compression, and `buf` compressed.
+    compression: Compression,
+    wire: BytesMut,
     in_flight: Vec<Batch>,
 }
 
@@ -116,6 +120,8 @@ impl Sender {
             linger: config.linger,
             write_timeout: config.write_timeout,
             buf: BytesMut::with_capacity(config.flush_bytes * 2),
+            compression: config.compression,
+            wire: BytesMut::new(),
             in_flight: Vec::new(),
         }
     }
@@ -132,6 +138,8 @@ impl Sender {
             mut writer,
         } = halves;
         let mut unconfirmed = Unconfirmed::default();
+        // Every connection is a new compressed stream (a gzip header, a zstd stream).
+        let mut compressor = Compressor::new(self.compression);
         let connected_at = Instant::now();
         let name = self.name.clone();
         let confirm = |unconfirmed: &mut Unconfirmed, episode: &mut FailureEpisode| {
@@ -191,8 +199,22 @@ impl Sender {
                 timeout: self.write_timeout,
                 known_dead: episode.is_active(),
             };
-            let write =
-                write_and_flush(&mut writer, &self.buf, limits, signals, queue.stats()).await;
+            let wire = match &mut compressor {
+                Some(c) => {
+                    self.wire.clear();
+                    match c.compress(&self.buf, &mut self.wire) {
+                        Ok(()) => Ok(&self.wire[..]),
+                        Err(e) => Err(e),
+                    }
+                }
+                None => Ok(&self.buf[..]),
+            };
+            let write = match wire {
+                Ok(bytes) => {
+                    write_and_flush(&mut writer, bytes, limits, signals, queue.stats()).await
+                }
+                Err(e) => Err(WriteError::Io(e)),
+            };
             self.buf.clear();
             let Err(e) = write else {
                 unconfirmed.hold(std::mem::take(&mut self.in_flight), encoded);

@@ -238,6 +238,7 @@ mod tests {
             backoff_max: Duration::from_millis(10),
             spill: None,
             tls: None,
+            compression: Default::default(),
             max_datagram_bytes,
             write_timeout: None,
             keepalive: None,

@@ -15,6 +15,7 @@
 //! `reason` label of the drop counter.
 
 pub(crate) mod c_relay;
+pub(crate) mod compression;
 pub(crate) mod line;
 pub(crate) mod number;
 pub(crate) mod pickle;
@@ -76,11 +77,18 @@ pub enum DropReason {
     /// (carbon-c-relay's `metricsBlackholed`). The configuration asks for it, so it is counted
     /// but opens no drop episode.
     Blackholed,
+    /// A compressed connection decoding past its bounds (an LZ4 frame or snappy block over
+    /// `listen.max_decompressed_bytes`, a gzip or zstd stream over 256 times its compressed
+    /// size past that much); the connection is closed, the lines decoded before kept.
+    DecompressedTooLarge,
+    /// A compressed connection's bytes are not of its format; the connection is closed, the
+    /// lines decoded before them kept.
+    BadCompression,
 }
 
 impl DropReason {
     /// Every reason, for registering counters up front.
-    pub const ALL: [DropReason; 18] = [
+    pub const ALL: [DropReason; 20] = [
         DropReason::TooLong,
         DropReason::BadUtf8,
         DropReason::BadFields,
@@ -99,6 +107,8 @@ impl DropReason {
         DropReason::WhitespaceInName,
         DropReason::DecodedTooLarge,
         DropReason::Blackholed,
+        DropReason::DecompressedTooLarge,
+        DropReason::BadCompression,
     ];
 
     /// Stable snake_case label used in metrics and logs.
@@ -122,6 +132,8 @@ impl DropReason {
             DropReason::WhitespaceInName => "whitespace_in_name",
             DropReason::DecodedTooLarge => "decoded_too_large",
             DropReason::Blackholed => "blackholed",
+            DropReason::DecompressedTooLarge => "decompressed_too_large",
+            DropReason::BadCompression => "bad_compression",
         }
     }
 

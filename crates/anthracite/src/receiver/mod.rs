@@ -7,6 +7,8 @@
 //! - [`buffer`]: a connection's read buffer and the relay-wide budget for large frames;
 //! - [`framed`]: the pickle and protobuf connection handlers (4-byte big-endian length
 //!   framing);
+//! - [`compressed`]: the plaintext handler of a compressed connection (gzip, lz4, snappy,
+//!   zstd), through [`crate::protocol::compression`];
 //! - [`stream`]: a client connection, plain or TLS;
 //! - [`udp`]: plaintext datagrams, with the kernel's drop counter (`SO_RXQ_OVFL`);
 //!
@@ -19,6 +21,7 @@
 
 pub(crate) mod admission;
 pub(crate) mod buffer;
+pub(crate) mod compressed;
 pub(crate) mod framed;
 mod listener;
 pub(crate) mod stream;
@@ -81,4 +84,8 @@ pub(crate) struct ReceiverContext {
     pub max_protobuf_frame: usize,
     /// TLS on every TCP connection (`None`: plaintext).
     pub tls: Option<crate::tls::ServerTls>,
+    /// Stream compression of a plaintext receiver's connections.
+    pub compression: crate::protocol::compression::Compression,
+    /// Most bytes one unit of a compressed connection may decode into.
+    pub max_decompressed_bytes: usize,
 }

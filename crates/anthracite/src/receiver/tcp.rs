@@ -380,8 +380,14 @@ async fn drain_read(stream: &mut ClientStream, rb: &mut ReadBuffer) -> Read {
     }
 }
 
-/// Serves one plaintext connection.
+/// Serves one plaintext connection (through a decompressor when its receiver has one).
 pub(crate) async fn serve_line(conn: Connection) {
+    if let Some(d) = crate::protocol::compression::Decompressor::new(
+        conn.ctx.compression,
+        conn.ctx.max_decompressed_bytes,
+    ) {
+        return super::compressed::serve(conn, d).await;
+    }
     let Connection {
         mut stream,
         ctx,

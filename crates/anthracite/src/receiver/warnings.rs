@@ -20,6 +20,7 @@ use crate::ingest::Source;
 pub(crate) struct ConnectionWarnings {
     frame_too_long: Mutex<Episode>,
     decoded_too_large: Mutex<Episode>,
+    decompression_refused: Mutex<Episode>,
 }
 
 /// Runs `occurred` on one episode (a poisoned lock still holds a usable episode).
@@ -68,6 +69,34 @@ impl ConnectionWarnings {
                 frames = c.occurrences,
                 over = ?c.over,
                 "frames still decoding into more than the budget"
+            ),
+            _ => {}
+        }
+    }
+
+    /// A compressed connection was closed: a unit decoding past the budget, or bytes not of
+    /// its format (`reason`).
+    pub(crate) fn decompression_refused(
+        &self,
+        source: Source,
+        reason: crate::protocol::DropReason,
+        budget: usize,
+    ) {
+        match occurred(&self.decompression_refused, 1) {
+            Some(Line::Started(_)) => warn!(
+                source = source.as_str(),
+                reason = reason.as_str(),
+                budget,
+                "compressed connection refused (a unit decoding past the budget, or not of its \
+                 format); closing it (further ones are counted, logged at most every 10 s)"
+            ),
+            Some(Line::Ongoing(c)) => warn!(
+                source = source.as_str(),
+                reason = reason.as_str(),
+                budget,
+                connections = c.occurrences,
+                over = ?c.over,
+                "compressed connections still refused"
             ),
             _ => {}
         }

@@ -16,6 +16,7 @@ use tracing::error;
 use super::RelayError;
 use crate::config::{Config, ExtraLine, ListenConfig};
 use crate::ingest::{Pipeline, Source};
+use crate::protocol::compression::Compression;
 use crate::receiver::udp::UdpReceiver;
 use crate::receiver::warnings::ConnectionWarnings;
 use crate::receiver::{Admission, ReceiverContext, StreamListener, framed, tcp, udp};
@@ -24,6 +25,9 @@ use crate::receiver::{Admission, ReceiverContext, StreamListener, framed, tcp, u
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Kind {
     Line,
+    /// A plaintext receiver beyond `line_tcp` (`listen.extra_line`: TCP or Unix), with its
+    /// connections' compression.
+    ExtraLine(Compression),
     Pickle,
     Protobuf,
     Udp,
@@ -35,7 +39,7 @@ impl Kind {
     /// What a bind error calls it.
     pub(super) fn what(self) -> &'static str {
         match self {
-            Kind::Line => "line receiver",
+            Kind::Line | Kind::ExtraLine(_) => "line receiver",
             Kind::Pickle => "pickle receiver",
             Kind::Protobuf => "protobuf receiver",
             Kind::Udp => "udp receiver",
@@ -49,6 +53,7 @@ impl Kind {
             Kind::Pickle => l.pickle_tcp,
             Kind::Protobuf => l.protobuf_tcp,
             Kind::Udp => l.line_udp,
+            Kind::ExtraLine(_) => None,
         }
     }
 }
@@ -132,13 +137,14 @@ pub(super) fn bind_extra(
         Ok::<_, RelayError>((socket, err))
     };
     match extra {
-        ExtraLine::Tcp(addr) => {
-            let (socket, err) = bind(*addr, Kind::Line, Type::STREAM)?;
+        ExtraLine::Tcp(addr, compression) => {
+            let kind = Kind::ExtraLine(*compression);
+            let (socket, err) = bind(*addr, kind, Type::STREAM)?;
             socket
                 .listen(i32::try_from(listen.backlog).unwrap_or(i32::MAX))
                 .map_err(err)?;
             let l = TcpListener::from_std(socket.into()).map_err(err)?;
-            Ok((Kind::Line, Socket::Tcp(StreamListener::Tcp(l))))
+            Ok((kind, Socket::Tcp(StreamListener::Tcp(l))))
         }
         ExtraLine::Udp(addr) => {
             let (socket, err) = bind(*addr, Kind::Udp, Type::DGRAM)?;
@@ -148,7 +154,7 @@ pub(super) fn bind_extra(
                 Socket::Udp(UdpReceiver::new(s)).prepared(Kind::Udp, listen)?,
             ))
         }
-        ExtraLine::Unix(path) => {
+        ExtraLine::Unix(path, compression) => {
             let err = |source| RelayError::BindUnix {
                 path: path.clone(),
                 source,
@@ -162,7 +168,10 @@ pub(super) fn bind_extra(
                 std::fs::remove_file(path).map_err(err)?;
             }
             let l = tokio::net::UnixListener::bind(path).map_err(err)?;
-            Ok((Kind::Line, Socket::Tcp(StreamListener::Other(Box::new(l)))))
+            Ok((
+                Kind::ExtraLine(*compression),
+                Socket::Tcp(StreamListener::Other(Box::new(l))),
+            ))
         }
     }
 }
@@ -252,19 +261,26 @@ impl Listeners {
             max_pickle_frame: l.max_pickle_frame,
             max_protobuf_frame: l.max_protobuf_frame,
             tls: l.tls.clone(),
+            compression: Compression::Plain,
+            max_decompressed_bytes: l.max_decompressed_bytes,
         }
     }
 
     /// Serves `socket` as `kind` with `config`'s settings.
     fn serve(&mut self, kind: Kind, socket: Socket, config: &Config) {
-        let ctx = self.context(config);
+        let mut ctx = self.context(config);
+        ctx.compression = match kind {
+            Kind::Line => config.listen.line_tcp_compression,
+            Kind::ExtraLine(c) => c,
+            _ => Compression::Plain,
+        };
         let accepting = ctx.accepting.clone();
         let local = socket.local_addr();
         let task = match (kind, socket) {
             (Kind::Udp, Socket::Udp(s)) => {
                 tokio::spawn(async move { Socket::Udp(udp::serve_udp(s, ctx).await) })
             }
-            (Kind::Line, Socket::Tcp(l)) => tokio::spawn(async move {
+            (Kind::Line | Kind::ExtraLine(_), Socket::Tcp(l)) => tokio::spawn(async move {
                 Socket::Tcp(tcp::accept_loop(l, ctx, Source::LineTcp, tcp::serve_line).await)
             }),
             (Kind::Pickle, Socket::Tcp(l)) => tokio::spawn(async move {

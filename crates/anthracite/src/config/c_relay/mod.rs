@@ -256,10 +256,15 @@ fn to_config(
             .listeners
             .iter()
             .filter(|l| l.proto == p)
-            .find_map(|l| l.addrs.first().copied())
+            .find_map(|l| l.addrs.first().map(|a| (*a, l.compression)))
     };
-    raw.listen.line_tcp = first(ListenerProto::Tcp).map_or(String::new(), |a| a.to_string());
-    raw.listen.line_udp = first(ListenerProto::Udp).map_or(String::new(), |a| a.to_string());
+    let line_tcp = first(ListenerProto::Tcp);
+    raw.listen.line_tcp = line_tcp.map_or(String::new(), |(a, _)| a.to_string());
+    raw.listen.line_tcp_compression = line_tcp
+        .map_or(Compression::Plain, |(_, c)| c)
+        .word()
+        .into();
+    raw.listen.line_udp = first(ListenerProto::Udp).map_or(String::new(), |(a, _)| a.to_string());
     raw.listen.pickle_tcp = String::new();
     raw.listen.backlog = flags.backlog;
     raw.listen.max_line_length = flags.max_input().max(64);
@@ -272,11 +277,23 @@ fn to_config(
     // an extra plaintext receiver.
     let (mut tcp_first, mut udp_first) = (true, true);
     for l in &setup.listeners {
+        if l.ssl.is_some() {
+            warnings.push(format!(
+                "listen {}:{}: transport ssl is not supported; the listener reads {}",
+                l.ip.as_deref().unwrap_or(""),
+                l.port,
+                if l.compression == Compression::Plain {
+                    "plaintext".to_string()
+                } else {
+                    format!("{} without ssl", l.compression.word())
+                }
+            ));
+        }
         match l.proto {
             ListenerProto::Tcp => {
                 for a in &l.addrs {
                     if !std::mem::take(&mut tcp_first) {
-                        raw.extra_line.push(ExtraLine::Tcp(*a));
+                        raw.extra_line.push(ExtraLine::Tcp(*a, l.compression));
                     }
                 }
             }
@@ -289,7 +306,8 @@ fn to_config(
             }
             ListenerProto::Unix => {
                 if let Some(path) = &l.ip {
-                    raw.extra_line.push(ExtraLine::Unix(path.into()));
+                    raw.extra_line
+                        .push(ExtraLine::Unix(path.into(), l.compression));
                 }
             }
         }
@@ -314,13 +332,11 @@ fn to_config(
                 s.port
             ));
         }
-        if s.transport.compression != Compression::Plain || s.transport.ssl {
+        if s.transport.ssl {
             warnings.push(format!(
-                "{}:{}: transport {}{} is not supported yet; sent plain",
+                "{}:{}: transport ssl is not supported yet; sent without ssl",
                 s.display_ip(),
                 s.port,
-                s.transport.compression.word(),
-                if s.transport.ssl { " ssl" } else { "" }
             ));
         }
         let spec = destination_spec(s);
@@ -337,6 +353,9 @@ fn to_config(
                     .as_str()
                     .into(),
                 ),
+                compression: (s.proto == ServerProto::Tcp
+                    && s.transport.compression != Compression::Plain)
+                    .then(|| s.transport.compression.word().into()),
                 ..RawServerDetail::default()
             })));
     }

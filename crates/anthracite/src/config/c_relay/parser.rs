@@ -438,6 +438,8 @@ impl<'a> Parser<'a> {
             Tok::Kw(Kw::Gzip) => Compression::Gzip,
             Tok::Kw(Kw::Lz4) => Compression::Lz4,
             Tok::Kw(Kw::Snappy) => Compression::Snappy,
+            // anthracite's own, between anthracite relays (carbon-c-relay has no zstd).
+            Tok::Kw(Kw::Zstd) => Compression::Zstd,
             other => {
                 return Err(ParseError {
                     loc: at,

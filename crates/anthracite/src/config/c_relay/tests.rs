@@ -248,3 +248,60 @@ fn the_overlay_and_the_spill_directory_apply_to_every_member_files_too() {
         assert!(e.contains("overlay.toml"), "{e}");
     }
 }
+
+#[test]
+fn transports_reach_the_listeners_and_the_members() {
+    let i = import(
+        "listen type linemode transport lz4 127.0.0.1:12003 proto tcp ;\n\
+         listen type linemode transport zstd 127.0.0.1:12004 proto tcp ;\n\
+         cluster a forward 127.0.0.1:2003 transport gzip 127.0.0.1:2004 transport zstd \
+         127.0.0.1:2005 ;\n\
+         match * send to a ;\n",
+        &[],
+    )
+    .expect("valid");
+    let l = &i.config.listen;
+    assert_eq!(l.line_tcp_compression, Compression::Lz4);
+    assert_eq!(
+        l.extra_line,
+        vec![ExtraLine::Tcp(
+            "127.0.0.1:12004".parse().expect("an address"),
+            Compression::Zstd
+        )]
+    );
+    let kinds: Vec<Compression> = i
+        .config
+        .destinations
+        .iter()
+        .map(|d| d.compression)
+        .collect();
+    assert_eq!(
+        kinds,
+        [Compression::Gzip, Compression::Zstd, Compression::Plain]
+    );
+    assert!(i.warnings.is_empty(), "{:?}", i.warnings);
+    // Printed back as carbon-c-relay prints its own transports.
+    assert!(
+        i.test_header()
+            .contains("    type linemode transport zstd\n        127.0.0.1:12004 proto tcp"),
+        "{}",
+        i.test_header()
+    );
+}
+
+#[test]
+fn ssl_is_warned_about_not_dropped_silently() {
+    let i = import(
+        "cluster a forward 127.0.0.1:2003 transport gzip ssl ;\nmatch * send to a ;\n",
+        &[],
+    )
+    .expect("valid");
+    assert_eq!(i.config.destinations[0].compression, Compression::Gzip);
+    assert!(
+        i.warnings
+            .iter()
+            .any(|w| w.contains("transport ssl is not supported")),
+        "{:?}",
+        i.warnings
+    );
+}

@@ -65,27 +65,8 @@ pub(crate) struct ServerTransport {
     pub ssl: bool,
 }
 
-/// Stream compression of a member or listener.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Compression {
-    #[default]
-    Plain,
-    Gzip,
-    Lz4,
-    Snappy,
-}
-
-impl Compression {
-    /// carbon-c-relay's word.
-    pub(crate) fn word(self) -> &'static str {
-        match self {
-            Compression::Plain => "plain",
-            Compression::Gzip => "gzip",
-            Compression::Lz4 => "lz4",
-            Compression::Snappy => "snappy",
-        }
-    }
-}
+/// Stream compression of a member or listener (zstd is anthracite's own).
+pub(crate) use crate::protocol::compression::Compression;
 
 /// One destination of the configuration: carbon-c-relay's `server`, shared by every cluster
 /// that names the same address. Its index is the relay's destination index.
