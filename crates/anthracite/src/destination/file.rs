@@ -166,6 +166,7 @@ mod tests {
             write_timeout: Some(Duration::from_secs(10)),
             keepalive: None,
             file: Some(path.to_path_buf()),
+            compression: crate::protocol::compression::Compression::Plain,
         }
     }
 
