@@ -7,8 +7,10 @@
 use std::sync::{Arc, Mutex};
 
 use crate::batch::VERBATIM;
+use crate::name_cache::Lookup;
 use crate::protocol::DropReason;
 use crate::router::Strategy;
+use crate::router::c_relay::plan;
 use crate::router::c_relay::route::AggregateHit;
 use crate::router::c_relay::route::Env;
 use crate::router::c_relay::{Aggregators, Program, Routed};
@@ -21,6 +23,8 @@ pub(super) struct CRelayLines {
     program: Arc<Program>,
     cleansed: Vec<u8>,
     routed: Routed,
+    /// A name's plan, read from or written to the generation's plan cache.
+    plan: Vec<u8>,
     /// The aggregations' state, and the datapoints for it since it was last fed (fed once
     /// per read, under one lock).
     aggregates: Arc<Mutex<Aggregators>>,
@@ -36,6 +40,7 @@ impl CRelayLines {
                 program: Arc::clone(&p.program),
                 cleansed: Vec::new(),
                 routed: Routed::default(),
+                plan: Vec::new(),
                 aggregates: Arc::clone(&p.aggregates),
                 hits: Vec::new(),
                 names: Vec::new(),
@@ -64,8 +69,32 @@ impl Ingestor {
                 .is_some_and(|q| q.stats().is_failing())
         };
         let env = Env { failed: &failed };
-        c.program
-            .route(&c.cleansed, firstspace, b"", &env, &mut c.routed);
+        // The walk is the name's alone (`router::c_relay::plan`): a name seen before replays
+        // its plan instead of matching the expressions again.
+        let plans = &self.routing.c_relay_plans;
+        let name = &c.cleansed[..firstspace];
+        let hash = plans.hash(name);
+        let (walk, keep) = match plans.lookup(hash, name, &mut c.plan) {
+            Lookup::Hit => {
+                let replayed = plan::replay(
+                    &c.plan,
+                    &c.program,
+                    &c.cleansed,
+                    firstspace,
+                    &env,
+                    &mut c.routed,
+                );
+                (!replayed, !replayed)
+            }
+            Lookup::Miss { admit } => (true, admit),
+        };
+        if walk {
+            c.program
+                .route(&c.cleansed, firstspace, b"", &env, &mut c.routed);
+            if keep && plan::encode(&c.routed, &c.cleansed, firstspace, &mut c.plan) {
+                plans.insert(hash, name, &c.plan);
+            }
+        }
         if c.routed.sends.is_empty() && c.routed.aggregates.is_empty() {
             self.drops.add(DropReason::NoDestination);
             return Pushed::Invalid(DropReason::NoDestination);
