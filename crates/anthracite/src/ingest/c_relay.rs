@@ -54,9 +54,13 @@ impl Ingestor {
     /// Routes one received line (without its newline) on the carbon-c-relay program, or
     /// counts why not. The ingestor has entered its generation.
     pub(super) fn c_relay_line(&mut self, c: &mut CRelayLines, text: &[u8]) -> Pushed {
-        let Some(firstspace) = c.program.cleansing.cleanse(text, &mut c.cleansed) else {
-            // carbon-c-relay's `discards`: nothing left, or no space after the name.
-            return self.reject(DropReason::BadFields);
+        let (line, firstspace) = match c.program.cleansing.unchanged(text) {
+            Some(firstspace) => (text, firstspace),
+            None => match c.program.cleansing.cleanse(text, &mut c.cleansed) {
+                Some(firstspace) => (&c.cleansed[..], firstspace),
+                // carbon-c-relay's `discards`: nothing left, or no space after the name.
+                None => return self.reject(DropReason::BadFields),
+            },
         };
         if firstspace > self.max_name_length {
             return self.reject(DropReason::NameTooLong);
@@ -72,26 +76,19 @@ impl Ingestor {
         // The walk is the name's alone (`router::c_relay::plan`): a name seen before replays
         // its plan instead of matching the expressions again.
         let plans = &self.routing.c_relay_plans;
-        let name = &c.cleansed[..firstspace];
+        let name = &line[..firstspace];
         let hash = plans.hash(name);
         let (walk, keep) = match plans.lookup(hash, name, &mut c.plan) {
             Lookup::Hit => {
-                let replayed = plan::replay(
-                    &c.plan,
-                    &c.program,
-                    &c.cleansed,
-                    firstspace,
-                    &env,
-                    &mut c.routed,
-                );
+                let replayed =
+                    plan::replay(&c.plan, &c.program, line, firstspace, &env, &mut c.routed);
                 (!replayed, !replayed)
             }
             Lookup::Miss { admit } => (true, admit),
         };
         if walk {
-            c.program
-                .route(&c.cleansed, firstspace, b"", &env, &mut c.routed);
-            if keep && plan::encode(&c.routed, &c.cleansed, firstspace, &mut c.plan) {
+            c.program.route(line, firstspace, b"", &env, &mut c.routed);
+            if keep && plan::encode(&c.routed, line, firstspace, &mut c.plan) {
                 plans.insert(hash, name, &c.plan);
             }
         }
