@@ -232,8 +232,13 @@ mod tests {
         b.finish(None).0
     }
 
+    /// A line and its server.
+    type Send = (String, u16);
+    /// An aggregator, compute, name, value and timestamp.
+    type Aggregated = (u32, u32, String, String, i64);
+
     /// What a walk (or a replay) sends where, and aggregates, as text.
-    fn outcome(r: &Routed) -> (Vec<(String, u16)>, Vec<(u32, u32, String, String, i64)>) {
+    fn outcome(r: &Routed) -> (Vec<Send>, Vec<Aggregated>) {
         let sends = r
             .sends
             .iter()
