@@ -8,14 +8,18 @@ package) as processes. The same configuration without its aggregations is a thir
 (routing alone). Each round sends the same pre-rendered lines (several thousand distinct
 names, timestamps of the moment each slice is sent) to each contender in turn (A B C A B C …),
 reads its CPU time (user + system) from /proc before the first line and once its output has
-settled, and checks every sink's count: the lines routed must all arrive, as many copies as
+settled (at least --quiet seconds, default 10, after the last line: every aggregation bucket
+emitted), and checks every sink's count: the lines routed must all arrive, as many copies as
 `carbon-c-relay -t` (routing alone) says each name gets, and the aggregates' output (names
 under `agg.`) is reported beside them.
 
 Usage: bench/c_relay_config.py [--bin target/release/anthracite] [--rounds 3]
        [--datapoints 1000000] [--contenders anthracite,anthracite-routing,carbon-c-relay]
+       (also carbon-c-relay-routing; an empty list runs only the --extra builds)
        [--perf anthracite]   (perf record of that contender's last round, a symbol report)
-Extra anthracite builds to compare: --extra NAME=BINARY (run on the full configuration).
+Extra anthracite builds to compare (A/B of a change): --extra NAME=BINARY, on the full
+configuration. The table, per-round figures and pairwise ratios go to stdout, logs and the
+rendered configuration to --out (default bench-results/c-relay-config).
 Needs a release build (cargo build --release) and carbon-c-relay (apt-get install carbon-c-relay).
 """
 import argparse
@@ -328,7 +332,7 @@ def main():
     print(f"{len(all_names)} distinct names, {a.datapoints} datapoints a round, "
           f"{expected} routed copies expected; configuration in {a.out}/full.conf", flush=True)
     contenders = []
-    for c in a.contenders.split(","):
+    for c in filter(None, a.contenders.split(",")):
         if c == "anthracite":
             contenders.append((c, lambda port: [a.bin, "run", "--carbon-c-relay-config", full, "--carbon-c-relay-args", f"-p {port}"]))
         elif c == "anthracite-routing":
