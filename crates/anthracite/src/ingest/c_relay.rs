@@ -109,10 +109,10 @@ impl Ingestor {
         let queues = &self.routing.queues;
         let mut pending = 0;
         for &(variant, server) in &c.routed.sends {
-            let (line, _) = c.routed.variant(variant);
+            let bytes = c.routed.variant_of(variant, line);
             pending = self
                 .pending
-                .append(&[server], None, queues, line, 0.0, VERBATIM);
+                .append(&[server], None, queues, bytes, 0.0, VERBATIM);
         }
         Self::hint(pending)
     }

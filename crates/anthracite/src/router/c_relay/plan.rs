@@ -165,8 +165,15 @@ fn replay_into(
         return None;
     }
     out.blackholed = r.u8()? != 0;
+    let input = line.get(..firstspace)?;
     for _ in 0..r.u16()? {
         let name = r.bytes()?;
+        if name == input && out.input_variant.is_none() {
+            // The line itself: not copied.
+            out.input_variant = Some(out.variants.len() as u32);
+            out.variants.push((0, 0, name.len()));
+            continue;
+        }
         let start = out.lines.len();
         out.lines.extend_from_slice(name);
         out.lines.extend_from_slice(rest);
@@ -238,11 +245,14 @@ mod tests {
     type Aggregated = (u32, u32, String, String, i64);
 
     /// What a walk (or a replay) sends where, and aggregates, as text.
-    fn outcome(r: &Routed) -> (Vec<Send>, Vec<Aggregated>) {
+    fn outcome(r: &Routed, line: &str) -> (Vec<Send>, Vec<Aggregated>) {
         let sends = r
             .sends
             .iter()
-            .map(|&(v, s)| (String::from_utf8_lossy(r.variant(v).0).into_owned(), s))
+            .map(|&(v, s)| {
+                let bytes = r.variant_of(v, line.as_bytes());
+                (String::from_utf8_lossy(bytes).into_owned(), s)
+            })
             .collect();
         let aggregates = r
             .aggregates
@@ -321,8 +331,8 @@ mod tests {
                     ));
                     let walked = walk(&p, &line, down);
                     assert_eq!(
-                        outcome(&replayed),
-                        outcome(&walked),
+                        outcome(&replayed, &line),
+                        outcome(&walked, &line),
                         "{line} with {down:?} down"
                     );
                     assert_eq!(replayed.blackholed, walked.blackholed, "{line}");
@@ -332,7 +342,7 @@ mod tests {
         // The walks above did send somewhere, aggregate and rewrite.
         let w = walk(&p, "sys.HOST.cpu.user 1 2", &[]);
         assert!(
-            outcome(&w)
+            outcome(&w, "")
                 .0
                 .iter()
                 .any(|(l, _)| l.starts_with("sys.host.cpu_user "))

@@ -37,6 +37,11 @@ pub(crate) struct Routed {
     scratch: Vec<u8>,
     /// A consistent-hash cluster's members for the line, likewise kept.
     picked: Vec<u16>,
+    /// A stub's line (the line without the stub's prefix) and its scratch, likewise kept.
+    stub: (Vec<u8>, Vec<u8>),
+    /// The variant that is the routed line itself, unchanged ([`crate::router::c_relay::plan`]
+    /// replays set it instead of copying the line); its range in `lines` is empty.
+    pub input_variant: Option<u32>,
 }
 
 /// How a send's server was picked from its cluster.
@@ -82,6 +87,7 @@ impl Routed {
         self.validation_logs = 0;
         self.read_rest = false;
         self.overflowed = false;
+        self.input_variant = None;
     }
 
     /// Queues variant `v` on `server`, picked as `pick` says.
@@ -94,6 +100,15 @@ impl Routed {
     pub(crate) fn variant(&self, v: u32) -> (&[u8], usize) {
         let (s, e, name) = self.variants[v as usize];
         (&self.lines[s..e], name)
+    }
+
+    /// The bytes of variant `v` of the routed line `line`.
+    pub(crate) fn variant_of<'a>(&'a self, v: u32, line: &'a [u8]) -> &'a [u8] {
+        if self.input_variant == Some(v) {
+            line
+        } else {
+            self.variant(v).0
+        }
     }
 
     /// The name of an aggregate datapoint.
@@ -277,14 +292,18 @@ impl Program {
         blackholed: &mut bool,
     ) {
         let cut = prefix.min(l.firstspace);
+        let (mut bytes, scratch) = std::mem::take(&mut out.stub);
+        bytes.clear();
+        bytes.extend_from_slice(&l.bytes[cut..]);
         let mut inner = Line {
-            bytes: l.bytes[cut..].to_vec(),
+            bytes,
             firstspace: l.firstspace - cut,
             variant: None,
             srcaddr: l.srcaddr,
-            scratch: Vec::new(),
+            scratch,
         };
         self.walk(stub, &mut inner, env, out, blackholed);
+        out.stub = (inner.bytes, inner.scratch);
     }
 
     fn send_to_cluster(
