@@ -106,6 +106,14 @@ struct ConfigArgs {
         default_value = ""
     )]
     carbon_c_relay_args: String,
+    /// With --carbon-c-relay-config: the parent directory of the members' spill logs (one
+    /// per member); a member's queue then overflows to disk instead of dropping.
+    #[arg(long, global = true, value_name = "DIR")]
+    spill_dir: Option<PathBuf>,
+    /// With --carbon-c-relay-config: a TOML file with `[spill]`, `[admin]` and `[limits]`
+    /// (docs/migrating-c-relay.md).
+    #[arg(long, global = true, value_name = "PATH")]
+    carbon_c_relay_overlay: Option<PathBuf>,
 }
 
 /// Where the configuration comes from, decided once at startup: a reload reads the same.
@@ -129,10 +137,19 @@ impl ConfigSource {
                 CRelayFlags::parse(&words).map_err(|e| format!("--carbon-c-relay-args: {e}"))?;
             let mut options = CRelayOptions::new(path.clone());
             options.flags = flags;
+            options.spill_dir = args.spill_dir.clone();
+            options.overlay = args.carbon_c_relay_overlay.clone();
             return Ok(Self::CRelay(options));
         }
         if !args.carbon_c_relay_args.is_empty() {
             return Err("--carbon-c-relay-args needs --carbon-c-relay-config".into());
+        }
+        if args.spill_dir.is_some() || args.carbon_c_relay_overlay.is_some() {
+            return Err(
+                "--spill-dir and --carbon-c-relay-overlay need --carbon-c-relay-config \
+                 (a relay.toml sets [destinations.spill] dir)"
+                    .into(),
+            );
         }
         Ok(Self::of_carbon_or_toml(args))
     }

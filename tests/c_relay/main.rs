@@ -1,9 +1,14 @@
 //! anthracite on carbon-c-relay's configuration language, against the real carbon-c-relay
 //! 3.7.3 (Debian's package, installed by the test support): its own repository's
 //! configurations accepted and refused alike, what `-t` prints identical, and the routes
-//! exercised on the configurations of this suite. One test binary for the group.
+//! exercised on the configurations of this suite; and, anthracite alone, what it keeps where
+//! carbon-c-relay loses it (`keeps`: members down with spill, reload, the aggregation
+//! series bound); `file` and `file ip` clusters against carbon-c-relay (`files`). One test
+//! binary for the group.
 
 mod differential;
+mod files;
+mod keeps;
 mod repository;
 mod test_mode;
 

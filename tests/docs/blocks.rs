@@ -3,6 +3,8 @@
 //! - ```` ```toml ````: a whole `relay.toml`, which must pass `anthracite check`;
 //! - ```` ```toml fragment ````: part of one, checked over a minimal configuration (one
 //!   destination, added when the block names none);
+//! - ```` ```toml c-relay-overlay ````: an overlay for a carbon-c-relay configuration, which
+//!   must pass `anthracite check --carbon-c-relay-overlay` beside a one-cluster configuration;
 //! - ```` ```toml cargo ````: a Cargo manifest excerpt: TOML whose `anthracite*` dependencies
 //!   are crates of the workspace;
 //! - ```` ```sh runnable ````: run by bash in a scratch directory holding a copy of
@@ -112,6 +114,34 @@ pub fn check_config(mut config: Table, what: &str) -> Result<String, String> {
     check(&file).map_err(|e| format!("{what}:\n{e}\nas checked:\n{text}"))
 }
 
+/// `anthracite check` of a one-cluster carbon-c-relay configuration with `overlay` beside it
+/// (its directories moved into a scratch directory).
+fn check_overlay(overlay: &str, what: &str) -> Result<(), String> {
+    let dir = scratch();
+    let mut value: Value = toml::from_str(overlay).map_err(|e| format!("{what}: {e}"))?;
+    localize(&mut value, dir.path(), "", &pem());
+    let text = toml::to_string(&value).map_err(|e| format!("{what}: cannot render: {e}"))?;
+    std::fs::write(dir.path().join("overlay.toml"), &text).expect("write overlay.toml");
+    std::fs::write(
+        dir.path().join("relay.conf"),
+        "cluster a forward 127.0.0.1:2003;\nmatch * send to a;\n",
+    )
+    .expect("write relay.conf");
+    let mut cmd = Command::new(anthracite());
+    cmd.args(["check", "--carbon-c-relay-config", "relay.conf"])
+        .args(["--carbon-c-relay-overlay", "overlay.toml"])
+        .current_dir(dir.path());
+    let out = run_bounded(cmd, "anthracite check --carbon-c-relay-overlay");
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what}:\n{}\nas checked:\n{text}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
 /// A fragment over the minimal configuration: one destination unless it names its own.
 fn over_minimal(mut fragment: Table) -> Table {
     let destinations = fragment
@@ -188,6 +218,11 @@ fn toml_blocks_pass_anthracite_check() {
                 }
                 ["fragment"] => {
                     if let Err(e) = check_config(over_minimal(parsed), &at) {
+                        problems.push(e);
+                    }
+                }
+                ["c-relay-overlay"] => {
+                    if let Err(e) = check_overlay(&fence.body, &at) {
                         problems.push(e);
                     }
                 }

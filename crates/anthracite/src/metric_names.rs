@@ -123,6 +123,28 @@ pub mod facade {
     /// Counter, label `result` (`written`, `failed`): periodic checkpoints of the open
     /// intervals.
     pub const AGGREGATOR_CHECKPOINTS: &str = "anthracite_aggregator_checkpoints_total";
+    /// Gauge, labels `cluster`, `type`: members of a carbon-c-relay cluster (its
+    /// destinations; a member named twice counts twice).
+    pub const C_RELAY_CLUSTER_MEMBERS: &str = "anthracite_c_relay_cluster_members";
+    /// Gauge, labels `cluster`, `type`: members of a carbon-c-relay cluster that are up (not
+    /// failing).
+    pub const C_RELAY_CLUSTER_MEMBERS_UP: &str = "anthracite_c_relay_cluster_members_up";
+    /// Gauge, labels `cluster`, `type`, `member` (the destination): 1 per member, to join a
+    /// cluster with its members' destination series.
+    pub const C_RELAY_CLUSTER_MEMBER: &str = "anthracite_c_relay_cluster_member";
+    /// Gauge, labels `cluster`, `type`: datapoints queued for the cluster's members, memory
+    /// and disk.
+    pub const C_RELAY_CLUSTER_QUEUED: &str = "anthracite_c_relay_cluster_queued_datapoints";
+    /// Gauge, labels `cluster`, `type`: datapoints in the cluster's members' spill logs.
+    pub const C_RELAY_CLUSTER_SPILLED: &str = "anthracite_c_relay_cluster_spill_datapoints";
+    /// Counter, labels `cluster`, `type`: datapoints its members dropped (every reason).
+    pub const C_RELAY_CLUSTER_DROPPED: &str = "anthracite_c_relay_cluster_dropped_datapoints_total";
+    /// Gauge: open series of a carbon-c-relay configuration's aggregations.
+    pub const C_RELAY_AGGREGATION_SERIES: &str = "anthracite_c_relay_aggregation_series";
+    /// Counter, label `reason` (`out_of_window`, `series_limit`): datapoints a carbon-c-relay
+    /// aggregation dropped: outside its buckets or in one written (carbon-c-relay's
+    /// `metricsDropped`), or past the open series bound.
+    pub const C_RELAY_AGGREGATION_DROPPED: &str = "anthracite_c_relay_aggregation_dropped_total";
 }
 
 /// Process series in `/metrics`, with the names Prometheus client libraries use.
@@ -273,6 +295,16 @@ pub fn help(name: &str) -> &'static str {
         f::CONFIG_RELOADS => "Configuration reloads, applied or rejected.",
         f::READY => "1 while the relay is ready (every listener bound, not shutting down).",
         f::BUILD_INFO => "Version and Cargo features of this build (always 1).",
+        f::C_RELAY_CLUSTER_MEMBERS => "Members of a carbon-c-relay cluster.",
+        f::C_RELAY_CLUSTER_MEMBERS_UP => "Members of a carbon-c-relay cluster that are up.",
+        f::C_RELAY_CLUSTER_MEMBER => "1 per member of a carbon-c-relay cluster (join key).",
+        f::C_RELAY_CLUSTER_QUEUED => "Datapoints queued for a cluster's members (memory and disk).",
+        f::C_RELAY_CLUSTER_SPILLED => "Datapoints in a cluster's members' spill logs.",
+        f::C_RELAY_CLUSTER_DROPPED => "Datapoints a cluster's members dropped, every reason.",
+        f::C_RELAY_AGGREGATION_SERIES => "Open series of the carbon-c-relay aggregations.",
+        f::C_RELAY_AGGREGATION_DROPPED => {
+            "Datapoints a carbon-c-relay aggregation dropped, per reason."
+        }
         f::AGGREGATOR_SENT => "Aggregates computed and sent (aggregateDatapointsSent).",
         f::AGGREGATOR_SERIES => "Aggregation output series held (allocatedBuffers).",
         f::AGGREGATOR_BUFFERED => "Values in open aggregation intervals (bufferedDatapoints).",

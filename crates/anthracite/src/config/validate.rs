@@ -319,6 +319,7 @@ pub(super) fn destinations(
             keepalive: (d.keepalive_secs > 0).then(|| Duration::from_secs(d.keepalive_secs)),
             spill,
             extension,
+            file: None,
         });
     }
     Ok(out)

@@ -3,8 +3,8 @@
 //! The task connects (capped exponential backoff with jitter between attempts), then drains the
 //! queue over that connection until it is lost, the queue is closed and empty, or the grace
 //! period ends. How it connects and talks is a [`Transport`]; the core has two, chosen by
-//! [`OutputProtocol`], and a destination kind of another crate (a Kinesis stream, a Kafka
-//! topic: [`StreamDestination`], validated by an [`Extension`](crate::extension::Extension))
+//! [`OutputProtocol`], and a third for a carbon-c-relay `file` member; a destination kind of
+//! another crate (a Kinesis stream, a Kafka topic: [`StreamDestination`], validated by an [`Extension`](crate::extension::Extension))
 //! brings its own. Every transport sees the queue through the same [`Outbox`], so the queue,
 //! its spill tier, the failure episodes and shutdown behave alike for all of them:
 //!
@@ -13,6 +13,8 @@
 //!   to `flush_bytes` or a `linger`; a write is counted as sent only once the connection is
 //!   seen alive after it (carbon's protocols have no acknowledgement), and batches whose write
 //!   failed go back to the front of the queue for the next connection.
+//! - `file`: plaintext lines appended to a file (carbon-c-relay's `file` clusters); the file
+//!   is the connection, reopened after a failed write and when its path was rotated.
 //! - `udp`: plaintext lines packed into datagrams. UDP has no connection to lose: a datagram
 //!   the kernel refuses is counted as dropped (`send_failed`).
 //!
@@ -42,6 +44,7 @@
 //! [`DEAD_AT_SHUTDOWN`] before the destination gives up.
 
 mod encode;
+pub(crate) mod file;
 mod outbox;
 pub(crate) mod stream;
 pub(crate) mod udp;
@@ -170,6 +173,8 @@ pub(crate) struct DestinationConfig {
     pub keepalive: Option<Duration>,
     /// A destination of another crate's kind (`protocol = "kinesis"`, `"kafka"`, …).
     pub extension: Option<ExtensionDestination>,
+    /// Lines appended to this file instead of sent (a carbon-c-relay `file` member).
+    pub file: Option<std::path::PathBuf>,
 }
 
 impl DestinationConfig {
@@ -302,6 +307,9 @@ impl FailureEpisode {
 
 /// The transport of a destination: its extension's, or the core's for its protocol.
 fn transport(config: &DestinationConfig) -> Box<dyn Transport> {
+    if let Some(path) = &config.file {
+        return Box::new(file::FileTransport::new(config, path));
+    }
     match (&config.extension, config.protocol) {
         (Some(e), _) => e.kind.transport(&config.settings()),
         (None, OutputProtocol::Udp) => Box::new(udp::UdpTransport::new(config)),

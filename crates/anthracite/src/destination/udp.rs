@@ -241,6 +241,7 @@ mod tests {
             max_datagram_bytes,
             write_timeout: None,
             keepalive: None,
+            file: None,
         }
     }
 

@@ -4,6 +4,8 @@
 //! destination receives the text carbon-c-relay would send it, value and timestamp as
 //! received.
 
+use std::io::Write as _;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use crate::batch::VERBATIM;
@@ -13,7 +15,7 @@ use crate::router::Strategy;
 use crate::router::c_relay::plan;
 use crate::router::c_relay::route::AggregateHit;
 use crate::router::c_relay::route::Env;
-use crate::router::c_relay::{Aggregators, Program, Routed};
+use crate::router::c_relay::{Aggregators, ClusterKind, Program, Routed};
 
 use super::{Ingestor, Pushed, Routing};
 
@@ -30,22 +32,60 @@ pub(super) struct CRelayLines {
     aggregates: Arc<Mutex<Aggregators>>,
     hits: Vec<AggregateHit>,
     names: Vec<u8>,
+    /// The program has a `file ip` cluster: its lines need the client's address.
+    wants_client: bool,
+    /// The client's address as carbon-c-relay prints it (`inet_ntop`, `(unknown)` for a Unix
+    /// socket), for `file ip` clusters; empty when the program has none.
+    srcaddr: Vec<u8>,
 }
 
 impl CRelayLines {
-    /// The line router of `routing`, when it runs a carbon-c-relay configuration.
-    pub(super) fn for_routing(routing: &Routing) -> Option<Box<Self>> {
+    /// The line router of `routing`, when it runs a carbon-c-relay configuration;
+    /// `client` is the sender's address where the receiver gave it.
+    pub(super) fn for_routing(routing: &Routing, client: Option<IpAddr>) -> Option<Box<Self>> {
         match routing.routes.router().strategy() {
-            Strategy::CRelay(p) => Some(Box::new(Self {
-                program: Arc::clone(&p.program),
-                cleansed: Vec::new(),
-                routed: Routed::default(),
-                plan: Vec::new(),
-                aggregates: Arc::clone(&p.aggregates),
-                hits: Vec::new(),
-                names: Vec::new(),
-            })),
+            Strategy::CRelay(p) => {
+                let wants_client = p
+                    .program
+                    .clusters
+                    .iter()
+                    .any(|c| matches!(c.kind, ClusterKind::File { ip: true }));
+                let mut lines = Box::new(Self {
+                    program: Arc::clone(&p.program),
+                    cleansed: Vec::new(),
+                    routed: Routed::default(),
+                    plan: Vec::new(),
+                    aggregates: Arc::clone(&p.aggregates),
+                    hits: Vec::new(),
+                    names: Vec::new(),
+                    wants_client,
+                    srcaddr: Vec::new(),
+                });
+                lines.set_client(client);
+                Some(lines)
+            }
             _ => None,
+        }
+    }
+
+    /// True when the program has a `file ip` cluster (the receiver then says who sends).
+    pub(super) fn wants_client(&self) -> bool {
+        self.wants_client
+    }
+
+    /// The sender's address for `file ip` clusters (`None`: a Unix socket or another
+    /// listener, `(unknown)` as carbon-c-relay writes it).
+    pub(super) fn set_client(&mut self, client: Option<IpAddr>) {
+        self.srcaddr.clear();
+        if !self.wants_client {
+            return;
+        }
+        match client {
+            // `Display` of both address kinds is `inet_ntop`'s text.
+            Some(ip) => {
+                let _ = write!(self.srcaddr, "{ip}");
+            }
+            None => self.srcaddr.extend_from_slice(b"(unknown)"),
         }
     }
 }
@@ -65,12 +105,17 @@ impl Ingestor {
         if firstspace > self.max_name_length {
             return self.reject(DropReason::NameTooLong);
         }
-        // `failover` and `any_of` clusters pass over members that are down.
+        // `failover`, `any_of` and `dynamic` clusters pass over members that are down, and
+        // over members whose memory queue is full with nothing to spill to: another member
+        // takes the line rather than it being dropped (carbon-c-relay drops it).
         let queues = &self.routing.queues;
         let failed = |s: u16| {
-            queues
-                .get(usize::from(s))
-                .is_some_and(|q| q.stats().is_failing())
+            queues.get(usize::from(s)).is_some_and(|q| {
+                let stats = q.stats();
+                stats.is_failing()
+                    || (!q.has_spill()
+                        && stats.depth().datapoints() >= q.limits().max_datapoints as u64)
+            })
         };
         let env = Env { failed: &failed };
         // The walk is the name's alone (`router::c_relay::plan`): a name seen before replays
@@ -87,14 +132,15 @@ impl Ingestor {
             Lookup::Miss { admit } => (true, admit),
         };
         if walk {
-            c.program.route(line, firstspace, b"", &env, &mut c.routed);
+            c.program
+                .route(line, firstspace, &c.srcaddr, &env, &mut c.routed);
             if keep && plan::encode(&c.routed, line, firstspace, &mut c.plan) {
                 plans.insert(hash, name, &c.plan);
             }
         }
         if c.routed.sends.is_empty() && c.routed.aggregates.is_empty() {
-            self.drops.add(DropReason::NoDestination);
-            return Pushed::Invalid(DropReason::NoDestination);
+            self.drops.add(DropReason::Blackholed);
+            return Pushed::Invalid(DropReason::Blackholed);
         }
         self.accepted += 1;
         for hit in &c.routed.aggregates {

@@ -275,6 +275,9 @@ pub struct Ingestor {
     /// The line router of a carbon-c-relay configuration: lines go through it instead of
     /// being parsed into datapoints.
     c_relay: Option<Box<CRelayLines>>,
+    /// The sender's address, given by the receiver only when the carbon-c-relay program has
+    /// a `file ip` cluster ([`wants_client`](Self::wants_client)).
+    client: Option<std::net::IpAddr>,
 }
 
 /// What one [`Ingestor::message`] held.
@@ -293,7 +296,7 @@ impl Ingestor {
         let routing = pipeline.routing.load();
         let version = pipeline.routing.version();
         let n = routing.queues.len();
-        let c_relay = CRelayLines::for_routing(&routing);
+        let c_relay = CRelayLines::for_routing(&routing, None);
         Self {
             filter: Self::filter_for(&routing, source),
             resolution: Self::resolution_for(&routing, source),
@@ -322,6 +325,7 @@ impl Ingestor {
             now: unix_now(),
             pickle: None,
             c_relay,
+            client: None,
         }
     }
 
@@ -388,7 +392,7 @@ impl Ingestor {
         self.max_name_length = routing.max_name_length;
         self.tags = Self::tags_for(&routing);
         self.aggregation = Self::aggregation_for(&routing, self.source);
-        self.c_relay = CRelayLines::for_routing(&routing);
+        self.c_relay = CRelayLines::for_routing(&routing, self.client);
         self.pending = Pending::new(n);
         self.routing = routing;
         self.version = version;
@@ -420,6 +424,22 @@ impl Ingestor {
     pub fn with_backpressure(mut self) -> Self {
         self.mode = PushMode::Backpressure;
         self
+    }
+
+    /// True when the carbon-c-relay program has a `file ip` cluster: only then does a
+    /// receiver look up and give the sender's address ([`set_client`](Self::set_client)),
+    /// so other configurations pay nothing for it.
+    pub(crate) fn wants_client(&self) -> bool {
+        self.c_relay.as_ref().is_some_and(|c| c.wants_client())
+    }
+
+    /// The sender's address (`None`: a Unix socket or another listener), written before
+    /// each line a `file ip` cluster takes.
+    pub(crate) fn set_client(&mut self, client: Option<std::net::IpAddr>) {
+        self.client = client;
+        if let Some(c) = &mut self.c_relay {
+            c.set_client(client);
+        }
     }
 
     /// The carbon-c-relay line router, taken out (to be put back), once the ingestor has

@@ -192,3 +192,93 @@ fn discard_drops_what_was_fed_since_the_last_flush_uncounted() {
     assert_eq!(drain(&p).iter().map(Vec::len).sum::<usize>(), 2, "RF 2");
     assert_eq!(p.stats().snapshot().received, 1);
 }
+
+/// An `any_of` cluster passes over a member whose memory queue is full when it has no spill
+/// log: the member that has room takes the line instead of it being dropped.
+#[test]
+fn any_of_passes_over_a_member_whose_queue_is_full_without_spill() {
+    use crate::router::c_relay::ring::fnv1a_32;
+    use crate::router::c_relay::{
+        Cluster, ClusterKind, Dest, Dests, Matcher, Program, Route, Server, ServerProto,
+    };
+    // `cluster c any_of 127.0.0.1:2104 127.0.0.1:2204; match * send to c;`
+    let servers: Vec<Server> = [2104, 2204]
+        .iter()
+        .map(|&port| Server {
+            ip: "127.0.0.1".into(),
+            port,
+            instance: None,
+            proto: ServerProto::Tcp,
+            syslog: false,
+            transport: Default::default(),
+        })
+        .collect();
+    let program = Program {
+        servers,
+        clusters: vec![Cluster {
+            name: "c".into(),
+            kind: ClusterKind::AnyOf,
+            members: vec![0, 1],
+        }],
+        routes: vec![Route {
+            pattern: None,
+            matcher: Matcher::All,
+            nmatch: 0,
+            dests: Arc::new(Dests {
+                list: vec![Dest::Cluster(0)],
+            }),
+            stop: false,
+            masq: None,
+        }],
+        ..Program::default()
+    };
+    let router = Router::new(RouterSpec {
+        destinations: ["127.0.0.1:2104", "127.0.0.1:2204"]
+            .iter()
+            .map(|d| DestinationSpec::parse(d).expect("destination"))
+            .collect(),
+        c_relay: Some(crate::router::CRelayProgram::new(Arc::new(program), 10)),
+        ..RouterSpec::default()
+    })
+    .expect("router");
+    let limits = QueueLimits {
+        max_datapoints: 2,
+        ..QueueLimits::default()
+    };
+    let queues: Arc<[Arc<DestinationQueue>]> = router
+        .destinations()
+        .iter()
+        .map(|d| {
+            let stats = Arc::new(DestinationStats::new(d.to_string()));
+            Arc::new(DestinationQueue::new(limits, stats))
+        })
+        .collect();
+    let p = Pipeline::new(
+        Arc::new(router),
+        queues,
+        Arc::new(IngestStats::new()),
+        1 << 20,
+    );
+    // Five names `any_of` puts on the first member: two fit there, two on the other, the
+    // last fits nowhere.
+    let names: Vec<String> = (0..)
+        .map(|i| format!("m.{i}"))
+        .filter(|n| fnv1a_32(n.as_bytes()).is_multiple_of(2))
+        .take(5)
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let mut ingestor = p.ingestor(Source::LineTcp);
+    for n in &names {
+        ingestor.line(format!("{n} 1 1700000000").as_bytes());
+        rt.block_on(ingestor.flush());
+    }
+    let held: Vec<usize> = p.queues().iter().map(|q| q.queued()).collect();
+    let dropped: u64 = p
+        .queues()
+        .iter()
+        .map(|q| q.stats().snapshot().dropped_total())
+        .sum();
+    assert_eq!((held, dropped), (vec![2, 2], 1));
+}

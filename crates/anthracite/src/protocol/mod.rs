@@ -71,11 +71,16 @@ pub enum DropReason {
     /// Pickle or protobuf frame whose datapoints (names + 24 bytes each) would take more than
     /// the whole decoded-size budget (`listen.max_frame_buffer_bytes`); all of it is dropped.
     DecodedTooLarge,
+    /// A carbon-c-relay configuration sent the line to no cluster and no aggregation:
+    /// `send to blackhole`, a `validate … else drop` that failed, or no `match` that took it
+    /// (carbon-c-relay's `metricsBlackholed`). The configuration asks for it, so it is counted
+    /// but opens no drop episode.
+    Blackholed,
 }
 
 impl DropReason {
     /// Every reason, for registering counters up front.
-    pub const ALL: [DropReason; 17] = [
+    pub const ALL: [DropReason; 18] = [
         DropReason::TooLong,
         DropReason::BadUtf8,
         DropReason::BadFields,
@@ -93,6 +98,7 @@ impl DropReason {
         DropReason::NameTooLong,
         DropReason::WhitespaceInName,
         DropReason::DecodedTooLarge,
+        DropReason::Blackholed,
     ];
 
     /// Stable snake_case label used in metrics and logs.
@@ -115,6 +121,7 @@ impl DropReason {
             DropReason::NameTooLong => "name_too_long",
             DropReason::WhitespaceInName => "whitespace_in_name",
             DropReason::DecodedTooLarge => "decoded_too_large",
+            DropReason::Blackholed => "blackholed",
         }
     }
 

@@ -20,6 +20,17 @@ pub(crate) enum ClientStream {
     Other(Box<dyn Io>),
 }
 
+impl ClientStream {
+    /// The peer's IP address: `None` for a Unix socket or another listener's connection.
+    pub(crate) fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        match self {
+            ClientStream::Plain(s) => s.peer_addr().ok().map(|a| a.ip()),
+            ClientStream::Tls(s) => s.get_ref().0.peer_addr().map(|a| a.ip()),
+            ClientStream::Other(_) => None,
+        }
+    }
+}
+
 impl std::fmt::Debug for ClientStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -389,6 +389,9 @@ pub(crate) async fn serve_line(conn: Connection) {
     } = conn;
     let source = Source::LineTcp;
     let mut ingestor: Ingestor = ctx.pipeline.ingestor(source);
+    if ingestor.wants_client() {
+        ingestor.set_client(stream.peer_ip());
+    }
     let mut framer = LineFramer::new(ctx.max_line_length);
     let mut rb = ReadBuffer::new(ctx.pipeline.stats().clone());
     loop {

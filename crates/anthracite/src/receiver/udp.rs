@@ -10,10 +10,13 @@
 //! read here from `recvmsg`'s control message and reported as `udp_kernel_drops`.
 
 use std::io::{self, IoSliceMut};
+use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Instant;
 
-use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, setsockopt, sockopt};
+use nix::sys::socket::{
+    CmsgIterator, ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg, setsockopt, sockopt,
+};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tracing::{info, warn};
@@ -89,9 +92,13 @@ impl Reader {
     /// Parses up to `max` datagrams the socket already holds; true when it ran dry (or
     /// failed, logged per episode).
     fn read_ready(&mut self, rx: &mut UdpReceiver, ingestor: &mut Ingestor, max: usize) -> bool {
+        let source = ingestor.wants_client();
         for _ in 0..max {
-            match receive(&rx.socket, &mut self.buf, &mut self.cmsg) {
-                Ok((n, counter)) => {
+            match receive(&rx.socket, &mut self.buf, &mut self.cmsg, source) {
+                Ok((n, counter, from)) => {
+                    if source {
+                        ingestor.set_client(from);
+                    }
                     if let Some(c) = counter {
                         // The kernel's count since the previous datagram that carried it.
                         let new = c.wrapping_sub(rx.drops_seen);
@@ -119,29 +126,47 @@ impl Reader {
     }
 }
 
-/// One `recvmsg`: the datagram's length, and the drop counter if the kernel sent it.
+/// One `recvmsg`: the datagram's length, the drop counter if the kernel sent it, and the
+/// sender's address when `source` asks for it (a `file ip` cluster writes it; other
+/// configurations skip it).
 fn receive(
     socket: &UdpSocket,
     buf: &mut [u8],
     cmsg: &mut [u8],
-) -> io::Result<(usize, Option<u32>)> {
+    source: bool,
+) -> io::Result<(usize, Option<u32>, Option<IpAddr>)> {
     socket.try_io(Interest::READABLE, || {
         let mut iov = [IoSliceMut::new(buf)];
-        let msg = recvmsg::<()>(
-            socket.as_raw_fd(),
-            &mut iov,
-            Some(&mut *cmsg),
-            MsgFlags::empty(),
-        )
-        .map_err(io::Error::from)?;
-        let counter = msg.cmsgs().ok().and_then(|mut c| {
-            c.find_map(|m| match m {
-                ControlMessageOwned::RxqOvfl(n) => Some(n),
-                _ => None,
-            })
-        });
-        Ok((msg.bytes, counter))
+        let fd = socket.as_raw_fd();
+        if source {
+            let msg = recvmsg::<SockaddrStorage>(fd, &mut iov, Some(&mut *cmsg), MsgFlags::empty())
+                .map_err(io::Error::from)?;
+            let from = msg.address.as_ref().and_then(ip_of);
+            Ok((msg.bytes, overflow(msg.cmsgs()), from))
+        } else {
+            let msg = recvmsg::<()>(fd, &mut iov, Some(&mut *cmsg), MsgFlags::empty())
+                .map_err(io::Error::from)?;
+            Ok((msg.bytes, overflow(msg.cmsgs()), None))
+        }
     })
+}
+
+/// The kernel's drop counter among a datagram's control messages.
+fn overflow(cmsgs: nix::Result<CmsgIterator<'_>>) -> Option<u32> {
+    cmsgs.ok().and_then(|mut c| {
+        c.find_map(|m| match m {
+            ControlMessageOwned::RxqOvfl(n) => Some(n),
+            _ => None,
+        })
+    })
+}
+
+/// The IP address of a datagram's sender.
+fn ip_of(a: &SockaddrStorage) -> Option<IpAddr> {
+    if let Some(v4) = a.as_sockaddr_in() {
+        return Some(IpAddr::V4(v4.ip()));
+    }
+    a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
 }
 
 /// Receives datagrams until `ctx.accepting` is cancelled, then parses what the socket

@@ -1,6 +1,8 @@
 //! The clock of a carbon-c-relay configuration's aggregations: every 250 ms (carbon-c-relay's
 //! expiry thread sleeps as long when idle) the buckets past their expiry are written and their
-//! lines routed again like received lines; at shutdown, every completed bucket.
+//! lines routed again like received lines; at shutdown, every completed bucket. It also
+//! logs the episodes of the series bound: once when datapoints start being dropped for it,
+//! once when a tick passes without such a drop.
 
 use std::time::Duration;
 
@@ -12,12 +14,13 @@ use crate::router::Strategy;
 /// How often expired buckets are looked for.
 const TICK: Duration = Duration::from_millis(250);
 
-/// Runs until `stop`; the program is the pipeline's current one at each tick (a reload's
-/// new configuration starts with empty buckets).
+/// Runs until `stop`; the program is the pipeline's current one at each tick (a reload
+/// keeps the buckets of the aggregations it keeps).
 pub(super) async fn run(pipeline: Pipeline, stop: CancellationToken) {
     let mut ingestor = pipeline.ingestor(Source::Internal);
     let mut lines: Vec<u8> = Vec::new();
     let mut ends: Vec<usize> = Vec::new();
+    let mut limited = LimitEpisode::default();
     loop {
         let stopping = tokio::select! {
             _ = stop.cancelled() => true,
@@ -30,6 +33,7 @@ pub(super) async fn run(pipeline: Pipeline, stop: CancellationToken) {
                 lines.extend_from_slice(line);
                 ends.push(lines.len());
             });
+            limited.observe(state.counts.series_limit, state.open_series());
         }
         let mut start = 0;
         for &end in &ends {
@@ -44,5 +48,40 @@ pub(super) async fn run(pipeline: Pipeline, stop: CancellationToken) {
         if stopping {
             break;
         }
+    }
+}
+
+/// The episodes of the series bound, for its log lines.
+#[derive(Debug, Default)]
+struct LimitEpisode {
+    /// The drop count at the last tick.
+    seen: u64,
+    /// The drop count when the current episode began, while one lasts.
+    began: Option<u64>,
+}
+
+impl LimitEpisode {
+    fn observe(&mut self, dropped: u64, open: usize) {
+        let grew = dropped > self.seen;
+        match (grew, self.began) {
+            (true, None) => {
+                tracing::warn!(
+                    open_series = open,
+                    "carbon-c-relay aggregations: the open series bound is reached; datapoints \
+                     of new series are dropped (limits.max_aggregation_series)"
+                );
+                self.began = Some(self.seen);
+            }
+            (false, Some(began)) => {
+                tracing::info!(
+                    dropped = dropped - began,
+                    open_series = open,
+                    "carbon-c-relay aggregations: below the open series bound again"
+                );
+                self.began = None;
+            }
+            _ => {}
+        }
+        self.seen = dropped;
     }
 }

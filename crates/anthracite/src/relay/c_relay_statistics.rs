@@ -57,7 +57,7 @@ fn figures(pipeline: &Pipeline, program: &CRelayProgram) -> Vec<(String, u64)> {
     };
     let ingest = pipeline.stats().snapshot();
     let received = ingest.received;
-    let blackholed = ingest.invalid.get(DropReason::NoDestination);
+    let blackholed = ingest.invalid.get(DropReason::Blackholed);
     let discarded = ingest.invalid.total().saturating_sub(blackholed);
     let mut out = Vec::new();
     for n in 1..=stats.dispatchers {

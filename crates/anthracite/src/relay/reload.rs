@@ -23,6 +23,7 @@
 //! | `[admin] listen` | rebound the same way |
 //! | `[telemetry]` | the reporter restarts |
 //! | white/blacklist files | re-read now (a new generation carries them) |
+//! | a carbon-c-relay configuration's routing | the new program routes new data; each aggregation that stays unchanged (interval, expiry, timestamp, computes, output names) keeps its open buckets: when the list of aggregations is the same, both generations feed one state; when it changed, the kept aggregations' series move to the new state, and a read routed by the old generation during the switch feeds the old state, which is no longer written; `statistics` start, stop or change with it |
 //! | `[shutdown]` | applies to the next shutdown |
 //! | a section of an extension (`[[kinesis]]`, `[[kafka]]`) | **rejected**: needs a restart |
 //! | `[log]` | applies at the next start (logged) |
@@ -179,17 +180,25 @@ impl Running {
     pub(super) async fn reload(
         &mut self,
         shared: &Arc<Shared>,
-        new: Config,
+        mut new: Config,
     ) -> Result<Reloaded, ReloadError> {
         self.check_reloadable(&new)?;
         let old = &self.config;
         let mut changes = Vec::new();
 
         // Fallible steps; nothing the data path sees changes.
+        let current = self.pipeline.routing();
+        let c_relay_changed = match (&old.router.c_relay, &mut new.router.c_relay) {
+            (Some(o), Some(n)) => {
+                n.share_aggregates(o);
+                o.printed() != n.printed()
+            }
+            (o, n) => o.is_some() != n.is_some(),
+        };
         let routing_changed = section(&old.resolved.router) != section(&new.resolved.router)
             || section(&old.resolved.rules) != section(&new.resolved.rules)
-            || old.destination_names() != new.destination_names();
-        let current = self.pipeline.routing();
+            || old.destination_names() != new.destination_names()
+            || c_relay_changed;
         let router = if routing_changed {
             changes.push("routing changed (router, rules, aggregation rules or ring)".into());
             Arc::new(Router::new(new.router.clone())?)
@@ -229,6 +238,9 @@ impl Running {
         let slots = self.queues_for(shared, &new).await?;
 
         // Commit.
+        if let (Some(o), Some(n)) = (&self.config.router.c_relay, &new.router.c_relay) {
+            n.take_aggregates(o);
+        }
         let prepared = Prepared {
             new,
             router,
@@ -464,6 +476,7 @@ impl Running {
             changes.push("white/blacklists re-read".into());
         }
         self.background.start_lists(lists).await;
+        self.background.start_c_relay_statistics(&self.pipeline);
         if section(&old.resolved.ingest) != section(&new.resolved.ingest) {
             changes.push("ingest settings changed".into());
         }

@@ -57,6 +57,26 @@ pub(super) struct Background {
 }
 
 impl Background {
+    /// Starts carbon-c-relay's statistics when the current configuration has them and they
+    /// do not run (at start, and after a reload that adds them; the task ends by itself when
+    /// a reload turns them off).
+    pub(super) fn start_c_relay_statistics(&mut self, pipeline: &Pipeline) {
+        let wanted = matches!(
+            pipeline.router().strategy(),
+            crate::router::Strategy::CRelay(p) if p.statistics.is_some()
+        );
+        let running = self
+            .c_relay_statistics
+            .as_ref()
+            .is_some_and(|t| !t.is_finished());
+        if wanted && !running {
+            self.c_relay_statistics = Some(tokio::spawn(super::c_relay_statistics::run(
+                pipeline.clone(),
+                self.stop.child_token(),
+            )));
+        }
+    }
+
     /// (Re)starts the reporter with `config`'s telemetry settings.
     pub(super) async fn start_reporter(
         &mut self,
@@ -250,23 +270,18 @@ impl Relay {
                     stop,
                 )),
             ));
-        } else if let crate::router::Strategy::CRelay(p) = pipeline.router().strategy()
-            && !p.program.aggregators.is_empty()
-        {
+        } else if let crate::router::Strategy::CRelay(_) = pipeline.router().strategy() {
+            // Started without aggregations too: a reload may add some.
+            shared.add_source(Arc::new(super::c_relay_figures::CRelayFigures {
+                pipeline: pipeline.clone(),
+            }));
             let stop = CancellationToken::new();
             background.aggregates = Some((
                 stop.clone(),
                 tokio::spawn(super::c_relay_aggregates::run(pipeline.clone(), stop)),
             ));
         }
-        if let crate::router::Strategy::CRelay(p) = pipeline.router().strategy()
-            && p.statistics.is_some()
-        {
-            background.c_relay_statistics = Some(tokio::spawn(super::c_relay_statistics::run(
-                pipeline.clone(),
-                background.stop.child_token(),
-            )));
-        }
+        background.start_c_relay_statistics(&pipeline);
         background
             .start_reporter(&pipeline, shared.clone() as Arc<dyn Books>, &config)
             .await;

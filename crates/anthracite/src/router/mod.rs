@@ -273,8 +273,9 @@ pub struct RouterSpec {
 #[derive(Clone, Debug)]
 pub struct CRelayProgram {
     pub(crate) program: std::sync::Arc<c_relay::Program>,
-    /// Its aggregations' open buckets, shared by every connection (a new configuration
-    /// starts them afresh).
+    /// Its aggregations' open buckets, shared by every connection (a reload hands the
+    /// buckets of the aggregations it keeps to the new configuration:
+    /// [`CRelayProgram::share_aggregates`], [`CRelayProgram::take_aggregates`]).
     pub(crate) aggregates: std::sync::Arc<std::sync::Mutex<c_relay::Aggregators>>,
     /// Its `statistics`, unless off (`-s`, or `submit every 0 seconds`).
     pub(crate) statistics: Option<std::sync::Arc<CRelayStatistics>>,
@@ -294,13 +295,49 @@ pub(crate) struct CRelayStatistics {
 }
 
 impl CRelayProgram {
-    pub(crate) fn new(program: std::sync::Arc<c_relay::Program>) -> Self {
-        let aggregates = c_relay::Aggregators::new(&program);
+    pub(crate) fn new(program: std::sync::Arc<c_relay::Program>, max_series: usize) -> Self {
+        let aggregates = c_relay::Aggregators::new(&program, max_series);
         Self {
             program,
             aggregates: std::sync::Arc::new(std::sync::Mutex::new(aggregates)),
             statistics: None,
         }
+    }
+
+    /// The configuration as `carbon-c-relay -t -d` prints it back: two programs that print
+    /// alike route alike.
+    pub(crate) fn printed(&self) -> String {
+        let mut out = String::new();
+        self.program.print(
+            c_relay::print::PrintMode {
+                aggregations: true,
+                hash: true,
+                stubs: true,
+            },
+            &mut out,
+        );
+        out
+    }
+
+    /// Shares `old`'s open buckets when this configuration has the same aggregations, so
+    /// connections of either configuration feed one state. Harmless if the reload is then
+    /// rejected.
+    pub(crate) fn share_aggregates(&mut self, old: &CRelayProgram) {
+        if self.program.aggregators == old.program.aggregators {
+            self.aggregates = std::sync::Arc::clone(&old.aggregates);
+        }
+    }
+
+    /// Otherwise moves the series of `old`'s aggregations that this configuration keeps
+    /// unchanged (same interval, expiry, timestamp, computes and output names) into this
+    /// state: done once the reload can no longer fail.
+    pub(crate) fn take_aggregates(&self, old: &CRelayProgram) {
+        if std::sync::Arc::ptr_eq(&self.aggregates, &old.aggregates) {
+            return;
+        }
+        let mut from = old.aggregates.lock().unwrap_or_else(|e| e.into_inner());
+        let mut to = self.aggregates.lock().unwrap_or_else(|e| e.into_inner());
+        to.take_from(&mut from, &old.program, &self.program);
     }
 
     /// The distinct servers a bare `name` (no value) is sent to, every member up.

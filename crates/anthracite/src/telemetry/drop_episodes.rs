@@ -52,15 +52,20 @@ pub(crate) struct Episodes {
     tracks: HashMap<String, Track>,
 }
 
+/// The parsers' reasons that open an episode: all but [`DropReason::Blackholed`], which a
+/// carbon-c-relay configuration asks for (`send to blackhole`) and which is only counted.
+fn episode_reasons() -> impl Iterator<Item = DropReason> {
+    DropReason::ALL
+        .into_iter()
+        .filter(|&r| r != DropReason::Blackholed)
+}
+
 /// The counters watched: `(who, reason labels, counts)`.
 fn watched(s: &StatsSnapshot) -> Vec<(String, Vec<&'static str>, Vec<u64>)> {
     let mut out = vec![(
         "invalid datapoints".to_string(),
-        DropReason::ALL.iter().map(|r| r.as_str()).collect(),
-        DropReason::ALL
-            .iter()
-            .map(|&r| s.ingest.invalid.get(r))
-            .collect(),
+        episode_reasons().map(DropReason::as_str).collect(),
+        episode_reasons().map(|r| s.ingest.invalid.get(r)).collect(),
     )];
     for d in s.destinations.iter().chain(&s.removed) {
         out.push((
@@ -219,6 +224,11 @@ mod tests {
                 vec![("bad_value", 1)]
             )]
         );
+        // Blackholed lines are counted, never an episode.
+        drops = crate::protocol::DropCounts::default();
+        drops.add(DropReason::Blackholed);
+        ingest.record_parsed(Source::LineTcp, 0, &drops);
+        assert!(e.observe(&snap(), t0 + CHECK * 7 + QUIET / 4).is_empty());
         // Quiet for less than QUIET: still open.
         assert!(e.observe(&snap(), t0 + CHECK * 7 + QUIET / 2).is_empty());
         let events = e.observe(&snap(), t0 + CHECK * 7 + QUIET);

@@ -22,6 +22,7 @@ mod address;
 pub(crate) mod build;
 mod flags;
 mod lexer;
+mod overlay;
 mod parser;
 
 pub use flags::CRelayFlags;
@@ -44,6 +45,12 @@ pub struct CRelayOptions {
     pub path: PathBuf,
     /// carbon-c-relay's other flags, as given to it (`-p 2003 -H relay1 -q 50000`).
     pub flags: CRelayFlags,
+    /// The parent directory of the members' spill logs (`--spill-dir`): when set, a member's
+    /// queue overflows to disk instead of dropping. Overrides the overlay's `[spill] dir`.
+    pub spill_dir: Option<PathBuf>,
+    /// A small TOML file with what the configuration language cannot say: `[spill]`,
+    /// `[admin]`, `[limits]` (`--carbon-c-relay-overlay`).
+    pub overlay: Option<PathBuf>,
 }
 
 impl CRelayOptions {
@@ -52,6 +59,8 @@ impl CRelayOptions {
         Self {
             path: path.into(),
             flags: CRelayFlags::default(),
+            spill_dir: None,
+            overlay: None,
         }
     }
 }
@@ -172,7 +181,8 @@ fn hostname(flags: &CRelayFlags) -> String {
 /// Reads `options.path` and everything it includes.
 pub(crate) fn load(options: &CRelayOptions) -> Result<CRelayImport, ConfigError> {
     let setup = read(options)?;
-    let (config, mut warnings) = to_config(&setup)?;
+    let overlay = overlay::Overlay::load(options.overlay.as_deref(), options.spill_dir.as_ref())?;
+    let (config, mut warnings) = to_config(&setup, &overlay)?;
     warnings.extend(
         options
             .flags
@@ -234,7 +244,10 @@ pub fn check_text(text: &[u8], lines: &[&[u8]]) -> Result<String, String> {
 
 /// The second stage: a [`RawConfig`] for the normal validation path, with the program as its
 /// routing.
-fn to_config(setup: &CRelaySetup) -> Result<(Config, Vec<String>), ConfigError> {
+fn to_config(
+    setup: &CRelaySetup,
+    overlay: &overlay::Overlay,
+) -> Result<(Config, Vec<String>), ConfigError> {
     let mut warnings = Vec::new();
     let flags = &setup.flags;
     let mut raw = RawConfig::default();
@@ -287,18 +300,19 @@ fn to_config(setup: &CRelaySetup) -> Result<(Config, Vec<String>), ConfigError> 
     raw.destinations.queue.when_full = Some(WhenFull::DropNewest);
     raw.destinations.queue.full_wait_ms = u64::from(flags.max_stalls) * 1000;
     raw.destinations.connect_timeout_ms = u64::from(flags.io_timeout_ms);
+    if let Some(spill) = overlay.spill() {
+        // A member's queue keeps `-q` datapoints in memory and the rest on disk.
+        raw.destinations.spill = spill.clone();
+        raw.destinations.queue.when_full = Some(WhenFull::Spill);
+    }
+    raw.admin = overlay.admin.clone();
     for s in servers {
-        match s.proto {
-            ServerProto::File => warnings.push(format!(
-                "file cluster member {}: writing to files is not supported; its lines are dropped",
-                s.ip
-            )),
-            _ if s.syslog => warnings.push(format!(
+        if s.syslog {
+            warnings.push(format!(
                 "{}:{}: type syslog is sent as linemode",
                 s.display_ip(),
                 s.port
-            )),
-            _ => {}
+            ));
         }
         if s.transport.compression != Compression::Plain || s.transport.ssl {
             warnings.push(format!(
@@ -327,7 +341,8 @@ fn to_config(setup: &CRelaySetup) -> Result<(Config, Vec<String>), ConfigError> 
             })));
     }
     raw.telemetry.interval_secs = 0.0;
-    let mut program = CRelayProgram::new(setup.program.clone());
+    let mut program =
+        CRelayProgram::new(setup.program.clone(), overlay.limits.max_aggregation_series);
     if setup.collector.interval > 0 && !flags.submission {
         let c = &setup.collector;
         program.statistics = Some(Arc::new(CRelayStatistics {
@@ -341,7 +356,13 @@ fn to_config(setup: &CRelaySetup) -> Result<(Config, Vec<String>), ConfigError> 
         }));
     }
     raw.c_relay = Some(program);
-    let config = Config::from_raw(raw, &setup.path)?;
+    let mut config = Config::from_raw(raw, &setup.path)?;
+    // A file member's destination appends to its file (one destination per server, in order).
+    for (s, d) in servers.iter().zip(config.destinations.iter_mut()) {
+        if s.proto == ServerProto::File {
+            d.file = Some(s.ip.clone().into());
+        }
+    }
     Ok((config, warnings))
 }
 

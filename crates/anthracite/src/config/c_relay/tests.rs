@@ -178,3 +178,73 @@ fn members_that_are_down_are_passed_over_by_any_of_failover_and_dynamic() {
         );
     }
 }
+
+#[test]
+fn the_overlay_and_the_spill_directory_apply_to_every_member_files_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path().join("relay.conf");
+    std::fs::write(
+        &conf,
+        "cluster a any_of 127.0.0.1:2003 127.0.0.1:2004;\ncluster f file /tmp/out;\n\
+         match * send to a f;\n",
+    )
+    .expect("write");
+    let overlay = dir.path().join("overlay.toml");
+    std::fs::write(
+        &overlay,
+        "[spill]\ndir = \"spool\"\nmax_bytes = 268435456\n\
+         [admin]\nlisten = \"127.0.0.1:8080\"\n[limits]\nmax_aggregation_series = 5\n",
+    )
+    .expect("write");
+    let mut options = CRelayOptions::new(&conf);
+    options.overlay = Some(overlay.clone());
+    let i = Config::load_c_relay(&options).expect("valid");
+    assert_eq!(i.config.admin_listen, Some(([127, 0, 0, 1], 8080).into()));
+    let d = &i.config.destinations;
+    assert_eq!(d[0].queue.when_full, WhenFull::Spill);
+    let spill = d[0].spill.as_ref().expect("a spill log");
+    assert!(spill.dir.starts_with(dir.path().join("spool")), "{spill:?}");
+    assert_eq!(spill.log.max_bytes, 268_435_456);
+    // The file member is a destination like the others, appending to its file.
+    assert_eq!(d[2].queue.when_full, WhenFull::Spill);
+    assert_eq!(d[2].file.as_deref(), Some(std::path::Path::new("/tmp/out")));
+    assert_eq!(d[0].file, None);
+
+    // The command line's directory wins.
+    options.spill_dir = Some(dir.path().join("elsewhere"));
+    let i = Config::load_c_relay(&options).expect("valid");
+    let spill = i.config.destinations[0]
+        .spill
+        .as_ref()
+        .expect("a spill log");
+    assert!(
+        spill.dir.starts_with(dir.path().join("elsewhere")),
+        "{spill:?}"
+    );
+
+    // Without either, carbon-c-relay's queue: -q datapoints, then drops.
+    let i = import(
+        "cluster a forward 127.0.0.1:2003;\nmatch * send to a;\n",
+        &["-q", "5000"],
+    )
+    .expect("valid");
+    let d = &i.config.destinations[0];
+    assert_eq!(
+        (d.queue.max_datapoints, d.queue.when_full),
+        (5000, WhenFull::DropNewest)
+    );
+    assert!(d.spill.is_none());
+
+    // Unknown keys and a zero bound name the overlay.
+    for text in [
+        "[spill]\nbogus = 1\n",
+        "[limits]\nmax_aggregation_series = 0\n",
+    ] {
+        std::fs::write(&overlay, text).expect("write");
+        options.spill_dir = None;
+        let e = Config::load_c_relay(&options)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("overlay.toml"), "{e}");
+    }
+}

@@ -17,6 +17,10 @@
 //!   values less than one apart count as equal and keep their arrival order); `variance` is
 //!   the population variance, `stddev` its square root.
 //!
+//! - Unlike carbon-c-relay, the open series are bounded ([`DEFAULT_MAX_SERIES`], or the
+//!   overlay's `max_aggregation_series`): a datapoint that would open a series past the
+//!   bound is dropped and counted (`series_limit`); the series already open go on.
+//!
 //! The written lines are fed back through the relay (cleansed and routed again), as
 //! carbon-c-relay writes them to a pipe its dispatchers read.
 
@@ -24,6 +28,10 @@ use std::collections::HashMap;
 
 use super::route::AggregateHit;
 use super::{AggregatorSpec, ComputeKind, Program, TsWhen};
+
+/// Open series (over every aggregation) when the overlay sets no bound: about 1 KiB each
+/// with a few buckets and a name, so about 1 GiB at the bound.
+pub(crate) const DEFAULT_MAX_SERIES: usize = 1_000_000;
 
 /// One bucket of a series.
 #[derive(Clone, Debug, Default)]
@@ -61,6 +69,8 @@ pub(crate) struct AggregateCounts {
     pub dropped: u64,
     /// Lines written.
     pub sent: u64,
+    /// Datapoints dropped because they would have opened a series past the bound.
+    pub series_limit: u64,
 }
 
 /// The state of every aggregation of a carbon-c-relay configuration.
@@ -69,11 +79,15 @@ pub(crate) struct Aggregators {
     aggregators: Vec<Aggregator>,
     rng: fastrand::Rng,
     pub counts: AggregateCounts,
+    /// Series open now, over every aggregation.
+    open: usize,
+    /// The bound on `open`.
+    max_series: usize,
 }
 
 impl Aggregators {
-    /// Empty state for `program`'s aggregations.
-    pub(crate) fn new(program: &Program) -> Self {
+    /// Empty state for `program`'s aggregations, with at most `max_series` open series.
+    pub(crate) fn new(program: &Program, max_series: usize) -> Self {
         Self {
             aggregators: program
                 .aggregators
@@ -84,7 +98,50 @@ impl Aggregators {
                 .collect(),
             rng: fastrand::Rng::new(),
             counts: AggregateCounts::default(),
+            open: 0,
+            max_series,
         }
+    }
+
+    /// Series open now.
+    pub(crate) fn open_series(&self) -> usize {
+        self.open
+    }
+
+    /// Moves the series of `old`'s aggregations that `new` (this state's program) has
+    /// unchanged into this state, each to the first equal aggregation not yet given one.
+    /// The counters carry over, so they keep counting up.
+    pub(crate) fn take_from(
+        &mut self,
+        old: &mut Aggregators,
+        old_program: &Program,
+        new: &Program,
+    ) {
+        let mut taken = vec![false; old_program.aggregators.len()];
+        for (i, spec) in new.aggregators.iter().enumerate() {
+            let Some(j) = (0..old_program.aggregators.len())
+                .find(|&j| !taken[j] && old_program.aggregators[j] == *spec)
+            else {
+                continue;
+            };
+            taken[j] = true;
+            if let (Some(to), Some(from)) =
+                (self.aggregators.get_mut(i), old.aggregators.get_mut(j))
+            {
+                std::mem::swap(to, from);
+            }
+        }
+        self.counts = old.counts;
+        self.open = self.count_open();
+        old.open = old.count_open();
+    }
+
+    fn count_open(&self) -> usize {
+        self.aggregators
+            .iter()
+            .flat_map(|a| &a.computes)
+            .map(HashMap::len)
+            .sum()
     }
 
     /// Takes one datapoint (`name` is the hit's output name) at wall-clock second `now`.
@@ -106,6 +163,11 @@ impl Aggregators {
         let series = match series_of.get_mut(name) {
             Some(s) => s,
             None => {
+                if self.open >= self.max_series {
+                    self.counts.series_limit += 1;
+                    return;
+                }
+                self.open += 1;
                 let base = ((now - expire) / interval) * interval;
                 let count = bucket_count(spec);
                 let splay = i64::from(self.rng.u32(..i32::MAX as u32)) % interval;
@@ -201,7 +263,11 @@ impl Aggregators {
                         b.written = false;
                         series.buckets.push(b);
                     }
-                    series.buckets.iter().any(|b| b.cnt > 0)
+                    let keep = series.buckets.iter().any(|b| b.cnt > 0);
+                    if !keep {
+                        self.open -= 1;
+                    }
+                    keep
                 });
             }
         }
@@ -345,6 +411,94 @@ fn msort_with_tmp(b: &mut [f64], tmp: &mut [f64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::router::c_relay::{AggregateCompute, AggregatorSpec};
+
+    fn sum_of(interval: u16, metric: &str) -> AggregatorSpec {
+        AggregatorSpec {
+            interval,
+            expire: interval * 2,
+            ts: TsWhen::Start,
+            computes: vec![AggregateCompute {
+                kind: ComputeKind::Sum,
+                metric: metric.into(),
+            }],
+            stub: None,
+        }
+    }
+
+    fn hit(aggregator: u32, value: f64, epoch: i64) -> AggregateHit {
+        AggregateHit {
+            aggregator,
+            compute: 0,
+            name: (0, 0),
+            value,
+            epoch,
+        }
+    }
+
+    /// Every line written once `now` is far past every bucket.
+    fn drain(state: &mut Aggregators, program: &Program, now: i64) -> Vec<String> {
+        let mut out = Vec::new();
+        state.expire(program, now + 1000, false, &mut |l| {
+            out.push(String::from_utf8_lossy(l).into_owned())
+        });
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_datapoint_past_the_series_bound_is_dropped_and_counted() {
+        let program = Program {
+            aggregators: vec![sum_of(60, "agg")],
+            ..Program::default()
+        };
+        let mut state = Aggregators::new(&program, 2);
+        let now = 1_700_000_000;
+        for name in ["a", "b", "c", "a", "d"] {
+            state.put(&program, &hit(0, 1.0, now), name.as_bytes(), now);
+        }
+        assert_eq!(state.open_series(), 2);
+        assert_eq!(state.counts.series_limit, 2);
+        assert_eq!(state.counts.received, 3);
+        let bucket = now / 60 * 60;
+        assert_eq!(
+            drain(&mut state, &program, now),
+            [
+                format!("a 2.000000 {bucket}"),
+                format!("b 1.000000 {bucket}")
+            ]
+        );
+        // Written and empty, the series are forgotten: room for new ones.
+        assert_eq!(state.open_series(), 0);
+        state.put(&program, &hit(0, 1.0, now), b"c", now);
+        assert_eq!(state.open_series(), 1);
+    }
+
+    #[test]
+    fn a_reload_takes_over_the_buckets_of_the_aggregations_it_keeps() {
+        let old_program = Program {
+            aggregators: vec![sum_of(60, "kept"), sum_of(10, "changed")],
+            ..Program::default()
+        };
+        let now = 1_700_000_000;
+        let mut old = Aggregators::new(&old_program, 100);
+        old.put(&old_program, &hit(0, 1.0, now), b"kept", now);
+        old.put(&old_program, &hit(1, 1.0, now), b"changed", now);
+        // The kept aggregation moves to another place; the other one changes its interval.
+        let new_program = Program {
+            aggregators: vec![sum_of(20, "changed"), sum_of(60, "kept")],
+            ..Program::default()
+        };
+        let mut new = Aggregators::new(&new_program, 100);
+        new.take_from(&mut old, &old_program, &new_program);
+        assert_eq!((new.open_series(), old.open_series()), (1, 1));
+        new.put(&new_program, &hit(1, 2.0, now), b"kept", now);
+        let bucket = now / 60 * 60;
+        assert_eq!(
+            drain(&mut new, &new_program, now),
+            [format!("kept 3.000000 {bucket}")]
+        );
+    }
 
     #[test]
     fn the_merge_sort_keeps_values_less_than_one_apart_in_arrival_order() {

@@ -142,6 +142,19 @@ pub(crate) struct Cluster {
     pub members: Vec<u16>,
 }
 
+impl Cluster {
+    /// Its type as the configuration spells it (`any_of`, `carbon_ch`, `file`).
+    pub(crate) fn type_word(&self) -> String {
+        match &self.kind {
+            ClusterKind::Forward => "forward".into(),
+            ClusterKind::AnyOf => "any_of".into(),
+            ClusterKind::Failover => "failover".into(),
+            ClusterKind::Ch { ring, .. } => format!("{}_ch", ring.hash().word()),
+            ClusterKind::File { .. } => "file".into(),
+        }
+    }
+}
+
 /// A `compute` of an aggregation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ComputeKind {

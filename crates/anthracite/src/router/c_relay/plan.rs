@@ -10,11 +10,13 @@
 //! ([`crate::name_cache::NameCache`], bounded in bytes); [`replay`] rebuilds the walk's
 //! [`Routed`] from it and the line's own value and timestamp.
 //!
-//! Three things make a walk depend on more than the name; [`encode`] refuses such walks, so
-//! they are walked every time:
+//! Four things make a walk depend on more than the name; [`encode`] refuses such walks (but
+//! the third), so they are walked every time:
 //! - a `validate` reads the text after the name;
-//! - members that are down: `any_of`, `failover` and `dynamic` rings pick by who is up, so
-//!   a plan keeps how each member was picked ([`Pick`]) and [`replay`] picks again;
+//! - a `file ip` cluster writes the sender's address before the line;
+//! - members that are down (or full with nothing to spill to): `any_of`, `failover` and
+//!   `dynamic` rings pick by who can take the line, so a plan keeps how each member was
+//!   picked ([`Pick`]) and [`replay`] picks again;
 //! - the length of the line: a rewrite that does not fit carbon-c-relay's 32 KiB buffer is
 //!   skipped. A walk with such a rewrite is not kept; one without fits every line whose text
 //!   after the name is no longer than the walked line's, so the plan records that length and
@@ -33,7 +35,7 @@ use super::route::{AggregateHit, Env, Pick, Routed, value_and_epoch};
 /// false when the walk cannot be kept (see the module documentation).
 pub(crate) fn encode(routed: &Routed, line: &[u8], firstspace: usize, out: &mut Vec<u8>) -> bool {
     out.clear();
-    if routed.read_rest || routed.overflowed || routed.validation_logs > 0 {
+    if routed.read_rest || routed.overflowed || routed.read_client || routed.validation_logs > 0 {
         return false;
     }
     let rest = line.get(firstspace..).unwrap_or_default();
@@ -358,6 +360,9 @@ mod tests {
         );
         let mut plan = Vec::new();
         let line = "a.b 1 2";
+        assert!(!encode(&walk(&p, line, &[]), line.as_bytes(), 3, &mut plan));
+        // A `file ip` cluster writes the sender's address before the line.
+        let p = program("cluster f file ip /tmp/anthracite-plan-test;\nmatch * send to f;\n");
         assert!(!encode(&walk(&p, line, &[]), line.as_bytes(), 3, &mut plan));
         // Without a timestamp, a line says nothing of how its name is aggregated.
         let p = program("cluster fw forward 127.0.0.1:1;\nmatch * send to fw;\n");

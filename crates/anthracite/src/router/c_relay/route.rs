@@ -31,6 +31,9 @@ pub(crate) struct Routed {
     pub read_rest: bool,
     /// A rewrite did not fit carbon-c-relay's buffer: the outcome depends on the line's length.
     pub overflowed: bool,
+    /// A `file ip` cluster took the line with the sender's address before it: the outcome
+    /// is not the name's alone.
+    pub read_client: bool,
     /// The line being routed and the rewrites' scratch, kept between lines so that routing
     /// one allocates nothing once they have grown.
     line: Vec<u8>,
@@ -87,6 +90,7 @@ impl Routed {
         self.validation_logs = 0;
         self.read_rest = false;
         self.overflowed = false;
+        self.read_client = false;
         self.input_variant = None;
     }
 
@@ -321,6 +325,7 @@ impl Program {
         let cluster_id = c as u16;
         match &cluster.kind {
             ClusterKind::File { ip: true } => {
+                out.read_client = true;
                 let v = l.prefixed(l.srcaddr, out);
                 for &m in &cluster.members {
                     out.send(v, m, Pick::Fixed { server: m });
