@@ -9,8 +9,10 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use crate::batch::VERBATIM;
+use crate::name_cache::Lookup;
 use crate::protocol::DropReason;
 use crate::router::Strategy;
+use crate::router::c_relay::plan;
 use crate::router::c_relay::route::AggregateHit;
 use crate::router::c_relay::route::Env;
 use crate::router::c_relay::{Aggregators, ClusterKind, Program, Routed};
@@ -23,6 +25,8 @@ pub(super) struct CRelayLines {
     program: Arc<Program>,
     cleansed: Vec<u8>,
     routed: Routed,
+    /// A name's plan, read from or written to the generation's plan cache.
+    plan: Vec<u8>,
     /// The aggregations' state, and the datapoints for it since it was last fed (fed once
     /// per read, under one lock).
     aggregates: Arc<Mutex<Aggregators>>,
@@ -50,6 +54,7 @@ impl CRelayLines {
                     program: Arc::clone(&p.program),
                     cleansed: Vec::new(),
                     routed: Routed::default(),
+                    plan: Vec::new(),
                     aggregates: Arc::clone(&p.aggregates),
                     hits: Vec::new(),
                     names: Vec::new(),
@@ -89,9 +94,13 @@ impl Ingestor {
     /// Routes one received line (without its newline) on the carbon-c-relay program, or
     /// counts why not. The ingestor has entered its generation.
     pub(super) fn c_relay_line(&mut self, c: &mut CRelayLines, text: &[u8]) -> Pushed {
-        let Some(firstspace) = c.program.cleansing.cleanse(text, &mut c.cleansed) else {
-            // carbon-c-relay's `discards`: nothing left, or no space after the name.
-            return self.reject(DropReason::BadFields);
+        let (line, firstspace) = match c.program.cleansing.unchanged(text) {
+            Some(firstspace) => (text, firstspace),
+            None => match c.program.cleansing.cleanse(text, &mut c.cleansed) {
+                Some(firstspace) => (&c.cleansed[..], firstspace),
+                // carbon-c-relay's `discards`: nothing left, or no space after the name.
+                None => return self.reject(DropReason::BadFields),
+            },
         };
         if firstspace > self.max_name_length {
             return self.reject(DropReason::NameTooLong);
@@ -109,8 +118,26 @@ impl Ingestor {
             })
         };
         let env = Env { failed: &failed };
-        c.program
-            .route(&c.cleansed, firstspace, &c.srcaddr, &env, &mut c.routed);
+        // The walk is the name's alone (`router::c_relay::plan`): a name seen before replays
+        // its plan instead of matching the expressions again.
+        let plans = &self.routing.c_relay_plans;
+        let name = &line[..firstspace];
+        let hash = plans.hash(name);
+        let (walk, keep) = match plans.lookup(hash, name, &mut c.plan) {
+            Lookup::Hit => {
+                let replayed =
+                    plan::replay(&c.plan, &c.program, line, firstspace, &env, &mut c.routed);
+                (!replayed, !replayed)
+            }
+            Lookup::Miss { admit } => (true, admit),
+        };
+        if walk {
+            c.program
+                .route(line, firstspace, &c.srcaddr, &env, &mut c.routed);
+            if keep && plan::encode(&c.routed, line, firstspace, &mut c.plan) {
+                plans.insert(hash, name, &c.plan);
+            }
+        }
         if c.routed.sends.is_empty() && c.routed.aggregates.is_empty() {
             self.drops.add(DropReason::Blackholed);
             return Pushed::Invalid(DropReason::Blackholed);
@@ -128,10 +155,10 @@ impl Ingestor {
         let queues = &self.routing.queues;
         let mut pending = 0;
         for &(variant, server) in &c.routed.sends {
-            let (line, _) = c.routed.variant(variant);
+            let bytes = c.routed.variant_of(variant, line);
             pending = self
                 .pending
-                .append(&[server], None, queues, line, 0.0, VERBATIM);
+                .append(&[server], None, queues, bytes, 0.0, VERBATIM);
         }
         Self::hint(pending)
     }

@@ -46,6 +46,10 @@ pub struct Routing {
     /// carbon's tag normalisation, memoised for every ingestor (a quarter of the route
     /// cache's budget; allocated on first use).
     pub tag_memo: Arc<NameCache>,
+    /// The walks of a carbon-c-relay configuration's routes, kept per name for every
+    /// ingestor (`router::c_relay::plan`; the route cache's budget, which such a
+    /// configuration leaves unused; allocated on first use).
+    pub(crate) c_relay_plans: Arc<NameCache>,
     /// Pools of destinations sharing `host:port` (`DESTINATION_POOL_REPLICAS`).
     pub pools: Option<Arc<ReplicaPools>>,
     /// The route cache's budget in bytes.
@@ -78,6 +82,7 @@ impl Routing {
             lists: None,
             verdicts: Arc::new(NameCache::new(route_cache_bytes / 4)),
             tag_memo: Arc::new(NameCache::new(route_cache_bytes / 4)),
+            c_relay_plans: Arc::new(NameCache::new(route_cache_bytes)),
             pools: None,
             route_cache_bytes,
             min_timestamp_resolution: 0,
@@ -97,6 +102,7 @@ impl Routing {
             lists: self.lists.clone(),
             verdicts: self.verdicts.clone(),
             tag_memo: self.tag_memo.clone(),
+            c_relay_plans: self.c_relay_plans.clone(),
             pools: self.pools.clone(),
             route_cache_bytes: self.route_cache_bytes,
             min_timestamp_resolution: self.min_timestamp_resolution,

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 mod address;
-mod build;
+pub(crate) mod build;
 mod flags;
 mod lexer;
 mod overlay;

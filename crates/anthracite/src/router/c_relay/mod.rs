@@ -38,6 +38,7 @@ use std::sync::Arc;
 pub(crate) mod aggregate;
 pub(crate) mod matcher;
 pub(crate) mod optimise;
+pub(crate) mod plan;
 pub(crate) mod print;
 pub(crate) mod ring;
 pub(crate) mod route;

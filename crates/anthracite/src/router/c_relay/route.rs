@@ -16,6 +16,9 @@ pub(crate) struct Routed {
     pub variants: Vec<(usize, usize, usize)>,
     /// `(variant, server)`, in the order carbon-c-relay queues them.
     pub sends: Vec<(u32, u16)>,
+    /// How each send's server was picked (beside [`sends`](Self::sends)), so that a cached
+    /// route picks again when members go down or come back.
+    pub picks: Vec<Pick>,
     /// Datapoints for aggregators.
     pub aggregates: Vec<AggregateHit>,
     /// The bytes of the aggregates' names, back to back.
@@ -24,12 +27,41 @@ pub(crate) struct Routed {
     pub blackholed: bool,
     /// Validations that failed with `else log` (carbon-c-relay logs the line).
     pub validation_logs: u32,
+    /// A `validate` read the text after the name: the outcome is not the name's alone.
+    pub read_rest: bool,
+    /// A rewrite did not fit carbon-c-relay's buffer: the outcome depends on the line's length.
+    pub overflowed: bool,
+    /// A `file ip` cluster took the line with the sender's address before it: the outcome
+    /// is not the name's alone.
+    pub read_client: bool,
     /// The line being routed and the rewrites' scratch, kept between lines so that routing
     /// one allocates nothing once they have grown.
     line: Vec<u8>,
     scratch: Vec<u8>,
     /// A consistent-hash cluster's members for the line, likewise kept.
     picked: Vec<u16>,
+    /// A stub's line (the line without the stub's prefix) and its scratch, likewise kept.
+    stub: (Vec<u8>, Vec<u8>),
+    /// The variant that is the routed line itself, unchanged ([`crate::router::c_relay::plan`]
+    /// replays set it instead of copying the line); its range in `lines` is empty.
+    pub input_variant: Option<u32>,
+}
+
+/// How a send's server was picked from its cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pick {
+    /// This member, up or down (`forward`, `file`, a ring without `dynamic`).
+    Fixed { server: u16 },
+    /// `any_of` over the cluster's members, by this hash of the name.
+    AnyOf { cluster: u16, hash: u32 },
+    /// `failover`: the cluster's first member that is up.
+    Failover { cluster: u16 },
+    /// A `dynamic` ring's member, handed on by this hash of the name when it is down.
+    Dynamic {
+        cluster: u16,
+        hash: u32,
+        member: u16,
+    },
 }
 
 /// One datapoint for one `compute` of an aggregator.
@@ -51,16 +83,36 @@ impl Routed {
         self.lines.clear();
         self.variants.clear();
         self.sends.clear();
+        self.picks.clear();
         self.aggregates.clear();
         self.names.clear();
         self.blackholed = false;
         self.validation_logs = 0;
+        self.read_rest = false;
+        self.overflowed = false;
+        self.read_client = false;
+        self.input_variant = None;
+    }
+
+    /// Queues variant `v` on `server`, picked as `pick` says.
+    pub(crate) fn send(&mut self, v: u32, server: u16, pick: Pick) {
+        self.sends.push((v, server));
+        self.picks.push(pick);
     }
 
     /// The bytes of variant `v` and the length of its name.
     pub(crate) fn variant(&self, v: u32) -> (&[u8], usize) {
         let (s, e, name) = self.variants[v as usize];
         (&self.lines[s..e], name)
+    }
+
+    /// The bytes of variant `v` of the routed line `line`.
+    pub(crate) fn variant_of<'a>(&'a self, v: u32, line: &'a [u8]) -> &'a [u8] {
+        if self.input_variant == Some(v) {
+            line
+        } else {
+            self.variant(v).0
+        }
     }
 
     /// The name of an aggregate datapoint.
@@ -192,6 +244,8 @@ impl Program {
                                 std::mem::swap(&mut l.bytes, &mut scratch);
                                 l.firstspace = fs;
                                 l.variant = None;
+                            } else {
+                                out.overflowed = true;
                             }
                             l.scratch = scratch;
                         }
@@ -203,6 +257,7 @@ impl Program {
                             }
                         }
                         Dest::Validation { rule, drop } => {
+                            out.read_rest = true;
                             let rest = l.bytes.get(l.firstspace + 1..).unwrap_or_default();
                             let mut vspans = NO_SPANS;
                             if rule.matcher.matches(rest, &mut vspans) {
@@ -241,14 +296,18 @@ impl Program {
         blackholed: &mut bool,
     ) {
         let cut = prefix.min(l.firstspace);
+        let (mut bytes, scratch) = std::mem::take(&mut out.stub);
+        bytes.clear();
+        bytes.extend_from_slice(&l.bytes[cut..]);
         let mut inner = Line {
-            bytes: l.bytes[cut..].to_vec(),
+            bytes,
             firstspace: l.firstspace - cut,
             variant: None,
             srcaddr: l.srcaddr,
-            scratch: Vec::new(),
+            scratch,
         };
         self.walk(stub, &mut inner, env, out, blackholed);
+        out.stub = (inner.bytes, inner.scratch);
     }
 
     fn send_to_cluster(
@@ -263,36 +322,38 @@ impl Program {
         let Some(cluster) = self.clusters.get(c) else {
             return;
         };
+        let cluster_id = c as u16;
         match &cluster.kind {
             ClusterKind::File { ip: true } => {
+                out.read_client = true;
                 let v = l.prefixed(l.srcaddr, out);
                 for &m in &cluster.members {
-                    out.sends.push((v, m));
+                    out.send(v, m, Pick::Fixed { server: m });
                 }
             }
             ClusterKind::Forward | ClusterKind::File { ip: false } => {
                 let v = l.variant(out);
                 for &m in &cluster.members {
-                    out.sends.push((v, m));
+                    out.send(v, m, Pick::Fixed { server: m });
                 }
             }
             ClusterKind::AnyOf => {
-                let Some(pick) = any_of(&cluster.members, fnv1a_32(l.name()), env) else {
-                    return;
+                let pick = Pick::AnyOf {
+                    cluster: cluster_id,
+                    hash: fnv1a_32(l.name()),
                 };
-                let v = l.variant(out);
-                out.sends.push((v, pick));
+                if let Some(m) = self.pick(pick, env) {
+                    let v = l.variant(out);
+                    out.send(v, m, pick);
+                }
             }
             ClusterKind::Failover => {
-                let pick = cluster
-                    .members
-                    .iter()
-                    .copied()
-                    .find(|&m| !(env.failed)(m))
-                    .or_else(|| cluster.members.first().copied());
-                if let Some(m) = pick {
+                let pick = Pick::Failover {
+                    cluster: cluster_id,
+                };
+                if let Some(m) = self.pick(pick, env) {
                     let v = l.variant(out);
-                    out.sends.push((v, m));
+                    out.send(v, m, pick);
                 }
             }
             ClusterKind::Ch {
@@ -304,54 +365,90 @@ impl Program {
                 picked.clear();
                 match &w.masq {
                     Some(masq) => {
-                        let mut key = Vec::new();
-                        match rewrite_metric(
+                        let mut key = std::mem::take(&mut l.scratch);
+                        let fs = rewrite_metric(
                             &l.bytes,
                             l.firstspace,
                             masq.as_bytes(),
                             w.nmatch,
                             spans,
                             &mut key,
-                        ) {
-                            Some(fs) => {
-                                ring.nodes(&key[..fs], usize::from(*replication), &mut picked)
-                            }
+                        );
+                        if let Some(fs) = fs {
+                            ring.nodes(&key[..fs], usize::from(*replication), &mut picked);
+                        }
+                        l.scratch = key;
+                        if fs.is_none() {
                             // carbon-c-relay logs and sends nothing to this cluster.
-                            None => return,
+                            out.overflowed = true;
+                            out.picked = picked;
+                            return;
                         }
                     }
                     None => ring.nodes(l.name(), usize::from(*replication), &mut picked),
                 }
                 let v = l.variant(out);
-                for &m in &picked {
-                    // `dynamic`: a member that is down hands its lines to the others, which
-                    // carbon-c-relay does by moving its queue to them in random order;
-                    // anthracite picks one that is up by the name's hash, as for `any_of`.
-                    let m = if *dynamic && (env.failed)(m) {
-                        any_of(&cluster.members, fnv1a_32(l.name()), env).unwrap_or(m)
+                let hash = if *dynamic { fnv1a_32(l.name()) } else { 0 };
+                for &member in &picked {
+                    let pick = if *dynamic {
+                        Pick::Dynamic {
+                            cluster: cluster_id,
+                            hash,
+                            member,
+                        }
                     } else {
-                        m
+                        Pick::Fixed { server: member }
                     };
-                    out.sends.push((v, m));
+                    if let Some(m) = self.pick(pick, env) {
+                        out.send(v, m, pick);
+                    }
                 }
                 out.picked = picked;
             }
         }
     }
 
+    /// The server a send picked as `pick` goes to now.
+    pub(crate) fn pick(&self, pick: Pick, env: &Env<'_>) -> Option<u16> {
+        let members = |c: u16| {
+            self.clusters
+                .get(usize::from(c))
+                .map_or(&[][..], |c| c.members.as_slice())
+        };
+        match pick {
+            Pick::Fixed { server } => Some(server),
+            Pick::AnyOf { cluster, hash } => any_of(members(cluster), hash, env),
+            Pick::Failover { cluster } => {
+                let members = members(cluster);
+                members
+                    .iter()
+                    .copied()
+                    .find(|&m| !(env.failed)(m))
+                    .or_else(|| members.first().copied())
+            }
+            // `dynamic`: a member that is down hands its lines to the others, which
+            // carbon-c-relay does by moving its queue to them in random order; anthracite
+            // picks one that is up by the name's hash, as for `any_of`.
+            Pick::Dynamic {
+                cluster,
+                hash,
+                member,
+            } if (env.failed)(member) => {
+                Some(any_of(members(cluster), hash, env).unwrap_or(member))
+            }
+            Pick::Dynamic { member, .. } => Some(member),
+        }
+    }
+
     /// `aggregator_putmetric`: the datapoint under each compute's name.
-    fn aggregate(&self, a: usize, w: &Route, spans: &Spans, l: &Line<'_>, out: &mut Routed) {
+    fn aggregate(&self, a: usize, w: &Route, spans: &Spans, l: &mut Line<'_>, out: &mut Routed) {
         let Some(agg) = self.aggregators.get(a) else {
             return;
         };
-        let rest = l.bytes.get(l.firstspace + 1..).unwrap_or_default();
-        // The timestamp follows the value's space; without one the line is not taken.
-        let Some(space) = rest.iter().position(|&b| b == b' ') else {
+        let Some((value, epoch)) = value_and_epoch(&l.bytes, l.firstspace) else {
             return;
         };
-        let value = atof(rest);
-        let epoch = atoll(&rest[space + 1..]);
-        let mut scratch = Vec::new();
+        let mut scratch = std::mem::take(&mut l.scratch);
         for (i, compute) in agg.computes.iter().enumerate() {
             let start = out.names.len();
             if w.nmatch == 0 {
@@ -366,7 +463,10 @@ impl Program {
                     &mut scratch,
                 ) {
                     Some(fs) => out.names.extend_from_slice(&scratch[..fs]),
-                    None => continue,
+                    None => {
+                        out.overflowed = true;
+                        continue;
+                    }
                 }
             }
             out.aggregates.push(AggregateHit {
@@ -377,7 +477,17 @@ impl Program {
                 epoch,
             });
         }
+        l.scratch = scratch;
     }
+}
+
+/// An aggregated datapoint's value and timestamp, read from the text after the name of
+/// `line` as carbon-c-relay reads them (`atof`, `atoll`); `None` without a space after the
+/// value (carbon-c-relay then does not aggregate the line).
+pub(crate) fn value_and_epoch(line: &[u8], firstspace: usize) -> Option<(f64, i64)> {
+    let rest = line.get(firstspace + 1..).unwrap_or_default();
+    let space = rest.iter().position(|&b| b == b' ')?;
+    Some((atof(rest), atoll(&rest[space + 1..])))
 }
 
 /// An `any_of` cluster's member for a name hashing to `hash`: `members[hash % count]`, as
