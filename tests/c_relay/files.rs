@@ -93,7 +93,10 @@ fn file_and_file_ip_clusters_write_what_carbon_c_relay_writes_and_a_new_file_aft
     let theirs = {
         let relay = CRelay::start(&their_conf, &dir, &["-w", "1"], addr);
         send(port, &input, &datagrams);
-        let got = settled(&their_out, 1);
+        // Every line to `withip` (40 + 10), and to `lines` those under `a.` once cleansed
+        // (`a.x`, `a..z`, `a.udp`: 30). A loaded machine can hold carbon-c-relay's datagrams
+        // past the quiet time, so the wait is for all of them (bounded by LIMIT).
+        let got = settled(&their_out, 80);
         let _ = relay.pid();
         got
     };
