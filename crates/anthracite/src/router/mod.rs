@@ -94,7 +94,7 @@ pub enum RouterError {
     /// A rule names a destination index outside the destination list.
     #[error("rule #{rule} refers to destination index {index}, which does not exist")]
     RuleDestination {
-        /// Position of the rule in [`RouterSpec::rules`].
+        /// Position of the rule in the routing rules, in configuration order.
         rule: usize,
         /// The offending index.
         index: u16,
