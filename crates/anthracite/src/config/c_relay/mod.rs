@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 mod address;
-pub(crate) mod build;
+mod build;
 mod flags;
 mod lexer;
 mod overlay;
@@ -592,5 +592,7 @@ impl CRelayImport {
     }
 }
 
+#[cfg(test)]
+mod plan_tests;
 #[cfg(test)]
 mod tests;
