@@ -133,41 +133,57 @@ impl Cleansing {
                 break;
             };
             i = run + 1;
-            match c {
-                b'\n' | b'\r' => break,
-                b' ' | b'\t' | b'.' => {
-                    let Some(&last) = out.last() else {
-                        continue;
-                    };
-                    let c = if c == b'\t' { b' ' } else { c };
-                    if c == b' ' && firstspace.is_none() {
-                        if last == b'.' {
-                            out.pop();
-                        }
-                        firstspace = Some(out.len());
-                        out.push(b' ');
-                    } else if last != c && Some(out.len() - 1) != firstspace {
-                        out.push(c);
-                    }
-                }
-                b';' if search_tags => {
-                    search_tags = false;
-                    firstspace = Some(out.len());
-                    out.push(c);
-                }
-                _ => {
-                    let keep = c != 0
-                        && (firstspace.is_some()
-                            || c.is_ascii_alphanumeric()
-                            || self.allowed[usize::from(c)]);
-                    out.push(if keep { c } else { b'_' });
-                }
+            if !self.byte(c, out, &mut firstspace, &mut search_tags) {
+                break;
             }
         }
         if out.is_empty() {
             return None;
         }
         firstspace
+    }
+
+    /// carbon-c-relay's rule for one byte `c` of a line, appended to `out` as it applies it
+    /// (`firstspace` and `search_tags` carried from byte to byte); false at the end of the line.
+    #[inline]
+    fn byte(
+        &self,
+        c: u8,
+        out: &mut Vec<u8>,
+        firstspace: &mut Option<usize>,
+        search_tags: &mut bool,
+    ) -> bool {
+        match c {
+            b'\n' | b'\r' => return false,
+            b' ' | b'\t' | b'.' => {
+                let Some(&last) = out.last() else {
+                    return true;
+                };
+                let c = if c == b'\t' { b' ' } else { c };
+                if c == b' ' && firstspace.is_none() {
+                    if last == b'.' {
+                        out.pop();
+                    }
+                    *firstspace = Some(out.len());
+                    out.push(b' ');
+                } else if last != c && Some(out.len() - 1) != *firstspace {
+                    out.push(c);
+                }
+            }
+            b';' if *search_tags => {
+                *search_tags = false;
+                *firstspace = Some(out.len());
+                out.push(c);
+            }
+            _ => {
+                let keep = c != 0
+                    && (firstspace.is_some()
+                        || c.is_ascii_alphanumeric()
+                        || self.allowed[usize::from(c)]);
+                out.push(if keep { c } else { b'_' });
+            }
+        }
+        true
     }
 }
 
@@ -219,35 +235,8 @@ mod tests {
         let mut firstspace: Option<usize> = None;
         let mut search_tags = rules.tags;
         for &c in line {
-            match c {
-                b'\n' | b'\r' => break,
-                b' ' | b'\t' | b'.' => {
-                    let Some(&last) = out.last() else {
-                        continue;
-                    };
-                    let c = if c == b'\t' { b' ' } else { c };
-                    if c == b' ' && firstspace.is_none() {
-                        if last == b'.' {
-                            out.pop();
-                        }
-                        firstspace = Some(out.len());
-                        out.push(b' ');
-                    } else if last != c && Some(out.len() - 1) != firstspace {
-                        out.push(c);
-                    }
-                }
-                b';' if search_tags => {
-                    search_tags = false;
-                    firstspace = Some(out.len());
-                    out.push(c);
-                }
-                _ => {
-                    let keep = c != 0
-                        && (firstspace.is_some()
-                            || c.is_ascii_alphanumeric()
-                            || rules.allowed[usize::from(c)]);
-                    out.push(if keep { c } else { b'_' });
-                }
+            if !rules.byte(c, out, &mut firstspace, &mut search_tags) {
+                break;
             }
         }
         if out.is_empty() {
