@@ -11,8 +11,8 @@
 use bytes::BytesMut;
 
 use super::buffer::ReadBuffer;
-use super::tcp::{Connection, Read, read_more};
-use crate::ingest::{Ingestor, Source};
+use super::tcp::{Connection, Read, line_ingestor, read_more};
+use crate::ingest::Source;
 use crate::protocol::DropReason;
 use crate::protocol::compression::{DecompressError, Decompressor};
 use crate::protocol::line::LineFramer;
@@ -25,7 +25,7 @@ pub(crate) async fn serve(conn: Connection, mut decompressor: Decompressor) {
         admitted,
     } = conn;
     let source = Source::LineTcp;
-    let mut ingestor: Ingestor = ctx.pipeline.ingestor(source);
+    let mut ingestor = line_ingestor(&ctx, &stream);
     let mut framer = LineFramer::new(ctx.max_line_length);
     let mut rb = ReadBuffer::new(ctx.pipeline.stats().clone());
     let mut lines = BytesMut::new();

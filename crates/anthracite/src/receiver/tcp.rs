@@ -380,6 +380,16 @@ async fn drain_read(stream: &mut ClientStream, rb: &mut ReadBuffer) -> Read {
     }
 }
 
+/// A plaintext connection's ingestor; when the routing writes the client's address (a
+/// carbon-c-relay `file ip` cluster) it carries it (one system call per connection, only then).
+pub(super) fn line_ingestor(ctx: &ReceiverContext, stream: &ClientStream) -> Ingestor {
+    let mut ingestor = ctx.pipeline.ingestor(Source::LineTcp);
+    if ingestor.wants_client() {
+        ingestor.set_client(stream.peer_ip());
+    }
+    ingestor
+}
+
 /// Serves one plaintext connection (through a decompressor when its receiver has one).
 pub(crate) async fn serve_line(conn: Connection) {
     if let Some(d) = crate::protocol::compression::Decompressor::new(
@@ -394,10 +404,7 @@ pub(crate) async fn serve_line(conn: Connection) {
         admitted,
     } = conn;
     let source = Source::LineTcp;
-    let mut ingestor: Ingestor = ctx.pipeline.ingestor(source);
-    if ingestor.wants_client() {
-        ingestor.set_client(stream.peer_ip());
-    }
+    let mut ingestor = line_ingestor(&ctx, &stream);
     let mut framer = LineFramer::new(ctx.max_line_length);
     let mut rb = ReadBuffer::new(ctx.pipeline.stats().clone());
     loop {
