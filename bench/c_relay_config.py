@@ -35,10 +35,11 @@ import tempfile
 import threading
 import time
 
+from procs import cpu
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEMPLATE = os.path.join(HERE, "relays", "c-relay-config.conf")
 SINKS = 7  # graphite carbon_ch: 2, apps any_of: 2, archive failover: 2, stats forward: 1
-TICK = os.sysconf("SC_CLK_TCK")
 TS = b"TSTSTSTSTS"  # ten bytes: replaced by the epoch second when a slice is sent
 
 
@@ -200,12 +201,6 @@ def expected_copies(conf, all_names):
     return out, dict(zip(all_names, counts))
 
 
-def cpu_secs(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
 def start(cmd, log):
     """Starts a relay; carbon-c-relay sometimes dies right after it starts listening."""
     for _ in range(5):
@@ -257,7 +252,7 @@ def run_round(label, cmd, port, sinks, lines, expected, settle, quiet, log, perf
     wait_listening(port)
     time.sleep(1.0)
     base = [s.counts() for s in sinks]
-    c0 = cpu_secs(p.pid)
+    c0 = cpu(p.pid)
     rec = None
     if perf:
         rec = subprocess.Popen(["perf", "record", "-g", "-o", perf, "-p", str(p.pid)],
@@ -280,7 +275,7 @@ def run_round(label, cmd, port, sinks, lines, expected, settle, quiet, log, perf
               and time.time() - sent_at >= quiet):
             break
         time.sleep(0.2)
-    cpu = cpu_secs(p.pid) - c0
+    cpu = cpu(p.pid) - c0
     if rec is not None:
         rec.send_signal(signal.SIGINT)
         rec.wait()

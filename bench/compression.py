@@ -15,22 +15,9 @@ import tempfile
 import threading
 import time
 
+from procs import cpu, free_port
+
 KINDS = ["plain", "gzip", "lz4", "snappy", "zstd"]
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
 class Forwarder:
     """Copies one port to another, counting the bytes."""
 

@@ -28,15 +28,11 @@ import threading
 import time
 import urllib.request
 
+from procs import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DDB_DIR = os.path.join(ROOT, "target/tmp/dynamodb-local")
 AUTH = "AWS4-HMAC-SHA256 Credential=AKIDTEST/20250101/us-east-1/{service}/aws4_request, SignedHeaders=host;x-amz-date, Signature=0"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def call(endpoint, target, body, json_version, service):

@@ -29,23 +29,10 @@ import threading
 import time
 import urllib.request
 
+from procs import cpu, free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KAFKA = os.path.join(ROOT, "target/tmp/kafka-broker")
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
 def metric(admin, name):
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=5) as r:
