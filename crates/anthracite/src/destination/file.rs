@@ -150,23 +150,10 @@ mod tests {
 
     fn config(path: &Path) -> DestinationConfig {
         DestinationConfig {
-            spec: DestinationSpec::parse("out:1:file").expect("spec"),
-            protocol: OutputProtocol::Line,
-            extension: None,
-            max_datapoints_per_message: 500,
-            queue: QueueLimits::default(),
-            flush_bytes: 1 << 16,
-            linger: Duration::ZERO,
-            connect_timeout: Duration::from_secs(1),
-            backoff_min: Duration::from_millis(10),
             backoff_max: Duration::from_millis(20),
-            spill: None,
-            tls: None,
-            max_datagram_bytes: 1432,
             write_timeout: Some(Duration::from_secs(10)),
-            keepalive: None,
             file: Some(path.to_path_buf()),
-            compression: crate::protocol::compression::Compression::Plain,
+            ..DestinationConfig::for_test("out:1:file", OutputProtocol::Line)
         }
     }
 

@@ -181,6 +181,31 @@ pub(crate) struct DestinationConfig {
 }
 
 impl DestinationConfig {
+    /// A destination for unit tests: `spec` in `protocol`, the default queue, 10 ms backoffs, no
+    /// spill, TLS, compression, write timeout or file.
+    #[cfg(test)]
+    pub(crate) fn for_test(spec: &str, protocol: OutputProtocol) -> Self {
+        Self {
+            spec: DestinationSpec::parse(spec).expect("a test destination"),
+            protocol,
+            extension: None,
+            max_datapoints_per_message: 500,
+            queue: crate::queue::QueueLimits::default(),
+            flush_bytes: 1 << 16,
+            linger: Duration::ZERO,
+            connect_timeout: Duration::from_secs(1),
+            backoff_min: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(10),
+            spill: None,
+            tls: None,
+            compression: Default::default(),
+            max_datagram_bytes: 1432,
+            write_timeout: None,
+            keepalive: None,
+            file: None,
+        }
+    }
+
     /// The settings every transport may read.
     pub(crate) fn settings(&self) -> DestinationSettings {
         DestinationSettings {

@@ -226,23 +226,8 @@ mod tests {
 
     fn config(max_datagram_bytes: usize) -> DestinationConfig {
         DestinationConfig {
-            spec: DestinationSpec::parse("127.0.0.1:1").expect("spec"),
-            protocol: super::super::OutputProtocol::Udp,
-            extension: None,
-            max_datapoints_per_message: 500,
-            queue: QueueLimits::default(),
-            flush_bytes: 1 << 16,
-            linger: Duration::ZERO,
-            connect_timeout: Duration::from_secs(1),
-            backoff_min: Duration::from_millis(10),
-            backoff_max: Duration::from_millis(10),
-            spill: None,
-            tls: None,
-            compression: Default::default(),
             max_datagram_bytes,
-            write_timeout: None,
-            keepalive: None,
-            file: None,
+            ..DestinationConfig::for_test("127.0.0.1:1", super::super::OutputProtocol::Udp)
         }
     }
 
