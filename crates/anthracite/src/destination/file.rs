@@ -145,8 +145,7 @@ mod tests {
     use super::*;
     use crate::batch::{Batch, VERBATIM};
     use crate::destination::{DestinationSignals, run};
-    use crate::queue::{DestinationQueue, DestinationStats, QueueLimits};
-    use crate::router::DestinationSpec;
+    use crate::queue::{DestinationQueue, DestinationStats};
 
     fn config(path: &Path) -> DestinationConfig {
         DestinationConfig {

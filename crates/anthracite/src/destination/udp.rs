@@ -221,8 +221,6 @@ impl Sender {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::QueueLimits;
-    use crate::router::DestinationSpec;
 
     fn config(max_datagram_bytes: usize) -> DestinationConfig {
         DestinationConfig {
