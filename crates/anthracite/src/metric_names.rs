@@ -141,9 +141,9 @@ pub mod facade {
     pub const C_RELAY_CLUSTER_DROPPED: &str = "anthracite_c_relay_cluster_dropped_datapoints_total";
     /// Gauge: open series of a carbon-c-relay configuration's aggregations.
     pub const C_RELAY_AGGREGATION_SERIES: &str = "anthracite_c_relay_aggregation_series";
-    /// Counter, label `reason` (`out_of_window`, `series_limit`): datapoints a carbon-c-relay
-    /// aggregation dropped: outside its buckets or in one written (carbon-c-relay's
-    /// `metricsDropped`), or past the open series bound.
+    /// Counter, label `reason` (`out_of_window`, `series_limit`, `values_limit`): datapoints a
+    /// carbon-c-relay aggregation dropped: outside its buckets or in one written
+    /// (carbon-c-relay's `metricsDropped`), or past the open series or kept values bound.
     pub const C_RELAY_AGGREGATION_DROPPED: &str = "anthracite_c_relay_aggregation_dropped_total";
 }
 

@@ -20,7 +20,14 @@ pub(super) async fn run(pipeline: Pipeline, stop: CancellationToken) {
     let mut ingestor = pipeline.ingestor(Source::Internal);
     let mut lines: Vec<u8> = Vec::new();
     let mut ends: Vec<usize> = Vec::new();
-    let mut limited = LimitEpisode::default();
+    let mut series_bound = LimitEpisode::new(
+        "the open series bound (limits.max_aggregation_series)",
+        "datapoints of new series are dropped",
+    );
+    let mut values_bound = LimitEpisode::new(
+        "the bound on kept values",
+        "datapoints of median, percentile, variance and stddev are dropped",
+    );
     loop {
         let stopping = tokio::select! {
             _ = stop.cancelled() => true,
@@ -33,7 +40,8 @@ pub(super) async fn run(pipeline: Pipeline, stop: CancellationToken) {
                 lines.extend_from_slice(line);
                 ends.push(lines.len());
             });
-            limited.observe(state.counts.series_limit, state.open_series());
+            series_bound.observe(state.counts.series_limit, state.open_series());
+            values_bound.observe(state.counts.values_limit, state.open_series());
         }
         let mut start = 0;
         for &end in &ends {
@@ -51,9 +59,12 @@ pub(super) async fn run(pipeline: Pipeline, stop: CancellationToken) {
     }
 }
 
-/// The episodes of the series bound, for its log lines.
-#[derive(Debug, Default)]
+/// The episodes of one of the aggregations' bounds, for its log lines.
+#[derive(Debug)]
 struct LimitEpisode {
+    /// The bound, and what it drops.
+    bound: &'static str,
+    drops: &'static str,
     /// The drop count at the last tick.
     seen: u64,
     /// The drop count when the current episode began, while one lasts.
@@ -61,14 +72,24 @@ struct LimitEpisode {
 }
 
 impl LimitEpisode {
+    fn new(bound: &'static str, drops: &'static str) -> Self {
+        Self {
+            bound,
+            drops,
+            seen: 0,
+            began: None,
+        }
+    }
+
     fn observe(&mut self, dropped: u64, open: usize) {
         let grew = dropped > self.seen;
         match (grew, self.began) {
             (true, None) => {
                 tracing::warn!(
                     open_series = open,
-                    "carbon-c-relay aggregations: the open series bound is reached; datapoints \
-                     of new series are dropped (limits.max_aggregation_series)"
+                    "carbon-c-relay aggregations: {} is reached; {}",
+                    self.bound,
+                    self.drops
                 );
                 self.began = Some(self.seen);
             }
@@ -76,7 +97,8 @@ impl LimitEpisode {
                 tracing::info!(
                     dropped = dropped - began,
                     open_series = open,
-                    "carbon-c-relay aggregations: below the open series bound again"
+                    "carbon-c-relay aggregations: below {} again",
+                    self.bound
                 );
                 self.began = None;
             }

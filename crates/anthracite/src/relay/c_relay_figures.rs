@@ -67,6 +67,7 @@ impl Reporting for CRelayFigures {
         for (reason, n) in [
             ("out_of_window", counts.dropped),
             ("series_limit", counts.series_limit),
+            ("values_limit", counts.values_limit),
         ] {
             figures.push(Figure::counter(n).series(
                 facade::C_RELAY_AGGREGATION_DROPPED,

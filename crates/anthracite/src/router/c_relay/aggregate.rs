@@ -19,7 +19,10 @@
 //!
 //! - Unlike carbon-c-relay, the open series are bounded ([`DEFAULT_MAX_SERIES`], or the
 //!   overlay's `max_aggregation_series`): a datapoint that would open a series past the
-//!   bound is dropped and counted (`series_limit`); the series already open go on.
+//!   bound is dropped and counted (`series_limit`); the series already open go on. So are
+//!   the values the `median`, `percentile`, `variance` and `stddev` computes keep until a
+//!   bucket is written ([`MAX_VALUES`] over every aggregation): a datapoint that would keep
+//!   one more is dropped and counted (`values_limit`).
 //!
 //! The written lines are fed back through the relay (cleansed and routed again), as
 //! carbon-c-relay writes them to a pipe its dispatchers read.
@@ -32,6 +35,10 @@ use super::{AggregatorSpec, ComputeKind, Program, TsWhen};
 /// Open series (over every aggregation) when the overlay sets no bound: about 1 KiB each
 /// with a few buckets and a name, so about 1 GiB at the bound.
 pub(crate) const DEFAULT_MAX_SERIES: usize = 1_000_000;
+
+/// Values kept for the computes that need them, over every aggregation (8 bytes each: 80 MB),
+/// as the carbon-aggregator import's default `max_values`.
+pub(crate) const MAX_VALUES: usize = 10_000_000;
 
 /// One bucket of a series.
 #[derive(Clone, Debug, Default)]
@@ -71,6 +78,8 @@ pub(crate) struct AggregateCounts {
     pub sent: u64,
     /// Datapoints dropped because they would have opened a series past the bound.
     pub series_limit: u64,
+    /// Datapoints dropped because their value would have been kept past [`MAX_VALUES`].
+    pub values_limit: u64,
 }
 
 /// The state of every aggregation of a carbon-c-relay configuration.
@@ -83,6 +92,8 @@ pub(crate) struct Aggregators {
     open: usize,
     /// The bound on `open`.
     max_series: usize,
+    /// Values held in buckets now, over every aggregation (bounded by [`MAX_VALUES`]).
+    values: usize,
 }
 
 impl Aggregators {
@@ -100,6 +111,7 @@ impl Aggregators {
             counts: AggregateCounts::default(),
             open: 0,
             max_series,
+            values: 0,
         }
     }
 
@@ -134,6 +146,18 @@ impl Aggregators {
         self.counts = old.counts;
         self.open = self.count_open();
         old.open = old.count_open();
+        self.values = self.count_values();
+        old.values = old.count_values();
+    }
+
+    fn count_values(&self) -> usize {
+        self.aggregators
+            .iter()
+            .flat_map(|a| &a.computes)
+            .flat_map(HashMap::values)
+            .flat_map(|s| &s.buckets)
+            .map(|b| b.values.len())
+            .sum()
     }
 
     fn count_open(&self) -> usize {
@@ -195,6 +219,11 @@ impl Aggregators {
             self.counts.dropped += 1;
             return;
         }
+        let keep = needs_values(compute.kind);
+        if keep && self.values >= MAX_VALUES {
+            self.counts.values_limit += 1;
+            return;
+        }
         let v = hit.value;
         if b.cnt == 0 {
             (b.sum, b.max, b.min) = (v, v, v);
@@ -207,8 +236,9 @@ impl Aggregators {
                 b.min = v;
             }
         }
-        if needs_values(compute.kind) {
+        if keep {
             b.values.push(v);
+            self.values += 1;
         }
         b.cnt += 1;
         self.counts.received += 1;
@@ -259,7 +289,9 @@ impl Aggregators {
                         let last = series.buckets.last().map_or(b.start, |l| l.start);
                         b.start = last + interval;
                         b.cnt = 0;
-                        b.values.clear();
+                        // Given back, not kept: the bound counts what buckets hold.
+                        self.values -= b.values.len();
+                        b.values = Vec::new();
                         b.written = false;
                         series.buckets.push(b);
                     }
@@ -472,6 +504,29 @@ mod tests {
         assert_eq!(state.open_series(), 0);
         state.put(&program, &hit(0, 1.0, now), b"c", now);
         assert_eq!(state.open_series(), 1);
+    }
+
+    #[test]
+    fn values_past_the_bound_are_dropped_counted_and_given_back_when_written() {
+        let mut spec = sum_of(60, "agg");
+        spec.computes[0].kind = ComputeKind::Median;
+        let program = Program {
+            aggregators: vec![spec],
+            ..Program::default()
+        };
+        let mut state = Aggregators::new(&program, 10);
+        state.values = MAX_VALUES - 1;
+        let now = 1_700_000_000;
+        for v in [1.0, 2.0] {
+            state.put(&program, &hit(0, v, now), b"m", now);
+        }
+        assert_eq!((state.counts.received, state.counts.values_limit), (1, 1));
+        let bucket = now / 60 * 60;
+        assert_eq!(
+            drain(&mut state, &program, now),
+            [format!("m 1.000000 {bucket}")]
+        );
+        assert_eq!(state.values, MAX_VALUES - 1);
     }
 
     #[test]
