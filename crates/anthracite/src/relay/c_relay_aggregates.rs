@@ -21,8 +21,8 @@ pub(super) async fn run(pipeline: Pipeline, stop: CancellationToken) {
     let mut lines: Vec<u8> = Vec::new();
     let mut ends: Vec<usize> = Vec::new();
     let mut series_bound = LimitEpisode::new(
-        "the open series bound (limits.max_aggregation_series)",
-        "datapoints of new series are dropped",
+        "the open series bound",
+        "datapoints of new series are dropped (limits.max_aggregation_series)",
     );
     let mut values_bound = LimitEpisode::new(
         "the bound on kept values",
