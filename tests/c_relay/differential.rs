@@ -90,6 +90,21 @@ pub(crate) struct Sinks {
     threads: Vec<JoinHandle<()>>,
 }
 
+/// Binds a sink's port, waiting a moment while another process still holds it (a relay of an
+/// earlier case that is exiting); bounded, then a clear failure.
+fn bind_sink(port: u16) -> TcpListener {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match TcpListener::bind(("127.0.0.1", port)) {
+            Ok(l) => return l,
+            Err(e) if e.kind() == ErrorKind::AddrInUse && Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("sink: bind 127.0.0.1:{port}: {e}"),
+        }
+    }
+}
+
 impl Sinks {
     /// Sinks on `ports`, but for the indices in `down`, which get none (they receive
     /// nothing).
@@ -102,8 +117,7 @@ impl Sinks {
                 received.push(Received::default());
                 continue;
             }
-            let listener = TcpListener::bind(("127.0.0.1", port))
-                .unwrap_or_else(|e| panic!("sink: bind 127.0.0.1:{port}: {e}"));
+            let listener = bind_sink(port);
             listener
                 .set_nonblocking(true)
                 .expect("sink: nonblocking listener");
