@@ -11,8 +11,13 @@
 //!   carbon's `optionsForClientTLS` with no `DESTINATION_SSL_CA` uses the platform trust), the
 //!   name its certificate must carry (`server_name`, else the destination's host, as carbon
 //!   does), and an optional client certificate.
+//!   A carbon-c-relay member (`transport … ssl`) is checked as carbon-c-relay 3.7.3 checks it
+//!   ([`NameCheck::ChainOnly`]): the certificate must chain to the CA given with `-C` (a file,
+//!   or a directory of them), whatever names it carries, since 3.7.3 sets `SSL_VERIFY_PEER`
+//!   and never a host name to check.
 //! - [`ServerTls`]: a receiver's certificate and key, and optionally the CA client
-//!   certificates must chain to (`client_ca`: mutual TLS).
+//!   certificates must chain to (`client_ca`: mutual TLS). A carbon-c-relay listener's
+//!   `ssl PEMFILE` holds the certificate and its key in one file.
 //!
 //! **Pinned certificates.** A certificate in `ca_file` or `client_ca` is also accepted when the
 //! peer presents exactly it (byte for byte) as its own certificate, as OpenSSL (carbon's
@@ -28,9 +33,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::ParsedCertificate;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{
     ClientConfig, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
@@ -115,9 +121,39 @@ fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     })
 }
 
+/// The CA certificates of `path`: a PEM file, or a directory whose files are read in name
+/// order (carbon-c-relay's `-C` takes either; a file there without a certificate is passed
+/// over, as OpenSSL's lookup by hashed name never opens it).
+fn ca_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    if !path.is_dir() {
+        return load_certificates(path);
+    }
+    let listing = std::fs::read_dir(path).map_err(|source| TlsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut files: Vec<PathBuf> = listing
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    let certs: Vec<_> = files
+        .iter()
+        .filter_map(|f| load_certificates(f).ok())
+        .flatten()
+        .collect();
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: path.to_path_buf(),
+            detail: " (in no file of the directory)".into(),
+        });
+    }
+    Ok(certs)
+}
+
 fn roots_from(path: &Path) -> Result<RootCertStore, TlsError> {
     let mut roots = RootCertStore::empty();
-    for cert in load_certificates(path)? {
+    for cert in ca_certificates(path)? {
         roots.add(cert)?;
     }
     Ok(roots)
@@ -189,6 +225,64 @@ impl ServerCertVerifier for PinnedServerVerifier {
     webpki_signatures!();
 }
 
+/// carbon-c-relay's check of a member ([`NameCheck::ChainOnly`]): a certificate that chains to
+/// `roots` (or is one of the `pinned` ones) is accepted whatever names it carries. Everything
+/// else WebPKI checks is checked: the chain, validity dates, key usage, and the handshake
+/// signature by the certificate's key.
+#[derive(Debug)]
+struct ChainOnlyVerifier {
+    pinned: Pinned,
+    /// Empty when there is nothing to trust: every certificate is then refused.
+    roots: Arc<RootCertStore>,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for ChainOnlyVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if self.pinned.holds(end_entity) {
+            return Ok(ServerCertVerified::assertion());
+        }
+        let cert = ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &cert,
+            &self.roots,
+            intermediates,
+            now,
+            self.algorithms.all,
+        )?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
 /// Accepts a client presenting one of the `pinned` certificates; any other goes to WebPKI
 /// verification against `client_ca`.
 #[derive(Debug)]
@@ -232,6 +326,18 @@ fn system_roots() -> Result<RootCertStore, TlsError> {
     Ok(roots)
 }
 
+/// Whether a destination's certificate must name it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum NameCheck {
+    /// The certificate must be valid for `server_name` (or the destination's host).
+    #[default]
+    Checked,
+    /// Any certificate that chains to the CA is accepted, as carbon-c-relay 3.7.3 accepts a
+    /// member's; without a CA, the system store's (none there: nothing is trusted, as 3.7.3
+    /// trusts nothing without `-C`).
+    ChainOnly,
+}
+
 /// How a destination is reached over TLS (`destinations.tls`), as configured.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ClientTlsSettings {
@@ -244,6 +350,8 @@ pub(crate) struct ClientTlsSettings {
     pub client_cert: Option<PathBuf>,
     /// PEM private key of `client_cert`.
     pub client_key: Option<PathBuf>,
+    /// Whether the certificate must name the destination.
+    pub names: NameCheck,
 }
 
 /// A ready TLS client configuration (files read, roots loaded).
@@ -261,9 +369,25 @@ impl ClientTls {
         }
         let versions = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()?;
-        let builder = match &settings.ca_file {
-            Some(path) => {
-                let pinned = load_certificates(path)?;
+        let builder = match (&settings.ca_file, settings.names) {
+            (ca_file, NameCheck::ChainOnly) => {
+                let (pinned, roots) = match ca_file {
+                    Some(path) => (ca_certificates(path)?, roots_from(path)?),
+                    None => (
+                        Vec::new(),
+                        system_roots().unwrap_or_else(|_| RootCertStore::empty()),
+                    ),
+                };
+                versions
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(ChainOnlyVerifier {
+                        pinned: Pinned(pinned),
+                        roots: Arc::new(roots),
+                        algorithms: provider().signature_verification_algorithms,
+                    }))
+            }
+            (Some(path), NameCheck::Checked) => {
+                let pinned = ca_certificates(path)?;
                 let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
                     Arc::new(roots_from(path)?),
                     provider(),
@@ -277,7 +401,7 @@ impl ClientTls {
                         webpki,
                     }))
             }
-            None => versions.with_root_certificates(system_roots()?),
+            (None, NameCheck::Checked) => versions.with_root_certificates(system_roots()?),
         };
         let config = match (&settings.client_cert, &settings.client_key) {
             (Some(cert), Some(key)) => {
@@ -306,12 +430,19 @@ impl ClientTls {
         host: &str,
     ) -> io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
         let name = self.settings.server_name.as_deref().unwrap_or(host);
-        let server_name = ServerName::try_from(name.to_owned()).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{name:?} is not a valid TLS server name"),
-            )
-        })?;
+        let server_name = match ServerName::try_from(name.to_owned()) {
+            Ok(n) => n,
+            // No name is checked: a host that is no valid name goes without one (no SNI).
+            Err(_) if self.settings.names == NameCheck::ChainOnly => {
+                ServerName::IpAddress(std::net::Ipv4Addr::UNSPECIFIED.into())
+            }
+            Err(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{name:?} is not a valid TLS server name"),
+                ));
+            }
+        };
         self.connector
             .connect(server_name, stream)
             .await

@@ -126,12 +126,44 @@ pub(crate) struct ListenConfig {
 /// A plaintext receiver beyond `line_tcp` and `line_udp`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ExtraLine {
-    /// A TCP address and its connections' compression.
-    Tcp(SocketAddr, Compression),
+    /// A TCP address, its connections' compression and its own TLS (never `listen.tls`).
+    Tcp(SocketAddr, Compression, Option<ListenerPem>),
     Udp(SocketAddr),
-    /// A Unix stream socket's path (a stale socket file there is removed first) and its
-    /// connections' compression.
-    Unix(std::path::PathBuf, Compression),
+    /// A Unix stream socket's path (a stale socket file there is removed first), its
+    /// connections' compression and its own TLS.
+    Unix(std::path::PathBuf, Compression, Option<ListenerPem>),
+}
+
+/// A receiver's own TLS: one PEM file holding its certificate and private key (a
+/// carbon-c-relay listener's `ssl PEMFILE`, read with OpenSSL's `use_certificate_file` and
+/// `use_PrivateKey_file` on the same path). It is read when the receiver is bound, as
+/// carbon-c-relay reads it: `check` (its `-t`) accepts a configuration whose file is not there,
+/// `run` refuses to start without it. The stream is decompressed inside TLS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ListenerPem {
+    /// The PEM file, relative to the working directory as carbon-c-relay opens it.
+    pub path: PathBuf,
+    /// Where the configuration names it (`file:line`).
+    pub origin: String,
+}
+
+impl ListenerPem {
+    /// Reads the file into a TLS server configuration; the error names the file and where the
+    /// configuration names it.
+    pub(crate) fn load(&self) -> Result<ServerTls, String> {
+        ServerTls::new(crate::tls::ServerTlsSettings {
+            cert_file: self.path.clone(),
+            key_file: self.path.clone(),
+            client_ca: None,
+        })
+        .map_err(|e| {
+            format!(
+                "{}: listen … ssl {}: {e} (the file holds the certificate and its key)",
+                self.origin,
+                self.path.display()
+            )
+        })
+    }
 }
 
 /// Between parsing and routing.

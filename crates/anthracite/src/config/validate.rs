@@ -22,7 +22,7 @@ use crate::queue::spill::{FsyncPolicy, SpillConfig};
 use crate::queue::{QueueLimits, SpillSettings, WhenFull};
 use crate::router::aggregation::AggregationRule;
 use crate::router::{DestinationSpec, RelayMethod, RouterSpec, RuleSpec};
-use crate::tls::{ClientTls, ClientTlsSettings, ServerTls, ServerTlsSettings};
+use crate::tls::{ClientTls, ClientTlsSettings, NameCheck, ServerTls, ServerTlsSettings};
 
 /// Where errors point: the file being validated.
 pub(super) struct Ctx<'a> {
@@ -879,6 +879,7 @@ fn client_tls(
         server_name: (!raw.server_name.is_empty()).then(|| raw.server_name.clone()),
         client_cert: path(&raw.client_cert),
         client_key: path(&raw.client_key),
+        names: NameCheck::Checked,
     };
     ClientTls::new(settings)
         .map(Some)

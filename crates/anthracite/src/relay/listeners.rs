@@ -14,12 +14,13 @@ use tokio_util::task::TaskTracker;
 use tracing::error;
 
 use super::RelayError;
-use crate::config::{Config, ExtraLine, ListenConfig};
+use crate::config::{Config, ExtraLine, ListenConfig, ListenerPem};
 use crate::ingest::{Pipeline, Source};
 use crate::protocol::compression::Compression;
 use crate::receiver::udp::UdpReceiver;
 use crate::receiver::warnings::ConnectionWarnings;
 use crate::receiver::{Admission, ReceiverContext, StreamListener, framed, tcp, udp};
+use crate::tls::ServerTls;
 
 /// A receiver's kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +62,9 @@ impl Kind {
 /// A bound socket, not yet served.
 pub(super) enum Socket {
     Tcp(StreamListener),
+    /// A receiver with TLS of its own (a carbon-c-relay `listen … ssl PEMFILE`), kept with
+    /// the socket so a reload serves it again as it was bound.
+    OwnTls(StreamListener, ServerTls),
     Udp(UdpReceiver),
 }
 
@@ -107,15 +111,16 @@ impl Socket {
 
     fn local_addr(&self) -> Option<SocketAddr> {
         match self {
-            Socket::Tcp(l) => l.local_addr(),
+            Socket::Tcp(l) | Socket::OwnTls(l, _) => l.local_addr(),
             Socket::Udp(rx) => rx.socket().local_addr().ok(),
         }
     }
 }
 
-/// Binds one of `listen.extra_line` as a plaintext receiver. An IPv6 address takes only
-/// IPv6 (`IPV6_V6ONLY`, as carbon-c-relay binds it), so that `[::]` and `0.0.0.0` on one
-/// port can both be bound.
+/// Binds one of `listen.extra_line` as a plaintext receiver, reading its own TLS
+/// certificate first when it has one (a missing file refuses the start, as carbon-c-relay's
+/// does). An IPv6 address takes only IPv6 (`IPV6_V6ONLY`, as carbon-c-relay binds it), so
+/// that `[::]` and `0.0.0.0` on one port can both be bound.
 pub(super) fn bind_extra(
     extra: &ExtraLine,
     listen: &ListenConfig,
@@ -136,15 +141,22 @@ pub(super) fn bind_extra(
         socket.bind(&addr.into()).map_err(err)?;
         Ok::<_, RelayError>((socket, err))
     };
+    let with_tls = |l: StreamListener, pem: &Option<ListenerPem>| match pem {
+        Some(pem) => pem
+            .load()
+            .map(|tls| Socket::OwnTls(l, tls))
+            .map_err(RelayError::ListenerTls),
+        None => Ok(Socket::Tcp(l)),
+    };
     match extra {
-        ExtraLine::Tcp(addr, compression) => {
+        ExtraLine::Tcp(addr, compression, pem) => {
             let kind = Kind::ExtraLine(*compression);
             let (socket, err) = bind(*addr, kind, Type::STREAM)?;
             socket
                 .listen(i32::try_from(listen.backlog).unwrap_or(i32::MAX))
                 .map_err(err)?;
             let l = TcpListener::from_std(socket.into()).map_err(err)?;
-            Ok((kind, Socket::Tcp(StreamListener::Tcp(l))))
+            Ok((kind, with_tls(StreamListener::Tcp(l), pem)?))
         }
         ExtraLine::Udp(addr) => {
             let (socket, err) = bind(*addr, Kind::Udp, Type::DGRAM)?;
@@ -154,7 +166,7 @@ pub(super) fn bind_extra(
                 Socket::Udp(UdpReceiver::new(s)).prepared(Kind::Udp, listen)?,
             ))
         }
-        ExtraLine::Unix(path, compression) => {
+        ExtraLine::Unix(path, compression, pem) => {
             let err = |source| RelayError::BindUnix {
                 path: path.clone(),
                 source,
@@ -170,7 +182,7 @@ pub(super) fn bind_extra(
             let l = tokio::net::UnixListener::bind(path).map_err(err)?;
             Ok((
                 Kind::ExtraLine(*compression),
-                Socket::Tcp(StreamListener::Other(Box::new(l))),
+                with_tls(StreamListener::Other(Box::new(l)), pem)?,
             ))
         }
     }
@@ -280,9 +292,22 @@ impl Listeners {
             (Kind::Udp, Socket::Udp(s)) => {
                 tokio::spawn(async move { Socket::Udp(udp::serve_udp(s, ctx).await) })
             }
-            (Kind::Line | Kind::ExtraLine(_), Socket::Tcp(l)) => tokio::spawn(async move {
-                Socket::Tcp(tcp::accept_loop(l, ctx, Source::LineTcp, tcp::serve_line).await)
-            }),
+            (Kind::ExtraLine(_), Socket::OwnTls(l, tls)) => {
+                ctx.tls = Some(tls.clone());
+                tokio::spawn(async move {
+                    let l = tcp::accept_loop(l, ctx, Source::LineTcp, tcp::serve_line).await;
+                    Socket::OwnTls(l, tls)
+                })
+            }
+            (Kind::Line | Kind::ExtraLine(_), Socket::Tcp(l)) => {
+                if matches!(kind, Kind::ExtraLine(_)) {
+                    // An extra receiver's TLS is its own: without it, plaintext.
+                    ctx.tls = None;
+                }
+                tokio::spawn(async move {
+                    Socket::Tcp(tcp::accept_loop(l, ctx, Source::LineTcp, tcp::serve_line).await)
+                })
+            }
             (Kind::Pickle, Socket::Tcp(l)) => tokio::spawn(async move {
                 Socket::Tcp(tcp::accept_loop(l, ctx, Source::PickleTcp, framed::serve_pickle).await)
             }),

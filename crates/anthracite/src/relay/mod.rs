@@ -95,6 +95,10 @@ pub enum RelayError {
     /// file is corrupt).
     #[error("cannot start a source: {0}")]
     Source(crate::extension::SourceError),
+    /// A receiver's own certificate and key (a carbon-c-relay listener's `ssl PEMFILE`) could
+    /// not be read: the message names the file and where the configuration names it.
+    #[error("cannot set up a listener: {0}")]
+    ListenerTls(String),
 }
 
 pub use reload::{ReloadError, Reloaded};

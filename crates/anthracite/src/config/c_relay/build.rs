@@ -177,6 +177,7 @@ impl Builder {
                     addrs: a.addrs,
                     compression: Compression::Plain,
                     ssl: None,
+                    origin: String::new(),
                 });
             }
         }
@@ -187,6 +188,7 @@ impl Builder {
             addrs: Vec::new(),
             compression: Compression::Plain,
             ssl: None,
+            origin: String::new(),
         });
     }
 
@@ -820,6 +822,7 @@ impl Builder {
                 addrs,
                 compression: l.compression,
                 ssl: l.ssl.clone(),
+                origin: format!("{file}:{}", l.transport_at.line),
             });
         }
         Ok(())

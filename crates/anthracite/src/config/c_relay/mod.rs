@@ -28,13 +28,14 @@ mod parser;
 pub use flags::CRelayFlags;
 
 use super::raw::{RawConfig, RawServer, RawServerDetail};
-use super::{Config, ConfigError, ExtraLine};
+use super::{Config, ConfigError, ExtraLine, ListenerPem};
 use crate::destination::OutputProtocol;
 use crate::protocol::c_relay::Cleansing;
 use crate::queue::WhenFull;
 use crate::router::c_relay::print::{PrintMode, quoteident};
 use crate::router::c_relay::{Compression, Dest, Program, ServerProto};
 use crate::router::{CRelayProgram, CRelayStatistics, DestinationSpec};
+use crate::tls::{ClientTls, ClientTlsSettings, NameCheck};
 
 /// How to read a carbon-c-relay configuration: its file and its command-line flags.
 #[derive(Clone, Debug)]
@@ -143,8 +144,10 @@ pub(crate) struct Listener {
     /// What the interface resolved to.
     pub addrs: Vec<SocketAddr>,
     pub compression: Compression,
-    /// `ssl PEMCERT`.
+    /// `ssl PEMCERT`: the certificate and its key, in one file.
     pub ssl: Option<String>,
+    /// Where the `listen` statement is (`file:line`), for what is wrong with its `ssl` file.
+    pub origin: String,
 }
 
 /// Everything read from a carbon-c-relay configuration: what `route` prints.
@@ -180,6 +183,16 @@ fn hostname(flags: &CRelayFlags) -> String {
 
 /// Reads `options.path` and everything it includes.
 pub(crate) fn load(options: &CRelayOptions) -> Result<CRelayImport, ConfigError> {
+    if let Some(ca) = &options.flags.ca
+        && let Err(e) = std::fs::metadata(ca)
+    {
+        // carbon-c-relay checks it before it reads the configuration, in `-t` too.
+        return Err(ConfigError::invalid(
+            options.path.display(),
+            "-C",
+            format!("failed to open TLS/SSL CA file '{ca}': {e}"),
+        ));
+    }
     let setup = read(options)?;
     let overlay = overlay::Overlay::load(options.overlay.as_deref(), options.spill_dir.as_ref())?;
     let (config, mut warnings) = to_config(&setup, &overlay)?;
@@ -251,11 +264,13 @@ fn to_config(
     let mut warnings = Vec::new();
     let flags = &setup.flags;
     let mut raw = RawConfig::default();
+    // `line_tcp` is the first TCP address of a listener without `ssl`: `listen.tls` would
+    // apply to every receiver, so each `ssl` listener is an extra receiver with its own.
     let first = |p: ListenerProto| {
         setup
             .listeners
             .iter()
-            .filter(|l| l.proto == p)
+            .filter(|l| l.proto == p && l.ssl.is_none())
             .find_map(|l| l.addrs.first().map(|a| (*a, l.compression)))
     };
     let line_tcp = first(ListenerProto::Tcp);
@@ -273,27 +288,23 @@ fn to_config(
     if let Some(b) = flags.sockbuf {
         raw.listen.udp_recv_buffer = (b as usize).max(4096);
     }
-    // Every address beyond the first TCP and the first UDP one, and every Unix socket, is
-    // an extra plaintext receiver.
-    let (mut tcp_first, mut udp_first) = (true, true);
+    // Every other address, and every Unix socket, is an extra receiver.
+    let (mut tcp_first, mut udp_first) = (line_tcp.is_some(), true);
     for l in &setup.listeners {
-        if l.ssl.is_some() {
-            warnings.push(format!(
-                "listen {}:{}: transport ssl is not supported; the listener reads {}",
-                l.ip.as_deref().unwrap_or(""),
-                l.port,
-                if l.compression == Compression::Plain {
-                    "plaintext".to_string()
-                } else {
-                    format!("{} without ssl", l.compression.word())
-                }
-            ));
+        let pem = l.ssl.as_ref().map(|path| ListenerPem {
+            path: path.into(),
+            origin: l.origin.clone(),
+        });
+        if let Some(Err(e)) = pem.as_ref().map(ListenerPem::load) {
+            // carbon-c-relay's `-t` does not read the file either; its start refuses it.
+            warnings.push(format!("{e}; `run` refuses to start without it"));
         }
         match l.proto {
             ListenerProto::Tcp => {
                 for a in &l.addrs {
-                    if !std::mem::take(&mut tcp_first) {
-                        raw.extra_line.push(ExtraLine::Tcp(*a, l.compression));
+                    if pem.is_some() || !std::mem::take(&mut tcp_first) {
+                        raw.extra_line
+                            .push(ExtraLine::Tcp(*a, l.compression, pem.clone()));
                     }
                 }
             }
@@ -307,7 +318,7 @@ fn to_config(
             ListenerProto::Unix => {
                 if let Some(path) = &l.ip {
                     raw.extra_line
-                        .push(ExtraLine::Unix(path.into(), l.compression));
+                        .push(ExtraLine::Unix(path.into(), l.compression, pem));
                 }
             }
         }
@@ -330,13 +341,6 @@ fn to_config(
                 "{}:{}: type syslog is sent as linemode",
                 s.display_ip(),
                 s.port
-            ));
-        }
-        if s.transport.ssl {
-            warnings.push(format!(
-                "{}:{}: transport ssl is not supported yet; sent without ssl",
-                s.display_ip(),
-                s.port,
             ));
         }
         let spec = destination_spec(s);
@@ -376,13 +380,44 @@ fn to_config(
     }
     raw.c_relay = Some(program);
     let mut config = Config::from_raw(raw, &setup.path)?;
-    // A file member's destination appends to its file (one destination per server, in order).
+    let tls = member_tls(setup, &mut warnings)?;
+    // A file member's destination appends to its file (one destination per server, in order);
+    // an `ssl` member's connection is inside TLS, its compressed stream within it.
     for (s, d) in servers.iter().zip(config.destinations.iter_mut()) {
         if s.proto == ServerProto::File {
             d.file = Some(s.ip.clone().into());
         }
+        if s.proto == ServerProto::Tcp && s.transport.ssl {
+            d.tls = tls.clone();
+        }
     }
     Ok((config, warnings))
+}
+
+/// The TLS of the `ssl` members (`None` when there are none): verified as carbon-c-relay 3.7.3
+/// verifies them, against `-C` and without a host name check.
+fn member_tls(
+    setup: &CRelaySetup,
+    warnings: &mut Vec<String>,
+) -> Result<Option<ClientTls>, ConfigError> {
+    if !setup.program.servers.iter().any(|s| s.transport.ssl) {
+        return Ok(None);
+    }
+    let ca = setup.flags.ca.as_ref();
+    if ca.is_none() {
+        warnings.push(
+            "transport ssl without -C: the members' certificates are checked against the \
+             system's CA store (carbon-c-relay 3.7.3 trusts no certificate without -C)"
+                .into(),
+        );
+    }
+    ClientTls::new(ClientTlsSettings {
+        ca_file: ca.map(PathBuf::from),
+        names: NameCheck::ChainOnly,
+        ..ClientTlsSettings::default()
+    })
+    .map(Some)
+    .map_err(|e| ConfigError::invalid(&setup.path, "-C", e.to_string()))
 }
 
 /// The destination of a server: `host:port`, a UDP one with instance `udp` (carbon-c-relay

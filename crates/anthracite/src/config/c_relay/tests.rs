@@ -266,7 +266,8 @@ fn transports_reach_the_listeners_and_the_members() {
         l.extra_line,
         vec![ExtraLine::Tcp(
             "127.0.0.1:12004".parse().expect("an address"),
-            Compression::Zstd
+            Compression::Zstd,
+            None
         )]
     );
     let kinds: Vec<Compression> = i
@@ -289,19 +290,154 @@ fn transports_reach_the_listeners_and_the_members() {
     );
 }
 
+/// A certificate for `names` signed by a new CA: (CA PEM, certificate PEM, key PEM).
+fn signed(names: &[&str]) -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).expect("CA");
+    let issuer = rcgen::Issuer::from_params(&ca, &ca_key);
+    let key = rcgen::KeyPair::generate().expect("key");
+    let params =
+        rcgen::CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
+            .expect("params");
+    let cert = params.signed_by(&key, &issuer).expect("sign");
+    (ca_cert.pem(), cert.pem(), key.serialize_pem())
+}
+
 #[test]
-fn ssl_is_warned_about_not_dropped_silently() {
+fn ssl_members_connect_inside_tls_checked_against_the_ca_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, signed(&["localhost"]).0).expect("write CA");
+    let ca_arg = ca.display().to_string();
     let i = import(
-        "cluster a forward 127.0.0.1:2003 transport gzip ssl ;\nmatch * send to a ;\n",
-        &[],
+        "cluster a forward 127.0.0.1:2003 transport gzip ssl 127.0.0.1:2004 ;
+         match * send to a ;
+",
+        &["-C", &ca_arg],
     )
     .expect("valid");
-    assert_eq!(i.config.destinations[0].compression, Compression::Gzip);
+    let d = &i.config.destinations;
+    assert_eq!(d[0].compression, Compression::Gzip);
+    let tls = d[0].tls.as_ref().expect("the ssl member is inside TLS");
+    assert_eq!(tls.settings().ca_file.as_deref(), Some(ca.as_path()));
+    assert_eq!(tls.settings().names, NameCheck::ChainOnly);
+    assert!(d[1].tls.is_none(), "the other member stays plaintext");
+    assert!(i.warnings.is_empty(), "{:?}", i.warnings);
+    // A directory of CA files, as `-C` takes one too.
+    let dir_arg = dir.path().display().to_string();
+    let i = import(
+        "cluster a forward 127.0.0.1:2003 transport plain ssl ;
+match * send to a ;
+",
+        &["-C", &dir_arg],
+    )
+    .expect("a directory of CA files");
+    assert!(i.config.destinations[0].tls.is_some());
+}
+
+#[test]
+fn ssl_members_without_the_ca_flag_say_whom_they_trust() {
+    let i = import(
+        "cluster a forward 127.0.0.1:2003 transport plain ssl ;
+match * send to a ;
+",
+        &[],
+    )
+    .expect("valid, as carbon-c-relay -t -t accepts it");
+    assert!(i.config.destinations[0].tls.is_some());
     assert!(
-        i.warnings
-            .iter()
-            .any(|w| w.contains("transport ssl is not supported")),
+        i.warnings.iter().any(|w| w.contains("without -C")),
         "{:?}",
         i.warnings
     );
+}
+
+#[test]
+fn ca_flag_naming_nothing_is_refused_as_carbon_c_relay_refuses_it() {
+    let e = import(
+        "cluster a forward 127.0.0.1:2003 ;
+match * send to a ;
+",
+        &["-C", "/nonexistent/ca.pem"],
+    )
+    .expect_err("refused, in -t too")
+    .to_string();
+    assert!(
+        e.contains("failed to open TLS/SSL CA file '/nonexistent/ca.pem'"),
+        "{e}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "no certificate here\n").expect("write");
+    let arg = empty.display().to_string();
+    let e = import(
+        "cluster a forward 127.0.0.1:2003 transport plain ssl ;
+match * send to a ;
+",
+        &["-C", &arg],
+    )
+    .expect_err("a CA file without a certificate")
+    .to_string();
+    assert!(
+        e.contains("empty.pem") && e.contains("no PEM certificate"),
+        "{e}"
+    );
+}
+
+#[test]
+fn ssl_listener_pem_is_read_at_start_and_its_errors_name_file_and_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, cert, key) = signed(&["localhost"]);
+    let good = dir.path().join("good.pem");
+    std::fs::write(&good, format!("{cert}{key}")).expect("write");
+    let cert_only = dir.path().join("cert-only.pem");
+    std::fs::write(&cert_only, &cert).expect("write");
+    let garbage = dir.path().join("garbage.pem");
+    std::fs::write(&garbage, "not a certificate\n").expect("write");
+    let text = format!(
+        "listen type linemode 127.0.0.1:12001 proto tcp ;\n\
+         listen type linemode transport gzip ssl {} 127.0.0.1:12002 proto tcp ;\n\
+         listen type linemode transport plain ssl {}\n  127.0.0.1:12003 proto tcp ;\n\
+         listen type linemode transport plain ssl {} 127.0.0.1:12004 proto tcp ;\n\
+         listen type linemode transport plain ssl missing.pem 127.0.0.1:12005 proto tcp ;\n\
+         cluster a forward 127.0.0.1:2003 ;\nmatch * send to a ;\n",
+        good.display(),
+        cert_only.display(),
+        garbage.display()
+    );
+    // `check` accepts it, as `carbon-c-relay -t -t` does; each file it cannot use is a warning.
+    let i = import(&text, &[]).expect("accepted, the files read only at start");
+    let l = &i.config.listen;
+    assert_eq!(l.line_tcp, Some("127.0.0.1:12001".parse().expect("addr")));
+    let pems: Vec<(Compression, &ListenerPem)> = l
+        .extra_line
+        .iter()
+        .filter_map(|e| match e {
+            ExtraLine::Tcp(_, c, Some(p)) => Some((*c, p)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pems.len(), 4, "{:?}", l.extra_line);
+    assert_eq!(pems[0].0, Compression::Gzip);
+    assert!(pems[0].1.load().is_ok(), "certificate and key in one file");
+    for ((_, pem), (line, why)) in pems[1..].iter().zip([
+        (3, "no PEM private key"),
+        (5, "no PEM certificate"),
+        (6, "cannot read missing.pem"),
+    ]) {
+        let e = pem.load().expect_err("refused at start");
+        assert!(
+            e.contains(&format!("relay.conf:{line}:")) && e.contains(why),
+            "{e}"
+        );
+        assert!(
+            i.warnings
+                .iter()
+                .any(|w| w == &format!("{e}; `run` refuses to start without it")),
+            "{:?}",
+            i.warnings
+        );
+    }
 }
