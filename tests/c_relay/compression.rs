@@ -28,7 +28,7 @@ use crate::differential::Sinks;
 const SETTLE: Duration = Duration::from_millis(800);
 
 /// `n` lines named `prefix.<i>`, each with its own value and a fixed timestamp.
-fn lines(prefix: &str, n: usize) -> Vec<u8> {
+pub(crate) fn lines(prefix: &str, n: usize) -> Vec<u8> {
     let mut out = Vec::new();
     for i in 0..n {
         let _ = writeln!(out, "{prefix}.host{:02}.metric{i} {i} 1700000000", i % 13);
@@ -37,7 +37,7 @@ fn lines(prefix: &str, n: usize) -> Vec<u8> {
 }
 
 /// The lines of `bytes`, sorted.
-fn sorted(bytes: &[u8]) -> Vec<String> {
+pub(crate) fn sorted(bytes: &[u8]) -> Vec<String> {
     let mut v: Vec<String> = String::from_utf8_lossy(bytes)
         .split_inclusive('\n')
         .map(str::to_owned)
@@ -46,7 +46,7 @@ fn sorted(bytes: &[u8]) -> Vec<String> {
     v
 }
 
-fn send(port: u16, bytes: &[u8]) {
+pub(crate) fn send(port: u16, bytes: &[u8]) {
     let mut s = TcpStream::connect(("127.0.0.1", port))
         .unwrap_or_else(|e| panic!("connect 127.0.0.1:{port}: {e}"));
     s.write_all(bytes).expect("send");
