@@ -1,7 +1,8 @@
 //! `anthracite route` against `carbon-c-relay -t` on configurations that use every cluster
 //! type, rewrites with every modifier, validation, `route using`, blackholes, aggregations
-//! and the optimiser, over names chosen to reach each of them: carbon-c-relay's test mode is
-//! a second oracle for the member every cluster type picks.
+//! and the optimiser, over names chosen to reach each of them, with `ssl` listeners and
+//! members: carbon-c-relay's test mode is a second oracle for the member every cluster type
+//! picks.
 
 use anthracite_testkit::c_relay;
 
@@ -9,6 +10,9 @@ use super::anthracite;
 
 /// Every cluster type and route construct.
 const EVERY_CONSTRUCT: &str = r#"
+listen type linemode 127.0.0.1:3098 proto tcp;
+listen type linemode transport plain ssl relay.pem 127.0.0.1:3099 proto tcp /tmp/ssl.sock proto unix;
+cluster sec forward 127.0.0.1:3024 transport plain ssl 127.0.0.1:3025;
 cluster fwd forward 127.0.0.1:3001 127.0.0.1:3002;
 cluster any any_of 127.0.0.1:3003 127.0.0.1:3004 127.0.0.1:3005;
 cluster fail failover 127.0.0.1:3006 127.0.0.1:3007;
@@ -21,6 +25,7 @@ cluster jmp jump_fnv1a_ch replication 3
 cluster dyn carbon_ch dynamic 127.0.0.1:3021 127.0.0.2:3022;
 cluster viaudp forward 127.0.0.1:3023 proto udp;
 
+match ^secure\. send to sec stop;
 match ^sys\.
     validate ^[0-9.]+\ [0-9]+$ else drop
     send to fwd;
@@ -59,6 +64,7 @@ fn names() -> String {
         "agg.web.requests 5 1700000000",
         "agg.db.q 7",
         "plain.metric",
+        "secure.metric 1 2",
     ];
     let generated: Vec<String> = (0..150)
         .map(|i| {

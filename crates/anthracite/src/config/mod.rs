@@ -156,13 +156,7 @@ impl ListenerPem {
             key_file: self.path.clone(),
             client_ca: None,
         })
-        .map_err(|e| {
-            format!(
-                "{}: listen … ssl {}: {e} (the file holds the certificate and its key)",
-                self.origin,
-                self.path.display()
-            )
-        })
+        .map_err(|e| format!("{}: listen … ssl {}: {e}", self.origin, self.path.display()))
     }
 }
 

@@ -297,7 +297,11 @@ fn to_config(
         });
         if let Some(Err(e)) = pem.as_ref().map(ListenerPem::load) {
             // carbon-c-relay's `-t` does not read the file either; its start refuses it.
-            warnings.push(format!("{e}; `run` refuses to start without it"));
+            let warning = format!("{e}; `run` refuses to start without it");
+            // Once per statement, not per address.
+            if !warnings.contains(&warning) {
+                warnings.push(warning);
+            }
         }
         match l.proto {
             ListenerProto::Tcp => {
