@@ -539,3 +539,124 @@ impl fmt::Debug for ServerTls {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    struct Ca {
+        params: rcgen::CertificateParams,
+        key: rcgen::KeyPair,
+        pem: String,
+    }
+
+    impl Ca {
+        fn new(name: &str) -> Ca {
+            let key = rcgen::KeyPair::generate().expect("CA key");
+            let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, name);
+            let pem = params.self_signed(&key).expect("CA").pem();
+            Ca { params, key, pem }
+        }
+
+        /// A certificate for `name` and its key, PEM, in one string.
+        fn leaf(&self, name: &str, expired: bool) -> String {
+            let key = rcgen::KeyPair::generate().expect("key");
+            let mut params = rcgen::CertificateParams::new(vec![name.to_owned()]).expect("params");
+            if expired {
+                params.not_before = rcgen::date_time_ymd(2000, 1, 1);
+                params.not_after = rcgen::date_time_ymd(2001, 1, 1);
+            }
+            let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
+            let cert = params.signed_by(&key, &issuer).expect("sign");
+            format!("{}{}", cert.pem(), key.serialize_pem())
+        }
+    }
+
+    /// One handshake: a server on 127.0.0.1 presenting `pem` (certificate and key in one
+    /// file), a carbon-c-relay member's client trusting `ca`; `Ok` with the bytes the server
+    /// read.
+    async fn member_handshake(dir: &Path, pem: &str, ca: Option<&Path>) -> io::Result<Vec<u8>> {
+        let pem_path = dir.join("server.pem");
+        std::fs::write(&pem_path, pem).expect("write PEM");
+        let server = ServerTls::new(ServerTlsSettings {
+            cert_file: pem_path.clone(),
+            key_file: pem_path,
+            client_ca: None,
+        })
+        .expect("certificate and key from one file");
+        let client = ClientTls::new(ClientTlsSettings {
+            ca_file: ca.map(Path::to_path_buf),
+            names: NameCheck::ChainOnly,
+            ..ClientTlsSettings::default()
+        })
+        .expect("client");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let accept = tokio::spawn(async move {
+            let (s, _) = listener.accept().await.expect("accept");
+            let mut got = Vec::new();
+            if let Ok(mut tls) = server.accept(s).await {
+                let _ = tls.read_to_end(&mut got).await;
+            }
+            got
+        });
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        let result = client.connect(stream, "127.0.0.1").await;
+        let sent = match result {
+            Ok(mut tls) => {
+                tls.write_all(b"a.b 1 2\n").await?;
+                tls.shutdown().await?;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
+        let got = accept.await.expect("server task");
+        sent.map(|()| got)
+    }
+
+    #[tokio::test]
+    async fn a_member_accepts_a_certificate_of_its_ca_for_any_name_and_nothing_else() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (ca, other) = (Ca::new("the CA"), Ca::new("another CA"));
+        let ca_file = dir.path().join("ca.pem");
+        std::fs::write(&ca_file, &ca.pem).expect("write CA");
+        let got = member_handshake(
+            dir.path(),
+            &ca.leaf("cache.example.org", false),
+            Some(&ca_file),
+        )
+        .await
+        .expect("a certificate of the CA for another name, as carbon-c-relay accepts it");
+        assert_eq!(got, b"a.b 1 2\n");
+        for (pem, why) in [
+            (other.leaf("127.0.0.1", false), "UnknownIssuer"),
+            (ca.leaf("127.0.0.1", true), "expired"),
+        ] {
+            let e = member_handshake(dir.path(), &pem, Some(&ca_file))
+                .await
+                .expect_err("refused");
+            assert!(e.to_string().contains(why), "{why}: {e}");
+        }
+        // Without `-C`: the system's store, which does not hold this CA.
+        let e = member_handshake(dir.path(), &ca.leaf("127.0.0.1", false), None)
+            .await
+            .expect_err("refused");
+        assert!(e.to_string().contains("UnknownIssuer"), "{e}");
+        // A directory of CA files, as `-C` takes one.
+        let cas = dir.path().join("cas");
+        std::fs::create_dir(&cas).expect("mkdir");
+        std::fs::write(cas.join("a.pem"), &other.pem).expect("write");
+        std::fs::write(cas.join("b.pem"), &ca.pem).expect("write");
+        std::fs::write(cas.join("README"), "not a certificate").expect("write");
+        member_handshake(dir.path(), &ca.leaf("x.example.org", false), Some(&cas))
+            .await
+            .expect("the CA found in the directory");
+    }
+}
