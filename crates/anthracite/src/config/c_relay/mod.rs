@@ -347,6 +347,14 @@ fn to_config(
                 s.port
             ));
         }
+        if s.proto == ServerProto::Udp && s.transport.ssl {
+            warnings.push(format!(
+                "{}:{}: proto udp with ssl is sent as plaintext datagrams: TLS needs a stream \
+                 (carbon-c-relay 3.7.3 sends a TLS hello in a datagram and delivers nothing)",
+                s.display_ip(),
+                s.port
+            ));
+        }
         let spec = destination_spec(s);
         raw.destinations
             .servers
@@ -404,7 +412,12 @@ fn member_tls(
     setup: &CRelaySetup,
     warnings: &mut Vec<String>,
 ) -> Result<Option<ClientTls>, ConfigError> {
-    if !setup.program.servers.iter().any(|s| s.transport.ssl) {
+    if !setup
+        .program
+        .servers
+        .iter()
+        .any(|s| s.proto == ServerProto::Tcp && s.transport.ssl)
+    {
         return Ok(None);
     }
     let ca = setup.flags.ca.as_ref();

@@ -338,6 +338,23 @@ match * send to a ;
 }
 
 #[test]
+fn an_ssl_member_over_udp_is_warned_about() {
+    let i = import(
+        "cluster a forward 127.0.0.1:2003 proto udp transport plain ssl ;\nmatch * send to a ;\n",
+        &[],
+    )
+    .expect("valid, as carbon-c-relay -t -t accepts it");
+    assert!(i.config.destinations[0].tls.is_none());
+    assert!(
+        i.warnings
+            .iter()
+            .any(|w| w.starts_with("127.0.0.1:2003: proto udp with ssl")),
+        "{:?}",
+        i.warnings
+    );
+}
+
+#[test]
 fn ssl_members_without_the_ca_flag_say_whom_they_trust() {
     let i = import(
         "cluster a forward 127.0.0.1:2003 transport plain ssl ;
