@@ -82,7 +82,7 @@ pub(crate) struct ReceiverContext {
     pub max_pickle_frame: usize,
     /// Largest protobuf frame.
     pub max_protobuf_frame: usize,
-    /// TLS on every TCP connection (`None`: plaintext).
+    /// TLS on every connection of the receiver (`None`: plaintext).
     pub tls: Option<crate::tls::ServerTls>,
     /// Stream compression of a plaintext receiver's connections.
     pub compression: crate::protocol::compression::Compression,

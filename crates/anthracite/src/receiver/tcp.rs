@@ -1,8 +1,10 @@
 //! TCP accept loop, the read loop every TCP connection uses, and the plaintext handler.
 //!
-//! With `listen.tls` every accepted connection first completes a TLS handshake (in its own
-//! task, bounded by [`TLS_HANDSHAKE_TIMEOUT`]); a client that does not speak TLS, or presents
-//! no acceptable certificate when `client_ca` is set, is closed before anything is read.
+//! With `listen.tls` (or a receiver's own TLS: a carbon-c-relay `ssl` listener) every accepted
+//! connection first completes a TLS handshake (in its own task, bounded by
+//! [`TLS_HANDSHAKE_TIMEOUT`]); a client that does not speak TLS, or presents no acceptable
+//! certificate when `client_ca` is set, is closed before anything is read. A compressed
+//! stream is decompressed inside TLS.
 
 use std::future::Future;
 use std::io;
