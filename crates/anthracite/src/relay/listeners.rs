@@ -141,22 +141,28 @@ pub(super) fn bind_extra(
         socket.bind(&addr.into()).map_err(err)?;
         Ok::<_, RelayError>((socket, err))
     };
-    let with_tls = |l: StreamListener, pem: &Option<ListenerPem>| match pem {
-        Some(pem) => pem
-            .load()
-            .map(|tls| Socket::OwnTls(l, tls))
-            .map_err(RelayError::ListenerTls),
-        None => Ok(Socket::Tcp(l)),
+    // Read before anything is bound, so a refusal leaves no socket file behind.
+    let tls = match extra {
+        ExtraLine::Tcp(_, _, pem) | ExtraLine::Unix(_, _, pem) => pem
+            .as_ref()
+            .map(ListenerPem::load)
+            .transpose()
+            .map_err(RelayError::ListenerTls)?,
+        ExtraLine::Udp(_) => None,
+    };
+    let with_tls = |l: StreamListener| match tls {
+        Some(tls) => Socket::OwnTls(l, tls),
+        None => Socket::Tcp(l),
     };
     match extra {
-        ExtraLine::Tcp(addr, compression, pem) => {
+        ExtraLine::Tcp(addr, compression, _) => {
             let kind = Kind::ExtraLine(*compression);
             let (socket, err) = bind(*addr, kind, Type::STREAM)?;
             socket
                 .listen(i32::try_from(listen.backlog).unwrap_or(i32::MAX))
                 .map_err(err)?;
             let l = TcpListener::from_std(socket.into()).map_err(err)?;
-            Ok((kind, with_tls(StreamListener::Tcp(l), pem)?))
+            Ok((kind, with_tls(StreamListener::Tcp(l))))
         }
         ExtraLine::Udp(addr) => {
             let (socket, err) = bind(*addr, Kind::Udp, Type::DGRAM)?;
@@ -166,7 +172,7 @@ pub(super) fn bind_extra(
                 Socket::Udp(UdpReceiver::new(s)).prepared(Kind::Udp, listen)?,
             ))
         }
-        ExtraLine::Unix(path, compression, pem) => {
+        ExtraLine::Unix(path, compression, _) => {
             let err = |source| RelayError::BindUnix {
                 path: path.clone(),
                 source,
@@ -182,7 +188,7 @@ pub(super) fn bind_extra(
             let l = tokio::net::UnixListener::bind(path).map_err(err)?;
             Ok((
                 Kind::ExtraLine(*compression),
-                with_tls(StreamListener::Other(Box::new(l)), pem)?,
+                with_tls(StreamListener::Other(Box::new(l))),
             ))
         }
     }
