@@ -153,8 +153,20 @@ fn ca_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError
 
 fn roots_from(path: &Path) -> Result<RootCertStore, TlsError> {
     let mut roots = RootCertStore::empty();
-    for cert in ca_certificates(path)? {
-        roots.add(cert)?;
+    let certs = ca_certificates(path)?;
+    if path.is_dir() {
+        // A system directory (`/etc/ssl/certs`) may hold a certificate WebPKI cannot take
+        // as an anchor: passed over, as for the system store.
+        if roots.add_parsable_certificates(certs).0 == 0 {
+            return Err(TlsError::NoCertificate {
+                path: path.to_path_buf(),
+                detail: " (none usable as a trust anchor)".into(),
+            });
+        }
+    } else {
+        for cert in certs {
+            roots.add(cert)?;
+        }
     }
     Ok(roots)
 }
