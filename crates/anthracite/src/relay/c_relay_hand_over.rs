@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use tracing::info;
 
 use crate::ingest::Routing;
-use crate::queue::DestinationQueue;
+use crate::queue::{DestinationQueue, DestinationStats};
 use crate::router::Strategy;
 use crate::router::c_relay::ClusterKind;
 
@@ -79,28 +79,28 @@ pub(super) struct HandOver {
 }
 
 impl HandOver {
+    /// One tick's look at a destination: true once its connection has been failing for
+    /// [`FAIL_WAIT_TICKS`] ticks in a row.
+    fn down(&mut self, stats: &DestinationStats) -> bool {
+        let name = stats.name();
+        if stats.is_failing() {
+            let n = self.failing.entry(name.to_owned()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n >= FAIL_WAIT_TICKS
+        } else {
+            self.failing.remove(name);
+            self.logged.retain(|l| l != name);
+            false
+        }
+    }
+
     /// One tick on the current routing.
     pub(super) fn tick(&mut self, routing: &Routing) {
         let Strategy::CRelay(p) = routing.router.strategy() else {
             return;
         };
         let queues = &routing.queues;
-        let down: Vec<bool> = queues
-            .iter()
-            .map(|q| {
-                let stats = q.stats();
-                let name = stats.name();
-                if stats.is_failing() {
-                    let n = self.failing.entry(name.to_owned()).or_insert(0);
-                    *n = n.saturating_add(1);
-                    *n >= FAIL_WAIT_TICKS
-                } else {
-                    self.failing.remove(name);
-                    self.logged.retain(|l| l != name);
-                    false
-                }
-            })
-            .collect();
+        let down: Vec<bool> = queues.iter().map(|q| self.down(q.stats())).collect();
         for c in &p.program.clusters {
             let mode = match c.kind {
                 ClusterKind::Failover => Mode::Failover,
@@ -145,7 +145,7 @@ fn offload(
     let step = chunk(from);
     let mut order: Vec<u16> = members.iter().copied().filter(|&r| r != m).collect();
     let mut total = 0;
-    while holds(from) && (down || critical(from)) {
+    while holds(from) && (down || mode == Mode::AnyOf && critical(from)) {
         if mode == Mode::AnyOf {
             // A different order per chunk: no member that is up takes all of it.
             fastrand::shuffle(&mut order);
@@ -167,4 +167,87 @@ fn offload(
         }
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::batch::Batch;
+    use crate::queue::QueueLimits;
+
+    fn queue(name: &str, max_datapoints: usize) -> Arc<DestinationQueue> {
+        let limits = QueueLimits {
+            max_datapoints,
+            ..QueueLimits::default()
+        };
+        Arc::new(DestinationQueue::new(
+            limits,
+            Arc::new(DestinationStats::new(name)),
+        ))
+    }
+
+    fn lines(q: &DestinationQueue, n: usize) {
+        let mut b = Batch::new();
+        for i in 0..n {
+            b.push(format!("m.{i}").as_bytes(), i as f64, 1.0)
+                .expect("batch has room");
+        }
+        q.push(b);
+    }
+
+    #[test]
+    fn a_member_is_down_after_fail_wait_ticks_of_failing_and_up_again_at_once() {
+        let stats = DestinationStats::new("h:1:a");
+        let mut h = HandOver::default();
+        assert!(!h.down(&stats), "never failed");
+        stats.connect_failed(&"refused");
+        for _ in 1..FAIL_WAIT_TICKS {
+            assert!(!h.down(&stats));
+        }
+        assert!(h.down(&stats), "failing for FAIL_WAIT_TICKS ticks");
+        stats.set_connected(true);
+        assert!(!h.down(&stats));
+        stats.set_connected(false);
+        assert!(!h.down(&stats), "the count starts again");
+    }
+
+    #[test]
+    fn failover_hands_over_in_configuration_order_to_members_not_failing() {
+        // A down; B failing too; C with room for 20; D with room for the rest.
+        let queues = [
+            queue("a:1:", 100),
+            queue("b:1:", 100),
+            queue("c:1:", 20),
+            queue("d:1:", 100),
+        ];
+        lines(&queues[0], 50);
+        queues[1].stats().connect_failed(&"refused");
+        let moved = offload(&queues, 0, &[0, 1, 2, 3], Mode::Failover, true);
+        assert_eq!(moved, 50);
+        let queued: Vec<usize> = queues.iter().map(|q| q.queued()).collect();
+        assert_eq!(queued, [0, 0, 20, 30]);
+        // Not down: a failover member keeps its queue however full.
+        lines(&queues[3], 70);
+        assert_eq!(offload(&queues, 3, &[0, 1, 2, 3], Mode::Failover, false), 0);
+        assert_eq!(queues[3].queued(), 100);
+    }
+
+    #[test]
+    fn any_of_offloads_a_critical_queue_passing_over_critical_members() {
+        // A is up but critical (room for less than a tenth of it); B is critical too.
+        let queues = [queue("a:1:", 100), queue("b:1:", 100), queue("c:1:", 100)];
+        lines(&queues[0], 95);
+        lines(&queues[1], 95);
+        let moved = offload(&queues, 0, &[0, 1, 2], Mode::AnyOf, false);
+        assert!(moved > 0 && !critical(&queues[0]), "moved {moved}");
+        let queued: Vec<usize> = queues.iter().map(|q| q.queued()).collect();
+        assert_eq!(queued, [95 - moved, 95, moved]);
+        // What fits nowhere stays: every other member is critical now.
+        lines(&queues[2], 100 - moved);
+        lines(&queues[0], 100 - queues[0].queued());
+        assert_eq!(offload(&queues, 0, &[0, 1, 2], Mode::AnyOf, true), 0);
+        assert_eq!(queues[0].queued(), 100);
+    }
 }
