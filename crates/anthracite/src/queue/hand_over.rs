@@ -22,9 +22,10 @@
 //!   receiver, so that for every destination
 //!   `routed + moved_in = sent + dropped + queued + moved_out`.
 //!
-//! Both queues' locks are held for the move, the sender's first. One task makes every move of
-//! a relay, one at a time, and nothing else holds two queue locks, so the order cannot
-//! deadlock.
+//! Both queues' locks are held for the move, taken in the order of the queues' addresses, and
+//! nothing else holds two queue locks: moves in opposite directions cannot deadlock.
+
+use std::sync::Arc;
 
 use super::DestinationQueue;
 use super::core::{PushOutcome, State};
@@ -37,11 +38,18 @@ impl DestinationQueue {
     /// whole, so the last one may pass `max`. Nothing moves to the queue itself, to a closed
     /// queue, or to one with data in its disk tier.
     pub fn hand_over(&self, to: &DestinationQueue, max: usize) -> usize {
-        if std::sync::Arc::ptr_eq(&self.core, &to.core) || max == 0 {
+        if Arc::ptr_eq(&self.core, &to.core) || max == 0 {
             return 0;
         }
-        let mut s = self.core.lock();
-        let mut r = to.core.lock();
+        // Both locks, always in address order: two moves in opposite directions cannot
+        // deadlock.
+        let (mut s, mut r) = if Arc::as_ptr(&self.core) < Arc::as_ptr(&to.core) {
+            let s = self.core.lock();
+            (s, to.core.lock())
+        } else {
+            let r = to.core.lock();
+            (self.core.lock(), r)
+        };
         if r.closed || r.disk_points > 0 {
             return 0;
         }

@@ -10,7 +10,7 @@
 //!   ticks in a row (carbon-c-relay's `FAIL_WAIT_TIME`, 6 × 250 ms = 1.5 s): not connected,
 //!   with an attempt failed or the connection lost. A member of an `any_of` cluster or a
 //!   `dynamic` ring also offloads while its memory queue is *critical*: less room than one
-//!   hand-over chunk (carbon-c-relay's `LEN_CRITICAL`, `-b` below `-q`).
+//!   hand-over chunk (carbon-c-relay's `LEN_CRITICAL`: less room than its batch size).
 //! - Its waiting lines go, oldest first, a chunk at a time ([`chunk`]), to the other members
 //!   that are not failing: for `failover` in configuration order (the first that takes them
 //!   gets them), for `any_of` in an order shuffled for every chunk, passing over members
