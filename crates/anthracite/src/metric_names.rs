@@ -249,6 +249,9 @@ pub mod carbon {
     pub const WRITE_TIMEOUTS: &str = "writeTimeouts";
     /// Per destination: batches held back by the full wait in the interval.
     pub const FULL_WAITS: &str = "fullWaits";
+    /// Per destination, under `movedDatapoints.<out|in>`: datapoints handed to or from another
+    /// member's queue of a carbon-c-relay cluster in the interval.
+    pub const MOVED_DATAPOINTS: &str = "movedDatapoints";
     /// Per destination, under `overflows.<cause>`: batches the full policy applied to in the
     /// interval.
     pub const OVERFLOWS: &str = "overflows";

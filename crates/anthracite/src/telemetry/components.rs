@@ -149,15 +149,18 @@ pub(crate) fn destination_figures(d: &DestinationSnapshot) -> Component {
             .series(facade::DESTINATION_FULL_WAITS, label())
             .carbon(leaf::FULL_WAITS),
     ];
-    // Prometheus only: carbon's self-metrics have no such destination figure.
     for (direction, n) in [("out", d.moved_out), ("in", d.moved_in)] {
-        figures.push(Figure::counter(n).series(
-            facade::MOVED,
-            vec![
-                ("destination", d.name.clone()),
-                ("direction", direction.to_string()),
-            ],
-        ));
+        figures.push(
+            Figure::counter(n)
+                .series(
+                    facade::MOVED,
+                    vec![
+                        ("destination", d.name.clone()),
+                        ("direction", direction.to_string()),
+                    ],
+                )
+                .carbon(format!("{}.{direction}", leaf::MOVED_DATAPOINTS)),
+        );
     }
     for cause in OverflowCause::ALL {
         figures.push(
