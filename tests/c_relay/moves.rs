@@ -1,6 +1,6 @@
 //! Lines queued for a member of an `any_of` or `failover` cluster that is down move to the
-//! other members, as carbon-c-relay 3.7.3 moves them: every member is down (no sink on its
-//! port) while the lines arrive, so each line is queued for the member its cluster picks
+//! other members, as carbon-c-relay 3.7.3 moves them: every member is down (its sink
+//! stopped) while the lines arrive, so each line is queued for the member its cluster picks
 //! (`any_of`: by the name's hash, `failover`: the first); then the second member of each
 //! cluster comes up and the first stays down. The lines queued for the first arrive at the
 //! second, each once, counted as moved, and none reaches the first when it comes back
@@ -61,6 +61,7 @@ fn lines_queued_for_a_member_that_is_down_move_to_the_others_once_counted() {
     );
     // A memory queue of 100 per member: the failover's first member holds its 150 lines
     // partly in its spill log, which moves too.
+    let first: Vec<Sink> = d.iter().map(|&p| Sink::start(p)).collect();
     let mut relay = start(
         &dir,
         &fill(CONF, listen, admin_port, d),
@@ -68,6 +69,24 @@ fn lines_queued_for_a_member_that_is_down_move_to_the_others_once_counted() {
         "-q 100 -b 10",
         admin,
     );
+    let members_up = |want: f64| {
+        let m = metrics(admin);
+        [("anyof", "any_of"), ("fail", "failover")]
+            .iter()
+            .all(|(c, k)| {
+                value(
+                    &m,
+                    "anthracite_c_relay_cluster_members_up",
+                    &[("cluster", c), ("type", k)],
+                ) == Some(want)
+            })
+    };
+    relay.wait_until("every member connected", LIMIT, || {
+        sum(&metrics(admin), "anthracite_destination_connected", &[]) == 4.0
+    });
+    // Every member's sink stops: the members go down.
+    drop(first);
+    relay.wait_until("every member down", LIMIT, || members_up(0.0));
     send(listen, &input());
     relay.wait_until(
         "every line queued while every member is down",
@@ -144,18 +163,7 @@ fn lines_queued_for_a_member_that_is_down_move_to_the_others_once_counted() {
 
     // The members that were down come back: what moved is not sent again.
     let back = [Sink::start(d[0]), Sink::start(d[2])];
-    relay.wait_until("every member up", LIMIT, || {
-        let m = metrics(admin);
-        [("anyof", "any_of"), ("fail", "failover")]
-            .iter()
-            .all(|(c, k)| {
-                value(
-                    &m,
-                    "anthracite_c_relay_cluster_members_up",
-                    &[("cluster", c), ("type", k)],
-                ) == Some(2.0)
-            })
-    });
+    relay.wait_until("every member up again", LIMIT, || members_up(2.0));
     send(listen, "a.after 1 1700000000\nf.after 1 1700000000\n");
     relay.wait_until("the lines sent after", LIMIT, || {
         received(&[&up[0], &up[1], &back[0], &back[1]]).len() >= 2 * LINES + 2
