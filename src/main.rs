@@ -551,6 +551,7 @@ fn c_relay_tool(options: &CRelayOptions, command: Command) -> ExitCode {
         _ => {
             println!("# {}: OK", options.path.display());
             print!("{}", import.test_header());
+            print!("{}", import.limits_text());
             Ok(())
         }
     };

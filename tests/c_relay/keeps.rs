@@ -19,17 +19,17 @@ use anthracite_testkit::http::{get, parse_metrics, sum, value};
 use anthracite_testkit::{RelayCommand, RelayProcess, free_ports, scratch, unix_now};
 
 /// Bound on every wait of these tests (a hung test's deadline, not a timing assertion).
-const LIMIT: Duration = Duration::from_secs(30);
+pub(super) const LIMIT: Duration = Duration::from_secs(30);
 
 /// A plain TCP listener that keeps the lines it receives.
-struct Sink {
+pub(super) struct Sink {
     stop: Arc<AtomicBool>,
     lines: Arc<Mutex<Vec<String>>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Sink {
-    fn start(port: u16) -> Sink {
+    pub(super) fn start(port: u16) -> Sink {
         let listener = TcpListener::bind(("127.0.0.1", port))
             .unwrap_or_else(|e| panic!("sink: bind 127.0.0.1:{port}: {e}"));
         listener.set_nonblocking(true).expect("sink: nonblocking");
@@ -72,7 +72,7 @@ impl Sink {
         }
     }
 
-    fn lines(&self) -> Vec<String> {
+    pub(super) fn lines(&self) -> Vec<String> {
         self.lines.lock().expect("sink lock").clone()
     }
 }
@@ -87,7 +87,7 @@ impl Drop for Sink {
 }
 
 /// `text` with `{L}`, `{A}` (admin) and `{D0}`… filled in.
-fn fill(text: &str, listen: u16, admin: u16, dests: &[u16]) -> String {
+pub(super) fn fill(text: &str, listen: u16, admin: u16, dests: &[u16]) -> String {
     let mut out = text
         .replace("{L}", &listen.to_string())
         .replace("{A}", &admin.to_string());
@@ -99,7 +99,13 @@ fn fill(text: &str, listen: u16, admin: u16, dests: &[u16]) -> String {
 
 /// anthracite on `conf` with the overlay `overlay` (its admin listener at `admin`),
 /// `--spill-dir dir/spill` and the carbon-c-relay flags `args`.
-fn start(dir: &Path, conf: &str, overlay: &str, args: &str, admin: SocketAddr) -> RelayProcess {
+pub(super) fn start(
+    dir: &Path,
+    conf: &str,
+    overlay: &str,
+    args: &str,
+    admin: SocketAddr,
+) -> RelayProcess {
     std::fs::write(dir.join("relay.conf"), conf).expect("write relay.conf");
     std::fs::write(dir.join("overlay.toml"), overlay).expect("write overlay.toml");
     let mut relay = RelayCommand::new(env!("CARGO_BIN_EXE_anthracite"))
@@ -116,13 +122,13 @@ fn start(dir: &Path, conf: &str, overlay: &str, args: &str, admin: SocketAddr) -
     relay
 }
 
-fn send(port: u16, text: &str) {
+pub(super) fn send(port: u16, text: &str) {
     TcpStream::connect(("127.0.0.1", port))
         .and_then(|mut s| s.write_all(text.as_bytes()))
         .expect("send to the relay");
 }
 
-fn metrics(admin: SocketAddr) -> BTreeMap<String, f64> {
+pub(super) fn metrics(admin: SocketAddr) -> BTreeMap<String, f64> {
     match get(admin, "/metrics") {
         Ok((200, body)) => parse_metrics(&body),
         other => panic!("GET /metrics: {other:?}"),

@@ -5,13 +5,15 @@
 //! carbon-c-relay 3.7.3 built from source with gzip, lz4 and snappy (`compression`); and,
 //! anthracite alone, what it keeps where carbon-c-relay loses it (`keeps`: members down with
 //! spill, reload, the aggregation series bound); `file` and `file ip` clusters against
-//! carbon-c-relay (`files`); `ssl` listeners and members both ways (`ssl`). One test binary
-//! for the group.
+//! carbon-c-relay (`files`); `ssl` listeners and members both ways (`ssl`); the lines queued
+//! for an `any_of` or `failover` member that is down, moved to the other members, by
+//! anthracite and by carbon-c-relay (`moves`). One test binary for the group.
 
 mod compression;
 mod differential;
 mod files;
 mod keeps;
+mod moves;
 mod repository;
 mod ssl;
 mod test_mode;

@@ -514,3 +514,52 @@ fn the_range_reader_reads_the_reference_forms() {
     assert_eq!(bounds("`IP:port`, or `\"\"`"), None);
     assert_eq!(bounds("a positive number"), None);
 }
+
+/// The `[limits]` of the overlay example in docs/migrating-c-relay.md are the defaults
+/// `anthracite check` resolves on a carbon-c-relay configuration without an overlay, key for
+/// key.
+#[test]
+fn the_c_relay_overlay_shows_the_limits_the_code_resolves() {
+    let page = "docs/migrating-c-relay.md";
+    let text = std::fs::read_to_string(root().join(page)).expect("read the migrating page");
+    let fence = crate::markdown::fences(&text)
+        .into_iter()
+        .find(|f| f.info.iter().any(|w| w == "c-relay-overlay"))
+        .unwrap_or_else(|| panic!("{page}: no c-relay-overlay block"));
+    let overlay: Table = toml::from_str(&fence.body).expect("the overlay block is TOML");
+    let shown: BTreeMap<String, String> = match overlay.get("limits") {
+        Some(Value::Table(t)) => t.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
+        other => panic!("{page}:{}: no [limits] table: {other:?}", fence.line),
+    };
+
+    let dir = crate::scratch();
+    std::fs::write(
+        dir.path().join("relay.conf"),
+        "cluster a forward 127.0.0.1:2003;\nmatch * send to a;\n",
+    )
+    .expect("write relay.conf");
+    let mut cmd = std::process::Command::new(crate::anthracite());
+    cmd.args(["check", "--carbon-c-relay-config", "relay.conf"])
+        .current_dir(dir.path());
+    let out = crate::run_bounded(cmd, "anthracite check --carbon-c-relay-config");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resolved: BTreeMap<String, String> = stdout
+        .lines()
+        .skip_while(|l| *l != "# overlay [limits]:")
+        .skip(1)
+        .map_while(|l| l.strip_prefix("#   "))
+        .filter_map(|l| l.split_once(" = "))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    assert!(!resolved.is_empty(), "check printed no limits:\n{stdout}");
+    assert_eq!(
+        shown, resolved,
+        "{page}:{}: [limits] against the code",
+        fence.line
+    );
+}

@@ -15,6 +15,10 @@ pub mod facade {
     pub const BATCHES_SENT: &str = "anthracite_sent_messages_total";
     /// Counter, labels `destination`, `reason`: datapoints dropped after routing.
     pub const DROPPED: &str = "anthracite_dropped_datapoints_total";
+    /// Counter, labels `destination`, `direction` (`out`, `in`): datapoints handed from one
+    /// destination's queue to another's (a member of a carbon-c-relay `any_of` or `failover`
+    /// cluster that is down gives its queued lines to the others).
+    pub const MOVED: &str = "anthracite_moved_datapoints_total";
     /// Gauge, label `destination`: datapoints waiting in the destination's queue.
     pub const QUEUE_DATAPOINTS: &str = "anthracite_queue_datapoints";
     /// Gauge, label `destination`: bytes waiting in the destination's queue.
@@ -139,6 +143,9 @@ pub mod facade {
     pub const C_RELAY_CLUSTER_SPILLED: &str = "anthracite_c_relay_cluster_spill_datapoints";
     /// Counter, labels `cluster`, `type`: datapoints its members dropped (every reason).
     pub const C_RELAY_CLUSTER_DROPPED: &str = "anthracite_c_relay_cluster_dropped_datapoints_total";
+    /// Counter, labels `cluster`, `type`: datapoints its members' queues handed to other
+    /// members' queues (a member down, or an `any_of` member's queue nearly full).
+    pub const C_RELAY_CLUSTER_MOVED: &str = "anthracite_c_relay_cluster_moved_datapoints_total";
     /// Gauge: open series of a carbon-c-relay configuration's aggregations.
     pub const C_RELAY_AGGREGATION_SERIES: &str = "anthracite_c_relay_aggregation_series";
     /// Counter, label `reason` (`out_of_window`, `series_limit`, `values_limit`): datapoints a
@@ -242,6 +249,9 @@ pub mod carbon {
     pub const WRITE_TIMEOUTS: &str = "writeTimeouts";
     /// Per destination: batches held back by the full wait in the interval.
     pub const FULL_WAITS: &str = "fullWaits";
+    /// Per destination, under `movedDatapoints.<out|in>`: datapoints handed to or from another
+    /// member's queue of a carbon-c-relay cluster in the interval.
+    pub const MOVED_DATAPOINTS: &str = "movedDatapoints";
     /// Per destination, under `overflows.<cause>`: batches the full policy applied to in the
     /// interval.
     pub const OVERFLOWS: &str = "overflows";
@@ -261,6 +271,7 @@ pub fn help(name: &str) -> &'static str {
         f::SENT => "Datapoints written to a destination and seen delivered.",
         f::BATCHES_SENT => "Pickle or line messages written to a destination.",
         f::DROPPED => "Datapoints dropped after routing, per reason.",
+        f::MOVED => "Datapoints handed from one destination's queue to another's (out, in).",
         f::QUEUE_DATAPOINTS => "Datapoints in the memory tier (waiting and in flight).",
         f::QUEUE_BYTES => "Bytes in the memory tier (waiting and in flight).",
         f::SPILLED_RECORDS => "Records written to the spill log.",
@@ -301,6 +312,7 @@ pub fn help(name: &str) -> &'static str {
         f::C_RELAY_CLUSTER_QUEUED => "Datapoints queued for a cluster's members (memory and disk).",
         f::C_RELAY_CLUSTER_SPILLED => "Datapoints in a cluster's members' spill logs.",
         f::C_RELAY_CLUSTER_DROPPED => "Datapoints a cluster's members dropped, every reason.",
+        f::C_RELAY_CLUSTER_MOVED => "Datapoints a cluster's members handed to other members.",
         f::C_RELAY_AGGREGATION_SERIES => "Open series of the carbon-c-relay aggregations.",
         f::C_RELAY_AGGREGATION_DROPPED => {
             "Datapoints a carbon-c-relay aggregation dropped, per reason."

@@ -107,7 +107,8 @@ impl Ingestor {
         }
         // `failover`, `any_of` and `dynamic` clusters pass over members that are down, and
         // over members whose memory queue is full with nothing to spill to: another member
-        // takes the line rather than it being dropped (carbon-c-relay drops it).
+        // takes the line rather than it being dropped (carbon-c-relay drops it). Lines
+        // already queued for a member that goes down move later (`relay::c_relay_hand_over`).
         let queues = &self.routing.queues;
         let failed = |s: u16| {
             queues.get(usize::from(s)).is_some_and(|q| {

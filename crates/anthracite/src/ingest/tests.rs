@@ -237,7 +237,7 @@ fn any_of_passes_over_a_member_whose_queue_is_full_without_spill() {
             .iter()
             .map(|d| DestinationSpec::parse(d).expect("destination"))
             .collect(),
-        c_relay: Some(crate::router::CRelayProgram::new(Arc::new(program), 10)),
+        c_relay: Some(crate::router::CRelayProgram::new(Arc::new(program), 10, 10)),
         ..RouterSpec::default()
     })
     .expect("router");

@@ -20,8 +20,8 @@ use crate::batch::Batch;
 /// Locking is per batch (one lock per push or pop of a whole batch), never per datapoint.
 #[derive(Debug)]
 pub struct DestinationQueue {
-    core: Arc<Core>,
-    disk: Option<DiskTier>,
+    pub(super) core: Arc<Core>,
+    pub(super) disk: Option<DiskTier>,
     spares: Spares,
 }
 
@@ -423,7 +423,7 @@ impl DestinationQueue {
         popped
     }
 
-    fn maybe_replay(&self, s: &mut State) {
+    pub(super) fn maybe_replay(&self, s: &mut State) {
         if let Some(disk) = &self.disk {
             disk.maybe_replay(&self.core.limits, s);
         }

@@ -102,6 +102,10 @@ pub struct DestinationStats {
     messages: AtomicU64,
     queued_until_connected: AtomicU64,
     queued_until_connected_metric: Counter,
+    moved_out: AtomicU64,
+    moved_in: AtomicU64,
+    moved_out_metric: Counter,
+    moved_in_metric: Counter,
     dropped: [AtomicU64; DestinationDropReason::ALL.len()],
     connected: AtomicU64,
     depth: QueueDepth,
@@ -205,6 +209,16 @@ impl DestinationStats {
                 facade::QUEUED_UNTIL_CONNECTED,
                 "destination" => l.clone()
             ),
+            moved_out: AtomicU64::new(0),
+            moved_in: AtomicU64::new(0),
+            moved_out_metric: counter!(
+                facade::MOVED,
+                "destination" => l.clone(), "direction" => "out"
+            ),
+            moved_in_metric: counter!(
+                facade::MOVED,
+                "destination" => l.clone(), "direction" => "in"
+            ),
             dropped: std::array::from_fn(|_| AtomicU64::new(0)),
             connected: AtomicU64::new(0),
             depth: QueueDepth::default(),
@@ -271,6 +285,18 @@ impl DestinationStats {
             self.dropped[reason as usize].fetch_add(n, Relaxed);
             self.dropped_metric[reason as usize].increment(n);
         }
+    }
+
+    /// Datapoints this destination's queue handed to another destination's queue.
+    pub fn add_moved_out(&self, n: u64) {
+        self.moved_out.fetch_add(n, Relaxed);
+        self.moved_out_metric.increment(n);
+    }
+
+    /// Datapoints another destination's queue handed to this one's.
+    pub fn add_moved_in(&self, n: u64) {
+        self.moved_in.fetch_add(n, Relaxed);
+        self.moved_in_metric.increment(n);
     }
 
     /// Datapoints routed here while it was not connected (carbon's `queuedUntilConnected`).
@@ -446,6 +472,8 @@ impl DestinationStats {
             sent: self.sent.load(Relaxed),
             messages: self.messages.load(Relaxed),
             queued_until_connected: self.queued_until_connected.load(Relaxed),
+            moved_out: self.moved_out.load(Relaxed),
+            moved_in: self.moved_in.load(Relaxed),
             dropped,
             queued: queued_memory + queued_disk,
             queued_memory,
@@ -494,6 +522,11 @@ pub struct DestinationSnapshot {
     pub messages: u64,
     /// Routed here while not connected.
     pub queued_until_connected: u64,
+    /// Handed from this destination's queue to another's (a carbon-c-relay cluster's member
+    /// that was down): `routed + moved_in = sent + dropped + queued + moved_out`.
+    pub moved_out: u64,
+    /// Handed to this destination's queue from another's.
+    pub moved_in: u64,
     /// Dropped, indexed by [`DestinationDropReason`] as `usize`.
     pub dropped: [u64; DestinationDropReason::ALL.len()],
     /// In the queue or in flight: `queued_memory + queued_disk`.

@@ -136,7 +136,7 @@ pub(super) fn ack(s: &mut State, datapoints: usize) -> usize {
 /// first, so only those older than every replayed record still held (in flight or waiting).
 /// Scans the tier only while some wait, which takes `drop_oldest` evicting behind a record in
 /// flight.
-fn disk_records_done(s: &mut State) -> usize {
+pub(super) fn disk_records_done(s: &mut State) -> usize {
     let oldest_held = s
         .tags
         .iter()
@@ -152,7 +152,7 @@ fn disk_records_done(s: &mut State) -> usize {
 }
 
 /// Inserts `position` into `positions`, kept in ascending order.
-fn insert_sorted(positions: &mut std::collections::VecDeque<u64>, position: u64) {
+pub(super) fn insert_sorted(positions: &mut std::collections::VecDeque<u64>, position: u64) {
     let at = positions.partition_point(|&p| p < position);
     positions.insert(at, position);
 }

@@ -20,6 +20,7 @@
 //!   design), the tier's hand-over, replay and shutdown (`spill::tier`) and its thread
 //!   (`spill::thread`).
 //! - `spares`: written batches kept for the ingestors to fill again.
+//! - `hand_over`: waiting batches moved to another destination's queue, within its bounds.
 //! - [`DestinationQueue`]: what producers and the destination task use; the policies choose
 //!   the tier here.
 //! - [`policy`]: [`WhenFull`], [`PushMode`], [`DestinationDropReason`]; [`destination_stats`]: the
@@ -93,7 +94,10 @@
 //! ## Accounting
 //!
 //! Exact, and kept under the queue's lock: for every destination,
-//! `routed = sent + dropped + queued`, where `queued = queued(memory) + queued(disk)`: memory
+//! `routed + moved_in = sent + dropped + queued + moved_out`, where `moved_out` and
+//! `moved_in` are datapoints handed from one destination's queue to another's (`hand_over`:
+//! a carbon-c-relay cluster's member that is down gives its lines to the others; both are 0
+//! anywhere else), and `queued = queued(memory) + queued(disk)`: memory
 //! counts datapoints waiting and in flight, disk counts datapoints handed to the spill thread
 //! and not yet replayed into memory. Every accepted datapoint also has a position
 //! ([`core`](self::core)), which delivery receipts wait on.
@@ -101,6 +105,7 @@
 pub(crate) mod core;
 mod destination_queue;
 pub(crate) mod destination_stats;
+mod hand_over;
 mod memory;
 pub(crate) mod policy;
 mod spares;

@@ -2,7 +2,8 @@
 //! expiry thread sleeps as long when idle) the buckets past their expiry are written and their
 //! lines routed again like received lines; at shutdown, every completed bucket. It also
 //! logs the episodes of the series bound: once when datapoints start being dropped for it,
-//! once when a tick passes without such a drop.
+//! once when a tick passes without such a drop. On the same clock, the queues of cluster
+//! members that are down move to the other members (`c_relay_hand_over`).
 
 use std::time::Duration;
 
@@ -26,13 +27,17 @@ pub(super) async fn run(pipeline: Pipeline, stop: CancellationToken) {
     );
     let mut values_bound = LimitEpisode::new(
         "the bound on kept values",
-        "datapoints of median, percentile, variance and stddev are dropped",
+        "datapoints of median, percentile, variance and stddev are dropped (limits.max_aggregation_values)",
     );
+    let mut hand_over = super::c_relay_hand_over::HandOver::default();
     loop {
         let stopping = tokio::select! {
             _ = stop.cancelled() => true,
             _ = tokio::time::sleep(TICK) => false,
         };
+        if !stopping {
+            hand_over.tick(&pipeline.routing());
+        }
         let router = pipeline.router();
         if let Strategy::CRelay(p) = router.strategy() {
             let mut state = p.aggregates.lock().unwrap_or_else(|e| e.into_inner());

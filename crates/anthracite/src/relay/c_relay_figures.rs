@@ -28,7 +28,8 @@ impl Reporting for CRelayFigures {
             .collect();
         for c in &p.program.clusters {
             let labels = vec![("cluster", c.name.clone()), ("type", c.type_word())];
-            let (mut up, mut queued, mut spilled, mut dropped) = (0u64, 0u64, 0u64, 0u64);
+            let (mut up, mut queued, mut spilled, mut dropped, mut moved) =
+                (0u64, 0u64, 0u64, 0u64, 0u64);
             let mut seen: Vec<u16> = Vec::new();
             for &m in &c.members {
                 let Some(d) = snapshots.get(usize::from(m)) else {
@@ -46,6 +47,7 @@ impl Reporting for CRelayFigures {
                 queued += d.queued;
                 spilled += d.queued_disk;
                 dropped += d.dropped.iter().sum::<u64>();
+                moved += d.moved_out;
                 let mut member = labels.clone();
                 member.push(("member", d.name.clone()));
                 figures.push(Figure::gauge(1.0).series(facade::C_RELAY_CLUSTER_MEMBER, member));
@@ -55,7 +57,10 @@ impl Reporting for CRelayFigures {
             figures.push(g(up, facade::C_RELAY_CLUSTER_MEMBERS_UP));
             figures.push(g(queued, facade::C_RELAY_CLUSTER_QUEUED));
             figures.push(g(spilled, facade::C_RELAY_CLUSTER_SPILLED));
-            figures.push(Figure::counter(dropped).series(facade::C_RELAY_CLUSTER_DROPPED, labels));
+            figures.push(
+                Figure::counter(dropped).series(facade::C_RELAY_CLUSTER_DROPPED, labels.clone()),
+            );
+            figures.push(Figure::counter(moved).series(facade::C_RELAY_CLUSTER_MOVED, labels));
         }
         let (open, counts) = {
             let state = p.aggregates.lock().unwrap_or_else(|e| e.into_inner());

@@ -16,6 +16,7 @@
 mod aggregates;
 mod c_relay_aggregates;
 mod c_relay_figures;
+mod c_relay_hand_over;
 mod c_relay_statistics;
 mod destinations;
 mod listeners;

@@ -295,8 +295,14 @@ pub(crate) struct CRelayStatistics {
 }
 
 impl CRelayProgram {
-    pub(crate) fn new(program: std::sync::Arc<c_relay::Program>, max_series: usize) -> Self {
-        let aggregates = c_relay::Aggregators::new(&program, max_series);
+    /// `program` with empty aggregations bounded by `max_series` open series and
+    /// `max_values` kept values (the overlay's `[limits]`).
+    pub(crate) fn new(
+        program: std::sync::Arc<c_relay::Program>,
+        max_series: usize,
+        max_values: usize,
+    ) -> Self {
+        let aggregates = c_relay::Aggregators::new(&program, max_series, max_values);
         Self {
             program,
             aggregates: std::sync::Arc::new(std::sync::Mutex::new(aggregates)),

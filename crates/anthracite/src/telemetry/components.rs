@@ -149,6 +149,19 @@ pub(crate) fn destination_figures(d: &DestinationSnapshot) -> Component {
             .series(facade::DESTINATION_FULL_WAITS, label())
             .carbon(leaf::FULL_WAITS),
     ];
+    for (direction, n) in [("out", d.moved_out), ("in", d.moved_in)] {
+        figures.push(
+            Figure::counter(n)
+                .series(
+                    facade::MOVED,
+                    vec![
+                        ("destination", d.name.clone()),
+                        ("direction", direction.to_string()),
+                    ],
+                )
+                .carbon(format!("{}.{direction}", leaf::MOVED_DATAPOINTS)),
+        );
+    }
     for cause in OverflowCause::ALL {
         figures.push(
             Figure::counter(d.overflows[cause as usize])

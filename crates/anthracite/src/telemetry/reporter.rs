@@ -210,6 +210,8 @@ mod tests {
             "spillOldestAgeSeconds",
             "writeTimeouts",
             "fullWaits",
+            "movedDatapoints.out",
+            "movedDatapoints.in",
             "droppedDatapoints.queue_full",
             "droppedDatapoints.spill_full",
         ] {

@@ -170,6 +170,8 @@ pub struct CRelayImport {
     /// One line per construct or flag that has no effect in anthracite (or differs); log them.
     pub warnings: Vec<String>,
     pub(crate) setup: Arc<CRelaySetup>,
+    /// The overlay's `[limits]`, its defaults where it sets none.
+    pub(crate) limits: overlay::Limits,
 }
 
 /// The machine's name, as carbon-c-relay takes it (`gethostname`).
@@ -207,6 +209,7 @@ pub(crate) fn load(options: &CRelayOptions) -> Result<CRelayImport, ConfigError>
         config,
         warnings,
         setup: Arc::new(setup),
+        limits: overlay.limits.clone(),
     })
 }
 
@@ -376,8 +379,11 @@ fn to_config(
             })));
     }
     raw.telemetry.interval_secs = 0.0;
-    let mut program =
-        CRelayProgram::new(setup.program.clone(), overlay.limits.max_aggregation_series);
+    let mut program = CRelayProgram::new(
+        setup.program.clone(),
+        overlay.limits.max_aggregation_series,
+        overlay.limits.max_aggregation_values,
+    );
     if setup.collector.interval > 0 && !flags.submission {
         let c = &setup.collector;
         program.statistics = Some(Arc::new(CRelayStatistics {
@@ -456,6 +462,16 @@ fn destination_spec(s: &crate::router::c_relay::Server) -> DestinationSpec {
 }
 
 impl CRelayImport {
+    /// The overlay's `[limits]` as they apply (the defaults where the overlay sets none), as
+    /// comment lines: what `check` prints after carbon-c-relay's settings.
+    pub fn limits_text(&self) -> String {
+        let l = &self.limits;
+        format!(
+            "# overlay [limits]:\n#   max_aggregation_series = {}\n#   max_aggregation_values = {}\n",
+            l.max_aggregation_series, l.max_aggregation_values
+        )
+    }
+
     /// What `carbon-c-relay -t -f FILE` prints before it reads names: its settings, then the
     /// configuration as it understood it.
     pub fn test_header(&self) -> String {

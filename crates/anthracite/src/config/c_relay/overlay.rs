@@ -12,6 +12,7 @@
 //!
 //! [limits]
 //! max_aggregation_series = 1000000
+//! max_aggregation_values = 10000000
 //! ```
 //!
 //! Without either, the relay keeps carbon-c-relay's behaviour: each member's queue holds
@@ -23,7 +24,7 @@ use serde::Deserialize;
 
 use crate::config::ConfigError;
 use crate::config::raw::{RawAdmin, RawSpill};
-use crate::router::c_relay::aggregate::DEFAULT_MAX_SERIES;
+use crate::router::c_relay::aggregate::{DEFAULT_MAX_SERIES, DEFAULT_MAX_VALUES};
 
 /// The overlay file's schema.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -45,12 +46,17 @@ pub(crate) struct Limits {
     /// aggregation; a datapoint that would open one more is dropped, counted with reason
     /// `series_limit`. Default 1000000.
     pub max_aggregation_series: usize,
+    /// Most values the `median`, `percentileN`, `variance` and `stddev` computes keep until
+    /// their bucket is written, over every aggregation (8 bytes each); a datapoint that would
+    /// keep one more is dropped, counted with reason `values_limit`. Default 10000000.
+    pub max_aggregation_values: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             max_aggregation_series: DEFAULT_MAX_SERIES,
+            max_aggregation_values: DEFAULT_MAX_VALUES,
         }
     }
 }
@@ -76,11 +82,22 @@ impl Overlay {
                         file: file.clone(),
                         message: e.to_string(),
                     })?;
-                if overlay.limits.max_aggregation_series == 0 {
-                    return Err(ConfigError::Syntax {
-                        file,
-                        message: "limits.max_aggregation_series must be at least 1".into(),
-                    });
+                for (key, value) in [
+                    (
+                        "max_aggregation_series",
+                        overlay.limits.max_aggregation_series,
+                    ),
+                    (
+                        "max_aggregation_values",
+                        overlay.limits.max_aggregation_values,
+                    ),
+                ] {
+                    if value == 0 {
+                        return Err(ConfigError::Syntax {
+                            file,
+                            message: format!("limits.{key} must be at least 1"),
+                        });
+                    }
                 }
                 if let Some(spill) = overlay.spill.as_mut().filter(|s| !s.dir.is_empty()) {
                     let base = p.parent().unwrap_or(Path::new(""));

@@ -239,6 +239,7 @@ fn the_overlay_and_the_spill_directory_apply_to_every_member_files_too() {
     for text in [
         "[spill]\nbogus = 1\n",
         "[limits]\nmax_aggregation_series = 0\n",
+        "[limits]\nmax_aggregation_values = 0\n",
     ] {
         std::fs::write(&overlay, text).expect("write");
         options.spill_dir = None;

@@ -21,7 +21,7 @@
 //!   overlay's `max_aggregation_series`): a datapoint that would open a series past the
 //!   bound is dropped and counted (`series_limit`); the series already open go on. So are
 //!   the values the `median`, `percentile`, `variance` and `stddev` computes keep until a
-//!   bucket is written ([`MAX_VALUES`] over every aggregation): a datapoint that would keep
+//!   bucket is written (the overlay's `max_aggregation_values`, over every aggregation): a datapoint that would keep
 //!   one more is dropped and counted (`values_limit`).
 //!
 //! The written lines are fed back through the relay (cleansed and routed again), as
@@ -36,9 +36,9 @@ use super::{AggregatorSpec, ComputeKind, Program, TsWhen};
 /// with a few buckets and a name, so about 1 GiB at the bound.
 pub(crate) const DEFAULT_MAX_SERIES: usize = 1_000_000;
 
-/// Values kept for the computes that need them, over every aggregation (8 bytes each: 80 MB),
-/// as the carbon-aggregator import's default `max_values`.
-pub(crate) const MAX_VALUES: usize = 10_000_000;
+/// Values kept for the computes that need them, over every aggregation, when the overlay sets
+/// no bound (8 bytes each: 80 MB), as the carbon-aggregator import's default `max_values`.
+pub(crate) const DEFAULT_MAX_VALUES: usize = 10_000_000;
 
 /// One bucket of a series.
 #[derive(Clone, Debug, Default)]
@@ -78,7 +78,7 @@ pub(crate) struct AggregateCounts {
     pub sent: u64,
     /// Datapoints dropped because they would have opened a series past the bound.
     pub series_limit: u64,
-    /// Datapoints dropped because their value would have been kept past [`MAX_VALUES`].
+    /// Datapoints dropped because their value would have been kept past the values bound.
     pub values_limit: u64,
 }
 
@@ -92,13 +92,16 @@ pub(crate) struct Aggregators {
     open: usize,
     /// The bound on `open`.
     max_series: usize,
-    /// Values held in buckets now, over every aggregation (bounded by [`MAX_VALUES`]).
+    /// Most values held in buckets, over every aggregation.
+    max_values: usize,
+    /// Values held in buckets now, over every aggregation (bounded by `max_values`).
     values: usize,
 }
 
 impl Aggregators {
-    /// Empty state for `program`'s aggregations, with at most `max_series` open series.
-    pub(crate) fn new(program: &Program, max_series: usize) -> Self {
+    /// Empty state for `program`'s aggregations, with at most `max_series` open series and
+    /// `max_values` kept values.
+    pub(crate) fn new(program: &Program, max_series: usize, max_values: usize) -> Self {
         Self {
             aggregators: program
                 .aggregators
@@ -111,6 +114,7 @@ impl Aggregators {
             counts: AggregateCounts::default(),
             open: 0,
             max_series,
+            max_values,
             values: 0,
         }
     }
@@ -220,7 +224,7 @@ impl Aggregators {
             return;
         }
         let keep = needs_values(compute.kind);
-        if keep && self.values >= MAX_VALUES {
+        if keep && self.values >= self.max_values {
             self.counts.values_limit += 1;
             return;
         }
@@ -484,7 +488,7 @@ mod tests {
             aggregators: vec![sum_of(60, "agg")],
             ..Program::default()
         };
-        let mut state = Aggregators::new(&program, 2);
+        let mut state = Aggregators::new(&program, 2, DEFAULT_MAX_VALUES);
         let now = 1_700_000_000;
         for name in ["a", "b", "c", "a", "d"] {
             state.put(&program, &hit(0, 1.0, now), name.as_bytes(), now);
@@ -514,8 +518,8 @@ mod tests {
             aggregators: vec![spec],
             ..Program::default()
         };
-        let mut state = Aggregators::new(&program, 10);
-        state.values = MAX_VALUES - 1;
+        let mut state = Aggregators::new(&program, 10, DEFAULT_MAX_VALUES);
+        state.values = DEFAULT_MAX_VALUES - 1;
         let now = 1_700_000_000;
         for v in [1.0, 2.0] {
             state.put(&program, &hit(0, v, now), b"m", now);
@@ -526,7 +530,7 @@ mod tests {
             drain(&mut state, &program, now),
             [format!("m 1.000000 {bucket}")]
         );
-        assert_eq!(state.values, MAX_VALUES - 1);
+        assert_eq!(state.values, DEFAULT_MAX_VALUES - 1);
     }
 
     #[test]
@@ -536,7 +540,7 @@ mod tests {
             ..Program::default()
         };
         let now = 1_700_000_000;
-        let mut old = Aggregators::new(&old_program, 100);
+        let mut old = Aggregators::new(&old_program, 100, DEFAULT_MAX_VALUES);
         old.put(&old_program, &hit(0, 1.0, now), b"kept", now);
         old.put(&old_program, &hit(1, 1.0, now), b"changed", now);
         // The kept aggregation moves to another place; the other one changes its interval.
@@ -544,7 +548,7 @@ mod tests {
             aggregators: vec![sum_of(20, "changed"), sum_of(60, "kept")],
             ..Program::default()
         };
-        let mut new = Aggregators::new(&new_program, 100);
+        let mut new = Aggregators::new(&new_program, 100, DEFAULT_MAX_VALUES);
         new.take_from(&mut old, &old_program, &new_program);
         assert_eq!((new.open_series(), old.open_series()), (1, 1));
         new.put(&new_program, &hit(1, 2.0, now), b"kept", now);

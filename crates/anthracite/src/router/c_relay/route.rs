@@ -426,9 +426,10 @@ impl Program {
                     .find(|&m| !(env.failed)(m))
                     .or_else(|| members.first().copied())
             }
-            // `dynamic`: a member that is down hands its lines to the others, which
-            // carbon-c-relay does by moving its queue to them in random order; anthracite
-            // picks one that is up by the name's hash, as for `any_of`.
+            // `dynamic`: a member that is down hands its new lines to one that is up, by
+            // the name's hash, as for `any_of` (carbon-c-relay queues them at the down
+            // member and moves that queue on; what it already held moves as there:
+            // `relay::c_relay_hand_over`).
             Pick::Dynamic {
                 cluster,
                 hash,
@@ -494,7 +495,9 @@ pub(crate) fn value_and_epoch(line: &[u8], firstspace: usize) -> Option<(f64, i6
 /// carbon-c-relay picks it. When that member is down, anthracite picks among the members
 /// that are up (`hash % up`-th of them), where carbon-c-relay queues the line at the down
 /// member and later moves its queue to the others in random order: the same lines reach
-/// the members that are up, on a member that stays the same for a name.
+/// the members that are up, on a member that stays the same for a name. What was queued
+/// for the member before it went down moves as in carbon-c-relay
+/// (`relay::c_relay_hand_over`).
 fn any_of(members: &[u16], hash: u32, env: &Env<'_>) -> Option<u16> {
     let n = u32::try_from(members.len()).ok().filter(|&n| n > 0)?;
     let first = members[(hash % n) as usize];
