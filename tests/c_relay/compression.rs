@@ -66,14 +66,7 @@ fn dribble(port: u16, bytes: &[u8], step: usize) {
 
 /// `anthracite run --carbon-c-relay-config conf` in `dir`, listening on `ports`.
 fn anthracite(dir: &Path, conf: &Path, ports: &[u16]) -> RelayProcess {
-    let mut relay = RelayCommand::new(env!("CARGO_BIN_EXE_anthracite"))
-        .name("anthracite")
-        .args(["run", "--carbon-c-relay-config"])
-        .arg(conf)
-        .args(["--carbon-c-relay-args", "-w 1"])
-        .current_dir(dir)
-        .log(dir.join("anthracite.log"))
-        .start();
+    let mut relay = crate::relay_on(dir, conf, "-w 1").start();
     relay.wait_listening(ports);
     relay
 }

@@ -18,7 +18,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use anthracite_testkit::c_relay::{self, CRelay};
-use anthracite_testkit::{RelayCommand, free_ports, scratch};
+use anthracite_testkit::{free_ports, scratch};
 
 /// How long the sinks must see nothing new before a run counts as delivered.
 const QUIET: Duration = Duration::from_millis(600);
@@ -365,14 +365,7 @@ fn run(case: &Case) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
 
     let sinks = Sinks::start(dests, case.down);
     let ours = {
-        let mut relay = RelayCommand::new(env!("CARGO_BIN_EXE_anthracite"))
-            .name("anthracite")
-            .args(["run", "--carbon-c-relay-config"])
-            .arg(&conf)
-            .args(["--carbon-c-relay-args", &args.join(" ")])
-            .current_dir(&dir)
-            .log(dir.join("anthracite.log"))
-            .start();
+        let mut relay = crate::relay_on(&dir, &conf, &args.join(" ")).start();
         relay.wait_listening(&[listen.port]);
         let base = send(case, &listen);
         let got = sinks.finish(want, case.settle);

@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anthracite_testkit::c_relay::{self, CRelay};
-use anthracite_testkit::{RelayCommand, free_ports, scratch};
+use anthracite_testkit::{free_ports, scratch};
 
 /// Bound on one relay's writing of its files.
 const LIMIT: Duration = Duration::from_secs(20);
@@ -108,14 +108,7 @@ fn file_and_file_ip_clusters_write_what_carbon_c_relay_writes_and_a_new_file_aft
     );
 
     let (our_conf, our_out) = conf("ours");
-    let mut relay = RelayCommand::new(env!("CARGO_BIN_EXE_anthracite"))
-        .name("anthracite")
-        .args(["run", "--carbon-c-relay-config"])
-        .arg(&our_conf)
-        .args(["--carbon-c-relay-args", "-w 1"])
-        .current_dir(&dir)
-        .log(dir.join("anthracite.log"))
-        .start();
+    let mut relay = crate::relay_on(&dir, &our_conf, "-w 1").start();
     relay.wait_listening(&[port]);
     send(port, &input, &datagrams);
     let ours = settled(&our_out, theirs.0.len() + theirs.1.len());

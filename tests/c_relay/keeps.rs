@@ -16,7 +16,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use anthracite_testkit::http::{get, parse_metrics, sum, value};
-use anthracite_testkit::{RelayCommand, RelayProcess, free_ports, scratch, unix_now};
+use anthracite_testkit::{RelayProcess, free_ports, scratch, unix_now};
 
 /// Bound on every wait of these tests (a hung test's deadline, not a timing assertion).
 pub(super) const LIMIT: Duration = Duration::from_secs(30);
@@ -108,15 +108,10 @@ pub(super) fn start(
 ) -> RelayProcess {
     std::fs::write(dir.join("relay.conf"), conf).expect("write relay.conf");
     std::fs::write(dir.join("overlay.toml"), overlay).expect("write overlay.toml");
-    let mut relay = RelayCommand::new(env!("CARGO_BIN_EXE_anthracite"))
-        .name("anthracite")
-        .args(["run", "--carbon-c-relay-config", "relay.conf"])
+    let mut relay = crate::relay_on(dir, "relay.conf", args)
         .args(["--carbon-c-relay-overlay", "overlay.toml"])
         .arg("--spill-dir")
         .arg(dir.join("spill"))
-        .args(["--carbon-c-relay-args", args])
-        .current_dir(dir)
-        .log(dir.join("anthracite.log"))
         .start();
     relay.wait_ready(admin);
     relay

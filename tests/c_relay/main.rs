@@ -22,11 +22,24 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use anthracite_testkit::RelayCommand;
 use anthracite_testkit::process::output_with_timeout;
 
 /// carbon-c-relay 3.7.3's own configurations, copied into the repository.
 fn compat() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/compat/carbon-c-relay-3.7.3")
+}
+
+/// `anthracite run --carbon-c-relay-config conf --carbon-c-relay-args args` in `dir`, logging
+/// to `dir/anthracite.log`; the caller adds its own flags and starts it.
+fn relay_on(dir: &Path, conf: impl Into<std::ffi::OsString>, args: &str) -> RelayCommand {
+    RelayCommand::new(env!("CARGO_BIN_EXE_anthracite"))
+        .name("anthracite")
+        .args(["run", "--carbon-c-relay-config"])
+        .arg(conf)
+        .args(["--carbon-c-relay-args", args])
+        .current_dir(dir)
+        .log(dir.join("anthracite.log"))
 }
 
 /// `anthracite <command> --carbon-c-relay-config conf --carbon-c-relay-args args` in `cwd`.

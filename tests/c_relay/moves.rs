@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 
 use anthracite_testkit::c_relay::{self, CRelay};
 use anthracite_testkit::http::{sum, value};
-use anthracite_testkit::{RelayCommand, free_ports, scratch};
+use anthracite_testkit::{free_ports, scratch};
 
 use crate::keeps::{LIMIT, Sink, fill, metrics, send, start};
 
@@ -204,14 +204,7 @@ fn lines_queued_for_a_member_that_is_down_are_delivered_as_by_carbon_c_relay() {
             }
             received(&[&up[0], &up[1]])
         } else {
-            let mut relay = RelayCommand::new(env!("CARGO_BIN_EXE_anthracite"))
-                .name("anthracite")
-                .args(["run", "--carbon-c-relay-config"])
-                .arg(&conf)
-                .args(["--carbon-c-relay-args", &args.join(" ")])
-                .current_dir(&dir)
-                .log(dir.join("anthracite.log"))
-                .start();
+            let mut relay = crate::relay_on(&dir, &conf, &args.join(" ")).start();
             relay.wait_listening(&[listen]);
             send(listen, &input());
             let up = [Sink::start(d[1]), Sink::start(d[3])];

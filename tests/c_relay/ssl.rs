@@ -20,7 +20,7 @@ use anthracite_sink::{Sink, SinkProtocol};
 use anthracite_testkit::c_relay::CRelay;
 use anthracite_testkit::http::{get, parse_metrics, sum, value};
 use anthracite_testkit::tls::TestCa;
-use anthracite_testkit::{RelayCommand, c_relay, c_relay_build, free_ports, scratch};
+use anthracite_testkit::{c_relay, c_relay_build, free_ports, scratch};
 
 use crate::compression::{lines, send, sorted};
 use crate::differential::Sinks;
@@ -115,13 +115,8 @@ fn ssl_interoperates_with_carbon_c_relay_both_ways_and_a_refused_peer_keeps_its_
         &ca_args,
         at(g_plain),
     );
-    let mut relay = RelayCommand::new(env!("CARGO_BIN_EXE_anthracite"))
-        .name("anthracite")
-        .args(["run", "--carbon-c-relay-config", "anthracite.conf"])
+    let mut relay = crate::relay_on(&dir, "anthracite.conf", "-w 1 -C ca.pem")
         .args(["--carbon-c-relay-overlay", "overlay.toml"])
-        .args(["--carbon-c-relay-args", "-w 1 -C ca.pem"])
-        .current_dir(&dir)
-        .log(dir.join("anthracite.log"))
         .start();
     relay.wait_ready(admin);
     relay.wait_listening(&[a_plain, a_ssl, a_gz_ssl]);
