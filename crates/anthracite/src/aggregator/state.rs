@@ -38,6 +38,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -297,7 +298,7 @@ pub fn restore(aggregator: &mut Aggregator, dir: &Path) -> Result<Option<Restore
         restored.series += 1;
         restored.intervals += s.intervals.len() as u64;
         aggregator.table.insert(Series {
-            name: s.name.into_boxed_str(),
+            name: Arc::from(s.name),
             method,
             frequency: s.frequency,
             period: f64::from_bits(s.period),

@@ -76,7 +76,7 @@ use std::mem::size_of;
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-pub(crate) use shard::prefetch;
+pub(crate) use shard::{prefetch, prefetch_all};
 use shard::{Geometry, Shard};
 
 /// Most shards one cache is split into.
