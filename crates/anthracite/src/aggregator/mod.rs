@@ -170,6 +170,7 @@ pub(crate) mod rewrite;
 mod rules;
 mod series;
 pub(crate) mod state;
+mod values;
 mod verdicts;
 
 pub(crate) use front::Staged;

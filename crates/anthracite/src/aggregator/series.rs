@@ -9,6 +9,7 @@ use smallvec::SmallVec;
 
 use super::method::{Accumulator, AggregationMethod};
 use super::rules::{AggregationRules, ResolveScratch};
+use super::values::ValueStore;
 use super::verdicts::Verdicts;
 use crate::name_cache::prefetch_all;
 use crate::protocol::{Point, RUN};
@@ -168,8 +169,9 @@ pub(super) struct Table {
     free: Vec<u32>,
     /// `(due in µs, slot, generation)`; entries of deleted series are skipped when popped.
     timers: BinaryHeap<Reverse<(i64, u32, u32)>>,
-    /// Value vectors of freed intervals, reused.
-    pool: Vec<Vec<f64>>,
+    /// The values of the percentile intervals.
+    pub(super) values: ValueStore,
+    /// An interval's values being sorted for its percentile.
     scratch: Vec<f64>,
     pub(super) stats: AggregatorStats,
 }
@@ -322,11 +324,13 @@ impl Aggregator {
                 if let Some(&h) = hashes.get(i + SLOTS_AHEAD) {
                     self.verdicts.prefetch_slot(h);
                 }
-                if let (Some(&h), Some(p)) = (hashes.get(i + ENTRIES_AHEAD), run.get(i + ENTRIES_AHEAD))
+                if let (Some(&h), Some(p)) =
+                    (hashes.get(i + ENTRIES_AHEAD), run.get(i + ENTRIES_AHEAD))
                 {
                     self.verdicts.prefetch_entry(h, p.0.len());
                 }
-                if let (Some(&h), Some(p)) = (hashes.get(i + SERIES_AHEAD), run.get(i + SERIES_AHEAD))
+                if let (Some(&h), Some(p)) =
+                    (hashes.get(i + SERIES_AHEAD), run.get(i + SERIES_AHEAD))
                 {
                     self.prefetch_series(h, p.0);
                 }
@@ -534,24 +538,19 @@ impl Table {
                     return;
                 }
                 self.stats.held_intervals += 1;
-                let values = if keep {
-                    self.pool.pop().unwrap_or_default()
-                } else {
-                    Vec::new()
-                };
                 series.intervals.push(Interval {
                     start: interval,
-                    acc: Accumulator {
-                        values,
-                        ..Accumulator::default()
-                    },
+                    acc: Accumulator::default(),
                     active: true,
                 });
                 let last = series.intervals.len() - 1;
                 &mut series.intervals[last]
             }
         };
-        buffer.acc.add(value, keep);
+        buffer.acc.add(value);
+        if keep {
+            self.values.push(&mut buffer.acc.values, value);
+        }
         buffer.active = true;
         if series.parked {
             series.parked = false;
@@ -712,6 +711,10 @@ impl Table {
         while i < series.intervals.len() {
             let b = &mut series.intervals[i];
             if b.active {
+                self.scratch.clear();
+                if series.method.keeps_values() {
+                    self.values.extend_into(&b.acc.values, &mut self.scratch);
+                }
                 if let Some(value) = b.acc.value(series.method, &mut self.scratch) {
                     emit(&series.name, b.start, value);
                     self.stats.sent += 1;
@@ -723,10 +726,7 @@ impl Table {
                 self.stats.held_intervals -= 1;
                 self.stats.buffered -= freed.acc.count;
                 self.stats.held_values -= freed.acc.values.len() as u64;
-                if freed.acc.values.capacity() > 0 {
-                    freed.acc.clear();
-                    self.pool.push(freed.acc.values);
-                }
+                self.values.release(&mut freed.acc.values);
             } else {
                 i += 1;
             }
