@@ -81,8 +81,9 @@ impl AggregationMethod {
 
 /// One interval's running state: what carbon computes from its list of values, kept as
 /// running values (the left-to-right fold is Python's order) plus, for the percentiles, the
-/// values themselves (in the aggregator's value store).
-#[derive(Clone, Debug, Default, PartialEq)]
+/// values themselves (in the aggregator's value store; not `Clone`, so that no two intervals
+/// share those blocks).
+#[derive(Debug, Default)]
 pub(super) struct Accumulator {
     /// `0 + v1 + v2 + …`, in arrival order.
     pub sum: f64,

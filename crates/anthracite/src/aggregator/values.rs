@@ -36,7 +36,8 @@ const EMPTY: Block = Block {
 };
 
 /// One interval's values in a [`ValueStore`]: its first and last block and how many values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Not `Clone`: a chain owns its blocks until [`ValueStore::release`].
+#[derive(Debug, PartialEq, Eq)]
 pub(super) struct Chain {
     head: u32,
     tail: u32,
