@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B of anthracite builds on an aggregation scenario (default bench/scenarios/aggregate-heavy.toml;
 # SCENARIO=name picks another), each contender as its own process, rounds alternating (ROUNDS,
-# default 8). Usage: bench/ab-aggregator.sh OUT NAME=BINARY... ; a contender named `plain` runs
+# default 8). Usage: bench/ab-aggregator.sh OUT NAME=BINARY... [-- HARNESS ARGUMENTS] (e.g.
+# `-- --datapoints 2000000`); a contender named `plain` runs
 # its binary without the aggregation rules (relaying the same input), every other one with them
 # (bench/relays/anthracite.toml). Prints the harness's comparison (CPU per datapoint until the
 # output settles, in 10 ms ticks) and, per contender, each round's whole-life CPU seconds from
@@ -16,7 +17,9 @@ rm -f "$out"/cpu.*
 plain="$out/anthracite-plain.toml"
 sed 's/^{aggregation_toml}//' bench/relays/anthracite.toml >"$plain"
 contenders=()
-for arg in "$@"; do
+while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    arg="$1"
+    shift
     name="${arg%%=*}" bin="${arg#*=}"
     wrap="$PWD/bench/lifetime-cpu.py $out/cpu.$name"
     if [ "$name" = plain ]; then
@@ -25,9 +28,10 @@ for arg in "$@"; do
         contenders+=("$name=$wrap $bin run --config {config:bench/relays/anthracite.toml}")
     fi
 done
+[ "${1:-}" = -- ] && shift
 "${HARNESS:-target/release/anthracite}" bench "bench/scenarios/${SCENARIO:-aggregate-heavy}.toml" \
     --rounds "${ROUNDS:-8}" --no-progress --compare "${contenders[@]}" --json "$out/ab.json" \
-    >"$out/ab.log" 2>&1
+    "$@" >"$out/ab.log" 2>&1
 sed -n '/^compare/,$p' "$out/ab.log"
 for f in "$out"/cpu.*; do
     sort -n "$f" | awk -v name="${f##*/cpu.}" '
