@@ -170,6 +170,12 @@ impl Pattern {
         })
     }
 
+    /// The group index of the `i`-th named group (in [`group_names`](Self::group_names)
+    /// order), for [`Spans::get`].
+    pub fn named_group_index(&self, i: usize) -> Option<usize> {
+        self.names.get(i).map(|(_, index)| *index)
+    }
+
     /// The index of the named group `name`.
     pub fn group_index(&self, name: &str) -> Option<usize> {
         self.names.iter().find(|(n, _)| n == name).map(|(_, i)| *i)

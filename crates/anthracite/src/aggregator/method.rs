@@ -2,6 +2,8 @@
 
 use std::cmp::Ordering;
 
+use super::values::Chain;
+
 /// One of carbon 1.1.10's aggregation methods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AggregationMethod {
@@ -78,9 +80,10 @@ impl AggregationMethod {
 }
 
 /// One interval's running state: what carbon computes from its list of values, kept as
-/// running values (the left-to-right fold is Python's order) plus the values themselves for
-/// the percentiles.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// running values (the left-to-right fold is Python's order) plus, for the percentiles, the
+/// values themselves (in the aggregator's value store; not `Clone`, so that no two intervals
+/// share those blocks).
+#[derive(Debug, Default)]
 pub(super) struct Accumulator {
     /// `0 + v1 + v2 + …`, in arrival order.
     pub sum: f64,
@@ -91,13 +94,13 @@ pub(super) struct Accumulator {
     /// Python's `max` so far (the first of equals).
     pub max: f64,
     /// Every value, in arrival order (percentile methods only; empty otherwise).
-    pub values: Vec<f64>,
+    pub values: Chain,
 }
 
 impl Accumulator {
-    /// Adds one value; `keep` stores it for a percentile.
+    /// Adds one value to the running values (a percentile's caller stores it in `values`).
     #[inline]
-    pub(super) fn add(&mut self, value: f64, keep: bool) {
+    pub(super) fn add(&mut self, value: f64) {
         if self.count == 0 {
             // Python's sum starts from the integer 0: `0 + -0.0` is `0.0`.
             self.sum = 0.0 + value;
@@ -114,24 +117,12 @@ impl Accumulator {
             }
         }
         self.count += 1;
-        if keep {
-            self.values.push(value);
-        }
-    }
-
-    /// Forgets everything, keeping the values' capacity.
-    pub(super) fn clear(&mut self) {
-        self.sum = 0.0;
-        self.count = 0;
-        self.min = 0.0;
-        self.max = 0.0;
-        self.values.clear();
     }
 
     /// The method's value over what was added; `None` when nothing was (carbon's functions
-    /// return `None` for an empty list; an emitted interval is never empty). `scratch` holds
-    /// the sorted copy for a percentile (one sort per emission, no allocation once grown).
-    pub(super) fn value(&self, method: AggregationMethod, scratch: &mut Vec<f64>) -> Option<f64> {
+    /// return `None` for an empty list; an emitted interval is never empty). For a percentile
+    /// `values` holds a copy of the interval's values, sorted here (one sort per emission).
+    pub(super) fn value(&self, method: AggregationMethod, values: &mut [f64]) -> Option<f64> {
         if self.count == 0 {
             return None;
         }
@@ -142,12 +133,10 @@ impl Accumulator {
             AggregationMethod::Max => self.max,
             AggregationMethod::Count => self.count as f64,
             AggregationMethod::Percentile(t) => {
-                scratch.clear();
-                scratch.extend_from_slice(&self.values);
                 // Python's `sorted` is stable and compares with `<`: equal values (0.0 and
                 // -0.0) keep their arrival order. NaN never reaches here (dropped at receive).
-                scratch.sort_by(|a, b| a.partial_cmp(b).unwrap_or(Ordering::Equal));
-                percentile(scratch, AggregationMethod::factor(t))?
+                values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(Ordering::Equal));
+                percentile(values, AggregationMethod::factor(t))?
             }
         })
     }
@@ -177,9 +166,9 @@ mod tests {
         let method = AggregationMethod::parse(method).expect("method");
         let mut acc = Accumulator::default();
         for &v in values {
-            acc.add(v, method.keeps_values());
+            acc.add(v);
         }
-        acc.value(method, &mut Vec::new()).expect("a value")
+        acc.value(method, &mut values.to_vec()).expect("a value")
     }
 
     /// Expected values computed by carbon 1.1.10's `AGGREGATION_METHODS` under Python 3.11.

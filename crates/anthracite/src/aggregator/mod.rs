@@ -64,7 +64,7 @@
 //!
 //! `sum`, `avg`, `min`, `max` and `count` are kept as running values (the fold *is* Python's
 //! left-to-right order, so the result is bit-identical); only the percentiles keep the values,
-//! sorted into a scratch buffer once per emission.
+//! copied into a scratch buffer and sorted once per emission.
 //!
 //! Differences, all on input carbon fails on: a frequency ≤ 0 (carbon divides by it at the
 //! first datapoint), an unknown method and a regex that does not compile are errors naming the
@@ -154,10 +154,14 @@
 //!   under one lock with their verdict lookups overlapped (each one's memory prefetched a few
 //!   datapoints ahead), and the ones passed on are routed as one run, as plain relaying routes
 //!   a read. Once a series and its interval exist, a datapoint allocates nothing (percentile
-//!   value vectors are recycled) and hashes its name once; the interval a steady sender fills
-//!   lies in the series itself, and the series of one name are loaded together. Rules with
-//!   the same input pattern (several methods or outputs of one pattern) capture a new name
-//!   once.
+//!   values go into one store of cache-line blocks, `values.rs`, whose freed blocks are
+//!   reused) and hashes its name once; the interval a steady sender fills lies in the series
+//!   itself, and the slots of the series a known name feeds are prefetched a few datapoints
+//!   ahead. Rules with the same input pattern (several methods or outputs of one pattern)
+//!   capture a new name once, into reused buffers; its output names are rendered into one
+//!   buffer and looked up before anything is allocated, and an output name is held once for
+//!   its references, its series and the series index (and once more as the references' map
+//!   key).
 //! - **Idle series.** After a tick no interval of the series is active, and until a datapoint
 //!   comes carbon's ticks can only free intervals as they age out: the series' timer is parked
 //!   until the first tick of its phase at which its oldest interval is freed, and a datapoint
@@ -170,6 +174,7 @@ pub(crate) mod rewrite;
 mod rules;
 mod series;
 pub(crate) mod state;
+mod values;
 mod verdicts;
 
 pub(crate) use front::Staged;

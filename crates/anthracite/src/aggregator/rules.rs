@@ -8,8 +8,8 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::method::AggregationMethod;
-use crate::pattern::{Captures, PatternSet};
-use crate::router::aggregation::{AggregationRule, AggregationRuleError, Resolution};
+use crate::pattern::{PatternSet, Spans};
+use crate::router::aggregation::{AggregationRule, AggregationRuleError};
 
 /// Why a rules file was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -67,6 +67,15 @@ pub(crate) struct Failures {
     /// Position of the rule whose template raised a `KeyError` or `ValueError`: the rules
     /// after it were not tried.
     pub stopped: Option<usize>,
+}
+
+/// Buffers [`AggregationRules::for_each_output`] reuses from name to name: per rule position,
+/// the match positions of its input pattern (made on first use), and the output name being
+/// written.
+#[derive(Debug, Default)]
+pub(crate) struct ResolveScratch {
+    spans: Vec<Option<Spans>>,
+    output: String,
 }
 
 /// The rules of one aggregation-rules file, in file order.
@@ -137,28 +146,59 @@ impl AggregationRules {
     /// Calls `f` with the position and output name of every rule `name` matches, in file
     /// order (one scan of the automaton; captures only for the rules that match), as
     /// carbon's `AggregationProcessor.process` walks them: a rule whose template raises a
-    /// `TypeError` yields nothing, one that raises anything else ends the walk.
-    pub(crate) fn for_each_output(&self, name: &str, mut f: impl FnMut(usize, String)) -> Failures {
+    /// `TypeError` yields nothing, one that raises anything else ends the walk. The captures
+    /// and the output name are written into `scratch`, so a new name allocates nothing once
+    /// it has grown.
+    pub(crate) fn for_each_output(
+        &self,
+        name: &str,
+        scratch: &mut ResolveScratch,
+        mut f: impl FnMut(usize, &str),
+    ) -> Failures {
         let mut failures = Failures::default();
-        // The captures of the last input pattern run, by its first rule.
-        let mut held: Option<(usize, Option<Captures<'_, '_>>)> = None;
+        let ResolveScratch { spans, output } = scratch;
+        if spans.len() < self.rules.len() {
+            spans.resize_with(self.rules.len(), || None);
+        }
+        // The input pattern whose captures `spans` holds (by its first rule), and whether it
+        // matched.
+        let mut held: Option<(usize, bool)> = None;
         self.set.for_each_match(name.as_bytes(), |i| {
             let Some(rule) = self.rules.get(i) else {
                 return ControlFlow::Continue(());
             };
             let input = self.same_input.get(i).copied().unwrap_or(i);
-            let caps = match &held {
-                Some((at, caps)) if *at == input => caps,
-                _ => &held.insert((input, rule.rule.pattern().captures(name))).1,
+            let Some(first) = self.rules.get(input) else {
+                return ControlFlow::Continue(());
             };
-            match rule.rule.resolve_captured(name, caps.as_ref()) {
-                Resolution::Output(output) => f(i, output),
-                Resolution::NoMatch => {}
-                Resolution::Failed(failure) if failure.stops() => {
+            let Some(at) = spans.get_mut(input) else {
+                return ControlFlow::Continue(());
+            };
+            let pattern = first.rule.pattern();
+            let at = at.get_or_insert_with(|| pattern.spans());
+            let matched = match held {
+                Some((h, matched)) if h == input => matched,
+                _ => {
+                    let matched = pattern.find_at(name, 0, at);
+                    held = Some((input, matched));
+                    matched
+                }
+            };
+            if !matched {
+                return ControlFlow::Continue(());
+            }
+            output.clear();
+            let group = |g: usize| {
+                let (start, end) = at.get(pattern.named_group_index(g)?)?;
+                name.get(start..end)
+            };
+            match rule.rule.template().render(group, output) {
+                Ok(()) => f(i, output),
+                Err(failure) if failure.stops() => {
                     failures.stopped = Some(i);
                     return ControlFlow::Break(());
                 }
-                Resolution::Failed(_) => {
+                Err(_) => {
                     failures.skipped.get_or_insert(i);
                 }
             }
@@ -208,7 +248,9 @@ mod tests {
         let walk = |text: &str, name: &str| {
             let rules = AggregationRules::parse(text).expect("parses");
             let mut out = Vec::new();
-            let failures = rules.for_each_output(name, |i, o| out.push((i, o)));
+            let mut scratch = ResolveScratch::default();
+            let failures =
+                rules.for_each_output(name, &mut scratch, |i, o| out.push((i, o.to_owned())));
             (out, failures)
         };
         let same = "a.<x>.sum (60) = sum in.<x>.*\n\
@@ -288,12 +330,16 @@ mod tests {
         assert!(warnings[4].effect.contains("white space"));
         assert!(warnings[5].effect.contains("one character"));
         let mut outputs = Vec::new();
-        let failures = rules.for_each_output("apps.t.a.b.h.count", |i, o| outputs.push((i, o)));
+        let mut scratch = ResolveScratch::default();
+        let mut walk = |name: &str, outputs: &mut Vec<(usize, String)>| {
+            rules.for_each_output(name, &mut scratch, |i, o| outputs.push((i, o.to_owned())))
+        };
+        let failures = walk("apps.t.a.b.h.count", &mut outputs);
         assert_eq!((outputs.len(), failures.stopped), (0, Some(1)));
-        let failures = rules.for_each_output("a.q.r", |i, o| outputs.push((i, o)));
+        let failures = walk("a.q.r", &mut outputs);
         assert_eq!(failures, Failures::default());
         assert_eq!(outputs, vec![(0, "a.q.sum".to_owned())]);
-        let failures = rules.for_each_output("c.q", |_, _| {});
+        let failures = walk("c.q", &mut Vec::new());
         assert_eq!(failures.skipped, Some(3));
     }
 }

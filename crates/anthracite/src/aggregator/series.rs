@@ -8,15 +8,18 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::method::{Accumulator, AggregationMethod};
-use super::rules::AggregationRules;
+use super::rules::{AggregationRules, ResolveScratch};
+use super::values::ValueStore;
 use super::verdicts::Verdicts;
-use crate::name_cache::prefetch;
+use crate::name_cache::prefetch_all;
 use crate::protocol::{Point, RUN};
 
 /// How far ahead of the datapoint being fed its verdict-cache index slot is prefetched…
 const SLOTS_AHEAD: usize = 16;
-/// …and its entry (which needs the slot).
+/// …and its entry (which needs the slot)…
 const ENTRIES_AHEAD: usize = 8;
+/// …and the series its verdict names (which needs the entry).
+const SERIES_AHEAD: usize = 4;
 
 /// A verdict's first byte: the name is itself one of its outputs.
 const IS_OUTPUT: u8 = 1;
@@ -104,17 +107,20 @@ pub struct Emitted {
 }
 
 /// An output series as the rules reach it: the first rule that resolved to it (its method and
-/// frequency create the series) and the series' slot while it lives, so that a datapoint finds
-/// its series without hashing the output name.
+/// frequency create the series). Its [`Bound`] is kept apart, in a small array every datapoint
+/// reads, while this is read only to find or create the series.
 #[derive(Debug)]
 struct SeriesRef {
-    output: Box<str>,
+    /// Shared with the series and the table's index (one allocation per output name).
+    output: Arc<str>,
     method: AggregationMethod,
     frequency: i64,
-    /// `(slot, generation)` of the series last found or created, checked before use: the
-    /// series may have been deleted (and its slot reused) since.
-    bound: Option<(u32, u32)>,
 }
+
+/// `(slot, generation)` of the series an output reference last found or created, checked
+/// before use (the series may have been deleted, and its slot reused, since), so that a
+/// datapoint finds its series without hashing the output name.
+type Bound = Option<(u32, u32)>;
 
 /// One interval's buffer.
 #[derive(Debug)]
@@ -131,7 +137,7 @@ pub(super) type Intervals = SmallVec<[Interval; 1]>;
 /// One output series.
 #[derive(Debug)]
 pub(super) struct Series {
-    pub(super) name: Box<str>,
+    pub(super) name: Arc<str>,
     pub(super) method: AggregationMethod,
     pub(super) frequency: i64,
     /// Seconds between timer ticks: `min(WRITE_BACK_FREQUENCY, frequency)`.
@@ -158,13 +164,14 @@ struct Slot {
 /// The series table: every output series, found by name, with its timer.
 #[derive(Debug, Default)]
 pub(super) struct Table {
-    index: HashMap<Box<str>, u32>,
+    index: HashMap<Arc<str>, u32>,
     slots: Vec<Slot>,
     free: Vec<u32>,
     /// `(due in µs, slot, generation)`; entries of deleted series are skipped when popped.
     timers: BinaryHeap<Reverse<(i64, u32, u32)>>,
-    /// Value vectors of freed intervals, reused.
-    pool: Vec<Vec<f64>>,
+    /// The values of the percentile intervals.
+    pub(super) values: ValueStore,
+    /// An interval's values being sorted for its percentile.
     scratch: Vec<f64>,
     pub(super) stats: AggregatorStats,
 }
@@ -181,10 +188,32 @@ pub struct Aggregator {
     verdicts: Verdicts,
     /// The outputs the verdicts name, each `(rule, output)` once.
     refs: Vec<SeriesRef>,
-    ref_ids: HashMap<(u32, Box<str>), u32>,
+    /// Per entry of `refs`, its series' slot.
+    bound: Vec<Bound>,
+    /// Index in `refs` by `(rule, output)`, keyed by the rule's position (little-endian
+    /// `u32`) followed by the output name, so that a lookup borrows the key being built.
+    ref_ids: HashMap<Box<[u8]>, u32>,
     /// The verdict being resolved.
     verdict: Vec<u8>,
+    /// The `ref_ids` key being looked up.
+    ref_key: Vec<u8>,
+    /// The captures and output names of the name being resolved.
+    scratch: ResolveScratch,
     pub(super) table: Table,
+}
+
+/// A verdict's failed rule (0 when none) and its output references (see
+/// `Aggregator::verdicts`).
+#[inline]
+fn ids_of(verdict: &[u8]) -> (u32, &[u8]) {
+    let flags = verdict.first().copied().unwrap_or(0);
+    if flags & (SKIPPED | STOPPED) != 0 {
+        let rule = verdict.get(1..5).unwrap_or_default();
+        let rule = rule.try_into().map_or(0, u32::from_le_bytes);
+        (rule, verdict.get(5..).unwrap_or_default())
+    } else {
+        (0, verdict.get(1..).unwrap_or_default())
+    }
 }
 
 fn micros(t: f64) -> i64 {
@@ -211,8 +240,11 @@ impl Aggregator {
             verdicts: Verdicts::new(limits.max_cached_names),
             limits,
             refs: Vec::new(),
+            bound: Vec::new(),
             ref_ids: HashMap::new(),
             verdict: Vec::new(),
+            ref_key: Vec::new(),
+            scratch: ResolveScratch::default(),
             table: Table::default(),
         }
     }
@@ -236,6 +268,7 @@ impl Aggregator {
     fn forget_verdicts(&mut self) {
         self.verdicts.clear();
         self.refs.clear();
+        self.bound.clear();
         self.ref_ids.clear();
     }
 
@@ -257,49 +290,62 @@ impl Aggregator {
     }
 
     /// [`feed`](Self::feed) for each `(name, timestamp, value)` in order, handing what each
-    /// found to `found`. The verdict lookups of consecutive datapoints overlap (their cache
-    /// memory is prefetched a few datapoints ahead), so a batch waits for memory about once
-    /// rather than once per datapoint.
+    /// found to `found`. The lookups of consecutive datapoints overlap: their verdict-cache
+    /// memory is prefetched a few datapoints ahead, then, once a verdict is in, the slots of
+    /// the series it names, so a batch waits for memory about once rather than once per
+    /// datapoint and series.
     pub fn feed_all<'a>(
         &mut self,
         points: impl ExactSizeIterator<Item = Point<'a>> + Clone,
         now: f64,
         found: &mut dyn FnMut(Emitted),
     ) {
+        let mut run: [Point<'a>; RUN] = [(&[], 0.0, 0.0); RUN];
         let mut hashes = [0u64; RUN];
-        let mut lens = [0usize; RUN];
         let mut points = points.peekable();
         while points.peek().is_some() {
-            let run = points.clone().take(RUN);
             let mut n = 0;
-            for ((h, l), (name, _, _)) in hashes.iter_mut().zip(&mut lens).zip(run) {
-                *h = self.verdicts.hash(name);
-                *l = name.len();
+            for ((h, p), point) in hashes.iter_mut().zip(&mut run).zip(&mut points) {
+                *h = self.verdicts.hash(point.0);
+                *p = point;
                 n += 1;
             }
-            let (hashes, lens) = (&hashes[..n], &lens[..n]);
+            let (hashes, run) = (&hashes[..n], &run[..n]);
             for &h in hashes.iter().take(SLOTS_AHEAD) {
                 self.verdicts.prefetch_slot(h);
             }
-            for (&h, &l) in hashes.iter().zip(lens).take(ENTRIES_AHEAD) {
-                self.verdicts.prefetch_entry(h, l);
+            for (&h, p) in hashes.iter().zip(run).take(ENTRIES_AHEAD) {
+                self.verdicts.prefetch_entry(h, p.0.len());
             }
-            for i in 0..n {
+            for (&h, p) in hashes.iter().zip(run).take(SERIES_AHEAD) {
+                self.prefetch_series(h, p.0);
+            }
+            for (i, (&h, &(name, timestamp, value))) in hashes.iter().zip(run).enumerate() {
                 if let Some(&h) = hashes.get(i + SLOTS_AHEAD) {
                     self.verdicts.prefetch_slot(h);
                 }
-                if let (Some(&h), Some(&l)) =
-                    (hashes.get(i + ENTRIES_AHEAD), lens.get(i + ENTRIES_AHEAD))
+                if let (Some(&h), Some(p)) =
+                    (hashes.get(i + ENTRIES_AHEAD), run.get(i + ENTRIES_AHEAD))
                 {
-                    self.verdicts.prefetch_entry(h, l);
+                    self.verdicts.prefetch_entry(h, p.0.len());
                 }
-                let (Some((name, timestamp, value)), Some(&h)) = (points.next(), hashes.get(i))
-                else {
-                    break;
-                };
+                if let (Some(&h), Some(p)) =
+                    (hashes.get(i + SERIES_AHEAD), run.get(i + SERIES_AHEAD))
+                {
+                    self.prefetch_series(h, p.0);
+                }
                 found(self.feed_hashed(name, h, (timestamp, value), now));
             }
         }
+    }
+
+    /// Starts loading the series a known name feeds (nothing for a name not seen yet).
+    #[inline]
+    fn prefetch_series(&self, hash: u64, name: &[u8]) {
+        let Some(verdict) = self.verdicts.get(hash, name) else {
+            return;
+        };
+        self.table.prefetch(ids_of(verdict).1, &self.bound);
     }
 
     #[inline]
@@ -307,22 +353,24 @@ impl Aggregator {
         let Self {
             verdicts,
             refs,
+            bound,
             table,
             limits,
             ..
         } = self;
         if let Some(verdict) = verdicts.get(hash, name) {
-            return table.apply(verdict, refs, limits, point, now);
+            return table.apply(verdict, (refs, bound), limits, point, now);
         }
         self.resolve(name, hash);
         let Self {
             verdict,
             refs,
+            bound,
             table,
             limits,
             ..
         } = self;
-        table.apply(verdict, refs, limits, point, now)
+        table.apply(verdict, (refs, bound), limits, point, now)
     }
 
     /// Tests `name` against the rules, into `self.verdict` and the verdict cache.
@@ -341,11 +389,14 @@ impl Aggregator {
             let Self {
                 rules,
                 refs,
+                bound,
                 ref_ids,
                 verdict,
+                ref_key,
+                scratch,
                 ..
             } = self;
-            failures = rules.for_each_output(text, |i, output| {
+            failures = rules.for_each_output(text, scratch, |i, output| {
                 flags |= MATCHED;
                 if output.as_bytes() == name {
                     flags |= IS_OUTPUT;
@@ -353,18 +404,20 @@ impl Aggregator {
                 let Some(rule) = rules.rules.get(i) else {
                     return;
                 };
-                let key = (i as u32, output.into_boxed_str());
-                let id = match ref_ids.get(&key) {
+                ref_key.clear();
+                ref_key.extend_from_slice(&(i as u32).to_le_bytes());
+                ref_key.extend_from_slice(output.as_bytes());
+                let id = match ref_ids.get(ref_key.as_slice()) {
                     Some(&id) => id,
                     None => {
                         let id = refs.len() as u32;
                         refs.push(SeriesRef {
-                            output: key.1.clone(),
+                            output: Arc::from(output),
                             method: rule.method,
                             frequency: rule.frequency,
-                            bound: None,
                         });
-                        ref_ids.insert(key, id);
+                        bound.push(None);
+                        ref_ids.insert(ref_key.as_slice().into(), id);
                         id
                     }
                 };
@@ -405,33 +458,22 @@ impl Table {
     fn apply(
         &mut self,
         verdict: &[u8],
-        refs: &mut [SeriesRef],
+        (refs, bound): (&[SeriesRef], &mut [Bound]),
         limits: &AggregatorLimits,
         point: (f64, f64),
         now: f64,
     ) -> Emitted {
         let flags = verdict.first().copied().unwrap_or(0);
-        let (failed_rule, ids) = if flags & (SKIPPED | STOPPED) != 0 {
-            let rule = verdict.get(1..5).unwrap_or_default();
-            let rule = rule.try_into().map_or(0, u32::from_le_bytes);
-            (rule, verdict.get(5..).unwrap_or_default())
-        } else {
-            (0, verdict.get(1..).unwrap_or_default())
-        };
+        let (failed_rule, ids) = ids_of(verdict);
         if ids.len() > 4 {
             // A name feeding several series: their buffers are loaded together rather than
             // one after the other (each is a pointer chase to memory of its own).
-            for id in ids.chunks_exact(4) {
-                let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
-                if let Some(r) = refs.get(id as usize) {
-                    self.prefetch(r);
-                }
-            }
+            self.prefetch(ids, bound);
         }
         for id in ids.chunks_exact(4) {
-            let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
-            if let Some(r) = refs.get_mut(id as usize) {
-                self.add(r, limits, point, now);
+            let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]) as usize;
+            if let (Some(r), Some(b)) = (refs.get(id), bound.get_mut(id)) {
+                self.add(r, b, limits, point, now);
             }
         }
         Emitted {
@@ -443,19 +485,17 @@ impl Table {
         }
     }
 
-    /// Starts loading the intervals of the series `r` names, when it is bound.
+    /// Starts loading the slots of the bound series among `ids` (a verdict's output
+    /// references), without waiting for any of them.
     #[inline]
-    fn prefetch(&self, r: &SeriesRef) {
-        let Some((slot, _)) = r.bound else {
-            return;
-        };
-        if let Some(i) = self
-            .slots
-            .get(slot as usize)
-            .and_then(|s| s.series.as_ref())
-            .and_then(|s| s.intervals.first())
-        {
-            prefetch(i);
+    fn prefetch(&self, ids: &[u8], bound: &[Bound]) {
+        for id in ids.chunks_exact(4) {
+            let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
+            if let Some(Some((slot, _))) = bound.get(id as usize)
+                && let Some(s) = self.slots.get(*slot as usize)
+            {
+                prefetch_all(s);
+            }
         }
     }
 
@@ -464,14 +504,15 @@ impl Table {
     #[inline]
     fn add(
         &mut self,
-        r: &mut SeriesRef,
+        r: &SeriesRef,
+        bound: &mut Bound,
         limits: &AggregatorLimits,
         (timestamp, value): (f64, f64),
         now: f64,
     ) {
-        let slot = match r.bound {
+        let slot = match *bound {
             Some((slot, generation)) if self.is_live(slot, generation) => slot,
-            _ => match self.find_or_create(r, limits, now) {
+            _ => match self.find_or_create(r, bound, limits, now) {
                 Some(slot) => slot,
                 None => return,
             },
@@ -497,24 +538,19 @@ impl Table {
                     return;
                 }
                 self.stats.held_intervals += 1;
-                let values = if keep {
-                    self.pool.pop().unwrap_or_default()
-                } else {
-                    Vec::new()
-                };
                 series.intervals.push(Interval {
                     start: interval,
-                    acc: Accumulator {
-                        values,
-                        ..Accumulator::default()
-                    },
+                    acc: Accumulator::default(),
                     active: true,
                 });
                 let last = series.intervals.len() - 1;
                 &mut series.intervals[last]
             }
         };
-        buffer.acc.add(value, keep);
+        buffer.acc.add(value);
+        if keep {
+            self.values.push(&mut buffer.acc.values, value);
+        }
         buffer.active = true;
         if series.parked {
             series.parked = false;
@@ -547,7 +583,8 @@ impl Table {
     #[cold]
     fn find_or_create(
         &mut self,
-        r: &mut SeriesRef,
+        r: &SeriesRef,
+        bound: &mut Bound,
         limits: &AggregatorLimits,
         now: f64,
     ) -> Option<u32> {
@@ -580,7 +617,7 @@ impl Table {
             }
         };
         let generation = self.slots.get(slot as usize)?.generation;
-        r.bound = Some((slot, generation));
+        *bound = Some((slot, generation));
         Some(slot)
     }
 
@@ -674,6 +711,10 @@ impl Table {
         while i < series.intervals.len() {
             let b = &mut series.intervals[i];
             if b.active {
+                self.scratch.clear();
+                if series.method.keeps_values() {
+                    self.values.extend_into(&b.acc.values, &mut self.scratch);
+                }
                 if let Some(value) = b.acc.value(series.method, &mut self.scratch) {
                     emit(&series.name, b.start, value);
                     self.stats.sent += 1;
@@ -685,10 +726,7 @@ impl Table {
                 self.stats.held_intervals -= 1;
                 self.stats.buffered -= freed.acc.count;
                 self.stats.held_values -= freed.acc.values.len() as u64;
-                if freed.acc.values.capacity() > 0 {
-                    freed.acc.clear();
-                    self.pool.push(freed.acc.values);
-                }
+                self.values.release(&mut freed.acc.values);
             } else {
                 i += 1;
             }

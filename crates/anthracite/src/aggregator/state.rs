@@ -38,11 +38,12 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::method::{Accumulator, AggregationMethod};
-use super::series::{Aggregator, Interval, Series};
+use super::series::{Aggregator, Interval, Intervals, Series};
 
 /// File name of the state file in the spill directory.
 pub const STATE_FILE: &str = "aggregator.state";
@@ -148,6 +149,8 @@ pub struct Snapshot {
 impl Snapshot {
     /// Copies every open series of `aggregator` (at `now`, Unix seconds).
     pub fn take(aggregator: &Aggregator, kind: Kind, now: f64) -> Snapshot {
+        let store = &aggregator.table.values;
+        let mut values = Vec::new();
         let series: Vec<SavedSeries> = aggregator
             .table
             .series()
@@ -160,14 +163,18 @@ impl Snapshot {
                 intervals: s
                     .intervals
                     .iter()
-                    .map(|b| SavedInterval {
-                        start: b.start.to_bits(),
-                        active: b.active,
-                        sum: b.acc.sum.to_bits(),
-                        count: b.acc.count,
-                        min: b.acc.min.to_bits(),
-                        max: b.acc.max.to_bits(),
-                        values: b.acc.values.iter().map(|v| v.to_bits()).collect(),
+                    .map(|b| {
+                        values.clear();
+                        store.extend_into(&b.acc.values, &mut values);
+                        SavedInterval {
+                            start: b.start.to_bits(),
+                            active: b.active,
+                            sum: b.acc.sum.to_bits(),
+                            count: b.acc.count,
+                            min: b.acc.min.to_bits(),
+                            max: b.acc.max.to_bits(),
+                            values: values.iter().map(|v| v.to_bits()).collect(),
+                        }
                     })
                     .collect(),
             })
@@ -296,30 +303,39 @@ pub fn restore(aggregator: &mut Aggregator, dir: &Path) -> Result<Option<Restore
         }
         restored.series += 1;
         restored.intervals += s.intervals.len() as u64;
+        // Woken by its next datapoint, or at its saved tick.
+        let parked = s.intervals.iter().all(|b| !b.active);
+        let store = &mut aggregator.table.values;
+        let intervals: Intervals = s
+            .intervals
+            .into_iter()
+            .map(|b| {
+                let mut acc = Accumulator {
+                    sum: f64::from_bits(b.sum),
+                    count: b.count,
+                    min: f64::from_bits(b.min),
+                    max: f64::from_bits(b.max),
+                    ..Accumulator::default()
+                };
+                for v in b.values {
+                    store.push(&mut acc.values, f64::from_bits(v));
+                }
+                Interval {
+                    start: f64::from_bits(b.start),
+                    active: b.active,
+                    acc,
+                }
+            })
+            .collect();
         aggregator.table.insert(Series {
-            name: s.name.into_boxed_str(),
+            name: Arc::from(s.name),
             method,
             frequency: s.frequency,
             period: f64::from_bits(s.period),
             next_due: f64::from_bits(s.next_due),
-            // Woken by its next datapoint, or at its saved tick.
-            parked: s.intervals.iter().all(|b| !b.active),
+            parked,
             parked_at: None,
-            intervals: s
-                .intervals
-                .into_iter()
-                .map(|b| Interval {
-                    start: f64::from_bits(b.start),
-                    active: b.active,
-                    acc: Accumulator {
-                        sum: f64::from_bits(b.sum),
-                        count: b.count,
-                        min: f64::from_bits(b.min),
-                        max: f64::from_bits(b.max),
-                        values: b.values.into_iter().map(f64::from_bits).collect(),
-                    },
-                })
-                .collect(),
+            intervals,
         });
     }
     std::fs::remove_file(&path).map_err(|source| StateError::Io { path, source })?;

@@ -76,8 +76,8 @@ use std::mem::size_of;
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-pub(crate) use shard::prefetch;
 use shard::{Geometry, Shard};
+pub(crate) use shard::{prefetch, prefetch_all};
 
 /// Most shards one cache is split into.
 pub(crate) const MAX_SHARDS: usize = 64;

@@ -888,6 +888,35 @@ pub(crate) fn prefetch<T>(value: &T) {
     let _ = value;
 }
 
+/// [`prefetch`] of every cache line `value` spans (for a record larger than one line).
+#[inline]
+pub(crate) fn prefetch_all<T>(value: &T) {
+    let start = (value as *const T).cast::<u8>();
+    let size = std::mem::size_of::<T>();
+    let mut offset = 0;
+    while offset < size {
+        prefetch_byte(start.wrapping_add(offset));
+        offset += 64;
+    }
+    // The last line, when `value` does not start on a line boundary.
+    if size > 0 {
+        prefetch_byte(start.wrapping_add(size - 1));
+    }
+}
+
+#[inline]
+fn prefetch_byte(at: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 is only a hint to the cache hierarchy: it cannot fault, reads nothing
+    // into the program and writes nothing; the caller's address lies within a live value.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(at.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
+}
+
 fn zeroed(words: usize) -> Box<[AtomicU64]> {
     (0..words).map(|_| AtomicU64::new(0)).collect()
 }

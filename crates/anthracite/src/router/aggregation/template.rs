@@ -431,6 +431,17 @@ impl Template {
                     out.push_str(t);
                     continue;
                 }
+                // `%(field)s` as carbon's templates write it: the value as it is.
+                Piece::Value {
+                    arg: Arg::Group(i),
+                    conv: Conv::Str,
+                    width: 0,
+                    precision: None,
+                    ..
+                } => {
+                    out.push_str(group(*i).unwrap_or("None"));
+                    continue;
+                }
                 Piece::Value {
                     arg,
                     conv,
