@@ -69,62 +69,13 @@ pub(crate) struct Failures {
     pub stopped: Option<usize>,
 }
 
-/// What [`AggregationRules::for_each_output`] hands its callback for a rule that resolved a
-/// name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Output<'a> {
-    /// The rule's output name, rendered: the callback returns the id it gives it.
-    New(&'a str),
-    /// The id the callback gave this rule's output for the same captured values before.
-    Known(u32),
-}
-
 /// Buffers [`AggregationRules::for_each_output`] reuses from name to name: per rule position,
 /// the match positions of its input pattern (made on first use), and the output name being
-/// written; and the outcomes already seen per input pattern and captured values.
+/// written.
 #[derive(Debug, Default)]
 pub(crate) struct ResolveScratch {
     spans: Vec<Option<Spans>>,
     output: String,
-    /// Per input pattern (its first rule's position, little-endian `u32`) and captured values
-    /// (each a little-endian `u32` of its length plus one, 0 when the group took no part, then
-    /// its bytes): where in `ids` the ids of that pattern's rules start, in file order. The
-    /// outputs of a pattern's rules depend on the captures alone, so a name whose captures
-    /// were seen before costs this one lookup instead of a render and a lookup per rule. Only
-    /// patterns all of whose rules rendered are kept. The captures are the senders' bytes:
-    /// the map keeps SipHash.
-    memo: HashMap<Box<[u8]>, u32>,
-    ids: Vec<u32>,
-    /// The `memo` key being built, and the keys of the patterns of the name being resolved.
-    key: Vec<u8>,
-    keys: Vec<u8>,
-    /// The input patterns of the name being resolved.
-    walk: Vec<Pending>,
-}
-
-/// An input pattern of the name being resolved: its ids at `ids[base..]`, either found in the
-/// memo or being filled (with its key at `keys[key.0..key.1]`).
-#[derive(Debug, Clone, Copy)]
-struct Pending {
-    input: usize,
-    base: usize,
-    known: bool,
-    filled: usize,
-    failed: bool,
-    key: (usize, usize),
-}
-
-impl ResolveScratch {
-    /// Drops the remembered outcomes (the ids they hold are no longer the caller's).
-    pub(crate) fn forget(&mut self) {
-        self.memo.clear();
-        self.ids.clear();
-    }
-
-    /// How many (input pattern, captured values) outcomes are remembered.
-    pub(crate) fn remembered(&self) -> usize {
-        self.memo.len()
-    }
 }
 
 /// The rules of one aggregation-rules file, in file order.
@@ -138,10 +89,6 @@ pub struct AggregationRules {
     /// Per rule, the first rule with the same input pattern: rules written for several
     /// methods or outputs of the same input (`sum` and `p95` of one pattern) capture once.
     same_input: Vec<usize>,
-    /// Per rule, its place among the rules of its input pattern; per first rule of an input
-    /// pattern, how many rules share it.
-    rank: Vec<usize>,
-    members: Vec<usize>,
 }
 
 impl Default for AggregationRules {
@@ -184,60 +131,35 @@ impl AggregationRules {
     fn new(rules: Vec<Rule>) -> Self {
         let set = PatternSet::new(rules.iter().map(|r| r.rule.pattern().clone()).collect());
         let mut first = HashMap::new();
-        let same_input: Vec<usize> = rules
+        let same_input = rules
             .iter()
             .enumerate()
             .map(|(i, r)| *first.entry(r.rule.pattern().as_str()).or_insert(i))
-            .collect();
-        let mut members = vec![0; rules.len()];
-        let rank = same_input
-            .iter()
-            .map(|&input| {
-                members.get_mut(input).map_or(0, |n| {
-                    *n += 1;
-                    *n - 1
-                })
-            })
             .collect();
         Self {
             rules,
             set: Arc::new(set),
             same_input,
-            rank,
-            members,
         }
     }
 
-    /// Calls `f` with the position and output of every rule `name` matches, in file order
-    /// (one scan of the automaton; captures only for the rules that match), as carbon's
-    /// `AggregationProcessor.process` walks them: a rule whose template raises a `TypeError`
-    /// yields nothing, one that raises anything else ends the walk. `f` returns the id it
-    /// gives a [`Output::New`] output; a rule whose input pattern captured the same values
-    /// for an earlier name is handed that id ([`Output::Known`]) without rendering. The
-    /// captures and the output name are written into `scratch`, so a new name allocates
-    /// nothing once it has grown, but for the remembered outcomes.
+    /// Calls `f` with the position and output name of every rule `name` matches, in file
+    /// order (one scan of the automaton; captures only for the rules that match), as
+    /// carbon's `AggregationProcessor.process` walks them: a rule whose template raises a
+    /// `TypeError` yields nothing, one that raises anything else ends the walk. The captures
+    /// and the output name are written into `scratch`, so a new name allocates nothing once
+    /// it has grown.
     pub(crate) fn for_each_output(
         &self,
         name: &str,
         scratch: &mut ResolveScratch,
-        mut f: impl FnMut(usize, Output<'_>) -> u32,
+        mut f: impl FnMut(usize, &str),
     ) -> Failures {
         let mut failures = Failures::default();
-        let ResolveScratch {
-            spans,
-            output,
-            memo,
-            ids,
-            key,
-            keys,
-            walk,
-        } = scratch;
+        let ResolveScratch { spans, output } = scratch;
         if spans.len() < self.rules.len() {
             spans.resize_with(self.rules.len(), || None);
         }
-        walk.clear();
-        keys.clear();
-        let reserved = ids.len();
         // The input pattern whose captures `spans` holds (by its first rule), and whether it
         // matched.
         let mut held: Option<(usize, bool)> = None;
@@ -265,98 +187,23 @@ impl AggregationRules {
             if !matched {
                 return ControlFlow::Continue(());
             }
+            output.clear();
             let group = |g: usize| {
                 let (start, end) = at.get(pattern.named_group_index(g)?)?;
                 name.get(start..end)
             };
-            let pending = match walk.iter().position(|p| p.input == input) {
-                Some(p) => p,
-                None => {
-                    key.clear();
-                    key.extend_from_slice(&(input as u32).to_le_bytes());
-                    let mut g = 0;
-                    while pattern.named_group_index(g).is_some() {
-                        match group(g) {
-                            Some(v) => {
-                                key.extend_from_slice(&(v.len() as u32 + 1).to_le_bytes());
-                                key.extend_from_slice(v.as_bytes());
-                            }
-                            None => key.extend_from_slice(&0u32.to_le_bytes()),
-                        }
-                        g += 1;
-                    }
-                    let members = self.members.get(input).copied().unwrap_or(0);
-                    let entry = match memo.get(key.as_slice()) {
-                        Some(&base) => Pending {
-                            input,
-                            base: base as usize,
-                            known: true,
-                            filled: members,
-                            failed: false,
-                            key: (0, 0),
-                        },
-                        None => {
-                            let base = ids.len();
-                            ids.resize(base + members, u32::MAX);
-                            let from = keys.len();
-                            keys.extend_from_slice(key);
-                            Pending {
-                                input,
-                                base,
-                                known: false,
-                                filled: 0,
-                                failed: false,
-                                key: (from, keys.len()),
-                            }
-                        }
-                    };
-                    walk.push(entry);
-                    walk.len() - 1
-                }
-            };
-            let Some(p) = walk.get_mut(pending) else {
-                return ControlFlow::Continue(());
-            };
-            let slot = p.base + self.rank.get(i).copied().unwrap_or(0);
-            if p.known {
-                if let Some(&id) = ids.get(slot) {
-                    f(i, Output::Known(id));
-                }
-                return ControlFlow::Continue(());
-            }
-            output.clear();
             match rule.rule.template().render(group, output) {
-                Ok(()) => {
-                    let id = f(i, Output::New(output));
-                    if let Some(s) = ids.get_mut(slot) {
-                        *s = id;
-                        p.filled += 1;
-                    }
-                }
+                Ok(()) => f(i, output),
                 Err(failure) if failure.stops() => {
-                    p.failed = true;
                     failures.stopped = Some(i);
                     return ControlFlow::Break(());
                 }
                 Err(_) => {
-                    p.failed = true;
                     failures.skipped.get_or_insert(i);
                 }
             }
             ControlFlow::Continue(())
         });
-        let mut kept = false;
-        for p in walk.iter().filter(|p| !p.known) {
-            let complete = !p.failed && Some(p.filled) == self.members.get(p.input).copied();
-            if let (true, Some(k)) = (complete, keys.get(p.key.0..p.key.1)) {
-                memo.insert(k.into(), p.base as u32);
-                kept = true;
-            }
-        }
-        if !kept {
-            // Nothing of this name's reservation is referred to.
-            ids.truncate(reserved);
-        }
         failures
     }
 
@@ -396,28 +243,14 @@ impl AggregationRules {
 mod tests {
     use super::*;
 
-    /// Records a rendered output, its id its place in `out`.
-    fn record(out: &mut Vec<(usize, String)>, i: usize, o: Output<'_>) -> u32 {
-        match o {
-            Output::New(o) => {
-                out.push((i, o.to_owned()));
-                out.len() as u32 - 1
-            }
-            Output::Known(id) => {
-                let known = out.get(id as usize).cloned();
-                out.extend(known);
-                id
-            }
-        }
-    }
-
     #[test]
     fn rules_of_one_input_pattern_share_its_captures_and_keep_carbons_walk() {
         let walk = |text: &str, name: &str| {
             let rules = AggregationRules::parse(text).expect("parses");
             let mut out = Vec::new();
             let mut scratch = ResolveScratch::default();
-            let failures = rules.for_each_output(name, &mut scratch, |i, o| record(&mut out, i, o));
+            let failures =
+                rules.for_each_output(name, &mut scratch, |i, o| out.push((i, o.to_owned())));
             (out, failures)
         };
         let same = "a.<x>.sum (60) = sum in.<x>.*\n\
@@ -440,51 +273,6 @@ mod tests {
         assert_eq!(failures.stopped, Some(4));
         let (out, _) = walk(same, "other.q.1");
         assert!(out.is_empty());
-    }
-
-    #[test]
-    fn a_name_with_captures_seen_before_gets_their_ids_without_rendering() {
-        let rules = AggregationRules::parse(
-            "a.<x>.sum (60) = sum in.<x>.*\n\
-             b.<y>.z (60) = p95 other.<y>\n\
-             a.<x>.max (60) = max in.<x>.*\n",
-        )
-        .expect("parses");
-        let mut scratch = ResolveScratch::default();
-        let walk = |name: &str, scratch: &mut ResolveScratch| {
-            let mut seen = Vec::new();
-            rules.for_each_output(name, scratch, |i, o| {
-                seen.push((i, o.to_owned_output()));
-                i as u32 + 10
-            });
-            seen
-        };
-        let new = |i: usize, o: &str| (i, Err(o.to_owned()));
-        assert_eq!(
-            walk("in.q.1", &mut scratch),
-            vec![new(0, "a.q.sum"), new(2, "a.q.max")]
-        );
-        assert_eq!(walk("in.q.2", &mut scratch), vec![(0, Ok(10)), (2, Ok(12))]);
-        assert_eq!(
-            walk("in.r.2", &mut scratch),
-            vec![new(0, "a.r.sum"), new(2, "a.r.max")]
-        );
-        assert_eq!(scratch.remembered(), 2);
-        scratch.forget();
-        assert_eq!(
-            walk("in.q.3", &mut scratch),
-            vec![new(0, "a.q.sum"), new(2, "a.q.max")]
-        );
-    }
-
-    impl Output<'_> {
-        /// `Ok(id)` for a known output, `Err(name)` for a rendered one.
-        fn to_owned_output(self) -> Result<u32, String> {
-            match self {
-                Output::Known(id) => Ok(id),
-                Output::New(o) => Err(o.to_owned()),
-            }
-        }
     }
 
     #[test]
@@ -544,7 +332,7 @@ mod tests {
         let mut outputs = Vec::new();
         let mut scratch = ResolveScratch::default();
         let mut walk = |name: &str, outputs: &mut Vec<(usize, String)>| {
-            rules.for_each_output(name, &mut scratch, |i, o| record(outputs, i, o))
+            rules.for_each_output(name, &mut scratch, |i, o| outputs.push((i, o.to_owned())))
         };
         let failures = walk("apps.t.a.b.h.count", &mut outputs);
         assert_eq!((outputs.len(), failures.stopped), (0, Some(1)));

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::method::{Accumulator, AggregationMethod};
-use super::rules::{AggregationRules, Output, ResolveScratch};
+use super::rules::{AggregationRules, ResolveScratch};
 use super::values::ValueStore;
 use super::verdicts::Verdicts;
 use crate::name_cache::prefetch_all;
@@ -270,7 +270,6 @@ impl Aggregator {
         self.refs.clear();
         self.bound.clear();
         self.ref_ids.clear();
-        self.scratch.forget();
     }
 
     /// True when the output series `name` exists.
@@ -377,9 +376,7 @@ impl Aggregator {
     /// Tests `name` against the rules, into `self.verdict` and the verdict cache.
     #[cold]
     fn resolve(&mut self, name: &[u8], hash: u64) {
-        if self.refs.len() >= self.limits.max_cached_names.max(self.limits.max_series)
-            || self.scratch.remembered() >= self.limits.max_cached_names
-        {
+        if self.refs.len() >= self.limits.max_cached_names.max(self.limits.max_series) {
             // The outputs named by verdicts since the last reset: bounded like the names.
             self.forget_verdicts();
         }
@@ -401,44 +398,30 @@ impl Aggregator {
             } = self;
             failures = rules.for_each_output(text, scratch, |i, output| {
                 flags |= MATCHED;
-                let id = match output {
-                    Output::Known(id) => {
-                        if refs
-                            .get(id as usize)
-                            .is_some_and(|r| r.output.as_bytes() == name)
-                        {
-                            flags |= IS_OUTPUT;
-                        }
+                if output.as_bytes() == name {
+                    flags |= IS_OUTPUT;
+                }
+                let Some(rule) = rules.rules.get(i) else {
+                    return;
+                };
+                ref_key.clear();
+                ref_key.extend_from_slice(&(i as u32).to_le_bytes());
+                ref_key.extend_from_slice(output.as_bytes());
+                let id = match ref_ids.get(ref_key.as_slice()) {
+                    Some(&id) => id,
+                    None => {
+                        let id = refs.len() as u32;
+                        refs.push(SeriesRef {
+                            output: Arc::from(output),
+                            method: rule.method,
+                            frequency: rule.frequency,
+                        });
+                        bound.push(None);
+                        ref_ids.insert(ref_key.as_slice().into(), id);
                         id
-                    }
-                    Output::New(output) => {
-                        if output.as_bytes() == name {
-                            flags |= IS_OUTPUT;
-                        }
-                        let Some(rule) = rules.rules.get(i) else {
-                            return u32::MAX;
-                        };
-                        ref_key.clear();
-                        ref_key.extend_from_slice(&(i as u32).to_le_bytes());
-                        ref_key.extend_from_slice(output.as_bytes());
-                        match ref_ids.get(ref_key.as_slice()) {
-                            Some(&id) => id,
-                            None => {
-                                let id = refs.len() as u32;
-                                refs.push(SeriesRef {
-                                    output: Arc::from(output),
-                                    method: rule.method,
-                                    frequency: rule.frequency,
-                                });
-                                bound.push(None);
-                                ref_ids.insert(ref_key.as_slice().into(), id);
-                                id
-                            }
-                        }
                     }
                 };
                 verdict.extend_from_slice(&id.to_le_bytes());
-                id
             });
         }
         if failures.skipped.is_some() {
@@ -900,23 +883,6 @@ mod tests {
         assert_eq!(a.stats().buffered, 4);
         let mut a = aggregator("i.<x> (10) = sum i.<x>\n", None);
         assert!(a.feed(b"i.a", 100.0, 1.0, 100.0).is_output);
-    }
-
-    /// A name whose captures an earlier name made takes that name's outputs without rendering
-    /// them, but whether it is one of them is its own.
-    #[test]
-    fn names_with_captures_seen_before_feed_the_same_series_and_are_checked_as_outputs() {
-        let mut a = aggregator("x.<a> (10) = sum *.<a>\nm.<a> (10) = max *.<a>\n", None);
-        let e = a.feed(b"y.q", 100.0, 2.0, 100.0);
-        assert!(e.matched && !e.is_output);
-        let e = a.feed(b"x.q", 100.0, 3.0, 100.0);
-        assert!(e.matched && e.is_output);
-        let e = a.feed(b"m.q", 100.0, 4.0, 100.0);
-        assert!(e.matched && e.is_output);
-        assert_eq!(
-            tick(&mut a, 110.0),
-            vec![("x.q".into(), 100.0, 9.0), ("m.q".into(), 100.0, 4.0)]
-        );
     }
 
     /// carbon's `process`: the rules before a raising template take the datapoint, the ones
