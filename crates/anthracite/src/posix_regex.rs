@@ -42,6 +42,11 @@ const _: () = assert!(std::mem::size_of::<GnuRegex>() == std::mem::size_of::<lib
 /// `regmatch_t` slots, the first for the whole match).
 pub const MAX_MATCHES: usize = 64;
 
+/// Most copies of its parts an expression may expand into when compiled (see
+/// [`expanded_size`]): about 25 MiB of glibc's compiled form at worst, and hundreds of times
+/// what any expression of a real configuration needs.
+pub const MAX_EXPANDED_SIZE: u64 = 50_000;
+
 /// An expression the C library refused, with its message (`regerror`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -70,8 +75,21 @@ unsafe impl Sync for PosixRegex {}
 pub type Spans = [Option<(usize, usize)>; MAX_MATCHES];
 
 impl PosixRegex {
-    /// Compiles `pattern` with `REG_EXTENDED`, as carbon-c-relay does.
+    /// Compiles `pattern` with `REG_EXTENDED`, as carbon-c-relay does. An expression whose
+    /// repetitions would expand past [`MAX_EXPANDED_SIZE`] is refused before `regcomp` sees it:
+    /// glibc copies a repeated subexpression once per repetition, so `a\++++…` or
+    /// `((a{9}){9}){9}` takes memory exponential in its length (carbon-c-relay, calling the same
+    /// `regcomp`, runs out of memory on it).
     pub fn new(pattern: &str) -> Result<Self, PosixRegexError> {
+        let size = expanded_size(pattern.as_bytes());
+        if size > MAX_EXPANDED_SIZE {
+            return Err(PosixRegexError {
+                message: format!(
+                    "expression too large: its repetitions expand into more than \
+                     {MAX_EXPANDED_SIZE} copies of its parts when compiled"
+                ),
+            });
+        }
         let text = CString::new(pattern).map_err(|_| PosixRegexError {
             message: "expression contains a NUL byte".into(),
         })?;
@@ -162,6 +180,113 @@ impl PosixRegex {
     }
 }
 
+/// How many atoms `pattern` expands into as glibc compiles it (saturating): a repetition
+/// copies what it repeats, `x+` as `xx*` (twice), `x{n,m}` as `m` copies (`x{n,}` as `n + 1`),
+/// `x*` and `x?` once; a group is the sum of its parts, an alternation the sum of its
+/// branches. A bracket expression, an escape and any other byte are one atom. Only an
+/// estimate for the bound: syntax errors are left to `regcomp`.
+fn expanded_size(pattern: &[u8]) -> u64 {
+    // Per open group: the size so far and the size of its last atom (what a quantifier
+    // repeats).
+    let mut frames: Vec<(u64, u64)> = vec![(0, 0)];
+    let mut i = 0;
+    while i < pattern.len() {
+        let (atom, next) = match pattern[i] {
+            b'(' => {
+                frames.push((0, 0));
+                (None, i + 1)
+            }
+            b')' if frames.len() > 1 => {
+                let (inner, _) = frames.pop().unwrap_or_default();
+                (Some(inner), i + 1)
+            }
+            b'\\' => (Some(1), i + 2),
+            b'[' => (Some(1), bracket_end(pattern, i)),
+            b'{' => match interval(pattern, i) {
+                Some((times, end)) => {
+                    if let Some((total, last)) = frames.last_mut() {
+                        let grown = last.saturating_mul(times.max(1));
+                        *total = total.saturating_add(grown - *last);
+                        *last = grown;
+                    }
+                    (None, end)
+                }
+                None => (Some(1), i + 1),
+            },
+            b'+' => {
+                if let Some((total, last)) = frames.last_mut() {
+                    *total = total.saturating_add(*last);
+                    *last = last.saturating_mul(2);
+                }
+                (None, i + 1)
+            }
+            b'|' => {
+                if let Some((_, last)) = frames.last_mut() {
+                    *last = 0;
+                }
+                (None, i + 1)
+            }
+            b'*' | b'?' => (None, i + 1),
+            _ => (Some(1), i + 1),
+        };
+        if let (Some(size), Some((total, last))) = (atom, frames.last_mut()) {
+            *total = total.saturating_add(size);
+            *last = size;
+        }
+        i = next;
+    }
+    // Groups left open are a syntax error for regcomp; count them anyway.
+    frames.iter().map(|&(t, _)| t).fold(0, u64::saturating_add)
+}
+
+/// The index after the bracket expression starting at `start` (`[`): a `]` first (after an
+/// optional `^`) is a member, `[:class:]`, `[=e=]` and `[.c.]` are skipped whole.
+fn bracket_end(pattern: &[u8], start: usize) -> usize {
+    let mut i = start + 1;
+    if pattern.get(i) == Some(&b'^') {
+        i += 1;
+    }
+    if pattern.get(i) == Some(&b']') {
+        i += 1;
+    }
+    while i < pattern.len() {
+        match (pattern[i], pattern.get(i + 1)) {
+            (b'[', Some(&c @ (b':' | b'=' | b'.'))) => {
+                let close = [c, b']'];
+                i = pattern[i + 2..]
+                    .windows(2)
+                    .position(|w| w == close)
+                    .map_or(pattern.len(), |p| i + 2 + p + 2);
+            }
+            (b']', _) => return i + 1,
+            _ => i += 1,
+        }
+    }
+    pattern.len()
+}
+
+/// The copies `{n}`, `{n,}`, `{,m}` or `{n,m}` at `start` makes (`m`, or `n + 1` when
+/// unbounded) and the index after it; `None` when it is no interval.
+fn interval(pattern: &[u8], start: usize) -> Option<(u64, usize)> {
+    let close = start + pattern[start..].iter().position(|&b| b == b'}')?;
+    let body = std::str::from_utf8(&pattern[start + 1..close]).ok()?;
+    let number = |t: &str| -> Option<u64> {
+        if t.is_empty() {
+            Some(0)
+        } else if t.bytes().all(|b| b.is_ascii_digit()) {
+            Some(t.parse().unwrap_or(u64::MAX))
+        } else {
+            None
+        }
+    };
+    let times = match body.split_once(',') {
+        None => number(body)?,
+        Some((n, "")) => number(n)?.saturating_add(1),
+        Some((n, m)) => number(n)?.max(number(m)?),
+    };
+    Some((times, close + 1))
+}
+
 impl Drop for PosixRegex {
     fn drop(&mut self) {
         // SAFETY: the expression was compiled by regcomp and is freed once, here.
@@ -222,6 +347,29 @@ mod tests {
         assert!(!err.message.is_empty(), "{err}");
         assert_eq!(PosixRegex::new("(a)(b(c))").expect("ok").groups(), 3);
         assert!(PosixRegex::new(&"(a)".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn repetitions_that_expand_past_the_bound_are_refused_before_regcomp() {
+        // 70 nested `+` (from the configuration fuzzer): glibc's regcomp took all memory.
+        let bomb = format!(r"a\.([^.]+)\{}.count", "+".repeat(70));
+        let err = PosixRegex::new(&bomb).expect_err("refused");
+        assert!(err.message.contains("too large"), "{err}");
+        assert!(PosixRegex::new("((a{40}){40}){40}").is_err());
+        assert!(PosixRegex::new("(x|y{9999}){9}").is_err());
+        // What configurations use stays well inside it.
+        for ok in [
+            r"^(carbon|collectd)\.([^.]+)\.(.+)$",
+            "[]a-z[:digit:]{}]{1,300}",
+            "a{2,}b{,5}",
+            "((a+)+)+",
+            "x{1000}",
+        ] {
+            PosixRegex::new(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        assert_eq!(expanded_size(b"((a+)+)+"), 8);
+        assert_eq!(expanded_size(b"[^.]+x{3}|y"), 6);
+        assert_eq!(expanded_size(b"a{2,5}"), 5);
     }
 
     #[test]
