@@ -1,19 +1,14 @@
 //! The values the percentile methods keep: every open interval's, in one store of
 //! cache-line blocks chained per interval, reused as intervals are freed.
 //!
-//! carbon keeps a Python list per interval. A `Vec` per interval costs an allocation at its
-//! first value and a reallocation (with a copy) each time it doubles — three for an interval
-//! of ten values — and page faults as the heap grows: with every datapoint feeding a few
-//! percentile series, that was 6 % of the aggregator's time on the heavy benchmark shape.
-//! Here a value goes into the interval's last block; a new block comes from the free list or
-//! the end of the store (one vector, which doubles rarely); a freed interval's blocks go back
-//! to the free list whole. An emission copies the chain into the scratch buffer it sorts
-//! anyway.
+//! A value goes into its interval's last block; a new block comes from the free list or the
+//! end of the store (one vector, which rarely grows), so an interval costs no allocation or
+//! reallocation of its own; a freed interval's blocks go back to the free list whole. An
+//! emission copies the chain into the scratch buffer it sorts anyway.
 //!
-//! A block is one cache line: [`PER_BLOCK`] values, how many it holds and the next block. An
-//! interval with one value takes a line, as much as the smallest `Vec` did with its heap
-//! chunk. The store does not shrink: the blocks of freed intervals wait on the free list for
-//! the next ones (as the recycled vectors did before it).
+//! A block is one cache line: [`PER_BLOCK`] values, how many it holds and the next block.
+//! The store does not shrink: freed blocks wait on the free list for the next intervals; the
+//! aggregator's `max_values` bounds what it holds.
 
 /// Values per block (a block is one 64-byte line).
 const PER_BLOCK: usize = 7;

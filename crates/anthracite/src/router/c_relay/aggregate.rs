@@ -21,8 +21,8 @@
 //!   overlay's `max_aggregation_series`): a datapoint that would open a series past the
 //!   bound is dropped and counted (`series_limit`); the series already open go on. So are
 //!   the values the `median`, `percentile`, `variance` and `stddev` computes keep until a
-//!   bucket is written (the overlay's `max_aggregation_values`, over every aggregation): a datapoint that would keep
-//!   one more is dropped and counted (`values_limit`).
+//!   bucket is written (the overlay's `max_aggregation_values`, over every aggregation): a
+//!   datapoint that would keep one more is dropped and counted (`values_limit`).
 //!
 //! The written lines are fed back through the relay (cleansed and routed again), as
 //! carbon-c-relay writes them to a pipe its dispatchers read.
