@@ -154,6 +154,63 @@ impl Sampler {
         tail.windows(2).all(|w| owners(&w[0]) == owners(&w[1]))
     }
 
+    /// Waits until the last sample holds `want` leases per owner and the last `settled`
+    /// samples show no owner change; on timeout, fails with the lease table as last sampled
+    /// and the owner changes over the last samples (a slow convergence and leases moving back
+    /// and forth look the same from the count alone).
+    pub async fn wait_settled(&self, what: &str, want: &[(&str, usize)], settled: usize) {
+        let end = tokio::time::Instant::now() + crate::harness::LONG;
+        loop {
+            if crate::leases::balanced(&self.last(), want) && self.unchanged_for(settled) {
+                return;
+            }
+            if tokio::time::Instant::now() > end {
+                panic!("timed out waiting for {what}\n{}", self.describe(300));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The last sample's rows and every owner or handoff change within the last `window`
+    /// samples (100 ms apart).
+    pub fn describe(&self, window: usize) -> String {
+        use std::fmt::Write;
+        let v = self.samples.lock().expect("samples");
+        let mut out = String::new();
+        let Some(last) = v.last() else {
+            return "no sample of the lease table was taken".to_string();
+        };
+        let _ = writeln!(out, "lease table at sample {} (100 ms apart):", last.index);
+        for r in &last.rows {
+            let _ = writeln!(
+                out,
+                "  {} owner {:?} handoff {:?} counter {} switches {} checkpoint {:?}",
+                r.key, r.owner, r.handoff, r.counter, r.owner_switches, r.checkpoint
+            );
+        }
+        let from = v.len().saturating_sub(window);
+        let _ = writeln!(out, "owner and handoff changes since sample {from}:");
+        for w in v[from..].windows(2) {
+            for r in &w[1].rows {
+                let before = w[0].row(&r.key);
+                let (owner, handoff) = (before.map(|b| &b.owner), before.map(|b| &b.handoff));
+                if owner != Some(&r.owner) || handoff != Some(&r.handoff) {
+                    let _ = writeln!(
+                        out,
+                        "  sample {}: {} owner {:?} -> {:?}, handoff {:?} -> {:?}",
+                        w[1].index,
+                        r.key,
+                        owner.cloned().flatten(),
+                        r.owner,
+                        handoff.cloned().flatten(),
+                        r.handoff
+                    );
+                }
+            }
+        }
+        out
+    }
+
     pub async fn stop(self) -> Vec<Sample> {
         self.stop.cancel();
         let _ = self.task.await;

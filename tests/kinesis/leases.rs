@@ -255,12 +255,13 @@ async fn balanced_trio(w: &World) -> (Vec<RelayProcess>, Vec<Sink>, Sampler) {
     let sampler = w.sampler();
     // Balanced, and no steal still waiting for its victim's lease to lapse: from here on,
     // no lease moves unless the test moves it.
-    wait_for("two leases each, settled", LONG, || {
-        let done = balanced(&sampler.last(), &[("r0", 2), ("r1", 2), ("r2", 2)])
-            && sampler.unchanged_for(fleet::SETTLED_SAMPLES);
-        async move { done }
-    })
-    .await;
+    sampler
+        .wait_settled(
+            "two leases each, settled",
+            &[("r0", 2), ("r1", 2), ("r2", 2)],
+            fleet::SETTLED_SAMPLES,
+        )
+        .await;
     (relays, sinks, sampler)
 }
 
@@ -423,12 +424,9 @@ async fn balanced_pair(w: &World) -> (Vec<RelayProcess>, Vec<Sink>, Sampler) {
     let sampler = w.sampler();
     // Samples 100 ms apart spanning more than a lease duration.
     let settled = (w.lease_secs * 15.0) as usize;
-    wait_for("three leases each, settled", LONG, || {
-        let done =
-            balanced(&sampler.last(), &[("r0", 3), ("r1", 3)]) && sampler.unchanged_for(settled);
-        async move { done }
-    })
-    .await;
+    sampler
+        .wait_settled("three leases each, settled", &[("r0", 3), ("r1", 3)], settled)
+        .await;
     (relays, sinks, sampler)
 }
 

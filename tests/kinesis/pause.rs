@@ -131,11 +131,13 @@ async fn sigstop_past_the_lease_while_records_flow_the_resumed_relay_delivers_no
         balanced(&sampler.last(), &[("rp", 2), ("r0", 2), ("r1", 2)])
             && sampler.unchanged_for(crate::fleet::SETTLED_SAMPLES)
     };
-    wait_for("two leases each, settled", LONG, || {
-        let done = settled();
-        async move { done }
-    })
-    .await;
+    sampler
+        .wait_settled(
+            "two leases each, settled",
+            &[("rp", 2), ("r0", 2), ("r1", 2)],
+            crate::fleet::SETTLED_SAMPLES,
+        )
+        .await;
     let producer = Producer::start(&w);
     let all: Vec<&Sink> = sinks.iter().collect();
     // Per round, the values written while the relay was stopped.
