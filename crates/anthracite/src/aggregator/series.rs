@@ -169,10 +169,9 @@ struct Slot {
 /// The series table: every output series, found by name, with its timer.
 #[derive(Debug, Default)]
 pub(super) struct Table {
-    /// The slots of the live series by name, as `(hash, slot)`: a slot's series holds the
-    /// key, so a name is hashed once per lookup or insertion and not stored again, and the
-    /// table grows without reading the keys.
-    index: HashTable<(u64, u32)>,
+    /// The slots of the live series by name: a slot's series holds the key, so a name is
+    /// hashed once per lookup or insertion and not stored again.
+    index: HashTable<u32>,
     /// Keyed SipHash: senders choose the names.
     hasher: RandomState,
     slots: Vec<Slot>,
@@ -200,10 +199,9 @@ pub struct Aggregator {
     refs: Vec<SeriesRef>,
     /// Per entry of `refs`, its series' slot.
     bound: Vec<Bound>,
-    /// Index in `refs` by `(rule, output)`, as `(hash, index)`: the entry of `refs` holds
-    /// the key, so a new reference costs one hash of its key and no copy of it, and the table
-    /// grows without reading the keys.
-    ref_ids: HashTable<(u64, u32)>,
+    /// Index in `refs` by `(rule, output)`: the entry of `refs` holds the key, so a new
+    /// reference costs one hash of its key and no copy of it.
+    ref_ids: HashTable<u32>,
     /// Keyed SipHash of `(rule, output)`: senders choose the names.
     ref_hasher: RandomState,
     /// The verdict being resolved.
@@ -419,14 +417,12 @@ impl Aggregator {
                 };
                 let rule_at = i as u32;
                 let hash = ref_hasher.hash_one((rule_at, output));
-                let found = ref_ids.find(hash, |&(h, id)| {
-                    h == hash
-                        && refs
-                            .get(id as usize)
-                            .is_some_and(|r| r.rule == rule_at && *r.output == *output)
+                let found = ref_ids.find(hash, |&id| {
+                    refs.get(id as usize)
+                        .is_some_and(|r| r.rule == rule_at && *r.output == *output)
                 });
                 let id = match found {
-                    Some(&(_, id)) => id,
+                    Some(&id) => id,
                     None => {
                         let id = refs.len() as u32;
                         refs.push(SeriesRef {
@@ -436,7 +432,10 @@ impl Aggregator {
                             frequency: rule.frequency,
                         });
                         bound.push(None);
-                        ref_ids.insert_unique(hash, (hash, id), |&(h, _)| h);
+                        ref_ids.insert_unique(hash, id, |&id| {
+                            refs.get(id as usize)
+                                .map_or(0, |r| ref_hasher.hash_one((r.rule, &*r.output)))
+                        });
                         id
                     }
                 };
@@ -656,8 +655,8 @@ impl Table {
     fn slot_of(&self, name: &str, hash: u64) -> Option<u32> {
         let slots = &self.slots;
         self.index
-            .find(hash, |&(h, s)| h == hash && series_named(slots, s, name))
-            .map(|&(_, s)| s)
+            .find(hash, |&s| series_named(slots, s, name))
+            .copied()
     }
 
     /// Adds a series (new, or restored) and starts its timer; returns its slot.
@@ -676,14 +675,24 @@ impl Table {
             }
         };
         let due = micros(series.next_due);
-        let slots = &self.slots;
-        let same = |&(h, s): &(u64, u32)| h == hash && series_named(slots, s, &series.name);
+        let Self {
+            index,
+            slots,
+            hasher,
+            ..
+        } = self;
+        let rehash = |&s: &u32| {
+            slots
+                .get(s as usize)
+                .and_then(|s| s.series.as_ref())
+                .map_or(0, |s| hasher.hash_one(&*s.name))
+        };
         // A restored series whose name is held already takes the name over, as a map
         // insertion would.
-        match self.index.entry(hash, same, |&(h, _)| h) {
-            Entry::Occupied(mut e) => e.get_mut().1 = slot,
+        match index.entry(hash, |&s| series_named(slots, s, &series.name), rehash) {
+            Entry::Occupied(mut e) => *e.get_mut() = slot,
             Entry::Vacant(e) => {
-                e.insert((hash, slot));
+                e.insert(slot);
             }
         }
         self.stats.held_intervals += series.intervals.len() as u64;
@@ -789,7 +798,7 @@ impl Table {
             let hash = self.hasher.hash_one(&*series.name);
             s.series = None;
             s.generation = s.generation.wrapping_add(1);
-            if let Ok(e) = self.index.find_entry(hash, |&(_, x)| x == slot) {
+            if let Ok(e) = self.index.find_entry(hash, |&x| x == slot) {
                 e.remove();
             }
             self.free.push(slot);
