@@ -5,8 +5,8 @@
 # `-- --datapoints 2000000`); a contender named `plain` runs
 # its binary without the aggregation rules (relaying the same input), every other one with them
 # (bench/relays/anthracite.toml). Prints the harness's comparison (CPU per datapoint until the
-# output settles, in 10 ms ticks) and, per contender, each round's whole-life CPU seconds from
-# wait4 (bench/lifetime-cpu.py) with their median. The harness is target/release/anthracite
+# output settles, from the threads' nanoseconds on CPU) and, per contender, each round's
+# whole-life CPU seconds from wait4 (bench/lifetime-cpu.py) with their median. The harness is target/release/anthracite
 # (HARNESS overrides it). docs/benchmarks.md, "The heavy shape", has its figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -3,9 +3,9 @@
 
 Usage: bench/lifetime-cpu.py OUTFILE COMMAND [ARGS...]. The harness stops a relay with SIGTERM
 to its process group, so this wrapper ignores SIGTERM and SIGINT itself and waits for the
-command to exit. wait4 reports the CPU in microseconds, where /proc counts 10 ms clock ticks:
-on a run of 200k datapoints (0.02–0.2 CPU-s) that is the difference between a figure and its
-noise. bench/ab-aggregator.sh wraps every contender in it.
+command to exit. wait4 reports the CPU in microseconds, where /proc's stat counts 10 ms clock
+ticks: on a run of 200k datapoints (0.02–0.2 CPU-s) that is the difference between a figure and
+its noise (the harness reads each thread's schedstat nanoseconds for the same reason). bench/ab-aggregator.sh wraps every contender in it.
 """
 import os
 import signal

@@ -159,9 +159,9 @@
 //!   itself, and the slots of the series a known name feeds are prefetched a few datapoints
 //!   ahead. Rules with the same input pattern (several methods or outputs of one pattern)
 //!   capture a new name once, into reused buffers; its output names are rendered into one
-//!   buffer and looked up before anything is allocated, and an output name is held once for
-//!   its references, its series and the series index (and once more as the references' map
-//!   key).
+//!   buffer and looked up before anything is allocated, and an output name is held once, by
+//!   its references and its series: the two indexes over them hold positions and hash a name
+//!   once per lookup or insertion.
 //! - **Idle series.** After a tick no interval of the series is active, and until a datapoint
 //!   comes carbon's ticks can only free intervals as they age out: the series' timer is parked
 //!   until the first tick of its phase at which its oldest interval is freed, and a datapoint

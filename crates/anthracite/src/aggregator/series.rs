@@ -2,9 +2,12 @@
 //! `MetricBuffer`, `IntervalBuffer` and one `LoopingCall` per series), bounded.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 use smallvec::SmallVec;
 
 use super::method::{Accumulator, AggregationMethod};
@@ -111,7 +114,9 @@ pub struct Emitted {
 /// reads, while this is read only to find or create the series.
 #[derive(Debug)]
 struct SeriesRef {
-    /// Shared with the series and the table's index (one allocation per output name).
+    /// The rule's position in the rules file.
+    rule: u32,
+    /// Shared with the series (one allocation per output name).
     output: Arc<str>,
     method: AggregationMethod,
     frequency: i64,
@@ -164,7 +169,11 @@ struct Slot {
 /// The series table: every output series, found by name, with its timer.
 #[derive(Debug, Default)]
 pub(super) struct Table {
-    index: HashMap<Arc<str>, u32>,
+    /// The slots of the live series by name: a slot's series holds the key, so a name is
+    /// hashed once per lookup or insertion and not stored again.
+    index: HashTable<u32>,
+    /// Keyed SipHash: senders choose the names.
+    hasher: RandomState,
     slots: Vec<Slot>,
     free: Vec<u32>,
     /// `(due in µs, slot, generation)`; entries of deleted series are skipped when popped.
@@ -190,13 +199,13 @@ pub struct Aggregator {
     refs: Vec<SeriesRef>,
     /// Per entry of `refs`, its series' slot.
     bound: Vec<Bound>,
-    /// Index in `refs` by `(rule, output)`, keyed by the rule's position (little-endian
-    /// `u32`) followed by the output name, so that a lookup borrows the key being built.
-    ref_ids: HashMap<Box<[u8]>, u32>,
+    /// Index in `refs` by `(rule, output)`: the entry of `refs` holds the key, so a new
+    /// reference costs one hash of its key and no copy of it.
+    ref_ids: HashTable<u32>,
+    /// Keyed SipHash of `(rule, output)`: senders choose the names.
+    ref_hasher: RandomState,
     /// The verdict being resolved.
     verdict: Vec<u8>,
-    /// The `ref_ids` key being looked up.
-    ref_key: Vec<u8>,
     /// The captures and output names of the name being resolved.
     scratch: ResolveScratch,
     pub(super) table: Table,
@@ -241,9 +250,9 @@ impl Aggregator {
             limits,
             refs: Vec::new(),
             bound: Vec::new(),
-            ref_ids: HashMap::new(),
+            ref_ids: HashTable::new(),
+            ref_hasher: RandomState::new(),
             verdict: Vec::new(),
-            ref_key: Vec::new(),
             scratch: ResolveScratch::default(),
             table: Table::default(),
         }
@@ -274,7 +283,9 @@ impl Aggregator {
 
     /// True when the output series `name` exists.
     pub fn has_series(&self, name: &str) -> bool {
-        self.table.index.contains_key(name)
+        self.table
+            .slot_of(name, self.table.hasher.hash_one(name))
+            .is_some()
     }
 
     /// Counters and current sizes.
@@ -391,8 +402,8 @@ impl Aggregator {
                 refs,
                 bound,
                 ref_ids,
+                ref_hasher,
                 verdict,
-                ref_key,
                 scratch,
                 ..
             } = self;
@@ -404,20 +415,27 @@ impl Aggregator {
                 let Some(rule) = rules.rules.get(i) else {
                     return;
                 };
-                ref_key.clear();
-                ref_key.extend_from_slice(&(i as u32).to_le_bytes());
-                ref_key.extend_from_slice(output.as_bytes());
-                let id = match ref_ids.get(ref_key.as_slice()) {
+                let rule_at = i as u32;
+                let hash = ref_hasher.hash_one((rule_at, output));
+                let found = ref_ids.find(hash, |&id| {
+                    refs.get(id as usize)
+                        .is_some_and(|r| r.rule == rule_at && *r.output == *output)
+                });
+                let id = match found {
                     Some(&id) => id,
                     None => {
                         let id = refs.len() as u32;
                         refs.push(SeriesRef {
+                            rule: rule_at,
                             output: Arc::from(output),
                             method: rule.method,
                             frequency: rule.frequency,
                         });
                         bound.push(None);
-                        ref_ids.insert(ref_key.as_slice().into(), id);
+                        ref_ids.insert_unique(hash, id, |&id| {
+                            refs.get(id as usize)
+                                .map_or(0, |r| ref_hasher.hash_one((r.rule, &*r.output)))
+                        });
                         id
                     }
                 };
@@ -450,6 +468,14 @@ impl Aggregator {
     pub fn next_due(&mut self) -> Option<f64> {
         self.table.next_due()
     }
+}
+
+/// True when `slot` holds the live series `name`.
+fn series_named(slots: &[Slot], slot: u32, name: &str) -> bool {
+    slots
+        .get(slot as usize)
+        .and_then(|s| s.series.as_ref())
+        .is_some_and(|s| *s.name == *name)
 }
 
 impl Table {
@@ -588,8 +614,9 @@ impl Table {
         limits: &AggregatorLimits,
         now: f64,
     ) -> Option<u32> {
-        let slot = match self.index.get(&r.output) {
-            Some(&s) => s,
+        let hash = self.hasher.hash_one(&*r.output);
+        let slot = match self.slot_of(&r.output, hash) {
+            Some(s) => s,
             None => {
                 if self.index.len() >= limits.max_series {
                     self.stats.dropped_series_limit += 1;
@@ -604,16 +631,19 @@ impl Table {
                     Some(w) => w.min(r.frequency as f64),
                     None => r.frequency as f64,
                 };
-                self.insert(Series {
-                    name: r.output.clone(),
-                    method: r.method,
-                    frequency: r.frequency,
-                    period,
-                    next_due: now + period,
-                    parked: false,
-                    parked_at: None,
-                    intervals: Intervals::new(),
-                })
+                self.insert_hashed(
+                    Series {
+                        name: r.output.clone(),
+                        method: r.method,
+                        frequency: r.frequency,
+                        period,
+                        next_due: now + period,
+                        parked: false,
+                        parked_at: None,
+                        intervals: Intervals::new(),
+                    },
+                    hash,
+                )
             }
         };
         let generation = self.slots.get(slot as usize)?.generation;
@@ -621,8 +651,22 @@ impl Table {
         Some(slot)
     }
 
+    /// The slot of the live series `name` (`hash` is its hash by `self.hasher`).
+    fn slot_of(&self, name: &str, hash: u64) -> Option<u32> {
+        let slots = &self.slots;
+        self.index
+            .find(hash, |&s| series_named(slots, s, name))
+            .copied()
+    }
+
     /// Adds a series (new, or restored) and starts its timer; returns its slot.
     pub(super) fn insert(&mut self, series: Series) -> u32 {
+        let hash = self.hasher.hash_one(&*series.name);
+        self.insert_hashed(series, hash)
+    }
+
+    /// [`insert`](Self::insert) with the hash of the series' name.
+    fn insert_hashed(&mut self, series: Series, hash: u64) -> u32 {
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -631,7 +675,26 @@ impl Table {
             }
         };
         let due = micros(series.next_due);
-        self.index.insert(series.name.clone(), slot);
+        let Self {
+            index,
+            slots,
+            hasher,
+            ..
+        } = self;
+        let rehash = |&s: &u32| {
+            slots
+                .get(s as usize)
+                .and_then(|s| s.series.as_ref())
+                .map_or(0, |s| hasher.hash_one(&*s.name))
+        };
+        // A restored series whose name is held already takes the name over, as a map
+        // insertion would.
+        match index.entry(hash, |&s| series_named(slots, s, &series.name), rehash) {
+            Entry::Occupied(mut e) => *e.get_mut() = slot,
+            Entry::Vacant(e) => {
+                e.insert(slot);
+            }
+        }
         self.stats.held_intervals += series.intervals.len() as u64;
         for b in &series.intervals {
             self.stats.buffered += b.acc.count;
@@ -732,10 +795,12 @@ impl Table {
             }
         }
         if series.intervals.is_empty() {
-            let name = series.name.clone();
+            let hash = self.hasher.hash_one(&*series.name);
             s.series = None;
             s.generation = s.generation.wrapping_add(1);
-            self.index.remove(&name);
+            if let Ok(e) = self.index.find_entry(hash, |&x| x == slot) {
+                e.remove();
+            }
             self.free.push(slot);
             self.stats.series = self.index.len() as u64;
             return None;
