@@ -20,32 +20,6 @@ use tracing_subscriber::EnvFilter;
 #[cfg(target_env = "gnu")]
 const TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Free memory at the top of a heap that glibc keeps for reuse instead of handing it back on
-/// each `free` (`M_TRIM_THRESHOLD`); [`trim_heap`] hands everything free back every
-/// [`TRIM_INTERVAL`] all the same.
-#[cfg(target_env = "gnu")]
-const HEAP_KEEP_BYTES: libc::c_int = 64 << 20;
-
-/// Allocations below this come from the heaps, not from their own mappings
-/// (`M_MMAP_THRESHOLD`; glibc's largest).
-#[cfg(target_env = "gnu")]
-const MMAP_FROM_BYTES: libc::c_int = 32 << 20;
-
-/// Makes glibc reuse the memory the relay frees. By default it hands the top of a heap back
-/// as soon as a free leaves more than its (adaptive) threshold there, and maps allocations
-/// over it anew each time; with a thousand connections filling and freeing batches and read
-/// buffers, the pages it gave back were faulted in again at once (a tenth of the relay's CPU;
-/// docs/benchmarks.md, "Benchmark notes"). Setting both thresholds also turns off their
-/// adaptation.
-#[cfg(target_env = "gnu")]
-fn tune_heap() {
-    // SAFETY: mallopt only changes the allocator's parameters, under its own lock.
-    unsafe {
-        libc::mallopt(libc::M_TRIM_THRESHOLD, HEAP_KEEP_BYTES);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_FROM_BYTES);
-    }
-}
-
 /// The binary keeps the system allocator (glibc's malloc), cheaper per datapoint than
 /// mimalloc here (docs/benchmarks.md, "Benchmark notes": allocator). glibc keeps freed memory in its
 /// heaps, though, so every [`TRIM_INTERVAL`] the free memory is handed back (`malloc_trim`; it takes the arena locks
@@ -486,8 +460,6 @@ fn print_example() -> anyhow::Result<()> {
 
 fn run(config: Config, source: ConfigSource, pid_file: Option<&Path>) -> anyhow::Result<()> {
     let _pid = pid_file.map(PidFile::create).transpose()?;
-    #[cfg(target_env = "gnu")]
-    tune_heap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("anthracite")
