@@ -100,8 +100,8 @@ impl Pending {
     }
 }
 
-/// Starts a pending batch in a spare of its destination's queue, or a new batch, with room for
-/// a quarter more than the `last` (datapoints, name bytes) this destination got
+/// Starts a pending batch in a spare of its destination's queue; without one, in a new batch
+/// with room for a quarter more than the `last` (datapoints, name bytes) this destination got
 /// from this ingestor or, before its first, from any ingestor: a new connection's batches
 /// start the size of the others' instead of growing from nothing (with a thousand
 /// connections the reallocations and their fresh pages were a tenth of the relay's CPU).
@@ -114,7 +114,8 @@ fn provision(b: &mut Batch, queue: Option<&Arc<DestinationQueue>>, last: (usize,
             hint = q.filled_hint();
         }
     }
-    // A spare smaller than that grows to it once here, instead of doubling as it fills.
-    let (points, names) = hint;
-    b.reserve(points + points / 4, names + names / 4);
+    if b.is_unallocated() {
+        let (points, names) = hint;
+        b.reserve(points + points / 4, names + names / 4);
+    }
 }
