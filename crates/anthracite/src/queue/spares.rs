@@ -58,7 +58,11 @@ impl Spares {
 
     /// Notes what a batch an ingestor filled for this destination held (once per batch).
     pub(super) fn note_filled(&self, points: usize, name_bytes: usize) {
-        let half = |n: usize| u64::try_from(n).unwrap_or(u64::MAX).min(u64::from(u32::MAX));
+        let half = |n: usize| {
+            u64::try_from(n)
+                .unwrap_or(u64::MAX)
+                .min(u64::from(u32::MAX))
+        };
         let packed = half(points) << 32 | half(name_bytes);
         // A hint, not a count: the last writer wins, and a stale value only sizes one batch.
         if self.filled.load(Ordering::Relaxed) != packed {
