@@ -119,3 +119,39 @@ fn provision(b: &mut Batch, queue: Option<&Arc<DestinationQueue>>, last: (usize,
         b.reserve(points + points / 4, names + names / 4);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::{DestinationStats, QueueLimits};
+
+    #[test]
+    fn a_first_batch_starts_the_size_of_the_last_one_filled_for_its_destination() {
+        let stats = Arc::new(DestinationStats::new("127.0.0.1:2004:a".to_string()));
+        let q = Arc::new(DestinationQueue::new(QueueLimits::default(), stats));
+        let queues = vec![q.clone()];
+        let mut first = Pending::new(1);
+        for i in 0..300 {
+            first.append(
+                &[0],
+                None,
+                &queues,
+                format!("a.name.{i:04}").as_bytes(),
+                1.0,
+                2.0,
+            );
+        }
+        let mut out = Vec::new();
+        first.take_into(&mut out, &queues);
+        assert_eq!(q.filled_hint(), (300, 300 * 11));
+        // Another connection's first datapoint for the destination: room for a quarter more
+        // than that at once, so the batch does not grow while it fills.
+        let mut second = Pending::new(1);
+        second.append(&[0], None, &queues, b"a.name.x", 1.0, 2.0);
+        assert!(
+            second.batches[0].heap_bytes() >= 375 * POINT_OVERHEAD + 375 * 11,
+            "{}",
+            second.batches[0].heap_bytes()
+        );
+    }
+}

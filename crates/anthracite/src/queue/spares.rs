@@ -133,6 +133,21 @@ mod tests {
     }
 
     #[test]
+    fn the_last_filled_size_is_kept_for_a_first_batch_and_saturates() {
+        let s = Spares::new(1 << 20);
+        assert_eq!(s.filled_hint(), (0, 0));
+        s.note_filled(300, 12_000);
+        assert_eq!(s.filled_hint(), (300, 12_000));
+        s.note_filled(7, 90);
+        assert_eq!(s.filled_hint(), (7, 90));
+        // Each half saturates on its own: a huge count never spills into the other.
+        s.note_filled(usize::MAX, 5);
+        assert_eq!(s.filled_hint(), (u32::MAX as usize, 5));
+        s.note_filled(5, usize::MAX);
+        assert_eq!(s.filled_hint(), (5, u32::MAX as usize));
+    }
+
+    #[test]
     fn spares_come_back_empty_with_their_memory_within_the_bound() {
         // 1/8 of 1 MiB: 128 KiB of spares.
         let s = Spares::new(1 << 20);
