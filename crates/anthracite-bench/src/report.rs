@@ -28,9 +28,13 @@ pub struct Report {
     pub sent: u64,
     /// Datapoints counted by all sinks.
     pub delivered: u64,
-    /// `sent − delivered` (negative would mean duplicates); 0 when only aggregates are
-    /// delivered (`aggregates_only`).
+    /// `sent × copies − delivered` (negative would mean duplicates); 0 when only aggregates
+    /// are delivered (`aggregates_only`).
     pub lost: i64,
+    /// Copies of each datapoint the sinks receive (`[routing] replication`); 0 (a report
+    /// from before the field) reads as 1.
+    #[serde(default)]
+    pub copies: u64,
     /// An aggregation scenario without `forward_all`: the sinks receive aggregates only.
     #[serde(default)]
     pub aggregates_only: bool,
@@ -217,7 +221,7 @@ impl Report {
         let sum: u64 = self.sinks.iter().map(|s| s.delivered).sum();
         ordered
             && sum == self.delivered
-            && (self.lost == self.sent as i64 - self.delivered as i64
+            && (self.lost == (self.sent * self.copies.max(1)) as i64 - self.delivered as i64
                 || (self.aggregates_only && self.lost == 0))
     }
 

@@ -580,6 +580,7 @@ pub async fn run_once(
         } else {
             want as i64 - delivered as i64
         },
+        copies: scenario.routing.copies(),
         aggregates_only,
         series: aggregates_only
             .then(|| stats.iter().map(|s| s.distinct_names() as u64).sum::<u64>()),

@@ -217,7 +217,7 @@ impl Sender {
             };
             self.buf.clear();
             let Err(e) = write else {
-                unconfirmed.hold(std::mem::take(&mut self.in_flight), encoded);
+                unconfirmed.hold(&mut self.in_flight, encoded);
                 continue;
             };
             // The peer may have part of the write: it is requeued whole and sent again after
@@ -361,8 +361,10 @@ impl Unconfirmed {
         self.batches.is_empty()
     }
 
-    fn hold(&mut self, batches: Vec<Batch>, encoded: Encoded) {
-        self.batches = batches;
+    /// Holds the write of `batches` (moved out: both vectors keep their room, so neither
+    /// grows again on the next write).
+    fn hold(&mut self, batches: &mut Vec<Batch>, encoded: Encoded) {
+        self.batches.append(batches);
         self.encoded = encoded;
     }
 

@@ -844,7 +844,7 @@ impl Ingestor {
         self.aggregate();
         let mut out = Flushed::default();
         let mut batches = std::mem::take(&mut self.handing);
-        self.pending.take_into(&mut batches);
+        self.pending.take_into(&mut batches, &self.routing.queues);
         for (dest, batch) in batches.drain(..) {
             self.hand_over(dest, batch, &mut out).await;
         }
@@ -862,7 +862,7 @@ impl Ingestor {
     /// the relay it was never read. Returns the datapoints dropped.
     pub fn discard(&mut self) -> u64 {
         let mut batches = std::mem::take(&mut self.handing);
-        self.pending.take_into(&mut batches);
+        self.pending.take_into(&mut batches, &self.routing.queues);
         for (dest, batch) in batches.drain(..) {
             if let Some(q) = self.routing.queues.get(dest) {
                 q.recycle([batch]);
@@ -969,7 +969,7 @@ impl Drop for Ingestor {
     fn drop(&mut self) {
         self.aggregate();
         let mut batches = std::mem::take(&mut self.handing);
-        self.pending.take_into(&mut batches);
+        self.pending.take_into(&mut batches, &self.routing.queues);
         for (dest, batch) in batches {
             if let Some(q) = self.routing.queues.get(dest) {
                 let o = q.push(batch);

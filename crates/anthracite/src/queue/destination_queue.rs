@@ -96,6 +96,19 @@ impl DestinationQueue {
         self.spares.take()
     }
 
+    /// Notes what a batch a producer filled for this destination held, once per batch: a
+    /// producer's first batch makes room for as much ([`filled_hint`](Self::filled_hint))
+    /// instead of growing from nothing.
+    pub fn note_filled(&self, points: usize, name_bytes: usize) {
+        self.spares.note_filled(points, name_bytes);
+    }
+
+    /// The datapoints and name bytes of the last batch a producer filled for this
+    /// destination ([`note_filled`](Self::note_filled)); zero before the first.
+    pub fn filled_hint(&self) -> (usize, usize) {
+        self.spares.filled_hint()
+    }
+
     /// Batches the destination has written (or dropped): their memory is kept for
     /// [`spare`](Self::spare), up to 1/8 of `max_bytes` (at most 4 MiB), and the rest freed.
     pub fn recycle(&self, batches: impl IntoIterator<Item = Batch>) {

@@ -14,6 +14,7 @@
 //! memory tier counts it ([`Batch::heap_bytes`]), so the queue's bound is still the memory it
 //! holds; one that used less than an eighth of it is trimmed when taken ([`Batch::take`]).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::batch::Batch;
@@ -39,6 +40,10 @@ struct Free {
 pub(super) struct Spares {
     free: Mutex<Free>,
     max_bytes: usize,
+    /// The datapoints (high half) and name bytes (low half) of the last batch an ingestor
+    /// filled for this destination, each saturated at `u32::MAX`: what a batch started
+    /// without a spare makes room for ([`filled_hint`](Self::filled_hint)).
+    filled: AtomicU64,
 }
 
 impl Spares {
@@ -47,7 +52,30 @@ impl Spares {
         Self {
             free: Mutex::new(Free::default()),
             max_bytes: (queue_max_bytes / 8).min(MAX_SPARE_BYTES),
+            filled: AtomicU64::new(0),
         }
+    }
+
+    /// Notes what a batch an ingestor filled for this destination held (once per batch).
+    pub(super) fn note_filled(&self, points: usize, name_bytes: usize) {
+        let half = |n: usize| {
+            u64::try_from(n)
+                .unwrap_or(u64::MAX)
+                .min(u64::from(u32::MAX))
+        };
+        let packed = half(points) << 32 | half(name_bytes);
+        // A hint, not a count: the last writer wins, and a stale value only sizes one batch.
+        if self.filled.load(Ordering::Relaxed) != packed {
+            self.filled.store(packed, Ordering::Relaxed);
+        }
+    }
+
+    /// The datapoints and name bytes of the last batch filled for this destination (zero
+    /// before the first).
+    pub(super) fn filled_hint(&self) -> (usize, usize) {
+        let packed = self.filled.load(Ordering::Relaxed);
+        let half = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        (half(packed >> 32), half(packed & u64::from(u32::MAX)))
     }
 
     fn lock(&self) -> MutexGuard<'_, Free> {
@@ -102,6 +130,21 @@ mod tests {
                 .expect("room");
         }
         b
+    }
+
+    #[test]
+    fn the_last_filled_size_is_kept_for_a_first_batch_and_saturates() {
+        let s = Spares::new(1 << 20);
+        assert_eq!(s.filled_hint(), (0, 0));
+        s.note_filled(300, 12_000);
+        assert_eq!(s.filled_hint(), (300, 12_000));
+        s.note_filled(7, 90);
+        assert_eq!(s.filled_hint(), (7, 90));
+        // Each half saturates on its own: a huge count never spills into the other.
+        s.note_filled(usize::MAX, 5);
+        assert_eq!(s.filled_hint(), (u32::MAX as usize, 5));
+        s.note_filled(5, usize::MAX);
+        assert_eq!(s.filled_hint(), (5, u32::MAX as usize));
     }
 
     #[test]
