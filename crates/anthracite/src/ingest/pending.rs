@@ -10,6 +10,12 @@ use crate::router::ReplicaPools;
 /// size, so no batch comes near [`crate::batch::MAX_NAME_BYTES`].
 pub(super) const MAX_PENDING_BATCH_NAME_BYTES: usize = 64 << 20;
 
+/// Most datapoints and name bytes a first batch makes room for from what other connections'
+/// batches held ([`DestinationQueue::filled_hint`]): about a 1 MiB message's worth (a socket
+/// read is 64 KiB, a pickle message, Kinesis record or Kafka message at most about 1 MiB).
+const MAX_SHARED_HINT_POINTS: usize = 1 << 16;
+const MAX_SHARED_HINT_NAME_BYTES: usize = 1 << 20;
+
 /// One pending batch per destination, and those set aside because they grew large.
 #[derive(Debug)]
 pub(super) struct Pending {
@@ -111,7 +117,13 @@ fn provision(b: &mut Batch, queue: Option<&Arc<DestinationQueue>>, last: (usize,
     if let Some(q) = queue {
         *b = q.spare();
         if hint.0 == 0 {
-            hint = q.filled_hint();
+            // Another connection's batch sizes this one at most up to a large read's worth:
+            // one sender's rare huge batch does not make every new connection reserve as much.
+            let (points, names) = q.filled_hint();
+            hint = (
+                points.min(MAX_SHARED_HINT_POINTS),
+                names.min(MAX_SHARED_HINT_NAME_BYTES),
+            );
         }
     }
     if b.is_unallocated() {
@@ -153,5 +165,12 @@ mod tests {
             "{}",
             second.batches[0].heap_bytes()
         );
+        // A huge batch elsewhere sizes a new connection's first one only up to the cap.
+        q.note_filled(10_000_000, 500_000_000);
+        let mut third = Pending::new(1);
+        third.append(&[0], None, &queues, b"a.name.y", 1.0, 2.0);
+        let cap = MAX_SHARED_HINT_POINTS * POINT_OVERHEAD + MAX_SHARED_HINT_NAME_BYTES;
+        let held = third.batches[0].heap_bytes();
+        assert!(held <= cap + cap / 4 + 64, "{held} past the cap {cap}");
     }
 }
