@@ -425,7 +425,11 @@ async fn balanced_pair(w: &World) -> (Vec<RelayProcess>, Vec<Sink>, Sampler) {
     // Samples 100 ms apart spanning more than a lease duration.
     let settled = (w.lease_secs * 15.0) as usize;
     sampler
-        .wait_settled("three leases each, settled", &[("r0", 3), ("r1", 3)], settled)
+        .wait_settled(
+            "three leases each, settled",
+            &[("r0", 3), ("r1", 3)],
+            settled,
+        )
         .await;
     (relays, sinks, sampler)
 }
