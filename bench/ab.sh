@@ -7,7 +7,8 @@
 # above ×1.05 and each round that lost datapoints. A benchmark, not a test: it exits 0 either
 # way (1 only when a run failed), and the ratios are what carry over a shared machine.
 # Usage: bench/ab.sh OLD_BINARY NEW_BINARY [out] (default bench-results/ab);
-# ROUNDS=n sets the rounds (default 3), SCENARIOS="a b" the workloads.
+# ROUNDS=n sets the rounds (default 4: with an even count each build runs first in half of
+# them), SCENARIOS="a b" the workloads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old="$1" new="$2" out="${3:-bench-results/ab}"
@@ -21,7 +22,7 @@ for s in $scenarios; do
         config=bench/relays/anthracite-example-routing.toml
     fi
     rm -f "$out/$s.json"
-    "$new" bench "bench/scenarios/$s.toml" --rounds "${ROUNDS:-3}" --drain-timeout 120 \
+    "$new" bench "bench/scenarios/$s.toml" --rounds "${ROUNDS:-4}" --drain-timeout 120 \
         --no-progress --json "$out/$s.json" --compare \
         "new=$new run --config {config:$config}" \
         "old=$old run --config {config:$config}" \

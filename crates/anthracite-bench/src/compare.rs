@@ -170,8 +170,23 @@ impl Comparison {
     }
 }
 
-/// Runs every contender `rounds` times, alternately; returns the first contender's last report
-/// with the comparison attached. Each run's table is printed as it finishes.
+/// The order of the contenders (indices) in `round`: as given in even rounds, reversed in odd
+/// ones (A B C, C B A, A B C …), so that over an even number of rounds each takes each place
+/// equally often: the first relay of a round measures cheaper than the one run after it
+/// (docs/benchmarks.md, "Benchmark notes": the order of a round).
+fn round_order(round: usize, contenders: usize) -> impl Iterator<Item = usize> {
+    (0..contenders).map(move |i| {
+        if round.is_multiple_of(2) {
+            i
+        } else {
+            contenders - 1 - i
+        }
+    })
+}
+
+/// Runs every contender `rounds` times, alternately (the order reversed every other round:
+/// [`round_order`]); returns the first contender's last report with the comparison attached.
+/// Each run's table is printed as it finishes.
 pub async fn run(
     scenario: &Scenario,
     contenders: &[(String, TargetSpec)],
@@ -187,7 +202,7 @@ pub async fn run(
     let mut first: Option<Report> = None;
     let mut run_id = 0;
     for round in 0..rounds {
-        for (name, spec) in contenders {
+        for (name, spec) in round_order(round, contenders.len()).filter_map(|i| contenders.get(i)) {
             run_id += 1;
             let o = RunOptions {
                 run_id,
@@ -222,6 +237,16 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_other_round_runs_the_contenders_in_reverse() {
+        let order = |round| round_order(round, 3).collect::<Vec<_>>();
+        assert_eq!(order(0), [0, 1, 2]);
+        assert_eq!(order(1), [2, 1, 0]);
+        assert_eq!(order(2), [0, 1, 2]);
+        assert_eq!(round_order(5, 1).collect::<Vec<_>>(), [0]);
+        assert_eq!(round_order(1, 0).count(), 0);
+    }
 
     #[test]
     fn ratios_pair_rounds() {
