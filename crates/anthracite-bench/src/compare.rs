@@ -184,8 +184,8 @@ fn round_order(round: usize, contenders: usize) -> impl Iterator<Item = usize> {
     })
 }
 
-/// Runs every contender `rounds` times, alternately (the order reversed every other round:
-/// [`round_order`]); returns the first contender's last report with the comparison attached.
+/// Runs every contender `rounds` times, alternately (the order reversed every other round);
+/// returns the first contender's last report with the comparison attached.
 /// Each run's table is printed as it finishes.
 pub async fn run(
     scenario: &Scenario,
