@@ -384,14 +384,12 @@ fn ca_true_self_signed_client_certificate_configured_as_client_ca_is_accepted() 
     relay.stop();
 }
 
-/// Clients that open TLS connections past `max_connections` and never finish the handshake
-/// locked a valid client out for 4–5 s per wave: a connection in its handshake could not be
-/// evicted, and failures had no counter. Handshakes now hold an admitted slot that is evicted
-/// like an idle connection's, time out after 5 s, and count their failures: a valid TLS client
-/// is served while 150 stall on a limit of 100 (the client's generous read timeout is the
-/// bound, not a measurement). The scale is small so that the stalled clients connect within
-/// milliseconds even on a loaded machine: with 1,500 on a limit of 1,000 the connects could
-/// take longer than the handshake timeout, which then freed the slots before any eviction.
+/// Handshakes hold an admitted slot that is evicted like an idle connection's, time out after
+/// 5 s, and count their failures: a valid TLS client is served while 150 clients stall in
+/// their handshakes on a limit of 100 (the client's generous read timeout is the bound, not a
+/// measurement). The scale stays small so that the stalled clients are all connected well
+/// within the handshake timeout even on a loaded machine; otherwise the timeout, not the
+/// eviction, would free the slots.
 #[test]
 fn valid_tls_client_is_served_while_150_handshakes_stall_on_a_limit_of_100() {
     let dir = tempfile::tempdir().expect("tempdir");

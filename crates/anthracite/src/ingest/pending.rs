@@ -109,8 +109,7 @@ impl Pending {
 /// Starts a pending batch in a spare of its destination's queue; without one, in a new batch
 /// with room for a quarter more than the `last` (datapoints, name bytes) this destination got
 /// from this ingestor or, before its first, from any ingestor: a new connection's batches
-/// start the size of the others' instead of growing from nothing (with a thousand
-/// connections the reallocations and their fresh pages were a tenth of the relay's CPU).
+/// start the size of the others' instead of growing from nothing, a reallocation at a time.
 #[cold]
 fn provision(b: &mut Batch, queue: Option<&Arc<DestinationQueue>>, last: (usize, usize)) {
     let mut hint = last;
