@@ -159,16 +159,12 @@ impl Sampler {
     /// and the owner changes over the last samples (a slow convergence and leases moving back
     /// and forth look the same from the count alone).
     pub async fn wait_settled(&self, what: &str, want: &[(&str, usize)], settled: usize) {
-        let end = tokio::time::Instant::now() + crate::harness::LONG;
-        loop {
-            if crate::leases::balanced(&self.last(), want) && self.unchanged_for(settled) {
-                return;
-            }
-            if tokio::time::Instant::now() > end {
-                panic!("timed out waiting for {what}\n{}", self.describe(300));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let done = || {
+            let done = crate::leases::balanced(&self.last(), want) && self.unchanged_for(settled);
+            async move { done }
+        };
+        anthracite_testkit::wait_for_or(what, crate::harness::LONG, done, || self.describe(300))
+            .await;
     }
 
     /// The last sample's rows and every owner or handoff change within the last `window`

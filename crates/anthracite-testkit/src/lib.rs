@@ -78,8 +78,22 @@ pub fn require_tool(tool: &str, arg: &str, hint: &str) {
 
 /// Polls `cond` every 50 ms until it holds; panics with `what` after `limit`. A deadline for
 /// a hung test, never a timing assertion.
-pub async fn wait_for<F, Fut>(what: &str, limit: Duration, mut cond: F)
+pub async fn wait_for<F, Fut>(what: &str, limit: Duration, cond: F)
 where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    wait_for_or(what, limit, cond, String::new).await;
+}
+
+/// [`wait_for`], adding what `state` says on timeout (what the test was waiting on, as it
+/// last stood).
+pub async fn wait_for_or<F, Fut>(
+    what: &str,
+    limit: Duration,
+    mut cond: F,
+    state: impl FnOnce() -> String,
+) where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
@@ -89,7 +103,7 @@ where
             return;
         }
         if tokio::time::Instant::now() > end {
-            panic!("timed out waiting for {what}");
+            panic!("timed out waiting for {what}\n{}", state());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
