@@ -563,3 +563,37 @@ fn the_c_relay_overlay_shows_the_limits_the_code_resolves() {
         fence.line
     );
 }
+
+#[test]
+fn the_expression_size_bound_in_the_c_relay_page_is_the_one_check_enforces() {
+    let page = "docs/migrating-c-relay.md";
+    let text = std::fs::read_to_string(root().join(page)).expect("read the migrating page");
+    let dir = crate::scratch();
+    std::fs::write(
+        dir.path().join("relay.conf"),
+        "cluster a forward 127.0.0.1:2003;\nmatch ((a{40}){40}){40} send to a;\n",
+    )
+    .expect("write relay.conf");
+    let mut cmd = std::process::Command::new(crate::anthracite());
+    cmd.args(["check", "--carbon-c-relay-config", "relay.conf"])
+        .current_dir(dir.path());
+    let out = crate::run_bounded(cmd, "anthracite check --carbon-c-relay-config");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the expression was accepted");
+    let bound: u64 = stderr
+        .split_once("more than ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no bound in check's error: {stderr}"));
+    // The page writes it with thousands separators.
+    let digits = bound.to_string();
+    let mut grouped = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    let shown = format!("more than {grouped} copies of its parts");
+    assert!(text.contains(&shown), "{page} does not say `{shown}`");
+}
