@@ -202,11 +202,18 @@ async fn three_relays_on_six_shards_deliver_everything_each_shard_owned_once_bal
         Duration::from_millis(10),
     )
     .await;
-    wait_for("every record, and two leases each", LONG, || {
-        let done = delivered_all(&[&received], &puts)
-            && balanced(&sampler.last(), &[("r0", 2), ("r1", 2), ("r2", 2)]);
-        async move { done }
-    })
+    // Ten unchanged samples after balance, so the ownership checks below have a second of
+    // settled table to read even when delivery and balance finish early.
+    wait_for(
+        "every record, and two leases each for ten samples",
+        LONG,
+        || {
+            let done = delivered_all(&[&received], &puts)
+                && balanced(&sampler.last(), &[("r0", 2), ("r1", 2), ("r2", 2)])
+                && sampler.unchanged_for(10);
+            async move { done }
+        },
+    )
     .await;
     for r in &mut relays {
         r.assert_running("the end of the test");
