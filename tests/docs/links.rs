@@ -15,7 +15,13 @@ use crate::{pages, root};
 pub(crate) const PENDING: &[&str] = &[];
 
 /// Paths made by running things, never committed.
-const GENERATED: &[&str] = &["target", "fuzz/corpus", "fuzz/artifacts"];
+const GENERATED: &[&str] = &[
+    "target",
+    "bench-results",
+    "spill",
+    "fuzz/corpus",
+    "fuzz/artifacts",
+];
 
 /// `a/b/../c` → `a/c`; `None` when it climbs out of the repository.
 fn normalize(path: &Path) -> Option<PathBuf> {
