@@ -201,7 +201,7 @@ fn amplifying_frames_keep_peak_rss_within_the_readme_bound() {
     // decode into, pickle decoding (128 × a 0.2 MB payload on each of two workers), and per
     // connection its read buffer, a read's worth of parsed datapoints and decoder scratch.
     let bound = QUEUE
-        + QUEUE / 8
+        + QUEUE / 2
         + 2 * 128 * 1024
         + ROUTE_CACHE
         + 2 * FRAMES

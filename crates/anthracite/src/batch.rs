@@ -221,6 +221,14 @@ impl Batch {
         self.points.shrink_to_fit();
     }
 
+    /// True when one more datapoint with a name of `name_len` bytes fits in the room the batch
+    /// already holds, without growing (and so moving) either buffer.
+    #[inline]
+    pub(crate) fn has_room_for(&self, name_len: usize) -> bool {
+        self.points.len() < self.points.capacity()
+            && self.names.capacity() - self.names.len() >= name_len
+    }
+
     /// True while the batch holds no memory (never filled, or taken).
     #[inline]
     pub fn is_unallocated(&self) -> bool {
