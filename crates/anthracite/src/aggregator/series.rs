@@ -128,6 +128,9 @@ pub struct Emitted {
 struct SeriesRef {
     /// The rule's position in the rules file.
     rule: u32,
+    /// The output name's hash in the series index (the key of the reference itself is
+    /// derived from it: a new name's output is hashed once for both).
+    hash: u64,
     /// Shared with the series (one allocation per output name).
     output: Arc<str>,
     method: AggregationMethod,
@@ -212,10 +215,9 @@ pub struct Aggregator {
     /// Per entry of `refs`, its series' slot.
     bound: Vec<Bound>,
     /// Index in `refs` by `(rule, output)`: the entry of `refs` holds the key, so a new
-    /// reference costs one hash of its key and no copy of it.
+    /// reference costs one hash of its key and no copy of it. Hashed by [`ref_hash`] from
+    /// the output's keyed hash in the series index, which the reference keeps.
     ref_ids: HashTable<u32>,
-    /// Keyed SipHash of `(rule, output)`: senders choose the names.
-    ref_hasher: RandomState,
     /// The verdict being resolved.
     verdict: Vec<u8>,
     /// The captures and output names of the name being resolved.
@@ -235,6 +237,14 @@ fn ids_of(verdict: &[u8]) -> (u32, &[u8]) {
     } else {
         (0, verdict.get(1..).unwrap_or_default())
     }
+}
+
+/// The hash of an output reference `(rule, output)` from its output's hash in the series
+/// index (keyed SipHash: senders choose the names, and a rule's position does not let them
+/// predict it).
+#[inline]
+fn ref_hash(output_hash: u64, rule: u32) -> u64 {
+    output_hash ^ u64::from(rule).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 fn micros(t: f64) -> i64 {
@@ -265,7 +275,6 @@ impl Aggregator {
             refs: Vec::with_capacity(series),
             bound: Vec::with_capacity(series),
             ref_ids: HashTable::with_capacity(series),
-            ref_hasher: RandomState::new(),
             verdict: Vec::new(),
             scratch: ResolveScratch::default(),
             table: Table::with_capacity(series, values),
@@ -416,11 +425,12 @@ impl Aggregator {
                 refs,
                 bound,
                 ref_ids,
-                ref_hasher,
                 verdict,
                 scratch,
+                table,
                 ..
             } = self;
+            let hasher = &table.hasher;
             failures = rules.for_each_output(text, scratch, |i, output| {
                 flags |= MATCHED;
                 if output.as_bytes() == name {
@@ -430,7 +440,8 @@ impl Aggregator {
                     return;
                 };
                 let rule_at = i as u32;
-                let hash = ref_hasher.hash_one((rule_at, output));
+                let output_hash = hasher.hash_one(output);
+                let hash = ref_hash(output_hash, rule_at);
                 let found = ref_ids.find(hash, |&id| {
                     refs.get(id as usize)
                         .is_some_and(|r| r.rule == rule_at && *r.output == *output)
@@ -441,6 +452,7 @@ impl Aggregator {
                         let id = refs.len() as u32;
                         refs.push(SeriesRef {
                             rule: rule_at,
+                            hash: output_hash,
                             output: Arc::from(output),
                             method: rule.method,
                             frequency: rule.frequency,
@@ -448,7 +460,7 @@ impl Aggregator {
                         bound.push(None);
                         ref_ids.insert_unique(hash, id, |&id| {
                             refs.get(id as usize)
-                                .map_or(0, |r| ref_hasher.hash_one((r.rule, &*r.output)))
+                                .map_or(0, |r| ref_hash(r.hash, r.rule))
                         });
                         id
                     }
@@ -638,7 +650,7 @@ impl Table {
         limits: &AggregatorLimits,
         now: f64,
     ) -> Option<u32> {
-        let hash = self.hasher.hash_one(&*r.output);
+        let hash = r.hash;
         let slot = match self.slot_of(&r.output, hash) {
             Some(s) => s,
             None => {
