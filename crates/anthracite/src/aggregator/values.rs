@@ -74,6 +74,14 @@ impl Default for ValueStore {
 }
 
 impl ValueStore {
+    /// An empty store with room for `values` values without growing.
+    pub(super) fn with_capacity(values: usize) -> Self {
+        Self {
+            blocks: Vec::with_capacity(values.div_ceil(PER_BLOCK)),
+            free: NONE,
+        }
+    }
+
     /// Appends `value` to `chain`.
     #[inline]
     pub(super) fn push(&mut self, chain: &mut Chain, value: f64) {
