@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::aggregator::{Aggregation, Staged};
-use crate::batch::Batch;
+use crate::batch::{Batch, POINT_OVERHEAD};
 use crate::filter::{NameFilter, SharedLists, Verdict};
 use crate::protocol::pickle::PickleDecoder;
 use crate::protocol::tags::TagNormalizer;
@@ -51,6 +51,11 @@ pub const FLUSH_HINT_BYTES: usize = 4 << 20;
 
 /// Longest metric name a [`Pipeline`] accepts unless told otherwise (`listen.max_name_length`).
 pub(crate) const DEFAULT_MAX_NAME_LENGTH: usize = 4096;
+
+/// The shortest plaintext line, `a 1 1` and its newline: a line of `n` bytes holds a name of
+/// at most `n − 5` bytes, so one copy of it pends at most `n + POINT_OVERHEAD − 5` bytes, at
+/// most `(POINT_OVERHEAD + 1) / SHORTEST_LINE` per byte ([`Ingestor::read_room`]).
+const SHORTEST_LINE: usize = 6;
 
 /// How far ahead of the datapoint being routed its route-cache index slot is prefetched…
 const SLOTS_AHEAD: usize = 16;
@@ -832,6 +837,41 @@ impl Ingestor {
     /// Datapoints accepted since the last flush.
     pub fn pending_datapoints(&self) -> u64 {
         self.accepted
+    }
+
+    /// How many bytes of plaintext (`buffered` of them already received and not yet parsed)
+    /// a socket reader may parse before its next flush, so that what waits for the flush
+    /// stays within what one read's datapoints can hold at most: [`READ_BUFFER`] bytes of
+    /// the shortest lines, once per destination a datapoint goes to. A reader whose client
+    /// has more waiting reads it before flushing while there is room, so a flush hands each
+    /// queue a larger batch (fewer batches, locks and wake-ups per datapoint).
+    ///
+    /// With `w` the destinations per datapoint seen since the flush (at most `W`, the most
+    /// any datapoint goes to), reading `b` more bytes is allowed while
+    /// `pending + b·k·w ≤ READ_BUFFER·k·w`, `k` being the most one copy of a line pends per
+    /// byte; afterwards `pending ≤ READ_BUFFER·k·w + b·k·(W − w) ≤ READ_BUFFER·k·W`, the
+    /// bound of one read. Zero where names can change length or lines do not pend as
+    /// datapoints (tag normalisation, aggregation, a carbon-c-relay configuration).
+    ///
+    /// [`READ_BUFFER`]: crate::receiver::READ_BUFFER
+    pub(crate) fn read_room(&self, buffered: usize) -> usize {
+        if self.tags.is_some() || self.aggregation.is_some() || self.c_relay.is_some() {
+            return 0;
+        }
+        let copies = self.pending.copies();
+        let spent = if copies == 0 {
+            0
+        } else {
+            // pending / (k·w), with k = (POINT_OVERHEAD + 1) / SHORTEST_LINE and
+            // w = copies / accepted; in u128 so that no product overflows.
+            let accepted = usize::try_from(self.accepted).unwrap_or(usize::MAX);
+            let num = self.pending.bytes() as u128 * SHORTEST_LINE as u128 * accepted as u128;
+            let den = (POINT_OVERHEAD as u128 + 1) * copies as u128;
+            usize::try_from(num.div_ceil(den)).unwrap_or(usize::MAX)
+        };
+        crate::receiver::READ_BUFFER
+            .saturating_sub(spent)
+            .saturating_sub(buffered)
     }
 
     /// Moves pending batches into the destination queues and publishes counters.

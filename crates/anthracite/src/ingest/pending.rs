@@ -40,6 +40,8 @@ pub(super) struct Pending {
     set_aside_sizes: Vec<(usize, usize)>,
     /// Names plus per-datapoint overhead, over all destinations.
     bytes: usize,
+    /// Datapoints appended over all destinations (a datapoint counts once per destination).
+    copies: usize,
 }
 
 impl Pending {
@@ -50,7 +52,18 @@ impl Pending {
             set_aside: Vec::new(),
             set_aside_sizes: vec![(0, 0); destinations],
             bytes: 0,
+            copies: 0,
         }
+    }
+
+    /// Names plus per-datapoint overhead of everything pending, over all destinations.
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Datapoints pending over all destinations (one per destination a datapoint goes to).
+    pub(super) fn copies(&self) -> usize {
+        self.copies
     }
 
     /// Appends one datapoint for every distinct destination of `route` (carbon sends to the
@@ -100,6 +113,7 @@ impl Pending {
             // before this one, far below the batch's own bound.
             if b.push(name, timestamp, value).is_ok() {
                 self.bytes += name.len() + POINT_OVERHEAD;
+                self.copies += 1;
             }
         }
         self.bytes
@@ -132,6 +146,7 @@ impl Pending {
             *aside = (0, 0);
         }
         self.bytes = 0;
+        self.copies = 0;
     }
 }
 

@@ -282,3 +282,43 @@ fn any_of_passes_over_a_member_whose_queue_is_full_without_spill() {
         .sum();
     assert_eq!((held, dropped), (vec![2, 2], 1));
 }
+
+/// A socket reader that reads again before flushing while `read_room` allows keeps what
+/// waits for the flush within one read's bound: `READ_BUFFER` bytes of the shortest lines,
+/// per destination a datapoint goes to. The shortest lines leave no room after one full
+/// read; longer ones leave room for more, and the bound still holds after each read.
+#[test]
+fn reads_before_a_flush_stay_within_one_reads_bound() {
+    use crate::receiver::READ_BUFFER;
+    let p = pipeline_rf(1 << 20, 2);
+    let bound = READ_BUFFER * (POINT_OVERHEAD + 1) / SHORTEST_LINE * 2;
+    for (line, min_reads) in [("a 1 1\n", 1), ("a.b 1 1\n", 2), (LONG_LINE, 4)] {
+        let mut ingestor = p.ingestor(Source::LineTcp);
+        let mut framer = LineFramer::new(4096);
+        let mut buf = BytesMut::new();
+        let mut reads = 0;
+        let mut room = READ_BUFFER;
+        while room >= line.len() && reads < 4 {
+            // A read of whole lines as large as the room allows.
+            let lines = room / line.len();
+            buf.extend_from_slice(line.repeat(lines).as_bytes());
+            framer.feed_batched(&mut buf, |l| ingestor.lines(l));
+            reads += 1;
+            let pending = ingestor.pending.bytes();
+            assert!(
+                pending <= bound,
+                "{line:?} read {reads}: {pending} > {bound}"
+            );
+            room = ingestor.read_room(buf.len());
+        }
+        assert!(reads >= min_reads, "{line:?}: {reads} reads");
+        if line.len() == SHORTEST_LINE {
+            assert!(
+                room < SHORTEST_LINE,
+                "room for another line after one full read: {room}"
+            );
+        }
+    }
+}
+
+const LONG_LINE: &str = "servers.host-0042.cpu.total.user.percent 12.5 1700000000\n";

@@ -34,6 +34,9 @@ pub(crate) struct ReadBuffer {
     allocated: usize,
     /// Frame budget held for an allocation over [`READ_BUFFER`].
     budget: Option<OwnedSemaphorePermit>,
+    /// The socket had nothing waiting when last tried, and nothing was read since: the next
+    /// read waits for readiness instead of trying first.
+    drained: bool,
     stats: Arc<IngestStats>,
 }
 
@@ -44,6 +47,7 @@ impl ReadBuffer {
             buf: BytesMut::new(),
             allocated: 0,
             budget: None,
+            drained: false,
             stats,
         }
     }
@@ -171,7 +175,19 @@ impl ReadBuffer {
 
     /// Notes what a read did to the allocation (a read into a full buffer may grow it).
     pub(crate) fn after_read(&mut self) {
+        self.drained = false;
         self.note_capacity();
+    }
+
+    /// Notes that the socket had nothing waiting, and releases an empty buffer.
+    pub(crate) fn note_drained(&mut self) {
+        self.drained = true;
+        self.release_if_empty();
+    }
+
+    /// True once after [`note_drained`](Self::note_drained) with no read since.
+    pub(crate) fn take_drained(&mut self) -> bool {
+        std::mem::take(&mut self.drained)
     }
 }
 
