@@ -57,6 +57,11 @@ impl ReadBuffer {
         &mut self.buf
     }
 
+    /// True when the last read filled all the room it had: the client may have more waiting.
+    pub(crate) fn is_full(&self) -> bool {
+        self.buf.len() == self.buf.capacity()
+    }
+
     /// Bytes waiting to be consumed.
     pub(crate) fn len(&self) -> usize {
         self.buf.len()

@@ -390,18 +390,20 @@ const MAX_READS_PER_FLUSH: usize = 4;
 /// Least room worth another read before a flush ([`more_before_flush`]).
 const MIN_MORE: usize = 4 << 10;
 
-/// After a read, reads what a plain TCP client already has waiting, without waiting, while
-/// the ingestor has room for it ([`Ingestor::read_room`]: what waits for the flush stays
-/// within one read's bound), up to [`MAX_READS_PER_FLUSH`] reads in all. `parse` feeds each
-/// read to the ingestor. Returns how the connection ended if a read found it ended; the
-/// caller flushes first either way. A client sending fast then has its flushes hand each
-/// queue larger batches; a read that finds nothing costs the system call the next wait would
-/// have made anyway.
+/// After a read that filled its buffer (`full`: the client is ahead of the relay), reads
+/// what the client already has waiting, without waiting, while each read fills the room it
+/// is given and the ingestor has room for more ([`Ingestor::read_room`]: what waits for the
+/// flush stays within one read's bound), up to [`MAX_READS_PER_FLUSH`] reads in all. `parse`
+/// feeds each read to the ingestor. Returns how the connection ended if a read found it
+/// ended; the caller flushes first either way. A client far ahead then has its flushes hand
+/// each queue larger batches; clients that keep up (reads that do not fill the buffer) flush
+/// after every read, so a thousand of them do not each hold several reads.
 fn more_before_flush(
     stream: &mut ClientStream,
     rb: &mut ReadBuffer,
     ingestor: &mut Ingestor,
     admitted: Option<&Admitted>,
+    mut full: bool,
     mut parse: impl FnMut(&mut ReadBuffer, &mut Ingestor),
 ) -> Option<Read> {
     let ClientStream::Plain(s) = stream else {
@@ -409,13 +411,14 @@ fn more_before_flush(
     };
     for _ in 1..MAX_READS_PER_FLUSH {
         let room = ingestor.read_room(rb.len());
-        if room < MIN_MORE {
+        if !full || room < MIN_MORE {
             return None;
         }
         rb.prepare_read();
         match s.try_read_buf(&mut rb.bytes().limit(room)) {
             Ok(0) => return Some(Read::Eof),
-            Ok(_) => {
+            Ok(n) => {
+                full = n == room || rb.is_full();
                 rb.after_read();
                 if let Some(a) = admitted {
                     a.touch();
@@ -464,6 +467,7 @@ pub(crate) async fn serve_line(conn: Connection) {
             Read::Data => {
                 // A socket reader flushes after every few reads (at most one read's bound
                 // pending), so the flush hint never applies.
+                let full = rb.is_full();
                 let mut parse = |rb: &mut ReadBuffer, ingestor: &mut Ingestor| {
                     framer.feed_batched(rb.bytes(), |lines| ingestor.lines(lines));
                     rb.shrink();
@@ -474,6 +478,7 @@ pub(crate) async fn serve_line(conn: Connection) {
                     &mut rb,
                     &mut ingestor,
                     admitted.as_ref(),
+                    full,
                     parse,
                 );
                 ingestor.flush().await;
