@@ -917,8 +917,16 @@ fn prefetch_byte(at: *const u8) {
     let _ = at;
 }
 
+/// `words` zero words from zeroed memory (`calloc`): a large allocation gets the kernel's
+/// untouched zero pages, faulted in as words are first used, where writing every word faults
+/// in the whole table at once. The admission filter's bits are spread over all its pages, so
+/// a shard that sees few names (plain relaying or aggregating alike) pays for the pages
+/// those names touch rather than for the whole filter.
 fn zeroed(words: usize) -> Box<[AtomicU64]> {
-    (0..words).map(|_| AtomicU64::new(0)).collect()
+    let memory = Box::<[AtomicU64]>::new_zeroed_slice(words);
+    // SAFETY: `AtomicU64` has the size, alignment and bit validity of `u64`, for which all
+    // zero bytes are a valid value (0), and every byte of the slice is zeroed.
+    unsafe { memory.assume_init() }
 }
 
 #[inline]
