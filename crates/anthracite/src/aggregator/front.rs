@@ -207,6 +207,9 @@ pub struct Aggregation {
     misses: Mutex<Episode>,
     drops: Mutex<Episode>,
     template_failures: Mutex<Episode>,
+    /// Wakes the aggregator's clock when a feed queues a timer due before the clock would
+    /// wake by itself (a new series or a woken one).
+    clock: tokio::sync::Notify,
 }
 
 impl Aggregation {
@@ -224,7 +227,14 @@ impl Aggregation {
             misses: Mutex::new(Episode::default()),
             drops: Mutex::new(Episode::default()),
             template_failures: Mutex::new(Episode::default()),
+            clock: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Completes when a feed queued a timer the sleeping clock would run late (at once if
+    /// one did since the clock last waited).
+    pub(crate) async fn clock_woken(&self) {
+        self.clock.notified().await;
     }
 
     /// The settings.
@@ -291,6 +301,7 @@ impl Aggregation {
         let mut failed_rule = None;
         let before;
         let after;
+        let wake_clock;
         {
             let mut core = self.lock();
             before = core.stats();
@@ -315,9 +326,13 @@ impl Aggregation {
                 forward.push(forward_all && !e.is_output);
             });
             after = core.stats();
+            wake_clock = core.take_clock_wake();
             if let Some(i) = failed_rule {
                 self.log_template_failures(&core, i as usize, skipped, stopped);
             }
+        }
+        if wake_clock {
+            self.clock.notify_one();
         }
         self.books.received.fetch_add(points.len() as u64, Relaxed);
         if skipped > 0 {

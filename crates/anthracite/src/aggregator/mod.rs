@@ -166,7 +166,9 @@
 //!   comes carbon's ticks can only free intervals as they age out: the series' timer is parked
 //!   until the first tick of its phase at which its oldest interval is freed, and a datapoint
 //!   brings it back to the next tick of its phase. What is sent, and when, is carbon's; an
-//!   idle aggregator's cost no longer grows with the write-back frequency.
+//!   idle aggregator's cost no longer grows with the write-back frequency. The clock that
+//!   runs the timers sleeps until the next one is due (at most a second); a batch that
+//!   queues a tick earlier than that (a series a datapoint wakes) wakes it.
 
 mod front;
 mod method;

@@ -197,6 +197,11 @@ pub(super) struct Table {
     pub(super) values: ValueStore,
     /// An interval's values being sorted for its percentile.
     scratch: Vec<f64>,
+    /// When the clock is asleep, the time (µs) it wakes at by itself; `i64::MIN` while it is
+    /// awake (it reads the timers before it sleeps again).
+    clock_at: i64,
+    /// A timer was queued before `clock_at`: the clock must be woken to run it in time.
+    wake_clock: bool,
     pub(super) stats: AggregatorStats,
 }
 
@@ -249,6 +254,38 @@ fn ref_hash(output_hash: u64, rule: u32) -> u64 {
 
 fn micros(t: f64) -> i64 {
     (t * 1e6) as i64
+}
+
+/// A datapoint being added to the series its name feeds, with the interval of its timestamp
+/// at the last frequency asked for: the series of one name mostly share a frequency, so the
+/// interval is computed once per datapoint rather than once per series.
+struct Sample {
+    timestamp: f64,
+    value: f64,
+    /// The frequency `interval` is for (0, which no series has, before the first).
+    frequency: i64,
+    interval: f64,
+}
+
+impl Sample {
+    fn new((timestamp, value): (f64, f64)) -> Self {
+        Self {
+            timestamp,
+            value,
+            frequency: 0,
+            interval: 0.0,
+        }
+    }
+
+    /// The timestamp's interval at `frequency`.
+    #[inline]
+    fn interval(&mut self, frequency: i64) -> f64 {
+        if frequency != self.frequency {
+            self.frequency = frequency;
+            self.interval = interval_start(self.timestamp, frequency);
+        }
+        self.interval
+    }
 }
 
 /// carbon's interval of a timestamp, `ts - ts % frequency` with Python's float `%` (the
@@ -487,12 +524,36 @@ impl Aggregator {
     /// Runs every series timer due by `now` (Unix seconds), handing each aggregate to `emit`
     /// as `(name, interval, value)`.
     pub fn tick(&mut self, now: f64, emit: &mut dyn FnMut(&str, f64, f64)) {
+        // The clock is awake: it reads the timers again before it sleeps.
+        self.table.clock_at = i64::MIN;
         self.table.tick(now, self.limits.max_intervals, emit);
     }
 
     /// When the next timer is due (Unix seconds), if any series exists.
     pub fn next_due(&mut self) -> Option<f64> {
         self.table.next_due()
+    }
+
+    /// The clock goes to sleep at `now` (Unix seconds) for at most `longest` seconds: returns
+    /// when it is to wake (the next timer, or `now + longest`), and from then until
+    /// [`take_clock_wake`](Self::take_clock_wake) notes every timer queued before that time.
+    pub(crate) fn plan_clock(&mut self, now: f64, longest: f64) -> f64 {
+        let latest = now + longest;
+        let at = self.table.next_due().map_or(latest, |due| due.min(latest));
+        self.table.clock_at = micros(at);
+        self.table.wake_clock = false;
+        at
+    }
+
+    /// True (once) when a timer was queued before the sleeping clock's wake-up time since it
+    /// went to sleep: the clock is then to be woken.
+    pub(crate) fn take_clock_wake(&mut self) -> bool {
+        let wake = self.table.wake_clock;
+        if wake {
+            self.table.wake_clock = false;
+            self.table.clock_at = i64::MIN;
+        }
+        wake
     }
 }
 
@@ -511,6 +572,7 @@ impl Table {
             index: HashTable::with_capacity(series),
             slots: Vec::with_capacity(series),
             values: ValueStore::with_capacity(values),
+            clock_at: i64::MIN,
             ..Self::default()
         }
     }
@@ -532,10 +594,11 @@ impl Table {
             // one after the other (each is a pointer chase to memory of its own).
             self.prefetch(ids, bound);
         }
+        let mut sample = Sample::new(point);
         for id in ids.chunks_exact(4) {
             let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]) as usize;
             if let (Some(r), Some(b)) = (refs.get(id), bound.get_mut(id)) {
-                self.add(r, b, limits, point, now);
+                self.add(r, b, limits, &mut sample, now);
             }
         }
         Emitted {
@@ -569,7 +632,7 @@ impl Table {
         r: &SeriesRef,
         bound: &mut Bound,
         limits: &AggregatorLimits,
-        (timestamp, value): (f64, f64),
+        sample: &mut Sample,
         now: f64,
     ) {
         let slot = match *bound {
@@ -591,7 +654,8 @@ impl Table {
             self.stats.dropped_values_limit += 1;
             return;
         }
-        let interval = interval_start(timestamp, series.frequency);
+        let interval = sample.interval(series.frequency);
+        let value = sample.value;
         let buffer = match series.intervals.iter().position(|b| b.start == interval) {
             Some(i) => &mut series.intervals[i],
             None => {
@@ -631,7 +695,7 @@ impl Table {
             }
             series.next_due = next;
             let generation = self.slots.get(slot as usize).map_or(0, |s| s.generation);
-            self.timers.push(Reverse((micros(next), slot, generation)));
+            self.queue_timer(micros(next), slot, generation);
         }
         self.stats.buffered += 1;
         self.stats.aggregated += 1;
@@ -740,9 +804,19 @@ impl Table {
             return slot;
         };
         s.series = Some(series);
-        self.timers.push(Reverse((due, slot, s.generation)));
+        let generation = s.generation;
+        self.queue_timer(due, slot, generation);
         self.stats.series = self.index.len() as u64;
         slot
+    }
+
+    /// Queues a series' tick from outside the clock (a new series, or one a datapoint wakes),
+    /// noting when the sleeping clock would wake too late for it.
+    fn queue_timer(&mut self, due: i64, slot: u32, generation: u32) {
+        if due < self.clock_at {
+            self.wake_clock = true;
+        }
+        self.timers.push(Reverse((due, slot, generation)));
     }
 
     fn next_due(&mut self) -> Option<f64> {
@@ -971,6 +1045,25 @@ mod tests {
         assert!(tick(&mut a, 540.0).is_empty());
         assert_eq!(a.stats().series, 0);
         assert_eq!(a.next_due(), None);
+    }
+
+    /// The clock sleeps until the next timer; a feed that queues an earlier one (a series a
+    /// datapoint wakes) says so once, one that queues a later one (a new series) does not.
+    #[test]
+    fn a_timer_queued_before_the_sleeping_clock_wakes_it() {
+        let mut a = aggregator("o (60) = avg i.*\n", Some(5.0));
+        assert_eq!(a.plan_clock(100.0, 1.0), 101.0);
+        a.feed(b"i.x", 120.0, 1.0, 100.0);
+        assert!(!a.take_clock_wake(), "a new series is due a period later");
+        assert_eq!(a.plan_clock(100.0, 10.0), 105.0);
+        assert_eq!(tick(&mut a, 105.0), vec![("o".into(), 120.0, 1.0)]);
+        // Parked until 480: the clock sleeps its longest.
+        assert_eq!(a.plan_clock(200.0, 10.0), 210.0);
+        // Woken by a datapoint, the series is due at 205, before the clock wakes by itself.
+        a.feed(b"i.z", 180.0, 3.0, 201.0);
+        assert!(a.take_clock_wake());
+        assert!(!a.take_clock_wake(), "once");
+        assert_eq!(a.plan_clock(201.0, 10.0), 205.0);
     }
 
     #[test]

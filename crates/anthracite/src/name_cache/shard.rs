@@ -917,8 +917,27 @@ fn prefetch_byte(at: *const u8) {
     let _ = at;
 }
 
+/// `words` zero words from zeroed memory (`calloc`): a large allocation gets the kernel's
+/// untouched zero pages, faulted in as words are first used, where writing every word faults
+/// in the whole table at once. The admission filter's bits are spread over all its pages, so
+/// a shard that sees few names (plain relaying or aggregating alike) pays for the pages
+/// those names touch rather than for the whole filter.
 fn zeroed(words: usize) -> Box<[AtomicU64]> {
-    (0..words).map(|_| AtomicU64::new(0)).collect()
+    let layout = match std::alloc::Layout::array::<AtomicU64>(words) {
+        Ok(layout) if layout.size() > 0 => layout,
+        // Nothing to allocate, or more than an address space (which `collect` reports).
+        _ => return (0..words).map(|_| AtomicU64::new(0)).collect(),
+    };
+    // SAFETY: the layout's size is not zero.
+    let memory = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<AtomicU64>();
+    if memory.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // SAFETY: `memory` is a live allocation of the global allocator with the layout of
+    // `words` `AtomicU64`s, the layout `Box<[AtomicU64]>` frees it with, owned by nothing
+    // else; its bytes are zero, a valid `AtomicU64` (which has the size, alignment and bit
+    // validity of `u64`).
+    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(memory, words)) }
 }
 
 #[inline]

@@ -17,9 +17,13 @@ use crate::episode::{Episode, Line};
 use crate::ingest::{Ingestor, Pipeline, Source};
 use crate::protocol::{Point, RUN};
 
-/// Longest sleep between two looks at the timers: a series created meanwhile is due no
-/// earlier than one period after its creation, so ticks are late by at most this.
-const POLL: Duration = Duration::from_millis(50);
+/// Longest sleep of the clock. It sleeps until the next timer is due, and a feed that queues
+/// an earlier one (a new series, or one a datapoint wakes) wakes it; the bound only limits
+/// how far a step of the wall clock can put a tick out.
+const LONGEST_SLEEP: Duration = Duration::from_secs(1);
+
+/// How often the clock looks for the end of a checkpoint write in flight.
+const WRITE_POLL: Duration = Duration::from_millis(50);
 
 /// A tick's aggregates gathered into runs of [`RUN`] and routed a run at a time
 /// ([`Ingestor::push_run`]): an output name is new to the route cache at its series' first
@@ -144,6 +148,16 @@ impl Checkpoints {
         })
     }
 
+    /// When the clock is to look at the checkpoints next: when one is due, or soon while one
+    /// is being written (to collect it).
+    fn wake_at(&self) -> tokio::time::Instant {
+        if self.writing.is_some() {
+            tokio::time::Instant::now() + WRITE_POLL
+        } else {
+            self.next
+        }
+    }
+
     /// Called at every tick of the clock: collects a finished write, and starts the next one
     /// when due (skipped while the previous one is still writing).
     async fn tick(&mut self, aggregation: &Aggregation) {
@@ -263,9 +277,18 @@ pub(super) async fn run(
     let mut checkpoints = Checkpoints::new(&config);
     let mut aggregates = Aggregates::default();
     loop {
+        let wake_at = aggregation
+            .lock()
+            .plan_clock(unix_now(), LONGEST_SLEEP.as_secs_f64());
+        let mut deadline = tokio::time::Instant::now() + until(wake_at, unix_now());
+        deadline = deadline.min(next_check);
+        if let Some(c) = &checkpoints {
+            deadline = deadline.min(c.wake_at());
+        }
         tokio::select! {
             _ = stop.cancelled() => break,
-            _ = tokio::time::sleep(POLL) => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = aggregation.clock_woken() => {}
         }
         {
             let mut core = aggregation.lock();
@@ -303,6 +326,17 @@ pub(super) async fn run(
                 "open aggregation intervals lost at shutdown (set aggregation.state_dir or destinations.spill.dir to keep them)"
             );
         }
+    }
+}
+
+/// The time from `now` to `at` (Unix seconds), at most [`LONGEST_SLEEP`]; none when `at` has
+/// passed (or is not a number).
+fn until(at: f64, now: f64) -> Duration {
+    let secs = at - now;
+    if secs > 0.0 {
+        Duration::from_secs_f64(secs.min(LONGEST_SLEEP.as_secs_f64()))
+    } else {
+        Duration::ZERO
     }
 }
 
