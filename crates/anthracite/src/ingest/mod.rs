@@ -57,6 +57,10 @@ pub(crate) const DEFAULT_MAX_NAME_LENGTH: usize = 4096;
 /// most `(POINT_OVERHEAD + 1) / SHORTEST_LINE` per byte ([`Ingestor::read_room`]).
 const SHORTEST_LINE: usize = 6;
 
+/// Datapoints per destination, on average, past which a socket reader flushes rather than
+/// reading ahead ([`Ingestor::read_room`]).
+const READ_AHEAD_BATCH: usize = 512;
+
 /// How far ahead of the datapoint being routed its route-cache index slot is prefetched…
 const SLOTS_AHEAD: usize = 16;
 /// …and its entry (which needs the slot).
@@ -851,7 +855,11 @@ impl Ingestor {
     /// `pending + b·k·w ≤ READ_BUFFER·k·w`, `k` being the most one copy of a line pends per
     /// byte; afterwards `pending ≤ READ_BUFFER·k·w + b·k·(W − w) ≤ READ_BUFFER·k·W`, the
     /// bound of one read. Zero where names can change length or lines do not pend as
-    /// datapoints (tag normalisation, aggregation, a carbon-c-relay configuration).
+    /// datapoints (tag normalisation, aggregation, a carbon-c-relay configuration), and once
+    /// the batches average [`READ_AHEAD_BATCH`] datapoints per destination: reading ahead
+    /// pays where one read spreads over many destinations in small batches, and with few
+    /// destinations it would only hold more per connection (a thousand clients ahead of the
+    /// relay would each pend several reads).
     ///
     /// [`READ_BUFFER`]: crate::receiver::READ_BUFFER
     pub(crate) fn read_room(&self, buffered: usize) -> usize {
@@ -859,6 +867,9 @@ impl Ingestor {
             return 0;
         }
         let copies = self.pending.copies();
+        if copies >= self.pending.destinations().saturating_mul(READ_AHEAD_BATCH) {
+            return 0;
+        }
         let spent = if copies == 0 {
             0
         } else {

@@ -61,6 +61,11 @@ impl Pending {
         self.bytes
     }
 
+    /// The destinations it holds a batch for.
+    pub(super) fn destinations(&self) -> usize {
+        self.batches.len()
+    }
+
     /// Datapoints pending over all destinations (one per destination a datapoint goes to).
     pub(super) fn copies(&self) -> usize {
         self.copies

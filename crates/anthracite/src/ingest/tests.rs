@@ -12,7 +12,19 @@ fn pipeline(route_cache_bytes: usize) -> Pipeline {
 }
 
 fn pipeline_rf(route_cache_bytes: usize, replication_factor: usize) -> Pipeline {
-    let destinations: Vec<DestinationSpec> = ["127.0.0.1:2104:a", "127.0.0.1:2204:b"]
+    pipeline_over(
+        &["127.0.0.1:2104:a", "127.0.0.1:2204:b"],
+        route_cache_bytes,
+        replication_factor,
+    )
+}
+
+fn pipeline_over(
+    destinations: &[&str],
+    route_cache_bytes: usize,
+    replication_factor: usize,
+) -> Pipeline {
+    let destinations: Vec<DestinationSpec> = destinations
         .iter()
         .map(|d| DestinationSpec::parse(d).expect("destination"))
         .collect();
@@ -286,13 +298,18 @@ fn any_of_passes_over_a_member_whose_queue_is_full_without_spill() {
 /// A socket reader that reads again before flushing while `read_room` allows keeps what
 /// waits for the flush within one read's bound: `READ_BUFFER` bytes of the shortest lines,
 /// per destination a datapoint goes to. The shortest lines leave no room after one full
-/// read; longer ones leave room for more, and the bound still holds after each read.
+/// read; longer ones leave room for more (with 32 destinations, whose batches stay small),
+/// and the bound still holds after each read.
 #[test]
 fn reads_before_a_flush_stay_within_one_reads_bound() {
     use crate::receiver::READ_BUFFER;
-    let p = pipeline_rf(1 << 20, 2);
+    let names: Vec<String> = (0..32)
+        .map(|i| format!("127.0.0.1:{}:d{i}", 3000 + i))
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let p = pipeline_over(&names, 1 << 20, 2);
     let bound = READ_BUFFER * (POINT_OVERHEAD + 1) / SHORTEST_LINE * 2;
-    for (line, min_reads) in [("a 1 1\n", 1), ("a.b 1 1\n", 2), (LONG_LINE, 4)] {
+    for (line, min_reads) in [("a 1 1\n", 1), ("a.b 1 1\n", 1), (LONG_LINE, 4)] {
         let mut ingestor = p.ingestor(Source::LineTcp);
         let mut framer = LineFramer::new(4096);
         let mut buf = BytesMut::new();
@@ -322,3 +339,18 @@ fn reads_before_a_flush_stay_within_one_reads_bound() {
 }
 
 const LONG_LINE: &str = "servers.host-0042.cpu.total.user.percent 12.5 1700000000\n";
+
+/// With few destinations a read's batches are already large: the reader flushes after one
+/// read, so a thousand clients ahead of the relay do not each hold several reads.
+#[test]
+fn with_few_destinations_a_reader_flushes_after_each_full_read() {
+    use crate::receiver::READ_BUFFER;
+    let p = pipeline_rf(1 << 20, 1);
+    let mut ingestor = p.ingestor(Source::LineTcp);
+    let mut framer = LineFramer::new(4096);
+    let mut buf = BytesMut::new();
+    buf.extend_from_slice(LONG_LINE.repeat(READ_BUFFER / LONG_LINE.len()).as_bytes());
+    framer.feed_batched(&mut buf, |l| ingestor.lines(l));
+    assert!(ingestor.pending.copies() >= 2 * READ_AHEAD_BATCH);
+    assert_eq!(ingestor.read_room(buf.len()), 0);
+}
