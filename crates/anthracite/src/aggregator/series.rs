@@ -37,10 +37,9 @@ const STOPPED: u8 = 8;
 
 /// Series (and output references) the tables have room for from the start, within
 /// `max_series`: a growing index hashes every name again through the series it holds, and a
-/// growing vector of slots or references is copied whole (reserving took about a tenth off
-/// the CPU of the benchmarks' heavy aggregation shape, 20k series). The room is address
-/// space more than memory: the vectors' pages are touched as they fill, and the indexes'
-/// are a few bytes per entry.
+/// growing vector of slots or references is copied whole. The room is address space more
+/// than memory: the vectors' pages are touched as they fill, and the indexes' are a few
+/// bytes per entry.
 const RESERVED_SERIES: usize = 1 << 15;
 /// Percentile values the value store has room for from the start, within `max_values` (its
 /// blocks are 64-byte aligned, which the allocator cannot grow in place: every growth is a

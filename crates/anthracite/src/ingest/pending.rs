@@ -19,9 +19,8 @@ const MAX_SHARED_HINT_NAME_BYTES: usize = 1 << 20;
 /// A pending batch holding at least this many datapoints that runs out of room is set aside
 /// whole and followed by another, instead of growing: growing reallocates, and on a heap full
 /// of other batches glibc's realloc cannot extend in place, so it allocates anew and copies
-/// (`_int_realloc` was the largest part of the allocator's samples with 32 destinations and
-/// with 1,000 connections). Smaller batches grow as before, so a queue never holds a run of
-/// tiny ones.
+/// the whole batch. Smaller batches grow as before, so a queue never holds a run of tiny
+/// ones.
 const MIN_CHAINED_POINTS: usize = 32;
 
 /// One pending batch per destination, and those set aside because they grew large.

@@ -12,10 +12,8 @@
 //! and [`MAX_SPARES`] batches; what does not fit is freed, as are batches too small to be worth
 //! keeping. Half, not less: while a burst drains, the writers free batches as fast as the
 //! ingestors fill new ones, and a spare the ingestors fill again is memory already touched
-//! where a freed batch comes back from glibc as fresh pages. With 32 destinations a bound of
-//! an eighth (2 MiB) freed written batches while the ingestors allocated new ones; half
-//! measured ×0.91 and ×0.97 the CPU per datapoint (docs/benchmarks.md, "Per connection and
-//! per destination"). A batch filled into a spare keeps the spare's room, and the
+//! where a freed batch comes back from glibc as fresh pages (docs/benchmarks.md, "Per
+//! connection and per destination"). A batch filled into a spare keeps the spare's room, and the
 //! memory tier counts it ([`Batch::heap_bytes`]), so the queue's bound is still the memory it
 //! holds; one that used less than an eighth of it is trimmed when taken ([`Batch::take`]).
 
