@@ -844,25 +844,23 @@ impl Ingestor {
     }
 
     /// How many bytes of plaintext (`buffered` of them already received and not yet parsed)
-    /// a socket reader may parse before its next flush, so that what waits for the flush
-    /// stays within what one read's datapoints can hold at most: [`READ_BUFFER`] bytes of
-    /// the shortest lines, once per destination a datapoint goes to. A reader whose client
+    /// a socket reader whose reads take up to `read` bytes may parse before its next flush,
+    /// so that what waits for the flush stays within what one read's datapoints can hold at
+    /// most: `read` bytes of the shortest lines, once per destination a datapoint goes to. A reader whose client
     /// has more waiting reads it before flushing while there is room, so a flush hands each
     /// queue a larger batch (fewer batches, locks and wake-ups per datapoint).
     ///
     /// With `w` the destinations per datapoint seen since the flush (at most `W`, the most
     /// any datapoint goes to), reading `b` more bytes is allowed while
-    /// `pending + b·k·w ≤ READ_BUFFER·k·w`, `k` being the most one copy of a line pends per
-    /// byte; afterwards `pending ≤ READ_BUFFER·k·w + b·k·(W − w) ≤ READ_BUFFER·k·W`, the
+    /// `pending + b·k·w ≤ read·k·w`, `k` being the most one copy of a line pends per
+    /// byte; afterwards `pending ≤ read·k·w + b·k·(W − w) ≤ read·k·W`, the
     /// bound of one read. Zero where names can change length or lines do not pend as
     /// datapoints (tag normalisation, aggregation, a carbon-c-relay configuration), and once
     /// the batches average [`READ_AHEAD_BATCH`] datapoints per destination: reading ahead
     /// pays where one read spreads over many destinations in small batches, and with few
     /// destinations it would only hold more per connection (a thousand clients ahead of the
     /// relay would each pend several reads).
-    ///
-    /// [`READ_BUFFER`]: crate::receiver::READ_BUFFER
-    pub(crate) fn read_room(&self, buffered: usize) -> usize {
+    pub(crate) fn read_room(&self, read: usize, buffered: usize) -> usize {
         if self.tags.is_some() || self.aggregation.is_some() || self.c_relay.is_some() {
             return 0;
         }
@@ -880,9 +878,7 @@ impl Ingestor {
             let den = (POINT_OVERHEAD as u128 + 1) * copies as u128;
             usize::try_from(num.div_ceil(den)).unwrap_or(usize::MAX)
         };
-        crate::receiver::READ_BUFFER
-            .saturating_sub(spent)
-            .saturating_sub(buffered)
+        read.saturating_sub(spent).saturating_sub(buffered)
     }
 
     /// Moves pending batches into the destination queues and publishes counters.

@@ -296,25 +296,24 @@ fn any_of_passes_over_a_member_whose_queue_is_full_without_spill() {
 }
 
 /// A socket reader that reads again before flushing while `read_room` allows keeps what
-/// waits for the flush within one read's bound: `READ_BUFFER` bytes of the shortest lines,
+/// waits for the flush within one read's bound: a read's bytes of the shortest lines,
 /// per destination a datapoint goes to. The shortest lines leave no room after one full
 /// read; longer ones leave room for more (with 32 destinations, whose batches stay small),
 /// and the bound still holds after each read.
 #[test]
 fn reads_before_a_flush_stay_within_one_reads_bound() {
-    use crate::receiver::READ_BUFFER;
     let names: Vec<String> = (0..32)
         .map(|i| format!("127.0.0.1:{}:d{i}", 3000 + i))
         .collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let p = pipeline_over(&names, 1 << 20, 2);
-    let bound = READ_BUFFER * (POINT_OVERHEAD + 1) / SHORTEST_LINE * 2;
+    let bound = READ_BYTES * (POINT_OVERHEAD + 1) / SHORTEST_LINE * 2;
     for (line, min_reads) in [("a 1 1\n", 1), ("a.b 1 1\n", 1), (LONG_LINE, 4)] {
         let mut ingestor = p.ingestor(Source::LineTcp);
         let mut framer = LineFramer::new(4096);
         let mut buf = BytesMut::new();
         let mut reads = 0;
-        let mut room = READ_BUFFER;
+        let mut room = READ_BYTES;
         while room >= line.len() && reads < 4 {
             // A read of whole lines as large as the room allows.
             let lines = room / line.len();
@@ -326,7 +325,7 @@ fn reads_before_a_flush_stay_within_one_reads_bound() {
                 pending <= bound,
                 "{line:?} read {reads}: {pending} > {bound}"
             );
-            room = ingestor.read_room(buf.len());
+            room = ingestor.read_room(READ_BYTES, buf.len());
         }
         assert!(reads >= min_reads, "{line:?}: {reads} reads");
         if line.len() == SHORTEST_LINE {
@@ -344,13 +343,15 @@ const LONG_LINE: &str = "servers.host-0042.cpu.total.user.percent 12.5 170000000
 /// read, so a thousand clients ahead of the relay do not each hold several reads.
 #[test]
 fn with_few_destinations_a_reader_flushes_after_each_full_read() {
-    use crate::receiver::READ_BUFFER;
     let p = pipeline_rf(1 << 20, 1);
     let mut ingestor = p.ingestor(Source::LineTcp);
     let mut framer = LineFramer::new(4096);
     let mut buf = BytesMut::new();
-    buf.extend_from_slice(LONG_LINE.repeat(READ_BUFFER / LONG_LINE.len()).as_bytes());
+    buf.extend_from_slice(LONG_LINE.repeat(READ_BYTES / LONG_LINE.len()).as_bytes());
     framer.feed_batched(&mut buf, |l| ingestor.lines(l));
     assert!(ingestor.pending.copies() >= 2 * READ_AHEAD_BATCH);
-    assert_eq!(ingestor.read_room(buf.len()), 0);
+    assert_eq!(ingestor.read_room(READ_BYTES, buf.len()), 0);
 }
+
+/// A socket read's size (the receivers read 64 KiB; this layer does not import them).
+const READ_BYTES: usize = 64 << 10;

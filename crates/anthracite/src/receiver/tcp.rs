@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 
 use super::ReceiverContext;
 use super::admission::Admitted;
-use super::buffer::ReadBuffer;
+use super::buffer::{READ_BUFFER, ReadBuffer};
 use super::listener::{Accepted, StreamListener};
 use super::stream::ClientStream;
 use crate::episode::{Episode, Line};
@@ -410,7 +410,7 @@ fn more_before_flush(
         return None;
     };
     for _ in 1..MAX_READS_PER_FLUSH {
-        let room = ingestor.read_room(rb.len());
+        let room = ingestor.read_room(READ_BUFFER, rb.len());
         if !full || room < MIN_MORE {
             return None;
         }
