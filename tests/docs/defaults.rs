@@ -532,16 +532,7 @@ fn the_c_relay_overlay_shows_the_limits_the_code_resolves() {
         other => panic!("{page}:{}: no [limits] table: {other:?}", fence.line),
     };
 
-    let dir = crate::scratch();
-    std::fs::write(
-        dir.path().join("relay.conf"),
-        "cluster a forward 127.0.0.1:2003;\nmatch * send to a;\n",
-    )
-    .expect("write relay.conf");
-    let mut cmd = std::process::Command::new(crate::anthracite());
-    cmd.args(["check", "--carbon-c-relay-config", "relay.conf"])
-        .current_dir(dir.path());
-    let out = crate::run_bounded(cmd, "anthracite check --carbon-c-relay-config");
+    let out = check_c_relay("cluster a forward 127.0.0.1:2003;\nmatch * send to a;\n");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -568,16 +559,8 @@ fn the_c_relay_overlay_shows_the_limits_the_code_resolves() {
 fn the_expression_size_bound_in_the_c_relay_page_is_the_one_check_enforces() {
     let page = "docs/migrating-c-relay.md";
     let text = std::fs::read_to_string(root().join(page)).expect("read the migrating page");
-    let dir = crate::scratch();
-    std::fs::write(
-        dir.path().join("relay.conf"),
-        "cluster a forward 127.0.0.1:2003;\nmatch ((a{40}){40}){40} send to a;\n",
-    )
-    .expect("write relay.conf");
-    let mut cmd = std::process::Command::new(crate::anthracite());
-    cmd.args(["check", "--carbon-c-relay-config", "relay.conf"])
-        .current_dir(dir.path());
-    let out = crate::run_bounded(cmd, "anthracite check --carbon-c-relay-config");
+    let out =
+        check_c_relay("cluster a forward 127.0.0.1:2003;\nmatch ((a{40}){40}){40} send to a;\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the expression was accepted");
     let bound: u64 = stderr
@@ -596,4 +579,14 @@ fn the_expression_size_bound_in_the_c_relay_page_is_the_one_check_enforces() {
     }
     let shown = format!("more than {grouped} copies of its parts");
     assert!(text.contains(&shown), "{page} does not say `{shown}`");
+}
+
+/// `anthracite check` on a carbon-c-relay configuration of `conf`, in a scratch directory.
+fn check_c_relay(conf: &str) -> std::process::Output {
+    let dir = crate::scratch();
+    std::fs::write(dir.path().join("relay.conf"), conf).expect("write relay.conf");
+    let mut cmd = std::process::Command::new(crate::anthracite());
+    cmd.args(["check", "--carbon-c-relay-config", "relay.conf"])
+        .current_dir(dir.path());
+    crate::run_bounded(cmd, "anthracite check --carbon-c-relay-config")
 }
