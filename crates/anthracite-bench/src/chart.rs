@@ -127,7 +127,7 @@ pub fn render_sweep_svg(report: &SweepReport) -> Result<String, BenchError> {
             .map_err(chart_err)?;
 
         let mut c = ChartBuilder::on(&bottom)
-            .caption("loss (sent − delivered)", ("sans-serif", 18))
+            .caption("loss (copies sent − delivered)", ("sans-serif", 18))
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(60)

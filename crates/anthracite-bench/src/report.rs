@@ -221,8 +221,21 @@ impl Report {
         let sum: u64 = self.sinks.iter().map(|s| s.delivered).sum();
         ordered
             && sum == self.delivered
-            && (self.lost == (self.sent * self.copies.max(1)) as i64 - self.delivered as i64
+            && (self.lost == self.expected_copies() as i64 - self.delivered as i64
                 || (self.aggregates_only && self.lost == 0))
+    }
+
+    /// Copies the sinks should have received: every datapoint sent, once per replica.
+    pub fn expected_copies(&self) -> u64 {
+        self.sent * self.copies.max(1)
+    }
+
+    /// [`lost`](Self::lost) as a percentage of [`expected_copies`](Self::expected_copies).
+    pub fn loss_percent(&self) -> f64 {
+        match self.expected_copies() {
+            0 => 0.0,
+            n => self.lost as f64 * 100.0 / n as f64,
+        }
     }
 
     /// The final human-readable table.
@@ -275,18 +288,15 @@ impl Report {
                 format!("{series} (aggregates only: nothing passed on)"),
             );
         }
+        let lost = if self.copies > 1 {
+            "lost (sent × copies − delivered)"
+        } else {
+            "lost (sent − delivered)"
+        };
         row(
             &mut t,
-            "lost (sent − delivered)",
-            format!(
-                "{} ({:.3} %)",
-                self.lost,
-                if self.sent > 0 {
-                    self.lost as f64 * 100.0 / self.sent as f64
-                } else {
-                    0.0
-                }
-            ),
+            lost,
+            format!("{} ({:.3} %)", self.lost, self.loss_percent()),
         );
         for s in &self.sinks {
             let mut extra = match (s.expected, s.placement_lost) {
@@ -395,5 +405,34 @@ mod tests {
         assert!(r.table().contains("throughput"));
         let back: Report = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
+    }
+
+    #[test]
+    fn replicated_loss_counts_against_every_copy() {
+        // 10 datapoints, two copies each, 15 copies delivered: 5 of 20 lost, 25 %.
+        let r = Report {
+            sent: 10,
+            copies: 2,
+            delivered: 15,
+            lost: 5,
+            sinks: vec![SinkReport {
+                delivered: 15,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert!(r.is_consistent());
+        assert_eq!(r.expected_copies(), 20);
+        assert!((r.loss_percent() - 25.0).abs() < 1e-9);
+        assert!(r.table().contains("lost (sent × copies − delivered)"));
+        let single = Report {
+            copies: 0,
+            ..r.clone()
+        };
+        assert!(
+            !single.is_consistent(),
+            "one copy each: 10 sent, 15 delivered is not 5 lost"
+        );
+        assert!(single.table().contains("lost (sent − delivered)"));
     }
 }

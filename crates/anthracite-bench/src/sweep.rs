@@ -54,9 +54,9 @@ pub struct Row {
     pub delivered: u64,
     /// `delivered / delivery_secs`.
     pub delivered_rate: f64,
-    /// `sent − delivered` (negative: duplicates).
+    /// `sent × copies − delivered` (negative: duplicates).
     pub lost: i64,
-    /// `lost / sent × 100`.
+    /// `lost` as a percentage of `sent × copies`.
     pub loss_pct: f64,
     /// Median latency (µs).
     pub p50_us: Option<u64>,
@@ -83,11 +83,7 @@ impl Row {
             delivered: report.delivered,
             delivered_rate: report.delivered_rate,
             lost: report.lost,
-            loss_pct: if report.sent > 0 {
-                report.lost as f64 * 100.0 / report.sent as f64
-            } else {
-                0.0
-            },
+            loss_pct: report.loss_percent(),
             p50_us: report.latency.p50_us,
             p99_us: report.latency.p99_us,
             cpu_secs_per_million: report.cpu_secs_per_million,
