@@ -62,6 +62,9 @@ pub(crate) fn carbon_positions(kernel: Kernel, keys: &[&[u8]; LANES]) -> [Option
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Impl::Avx2` is only chosen by `Kernel::detect`, on a CPU that has AVX2.
             Impl::Avx2 => unsafe { avx2::first_words(&m) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Impl::Avx512` is only chosen on a CPU that has AVX-512F and AVX-512VL.
+            Impl::Avx512 => unsafe { avx512::first_words(&m) },
             Impl::Portable => portable::compress(&INIT.map(|x| [x; LANES]), &m)[0],
         }
     } else {
@@ -70,6 +73,9 @@ pub(crate) fn carbon_positions(kernel: Kernel, keys: &[&[u8]; LANES]) -> [Option
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Impl::Avx2 => unsafe { avx2::two_blocks(&m0, &m1) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Impl::Avx512 => unsafe { avx512::two_blocks(&m0, &m1) },
             Impl::Portable => {
                 let one = portable::compress(&INIT.map(|x| [x; LANES]), &m0);
                 let two = portable::compress(&one, &m1);
@@ -103,6 +109,9 @@ enum Impl {
     /// AVX2 (x86-64 CPUs since 2013).
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// AVX2's eight lanes with AVX-512VL's rotation and three-input logic instructions.
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
     /// Plain Rust over arrays of lanes, vectorised by the compiler for the build's target.
     Portable,
 }
@@ -115,10 +124,35 @@ impl Kernel {
     #[inline]
     pub(crate) fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            return Self(Impl::Avx2);
+        {
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+            {
+                return Self(Impl::Avx512);
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return Self(Impl::Avx2);
+            }
         }
         Self::PORTABLE
+    }
+
+    /// Every kernel this CPU runs, the portable one first (for the differential tests).
+    #[cfg(test)]
+    fn available() -> Vec<Self> {
+        let mut kernels = vec![Self::PORTABLE];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                kernels.push(Self(Impl::Avx2));
+            }
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+            {
+                kernels.push(Self(Impl::Avx512));
+            }
+        }
+        kernels
     }
 }
 
@@ -233,6 +267,39 @@ mod portable {
     }
 }
 
+/// Four steps, the state words taking their turns (`step!` is the vector module's own).
+macro_rules! quad {
+    ($f:ident, $a:ident, $b:ident, $c:ident, $d:ident, $m:ident, $k:literal,
+     [$g0:literal, $g1:literal, $g2:literal, $g3:literal],
+     [$s0:literal, $s1:literal, $s2:literal, $s3:literal]) => {
+        step!($f, $a, $b, $c, $d, $m[$g0], K[$k], $s0);
+        step!($f, $d, $a, $b, $c, $m[$g1], K[$k + 1], $s1);
+        step!($f, $c, $d, $a, $b, $m[$g2], K[$k + 2], $s2);
+        step!($f, $b, $c, $d, $a, $m[$g3], K[$k + 3], $s3);
+    };
+}
+
+/// Steps 0–59 (all but the last quad).
+macro_rules! rounds {
+    ($a:ident, $b:ident, $c:ident, $d:ident, $m:ident) => {
+        quad!(f, $a, $b, $c, $d, $m, 0, [0, 1, 2, 3], [7, 12, 17, 22]);
+        quad!(f, $a, $b, $c, $d, $m, 4, [4, 5, 6, 7], [7, 12, 17, 22]);
+        quad!(f, $a, $b, $c, $d, $m, 8, [8, 9, 10, 11], [7, 12, 17, 22]);
+        quad!(f, $a, $b, $c, $d, $m, 12, [12, 13, 14, 15], [7, 12, 17, 22]);
+        quad!(g, $a, $b, $c, $d, $m, 16, [1, 6, 11, 0], [5, 9, 14, 20]);
+        quad!(g, $a, $b, $c, $d, $m, 20, [5, 10, 15, 4], [5, 9, 14, 20]);
+        quad!(g, $a, $b, $c, $d, $m, 24, [9, 14, 3, 8], [5, 9, 14, 20]);
+        quad!(g, $a, $b, $c, $d, $m, 28, [13, 2, 7, 12], [5, 9, 14, 20]);
+        quad!(h, $a, $b, $c, $d, $m, 32, [5, 8, 11, 14], [4, 11, 16, 23]);
+        quad!(h, $a, $b, $c, $d, $m, 36, [1, 4, 7, 10], [4, 11, 16, 23]);
+        quad!(h, $a, $b, $c, $d, $m, 40, [13, 0, 3, 6], [4, 11, 16, 23]);
+        quad!(h, $a, $b, $c, $d, $m, 44, [9, 12, 15, 2], [4, 11, 16, 23]);
+        quad!(i, $a, $b, $c, $d, $m, 48, [0, 7, 14, 5], [6, 10, 15, 21]);
+        quad!(i, $a, $b, $c, $d, $m, 52, [12, 3, 10, 1], [6, 10, 15, 21]);
+        quad!(i, $a, $b, $c, $d, $m, 56, [8, 15, 6, 13], [6, 10, 15, 21]);
+    };
+}
+
 /// The steps in AVX2, one 256-bit register per state word (eight lanes of 32 bits), fully
 /// unrolled. Only the first state word is read in the end, so a one-block message leaves out
 /// the last three steps, which do not change it.
@@ -274,9 +341,10 @@ mod avx2 {
     /// `a = b + ((a + f(b, c, d) + k + word) <<< s)`.
     macro_rules! step {
         ($f:ident, $a:ident, $b:ident, $c:ident, $d:ident, $word:expr, $k:expr, $s:literal) => {
+            // `a + word + k` does not wait on the step before; only `f` does.
             let t = _mm256_add_epi32(
-                _mm256_add_epi32($a, $f!($b, $c, $d)),
-                _mm256_add_epi32($word, _mm256_set1_epi32($k as i32)),
+                _mm256_add_epi32($a, _mm256_add_epi32($word, _mm256_set1_epi32($k as i32))),
+                $f!($b, $c, $d),
             );
             $a = _mm256_add_epi32(
                 $b,
@@ -285,39 +353,6 @@ mod avx2 {
                     _mm256_srli_epi32::<{ 32 - $s }>(t),
                 ),
             );
-        };
-    }
-
-    /// Four steps, the state words taking their turns.
-    macro_rules! quad {
-        ($f:ident, $a:ident, $b:ident, $c:ident, $d:ident, $m:ident, $k:literal,
-         [$g0:literal, $g1:literal, $g2:literal, $g3:literal],
-         [$s0:literal, $s1:literal, $s2:literal, $s3:literal]) => {
-            step!($f, $a, $b, $c, $d, $m[$g0], K[$k], $s0);
-            step!($f, $d, $a, $b, $c, $m[$g1], K[$k + 1], $s1);
-            step!($f, $c, $d, $a, $b, $m[$g2], K[$k + 2], $s2);
-            step!($f, $b, $c, $d, $a, $m[$g3], K[$k + 3], $s3);
-        };
-    }
-
-    /// Steps 0–59 (all but the last quad).
-    macro_rules! rounds {
-        ($a:ident, $b:ident, $c:ident, $d:ident, $m:ident) => {
-            quad!(f, $a, $b, $c, $d, $m, 0, [0, 1, 2, 3], [7, 12, 17, 22]);
-            quad!(f, $a, $b, $c, $d, $m, 4, [4, 5, 6, 7], [7, 12, 17, 22]);
-            quad!(f, $a, $b, $c, $d, $m, 8, [8, 9, 10, 11], [7, 12, 17, 22]);
-            quad!(f, $a, $b, $c, $d, $m, 12, [12, 13, 14, 15], [7, 12, 17, 22]);
-            quad!(g, $a, $b, $c, $d, $m, 16, [1, 6, 11, 0], [5, 9, 14, 20]);
-            quad!(g, $a, $b, $c, $d, $m, 20, [5, 10, 15, 4], [5, 9, 14, 20]);
-            quad!(g, $a, $b, $c, $d, $m, 24, [9, 14, 3, 8], [5, 9, 14, 20]);
-            quad!(g, $a, $b, $c, $d, $m, 28, [13, 2, 7, 12], [5, 9, 14, 20]);
-            quad!(h, $a, $b, $c, $d, $m, 32, [5, 8, 11, 14], [4, 11, 16, 23]);
-            quad!(h, $a, $b, $c, $d, $m, 36, [1, 4, 7, 10], [4, 11, 16, 23]);
-            quad!(h, $a, $b, $c, $d, $m, 40, [13, 0, 3, 6], [4, 11, 16, 23]);
-            quad!(h, $a, $b, $c, $d, $m, 44, [9, 12, 15, 2], [4, 11, 16, 23]);
-            quad!(i, $a, $b, $c, $d, $m, 48, [0, 7, 14, 5], [6, 10, 15, 21]);
-            quad!(i, $a, $b, $c, $d, $m, 52, [12, 3, 10, 1], [6, 10, 15, 21]);
-            quad!(i, $a, $b, $c, $d, $m, 56, [8, 15, 6, 13], [6, 10, 15, 21]);
         };
     }
 
@@ -385,19 +420,132 @@ mod avx2 {
     }
 }
 
+/// The AVX2 kernel's eight lanes with two AVX-512VL instructions in each step: the rotation
+/// in one (`vprold`, where AVX2 shifts twice and merges) and each round function in one
+/// (`vpternlogd`, where AVX2 needs two to three). MD5's steps form one chain, each waiting on
+/// the one before, so the instructions on that chain (round function, add, rotation, add)
+/// are what a run of names waits on.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::{
+        __m256i, _mm256_add_epi32, _mm256_loadu_si256, _mm256_rol_epi32, _mm256_set1_epi32,
+        _mm256_storeu_si256, _mm256_ternarylogic_epi32,
+    };
+
+    use super::{INIT, K, LANES};
+
+    // MD5's round functions as truth tables over (b, c, d) = (0xf0, 0xcc, 0xaa).
+    /// `(b & c) | (!b & d)`.
+    macro_rules! f {
+        ($b:expr, $c:expr, $d:expr) => {
+            _mm256_ternarylogic_epi32::<0xca>($b, $c, $d)
+        };
+    }
+    /// `(d & b) | (!d & c)`.
+    macro_rules! g {
+        ($b:expr, $c:expr, $d:expr) => {
+            _mm256_ternarylogic_epi32::<0xe4>($b, $c, $d)
+        };
+    }
+    /// `b ^ c ^ d`.
+    macro_rules! h {
+        ($b:expr, $c:expr, $d:expr) => {
+            _mm256_ternarylogic_epi32::<0x96>($b, $c, $d)
+        };
+    }
+    /// `c ^ (b | !d)`.
+    macro_rules! i {
+        ($b:expr, $c:expr, $d:expr) => {
+            _mm256_ternarylogic_epi32::<0x39>($b, $c, $d)
+        };
+    }
+
+    /// `a = b + ((a + f(b, c, d) + k + word) <<< s)`.
+    macro_rules! step {
+        ($f:ident, $a:ident, $b:ident, $c:ident, $d:ident, $word:expr, $k:expr, $s:literal) => {
+            // `a + word + k` does not wait on the step before; only `f` does.
+            let t = _mm256_add_epi32(
+                _mm256_add_epi32($a, _mm256_add_epi32($word, _mm256_set1_epi32($k as i32))),
+                $f!($b, $c, $d),
+            );
+            $a = _mm256_add_epi32($b, _mm256_rol_epi32::<$s>(t));
+        };
+    }
+
+    /// The message words as vectors of eight lanes.
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    fn load(words: &[[u32; LANES]; 16]) -> [__m256i; 16] {
+        // SAFETY: each `words[i]` is 32 readable bytes; unaligned loads.
+        std::array::from_fn(|i| unsafe { _mm256_loadu_si256(words[i].as_ptr().cast()) })
+    }
+
+    /// The eight lanes of `v`.
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    fn lanes(v: __m256i) -> [u32; LANES] {
+        let mut out = [0u32; LANES];
+        // SAFETY: `out` is 32 writable bytes; unaligned store.
+        unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
+        out
+    }
+
+    /// MD5's compression of one block `m` into `state`: the state after it.
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    fn compress(state: [__m256i; 4], m: &[__m256i; 16]) -> [__m256i; 4] {
+        let [mut a, mut b, mut c, mut d] = state;
+        rounds!(a, b, c, d, m);
+        quad!(i, a, b, c, d, m, 60, [4, 11, 2, 9], [6, 10, 15, 21]);
+        [
+            _mm256_add_epi32(a, state[0]),
+            _mm256_add_epi32(b, state[1]),
+            _mm256_add_epi32(c, state[2]),
+            _mm256_add_epi32(d, state[3]),
+        ]
+    }
+
+    /// The first state word of each lane after the first block, and after the second.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX-512F and AVX-512VL.
+    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    pub(super) unsafe fn two_blocks(
+        first: &[[u32; LANES]; 16],
+        second: &[[u32; LANES]; 16],
+    ) -> ([u32; LANES], [u32; LANES]) {
+        let one = compress(INIT.map(|x| _mm256_set1_epi32(x as i32)), &load(first));
+        let two = compress(one, &load(second));
+        (lanes(one[0]), lanes(two[0]))
+    }
+
+    /// The digest's first state word of each lane, for one-block messages.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX-512F and AVX-512VL.
+    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    pub(super) unsafe fn first_words(words: &[[u32; LANES]; 16]) -> [u32; LANES] {
+        let m = load(words);
+        let [mut a, mut b, mut c, mut d] = INIT.map(|x| _mm256_set1_epi32(x as i32));
+        rounds!(a, b, c, d, m);
+        // Step 60 is the last to change `a` (61–63 change d, c and b).
+        step!(i, a, b, c, d, m[4], K[60], 6);
+        lanes(_mm256_add_epi32(a, _mm256_set1_epi32(INIT[0] as i32)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use md5::{Digest, Md5};
 
     use super::*;
 
-    /// The portable kernel and, where the CPU has it, AVX2 (CI machines do: the test says
-    /// which ran).
+    /// The portable kernel and, where the CPU has them, AVX2 and AVX-512 (CI machines have
+    /// AVX2: the test says which ran).
     fn kernels() -> Vec<Kernel> {
-        let mut kernels = vec![Kernel::PORTABLE];
-        if Kernel::detect() != Kernel::PORTABLE {
-            kernels.push(Kernel::detect());
-        }
+        let kernels = Kernel::available();
         eprintln!("md5x kernels tested: {kernels:?}");
         kernels
     }

@@ -448,7 +448,12 @@ impl HashRouting {
             HashKind::Ring(ring) => ring.start_index(position),
             HashKind::Fast(order) => order.start_index(position),
         };
-        out.extend_from_slice(self.table.get(start));
+        // A route is one or a few indices: pushed one by one, not through a `memcpy` call.
+        let route = self.table.get(start);
+        out.reserve(route.len());
+        for &d in route {
+            out.push(d);
+        }
     }
 
     /// The consistent-hashing ring (`None` for fast-hashing).
