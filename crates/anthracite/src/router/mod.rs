@@ -647,10 +647,23 @@ impl Router {
         match &self.strategy {
             Strategy::Hash(hash) if hash.hash_type == HashType::CarbonCh => {
                 let kernel = md5x::Kernel::detect();
-                for (group, spans) in names.chunks(md5x::LANES).zip(spans.chunks_mut(md5x::LANES)) {
-                    let keys: [&[u8]; md5x::LANES] =
-                        std::array::from_fn(|l| group.get(l).copied().unwrap_or_default());
-                    let positions = md5x::carbon_positions(kernel, &keys);
+                let width = if kernel.is_wide() {
+                    md5x::WIDE_LANES
+                } else {
+                    md5x::LANES
+                };
+                for (group, spans) in names.chunks(width).zip(spans.chunks_mut(width)) {
+                    let mut positions = [None; md5x::WIDE_LANES];
+                    if kernel.is_wide() {
+                        let keys: [&[u8]; md5x::WIDE_LANES] =
+                            std::array::from_fn(|l| group.get(l).copied().unwrap_or_default());
+                        positions = md5x::carbon_positions_wide(kernel, &keys);
+                    } else {
+                        let keys: [&[u8]; md5x::LANES] =
+                            std::array::from_fn(|l| group.get(l).copied().unwrap_or_default());
+                        let eight = md5x::carbon_positions(kernel, &keys);
+                        positions[..md5x::LANES].copy_from_slice(&eight);
+                    }
                     for ((name, position), slot) in group.iter().zip(positions).zip(spans) {
                         let start = out.len();
                         match position {
