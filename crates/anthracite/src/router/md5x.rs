@@ -7,7 +7,10 @@
 //! Here eight independent keys go through the steps together, each step written once over eight
 //! lanes: in AVX2 where the CPU has it (one instruction per operation for all eight lanes, the
 //! steps unrolled so that rotations are immediate shifts), otherwise in plain Rust that the
-//! compiler turns into vector instructions (SSE2 on every x86-64). Only the first two digest
+//! compiler turns into vector instructions (SSE2 on every x86-64). With AVX-512 a rotation and
+//! each round function are one instruction, and one-block keys go sixteen at a time
+//! ([`carbon_positions_wide`]): the steps are one chain, each waiting on the one before, so
+//! the chain's length, not the lanes' count, sets the time. Only the first two digest
 //! bytes are produced (carbon reads `hexdigest()[:4]`), which come from the first state word.
 //!
 //! Eight keys of one block each take one pass; a group with a two-block key takes two, every
@@ -63,7 +66,7 @@ pub(crate) fn carbon_positions(kernel: Kernel, keys: &[&[u8]; LANES]) -> [Option
             // SAFETY: `Impl::Avx2` is only chosen by `Kernel::detect`, on a CPU that has AVX2.
             Impl::Avx2 => unsafe { avx2::first_words(&m) },
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Impl::Avx512` is only chosen on a CPU that has AVX-512F and AVX-512VL.
+            // SAFETY: `Impl::Avx512` is only chosen on a CPU that has AVX-512F, VL and BW.
             Impl::Avx512 => unsafe { avx512::first_words(&m) },
             Impl::Portable => portable::compress(&INIT.map(|x| [x; LANES]), &m)[0],
         }
@@ -110,8 +113,9 @@ pub(crate) fn carbon_positions_wide(
 ) -> [Option<u16>; WIDE_LANES] {
     #[cfg(target_arch = "x86_64")]
     if kernel.0 == Impl::Avx512 && keys.iter().all(|k| k.len() <= ONE_BLOCK_KEY) {
-        // SAFETY: `Impl::Avx512` is only chosen on a CPU that has AVX-512F and AVX-512VL.
-        let first = unsafe { avx512::first_words_wide(&one_block_words(keys)) };
+        // SAFETY: `Impl::Avx512` is only chosen on a CPU that has AVX-512F, VL and BW; every
+        // key is at most ONE_BLOCK_KEY bytes.
+        let first = unsafe { avx512::first_words_wide(keys) };
         return std::array::from_fn(|l| {
             let first = first[l].to_le_bytes();
             Some(u16::from_be_bytes([first[0], first[1]]))
@@ -139,7 +143,8 @@ enum Impl {
     /// AVX2 (x86-64 CPUs since 2013).
     #[cfg(target_arch = "x86_64")]
     Avx2,
-    /// AVX2's eight lanes with AVX-512VL's rotation and three-input logic instructions.
+    /// AVX2's eight lanes with AVX-512VL's rotation and three-input logic instructions, and
+    /// sixteen lanes in 512-bit registers (AVX-512F, VL and BW).
     #[cfg(target_arch = "x86_64")]
     Avx512,
     /// Plain Rust over arrays of lanes, vectorised by the compiler for the build's target.
@@ -167,6 +172,7 @@ impl Kernel {
         {
             if std::arch::is_x86_feature_detected!("avx512f")
                 && std::arch::is_x86_feature_detected!("avx512vl")
+                && std::arch::is_x86_feature_detected!("avx512bw")
             {
                 return Self(Impl::Avx512);
             }
@@ -188,6 +194,7 @@ impl Kernel {
             }
             if std::arch::is_x86_feature_detected!("avx512f")
                 && std::arch::is_x86_feature_detected!("avx512vl")
+                && std::arch::is_x86_feature_detected!("avx512bw")
             {
                 kernels.push(Self(Impl::Avx512));
             }
@@ -200,8 +207,8 @@ impl Kernel {
 /// lane: `m[word][lane]`. The padding is MD5's: the key, `0x80`, zeros, the key's length in
 /// bits in the last eight bytes.
 #[inline]
-fn one_block_words<const N: usize>(keys: &[&[u8]; N]) -> [[u32; N]; 16] {
-    let mut m = [[0u32; N]; 16];
+fn one_block_words(keys: &[&[u8]; LANES]) -> [[u32; LANES]; 16] {
+    let mut m = [[0u32; LANES]; 16];
     for (lane, key) in keys
         .iter()
         .enumerate()
@@ -472,7 +479,9 @@ mod avx512 {
         _mm256_storeu_si256, _mm256_ternarylogic_epi32,
     };
 
-    use super::{INIT, K, LANES, WIDE_LANES};
+    use std::arch::x86_64::__m512i;
+
+    use super::{INIT, K, LANES, ONE_BLOCK_KEY, WIDE_LANES};
 
     // MD5's round functions as truth tables over (b, c, d) = (0xf0, 0xcc, 0xaa).
     /// `(b & c) | (!b & d)`.
@@ -560,16 +569,61 @@ mod avx512 {
         (lanes(one[0]), lanes(two[0]))
     }
 
-    /// [`first_words`] over sixteen lanes, one 512-bit register per state word.
+    /// Sixteen rows of sixteen 32-bit words → sixteen columns: `out[w]` lane `l` is
+    /// `rows[l]` word `w`. Interleaving pairs of rows gives, per group of four rows, each
+    /// 128-bit chunk `c` of `s[4g + k]` = word `4c + k` of rows `4g..4g + 4`; two rounds of
+    /// 128-bit shuffles then gather chunk `c` of the four groups into word `4c + k`.
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512bw")]
+    fn transpose(rows: [__m512i; 16]) -> [__m512i; 16] {
+        use std::arch::x86_64::{
+            _mm512_shuffle_i32x4, _mm512_unpackhi_epi32, _mm512_unpackhi_epi64,
+            _mm512_unpacklo_epi32, _mm512_unpacklo_epi64,
+        };
+        let mut s = rows;
+        for g in 0..4 {
+            let r = &rows[4 * g..4 * g + 4];
+            let t0 = _mm512_unpacklo_epi32(r[0], r[1]);
+            let t1 = _mm512_unpackhi_epi32(r[0], r[1]);
+            let t2 = _mm512_unpacklo_epi32(r[2], r[3]);
+            let t3 = _mm512_unpackhi_epi32(r[2], r[3]);
+            s[4 * g] = _mm512_unpacklo_epi64(t0, t2);
+            s[4 * g + 1] = _mm512_unpackhi_epi64(t0, t2);
+            s[4 * g + 2] = _mm512_unpacklo_epi64(t1, t3);
+            s[4 * g + 3] = _mm512_unpackhi_epi64(t1, t3);
+        }
+        let mut out = s;
+        for k in 0..4 {
+            // Chunks 0 and 2 of groups 0 and 1, of groups 2 and 3; then chunks 1 and 3.
+            let even01 = _mm512_shuffle_i32x4::<0x88>(s[k], s[4 + k]);
+            let odd01 = _mm512_shuffle_i32x4::<0xdd>(s[k], s[4 + k]);
+            let even23 = _mm512_shuffle_i32x4::<0x88>(s[8 + k], s[12 + k]);
+            let odd23 = _mm512_shuffle_i32x4::<0xdd>(s[8 + k], s[12 + k]);
+            out[k] = _mm512_shuffle_i32x4::<0x88>(even01, even23);
+            out[8 + k] = _mm512_shuffle_i32x4::<0xdd>(even01, even23);
+            out[4 + k] = _mm512_shuffle_i32x4::<0x88>(odd01, odd23);
+            out[12 + k] = _mm512_shuffle_i32x4::<0xdd>(odd01, odd23);
+        }
+        out
+    }
+
+    /// [`first_words`] of sixteen keys of at most [`ONE_BLOCK_KEY`] bytes, one 512-bit
+    /// register per state word. The message words are built in registers: each key's padded
+    /// block as one register (a masked load of its bytes, the `0x80` marker and the length
+    /// set under masks), then the sixteen blocks transposed into sixteen words of sixteen
+    /// lanes. Written lane by lane into memory instead, every vector load of a word waits for
+    /// sixteen small stores to reach the cache.
     ///
     /// # Safety
     ///
-    /// The CPU must support AVX-512F and AVX-512VL.
-    #[target_feature(enable = "avx2,avx512f,avx512vl")]
-    pub(super) unsafe fn first_words_wide(words: &[[u32; WIDE_LANES]; 16]) -> [u32; WIDE_LANES] {
+    /// The CPU must support AVX-512F, AVX-512VL and AVX-512BW; every key is at most
+    /// [`ONE_BLOCK_KEY`] bytes.
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512bw")]
+    pub(super) unsafe fn first_words_wide(keys: &[&[u8]; WIDE_LANES]) -> [u32; WIDE_LANES] {
         use std::arch::x86_64::{
-            _mm512_add_epi32 as add, _mm512_loadu_si512, _mm512_rol_epi32 as rol,
-            _mm512_set1_epi32 as set1, _mm512_storeu_si512, _mm512_ternarylogic_epi32 as tern,
+            _mm512_add_epi32 as add, _mm512_mask_set1_epi8, _mm512_mask_set1_epi32,
+            _mm512_maskz_loadu_epi8, _mm512_rol_epi32 as rol, _mm512_set1_epi32 as set1,
+            _mm512_storeu_si512, _mm512_ternarylogic_epi32 as tern,
         };
         macro_rules! f {
             ($b:expr, $c:expr, $d:expr) => {
@@ -597,9 +651,15 @@ mod avx512 {
                 $a = add($b, rol::<$s>(t));
             };
         }
-        // SAFETY: each `words[i]` is 64 readable bytes; unaligned loads.
-        let m: [_; 16] =
-            std::array::from_fn(|i| unsafe { _mm512_loadu_si512(words[i].as_ptr().cast()) });
+        let m = transpose(std::array::from_fn(|l| {
+            let key = keys[l];
+            let len = key.len().min(ONE_BLOCK_KEY);
+            // SAFETY: the mask selects the key's own bytes; a masked load neither reads nor
+            // faults on the bytes it leaves out.
+            let bytes = unsafe { _mm512_maskz_loadu_epi8((1u64 << len) - 1, key.as_ptr().cast()) };
+            let marked = _mm512_mask_set1_epi8(bytes, 1u64 << len, 0x80u8 as i8);
+            _mm512_mask_set1_epi32(marked, 1 << 14, (len * 8) as i32)
+        }));
         let [mut a, mut b, mut c, mut d] = INIT.map(|x| set1(x as i32));
         rounds!(a, b, c, d, m);
         // Step 60 is the last to change `a` (61–63 change d, c and b).
