@@ -67,14 +67,7 @@ pub(crate) fn parse_plain_decimal(s: &[u8]) -> Option<f64> {
     if end != body.len() || digits == 0 || mantissa > 1 << 53 {
         return None;
     }
-    // Exact: the mantissa is at most 2^53 (and as a signed integer it converts in one
-    // instruction). An integer, the common timestamp and counter, needs no division.
-    let m = mantissa as i64 as f64;
-    let v = if frac_digits == 0 {
-        m
-    } else {
-        m / *EXACT_POW10.get(frac_digits)?
-    };
+    let v = mantissa as f64 / *EXACT_POW10.get(frac_digits)?;
     Some(if neg { -v } else { v })
 }
 
