@@ -535,7 +535,7 @@ impl Ingestor {
     /// datapoint is looked up, the cache memory of the ones a few places ahead is already on
     /// its way, so the run waits for memory about once rather than two or three times per
     /// datapoint); then the names the cache missed, routed together (with `carbon_ch`, their
-    /// MD5s eight at a time); then every datapoint, in order, into the pending batches. For
+    /// MD5s eight or sixteen at a time); then every datapoint, in order, into the pending batches. For
     /// socket readers, which flush after every read (the per-datapoint [`Pushed`] is not
     /// reported).
     pub(crate) fn push_run(&mut self, points: &[(&[u8], f64, f64)]) {
