@@ -501,10 +501,10 @@ impl Ingestor {
             let mut points: [Point<'_>; RUN] = [(&[], 0.0, 0.0); RUN];
             let mut n = 0;
             for l in chunk {
-                match l.and_then(line::parse_line) {
-                    Ok((name, timestamp, value)) => {
+                match l.and_then(line::parse_line_noting_plain) {
+                    Ok(((name, timestamp, value), plain)) => {
                         let point = if direct {
-                            match self.check(name, timestamp, value) {
+                            match self.check_noting_plain(name, timestamp, value, plain) {
                                 Ok((timestamp, value)) => (name, timestamp, value),
                                 Err(_) => continue,
                             }
@@ -744,6 +744,19 @@ impl Ingestor {
     /// routing generation first when nothing is pending.
     #[inline]
     fn check(&mut self, name: &[u8], timestamp: f64, value: f64) -> Result<(f64, f64), Pushed> {
+        self.check_noting_plain(name, timestamp, value, false)
+    }
+
+    /// [`check`](Self::check) for a name the line parser already found to be plain ASCII
+    /// without whitespace (`plain`), which then is not scanned for whitespace again.
+    #[inline]
+    fn check_noting_plain(
+        &mut self,
+        name: &[u8],
+        timestamp: f64,
+        value: f64,
+        plain: bool,
+    ) -> Result<(f64, f64), Pushed> {
         if name.is_empty() {
             return Err(self.reject(DropReason::EmptyName));
         }
@@ -758,7 +771,7 @@ impl Ingestor {
         // two metrics, one named by the sender. The relay's own names (aggregates, whose
         // output template may write `str(groupdict)` as carbon does) are the configuration's,
         // not a sender's: they pass as carbon sends them.
-        if line::has_py_space(name) && self.source != Source::Internal {
+        if !plain && line::has_py_space(name) && self.source != Source::Internal {
             return Err(self.reject(DropReason::WhitespaceInName));
         }
         if let Some(f) = &mut self.filter {

@@ -166,9 +166,23 @@ fn newline_mask_64(block: &[u8; 64]) -> u64 {
 /// exactly three are required, and the numbers follow Python's `float()` grammar. The name is a
 /// slice of `line`.
 pub fn parse_line(line: &[u8]) -> Result<(&[u8], f64, f64), DropReason> {
+    parse_line_noting_plain(line).map(|(point, _)| point)
+}
+
+/// [`parse_line`], and whether the name is plain ASCII without whitespace (`0x21..=0x7f`)
+/// as far as parsing found out (`true` only when it checked; `false` may still be plain).
+#[inline]
+pub(crate) fn parse_line_noting_plain(
+    line: &[u8],
+) -> Result<((&[u8], f64, f64), bool), DropReason> {
     if let Some(point) = parse_plain_line(line) {
-        return Ok(point);
+        return Ok((point, true));
     }
+    general_line(line).map(|point| (point, false))
+}
+
+/// [`parse_line`] by carbon's general rules.
+fn general_line(line: &[u8]) -> Result<(&[u8], f64, f64), DropReason> {
     let mut fields: [&[u8]; 3] = [&[]; 3];
     let count = if printable_ascii(line) {
         split_spaces(line, &mut fields)
