@@ -7,11 +7,11 @@
 
 use bytes::{Buf, BufMut, BytesMut};
 
-use super::DropReason;
 use super::number::{
     MAX_FLOAT_REPR, is_py_space, is_py_space_ascii, parse_plain_decimal, parse_py_float,
     write_py_float,
 };
+use super::{DropReason, Point};
 use crate::batch::Datapoint;
 
 /// Most lines [`LineFramer::feed_batched`] hands over at once.
@@ -172,9 +172,7 @@ pub fn parse_line(line: &[u8]) -> Result<(&[u8], f64, f64), DropReason> {
 /// [`parse_line`], and whether the name is plain ASCII without whitespace (`0x21..=0x7f`)
 /// as far as parsing found out (`true` only when it checked; `false` may still be plain).
 #[inline]
-pub(crate) fn parse_line_noting_plain(
-    line: &[u8],
-) -> Result<((&[u8], f64, f64), bool), DropReason> {
+pub(crate) fn parse_line_noting_plain(line: &[u8]) -> Result<(Point<'_>, bool), DropReason> {
     if let Some(point) = parse_plain_line(line) {
         return Ok((point, true));
     }
