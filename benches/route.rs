@@ -4,7 +4,7 @@
 //! it is the pre-0.2 per-connection design, kept here only as the yardstick).
 //!
 //! - `route/cold/*`: the uncached router over 100k names; `cold/carbon_ch_runs` routes them in
-//!   runs of 128 (`Router::route_many`: eight MD5s at a time, what the relay does for short
+//!   runs of 128 (`Router::route_many`: eight MD5s at a time, sixteen with AVX-512, what the relay does for short
 //!   `carbon_ch` names instead of looking them up).
 //! - `route/hit/*`: 100k warm names; `shared_1t` one thread, `shared_2t` two threads on one
 //!   cache, `private_1t`/`private_2t` a private map per thread.

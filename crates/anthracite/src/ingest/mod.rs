@@ -494,12 +494,23 @@ impl Ingestor {
             self.c_relay = Some(c);
             return;
         }
+        // Without tags or aggregation, each line is parsed and checked in one pass and the
+        // run goes straight to routing (`push_run` would check it in a second pass).
+        let direct = self.tags.is_none() && self.aggregation.is_none();
         for chunk in lines.chunks(RUN) {
             let mut points: [Point<'_>; RUN] = [(&[], 0.0, 0.0); RUN];
             let mut n = 0;
             for l in chunk {
-                match l.and_then(line::parse_line) {
-                    Ok(point) => {
+                match l.and_then(line::parse_line_noting_plain) {
+                    Ok(((name, timestamp, value), plain)) => {
+                        let point = if direct {
+                            match self.check_noting_plain(name, timestamp, value, plain) {
+                                Ok((timestamp, value)) => (name, timestamp, value),
+                                Err(_) => continue,
+                            }
+                        } else {
+                            (name, timestamp, value)
+                        };
                         if let Some(slot) = points.get_mut(n) {
                             *slot = point;
                             n += 1;
@@ -510,7 +521,11 @@ impl Ingestor {
                     }
                 }
             }
-            self.push_run(&points[..n]);
+            if direct {
+                self.route_run(&points[..n]);
+            } else {
+                self.push_run(&points[..n]);
+            }
         }
     }
 
@@ -520,7 +535,7 @@ impl Ingestor {
     /// datapoint is looked up, the cache memory of the ones a few places ahead is already on
     /// its way, so the run waits for memory about once rather than two or three times per
     /// datapoint); then the names the cache missed, routed together (with `carbon_ch`, their
-    /// MD5s eight at a time); then every datapoint, in order, into the pending batches. For
+    /// MD5s eight or sixteen at a time); then every datapoint, in order, into the pending batches. For
     /// socket readers, which flush after every read (the per-datapoint [`Pushed`] is not
     /// reported).
     pub(crate) fn push_run(&mut self, points: &[(&[u8], f64, f64)]) {
@@ -560,11 +575,19 @@ impl Ingestor {
             // Names the cache would not hold are routed by computation, with the misses
             // (`RouteCache::computes`); the others are hashed for the cache.
             let mut computed = [false; RUN];
+            let mut all_computed = true;
             for ((h, c), p) in hashes.iter_mut().zip(&mut computed).zip(checked) {
                 *c = routes.computes(p.0);
                 if !*c {
                     *h = routes.hash(p.0);
+                    all_computed = false;
                 }
+            }
+            if all_computed {
+                // Nothing to look up or store (`carbon_ch` names up to 119 bytes, the common
+                // run): every name is routed by computation, together.
+                self.route_computed(&routes, checked);
+                continue;
             }
             let hashes = &hashes[..n];
             let looked_up = |i: usize| computed.get(i).is_some_and(|&c| !c);
@@ -658,6 +681,30 @@ impl Ingestor {
         }
     }
 
+    /// [`route_run`](Self::route_run) for a stretch of at most [`RUN`] datapoints whose names
+    /// the cache would not hold ([`RouteCache::computes`]): routed together, then delivered in
+    /// order. Their names are at most 119 bytes, so none is too long for a batch.
+    fn route_computed(&mut self, routes: &RouteCache, checked: &[Point<'_>]) {
+        let mut names: [&[u8]; RUN] = [&[]; RUN];
+        for (n, p) in names.iter_mut().zip(checked) {
+            *n = p.0;
+        }
+        let n = checked.len().min(RUN);
+        let mut spans = [(0u32, 0u32); RUN];
+        let mut out = std::mem::take(&mut self.run_routes);
+        out.clear();
+        routes
+            .router()
+            .route_many(&names[..n], &mut out, &mut spans[..n]);
+        for (&(name, timestamp, value), &(start, len)) in checked.iter().zip(&spans) {
+            let route = out
+                .get(start as usize..(start + len) as usize)
+                .unwrap_or_default();
+            let _ = self.deliver(name, route, timestamp, value);
+        }
+        self.run_routes = out;
+    }
+
     /// Routes one datapoint after carbon's normalisation (NaN dropped, `-1` = now) into the
     /// pending batches, or counts why not.
     #[inline]
@@ -697,6 +744,19 @@ impl Ingestor {
     /// routing generation first when nothing is pending.
     #[inline]
     fn check(&mut self, name: &[u8], timestamp: f64, value: f64) -> Result<(f64, f64), Pushed> {
+        self.check_noting_plain(name, timestamp, value, false)
+    }
+
+    /// [`check`](Self::check) for a name the line parser already found to be plain ASCII
+    /// without whitespace (`plain`), which then is not scanned for whitespace again.
+    #[inline]
+    fn check_noting_plain(
+        &mut self,
+        name: &[u8],
+        timestamp: f64,
+        value: f64,
+        plain: bool,
+    ) -> Result<(f64, f64), Pushed> {
         if name.is_empty() {
             return Err(self.reject(DropReason::EmptyName));
         }
@@ -711,7 +771,7 @@ impl Ingestor {
         // two metrics, one named by the sender. The relay's own names (aggregates, whose
         // output template may write `str(groupdict)` as carbon does) are the configuration's,
         // not a sender's: they pass as carbon sends them.
-        if line::has_py_space(name) && self.source != Source::Internal {
+        if !plain && line::has_py_space(name) && self.source != Source::Internal {
             return Err(self.reject(DropReason::WhitespaceInName));
         }
         if let Some(f) = &mut self.filter {

@@ -7,10 +7,11 @@
 
 use bytes::{Buf, BufMut, BytesMut};
 
-use super::DropReason;
 use super::number::{
-    MAX_FLOAT_REPR, is_py_space, is_py_space_ascii, parse_py_float, write_py_float,
+    MAX_FLOAT_REPR, is_py_space, is_py_space_ascii, parse_plain_decimal, parse_py_float,
+    write_py_float,
 };
+use super::{DropReason, Point};
 use crate::batch::Datapoint;
 
 /// Most lines [`LineFramer::feed_batched`] hands over at once.
@@ -165,6 +166,21 @@ fn newline_mask_64(block: &[u8; 64]) -> u64 {
 /// exactly three are required, and the numbers follow Python's `float()` grammar. The name is a
 /// slice of `line`.
 pub fn parse_line(line: &[u8]) -> Result<(&[u8], f64, f64), DropReason> {
+    parse_line_noting_plain(line).map(|(point, _)| point)
+}
+
+/// [`parse_line`], and whether the name is plain ASCII without whitespace (`0x21..=0x7f`)
+/// as far as parsing found out (`true` only when it checked; `false` may still be plain).
+#[inline]
+pub(crate) fn parse_line_noting_plain(line: &[u8]) -> Result<(Point<'_>, bool), DropReason> {
+    if let Some(point) = parse_plain_line(line) {
+        return Ok((point, true));
+    }
+    general_line(line).map(|point| (point, false))
+}
+
+/// [`parse_line`] by carbon's general rules.
+fn general_line(line: &[u8]) -> Result<(&[u8], f64, f64), DropReason> {
     let mut fields: [&[u8]; 3] = [&[]; 3];
     let count = if printable_ascii(line) {
         split_spaces(line, &mut fields)
@@ -182,6 +198,57 @@ pub fn parse_line(line: &[u8]) -> Result<(&[u8], f64, f64), DropReason> {
     let timestamp = parse_py_float(timestamp).ok_or(DropReason::BadTimestamp)?;
     let value = parse_py_float(value).ok_or(DropReason::BadValue)?;
     Ok((name, timestamp, value))
+}
+
+/// [`parse_line`] for the line nearly every sender writes, or `None` for the general rules
+/// to decide: `name value timestamp` split by single spaces, the name plain ASCII without
+/// whitespace (`0x21..=0x7f`), both numbers plain decimals (`parse_plain_decimal`). Such a
+/// line splits into exactly these three fields under Python's rules too, so the answer is the
+/// general one; it is found from the end (the numbers are short), and the name is read once,
+/// instead of the whole line being checked and then split from the front.
+#[inline]
+fn parse_plain_line(line: &[u8]) -> Option<(&[u8], f64, f64)> {
+    let last = prev_space(line, line.len())?;
+    let mid = prev_space(line, last)?;
+    let name = line.get(..mid)?;
+    let value = line.get(mid + 1..last)?;
+    let timestamp = line.get(last + 1..)?;
+    if name.is_empty() || !plain_name(name) {
+        return None;
+    }
+    let timestamp = parse_plain_decimal(timestamp)?;
+    let value = parse_plain_decimal(value)?;
+    Some((name, timestamp, value))
+}
+
+/// True when every byte is in `0x21..=0x7f`: ASCII without whitespace, a name carbon's
+/// `split()` keeps whole. One pass without early exit, so it vectorises.
+#[inline]
+fn plain_name(name: &[u8]) -> bool {
+    name.iter()
+        .fold(true, |ok, &b| ok & (b.wrapping_sub(0x21) < 0x5f))
+}
+
+/// Position of the last `' '` before `end`, eight bytes at a time from the end; `None` if
+/// there is none.
+#[inline]
+fn prev_space(line: &[u8], end: usize) -> Option<usize> {
+    const LOWS: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let mut i = end.min(line.len());
+    while i >= 8 {
+        let Some(Ok(bytes)) = line.get(i - 8..i).map(<[u8; 8]>::try_from) else {
+            break;
+        };
+        // Zero bytes of `x` are spaces; this form flags exactly them (no borrow crosses
+        // bytes), so the highest flag is the last space.
+        let x = u64::from_le_bytes(bytes) ^ (0x0101_0101_0101_0101 * u64::from(b' '));
+        let zeros = !(((x & LOWS).wrapping_add(LOWS)) | x | LOWS);
+        if zeros != 0 {
+            return Some(i - 1 - (zeros.leading_zeros() / 8) as usize);
+        }
+        i -= 8;
+    }
+    line.get(..i)?.iter().rposition(|&b| b == b' ')
 }
 
 /// True when `name` holds a character carbon's `line.strip().split()` would split on: a name
@@ -531,6 +598,94 @@ mod tests {
         let mut bulk = BytesMut::from(&input[..]);
         assert_eq!(got, feed_all(&mut LineFramer::new(7), &mut bulk));
         assert_eq!(got[1], Err(DropReason::TooLong));
+    }
+
+    /// Whenever the plain-line path answers, the general rules answer the same; lines built
+    /// from pieces that sit on either side of its conditions.
+    #[test]
+    fn plain_line_path_agrees_with_the_general_rules() {
+        let names: [&[u8]; 7] = [
+            b"a.b.c",
+            b"servers.host-0001.cpu.total.user",
+            b"x",
+            b"a!b~c\x7f",
+            b"",
+            b"a\tb",
+            b"caf\xc3\xa9",
+        ];
+        let numbers: [&[u8]; 10] = [
+            b"1700000000",
+            b"12.25",
+            b"-0.5",
+            b"+3",
+            b"1e5",
+            b"nan",
+            b"1_0",
+            b"12\r",
+            b".5",
+            b"99999999999999999999",
+        ];
+        let seps: [&[u8]; 3] = [b" ", b"  ", b"\t"];
+        let mut checked = 0;
+        for name in names {
+            for value in numbers {
+                for ts in numbers {
+                    for sep in seps {
+                        let line = [name, sep, value, b" ", ts].concat();
+                        let general = {
+                            let mut fields: [&[u8]; 3] = [&[]; 3];
+                            let count = if line.is_ascii() {
+                                split_ascii(&line, &mut fields)
+                            } else {
+                                match std::str::from_utf8(&line) {
+                                    Ok(text) => split_unicode(text, &mut fields),
+                                    Err(_) => 0,
+                                }
+                            };
+                            (count == 3)
+                                .then(|| {
+                                    let [n, v, t] = fields;
+                                    let (t, v) = (parse_py_float(t)?, parse_py_float(v)?);
+                                    Some((n.to_vec(), t.to_bits(), v.to_bits()))
+                                })
+                                .flatten()
+                        };
+                        if let Some((n, t, v)) = parse_plain_line(&line) {
+                            checked += 1;
+                            assert_eq!(
+                                general,
+                                Some((n.to_vec(), t.to_bits(), v.to_bits())),
+                                "{:?}",
+                                String::from_utf8_lossy(&line)
+                            );
+                        }
+                        let whole = parse_line(&line)
+                            .ok()
+                            .map(|(n, t, v)| (n.to_vec(), t.to_bits(), v.to_bits()));
+                        assert_eq!(whole, general, "{:?}", String::from_utf8_lossy(&line));
+                    }
+                }
+            }
+        }
+        assert!(checked > 50, "{checked}");
+    }
+
+    #[test]
+    fn prev_space_finds_the_last_space_before_the_end() {
+        for len in 0..40 {
+            let mut line = vec![b'!'; len];
+            for at in 0..len {
+                line[at] = b' ';
+                for end in 0..=len {
+                    assert_eq!(
+                        prev_space(&line, end),
+                        line[..end].iter().rposition(|&b| b == b' '),
+                        "{len} {at} {end}"
+                    );
+                }
+                line[at] = if at % 2 == 0 { b'!' } else { 0x21 ^ 0x80 };
+            }
+        }
     }
 
     #[test]

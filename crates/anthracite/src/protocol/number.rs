@@ -47,7 +47,7 @@ const EXACT_POW10: [f64; 23] = [
 /// one correctly rounded division (Clinger's fast path), the same result as the general
 /// parser. Anything else returns `None` for the general parser to decide.
 #[inline]
-fn parse_plain_decimal(s: &[u8]) -> Option<f64> {
+pub(crate) fn parse_plain_decimal(s: &[u8]) -> Option<f64> {
     let (neg, body) = match s.split_first()? {
         (b'-', rest) => (true, rest),
         (b'+', rest) => (false, rest),

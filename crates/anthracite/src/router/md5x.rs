@@ -7,7 +7,10 @@
 //! Here eight independent keys go through the steps together, each step written once over eight
 //! lanes: in AVX2 where the CPU has it (one instruction per operation for all eight lanes, the
 //! steps unrolled so that rotations are immediate shifts), otherwise in plain Rust that the
-//! compiler turns into vector instructions (SSE2 on every x86-64). Only the first two digest
+//! compiler turns into vector instructions (SSE2 on every x86-64). With AVX-512 a rotation and
+//! each round function are one instruction, and one-block keys go sixteen at a time
+//! ([`carbon_positions_wide`]): the steps are one chain, each waiting on the one before, so
+//! the chain's length, not the lanes' count, sets the time. Only the first two digest
 //! bytes are produced (carbon reads `hexdigest()[:4]`), which come from the first state word.
 //!
 //! Eight keys of one block each take one pass; a group with a two-block key takes two, every
@@ -62,6 +65,9 @@ pub(crate) fn carbon_positions(kernel: Kernel, keys: &[&[u8]; LANES]) -> [Option
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Impl::Avx2` is only chosen by `Kernel::detect`, on a CPU that has AVX2.
             Impl::Avx2 => unsafe { avx2::first_words(&m) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Impl::Avx512` is only chosen on a CPU that has AVX-512F, VL and BW.
+            Impl::Avx512 => unsafe { avx512::first_words(&m) },
             Impl::Portable => portable::compress(&INIT.map(|x| [x; LANES]), &m)[0],
         }
     } else {
@@ -70,6 +76,9 @@ pub(crate) fn carbon_positions(kernel: Kernel, keys: &[&[u8]; LANES]) -> [Option
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Impl::Avx2 => unsafe { avx2::two_blocks(&m0, &m1) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Impl::Avx512 => unsafe { avx512::two_blocks(&m0, &m1) },
             Impl::Portable => {
                 let one = portable::compress(&INIT.map(|x| [x; LANES]), &m0);
                 let two = portable::compress(&one, &m1);
@@ -90,6 +99,37 @@ pub(crate) fn carbon_positions(kernel: Kernel, keys: &[&[u8]; LANES]) -> [Option
     })
 }
 
+/// Keys [`carbon_positions_wide`] hashes together.
+pub(crate) const WIDE_LANES: usize = 2 * LANES;
+
+/// [`carbon_positions`] of sixteen keys: with AVX-512 one-block keys go through the steps
+/// together in one 512-bit register per state word (MD5's steps form one chain, each waiting
+/// on the one before, so twice the lanes cost about the time of one chain); otherwise, and
+/// for a group with a longer key, as two groups of eight.
+#[inline]
+pub(crate) fn carbon_positions_wide(
+    kernel: Kernel,
+    keys: &[&[u8]; WIDE_LANES],
+) -> [Option<u16>; WIDE_LANES] {
+    #[cfg(target_arch = "x86_64")]
+    if kernel.0 == Impl::Avx512 && keys.iter().all(|k| k.len() <= ONE_BLOCK_KEY) {
+        // SAFETY: `Impl::Avx512` is only chosen on a CPU that has AVX-512F, VL and BW; every
+        // key is at most ONE_BLOCK_KEY bytes.
+        let first = unsafe { avx512::first_words_wide(keys) };
+        return std::array::from_fn(|l| {
+            let first = first[l].to_le_bytes();
+            Some(u16::from_be_bytes([first[0], first[1]]))
+        });
+    }
+    let (low, high) = keys.split_at(LANES);
+    let halves = [low, high].map(|half| {
+        let half: [&[u8]; LANES] =
+            std::array::from_fn(|l| half.get(l).copied().unwrap_or_default());
+        carbon_positions(kernel, &half)
+    });
+    std::array::from_fn(|l| halves[l / LANES][l % LANES])
+}
+
 /// Which implementation of the steps runs: chosen once per run of names from what the CPU
 /// offers (the answers are the same; AVX2 does the eight lanes in one instruction per
 /// operation, SSE2 in two, and the AVX2 steps are unrolled so that each rotation is an
@@ -103,6 +143,10 @@ enum Impl {
     /// AVX2 (x86-64 CPUs since 2013).
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// AVX2's eight lanes with AVX-512VL's rotation and three-input logic instructions, and
+    /// sixteen lanes in 512-bit registers (AVX-512F, VL and BW).
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
     /// Plain Rust over arrays of lanes, vectorised by the compiler for the build's target.
     Portable,
 }
@@ -111,14 +155,51 @@ impl Kernel {
     /// The kernel every CPU runs.
     pub(crate) const PORTABLE: Self = Self(Impl::Portable);
 
+    /// True when [`carbon_positions_wide`] hashes its sixteen keys at once.
+    #[inline]
+    pub(crate) fn is_wide(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self.0 == Impl::Avx512 {
+            return true;
+        }
+        false
+    }
+
     /// The fastest kernel this CPU runs (the check is cached by the standard library).
     #[inline]
     pub(crate) fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            return Self(Impl::Avx2);
+        {
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+            {
+                return Self(Impl::Avx512);
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return Self(Impl::Avx2);
+            }
         }
         Self::PORTABLE
+    }
+
+    /// Every kernel this CPU runs, the portable one first (for the differential tests).
+    #[cfg(test)]
+    fn available() -> Vec<Self> {
+        let mut kernels = vec![Self::PORTABLE];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                kernels.push(Self(Impl::Avx2));
+            }
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+            {
+                kernels.push(Self(Impl::Avx512));
+            }
+        }
+        kernels
     }
 }
 
@@ -233,6 +314,39 @@ mod portable {
     }
 }
 
+/// Four steps, the state words taking their turns (`step!` is the vector module's own).
+macro_rules! quad {
+    ($f:ident, $a:ident, $b:ident, $c:ident, $d:ident, $m:ident, $k:literal,
+     [$g0:literal, $g1:literal, $g2:literal, $g3:literal],
+     [$s0:literal, $s1:literal, $s2:literal, $s3:literal]) => {
+        step!($f, $a, $b, $c, $d, $m[$g0], K[$k], $s0);
+        step!($f, $d, $a, $b, $c, $m[$g1], K[$k + 1], $s1);
+        step!($f, $c, $d, $a, $b, $m[$g2], K[$k + 2], $s2);
+        step!($f, $b, $c, $d, $a, $m[$g3], K[$k + 3], $s3);
+    };
+}
+
+/// Steps 0–59 (all but the last quad).
+macro_rules! rounds {
+    ($a:ident, $b:ident, $c:ident, $d:ident, $m:ident) => {
+        quad!(f, $a, $b, $c, $d, $m, 0, [0, 1, 2, 3], [7, 12, 17, 22]);
+        quad!(f, $a, $b, $c, $d, $m, 4, [4, 5, 6, 7], [7, 12, 17, 22]);
+        quad!(f, $a, $b, $c, $d, $m, 8, [8, 9, 10, 11], [7, 12, 17, 22]);
+        quad!(f, $a, $b, $c, $d, $m, 12, [12, 13, 14, 15], [7, 12, 17, 22]);
+        quad!(g, $a, $b, $c, $d, $m, 16, [1, 6, 11, 0], [5, 9, 14, 20]);
+        quad!(g, $a, $b, $c, $d, $m, 20, [5, 10, 15, 4], [5, 9, 14, 20]);
+        quad!(g, $a, $b, $c, $d, $m, 24, [9, 14, 3, 8], [5, 9, 14, 20]);
+        quad!(g, $a, $b, $c, $d, $m, 28, [13, 2, 7, 12], [5, 9, 14, 20]);
+        quad!(h, $a, $b, $c, $d, $m, 32, [5, 8, 11, 14], [4, 11, 16, 23]);
+        quad!(h, $a, $b, $c, $d, $m, 36, [1, 4, 7, 10], [4, 11, 16, 23]);
+        quad!(h, $a, $b, $c, $d, $m, 40, [13, 0, 3, 6], [4, 11, 16, 23]);
+        quad!(h, $a, $b, $c, $d, $m, 44, [9, 12, 15, 2], [4, 11, 16, 23]);
+        quad!(i, $a, $b, $c, $d, $m, 48, [0, 7, 14, 5], [6, 10, 15, 21]);
+        quad!(i, $a, $b, $c, $d, $m, 52, [12, 3, 10, 1], [6, 10, 15, 21]);
+        quad!(i, $a, $b, $c, $d, $m, 56, [8, 15, 6, 13], [6, 10, 15, 21]);
+    };
+}
+
 /// The steps in AVX2, one 256-bit register per state word (eight lanes of 32 bits), fully
 /// unrolled. Only the first state word is read in the end, so a one-block message leaves out
 /// the last three steps, which do not change it.
@@ -274,9 +388,10 @@ mod avx2 {
     /// `a = b + ((a + f(b, c, d) + k + word) <<< s)`.
     macro_rules! step {
         ($f:ident, $a:ident, $b:ident, $c:ident, $d:ident, $word:expr, $k:expr, $s:literal) => {
+            // `a + word + k` does not wait on the step before; only `f` does.
             let t = _mm256_add_epi32(
-                _mm256_add_epi32($a, $f!($b, $c, $d)),
-                _mm256_add_epi32($word, _mm256_set1_epi32($k as i32)),
+                _mm256_add_epi32($a, _mm256_add_epi32($word, _mm256_set1_epi32($k as i32))),
+                $f!($b, $c, $d),
             );
             $a = _mm256_add_epi32(
                 $b,
@@ -285,39 +400,6 @@ mod avx2 {
                     _mm256_srli_epi32::<{ 32 - $s }>(t),
                 ),
             );
-        };
-    }
-
-    /// Four steps, the state words taking their turns.
-    macro_rules! quad {
-        ($f:ident, $a:ident, $b:ident, $c:ident, $d:ident, $m:ident, $k:literal,
-         [$g0:literal, $g1:literal, $g2:literal, $g3:literal],
-         [$s0:literal, $s1:literal, $s2:literal, $s3:literal]) => {
-            step!($f, $a, $b, $c, $d, $m[$g0], K[$k], $s0);
-            step!($f, $d, $a, $b, $c, $m[$g1], K[$k + 1], $s1);
-            step!($f, $c, $d, $a, $b, $m[$g2], K[$k + 2], $s2);
-            step!($f, $b, $c, $d, $a, $m[$g3], K[$k + 3], $s3);
-        };
-    }
-
-    /// Steps 0–59 (all but the last quad).
-    macro_rules! rounds {
-        ($a:ident, $b:ident, $c:ident, $d:ident, $m:ident) => {
-            quad!(f, $a, $b, $c, $d, $m, 0, [0, 1, 2, 3], [7, 12, 17, 22]);
-            quad!(f, $a, $b, $c, $d, $m, 4, [4, 5, 6, 7], [7, 12, 17, 22]);
-            quad!(f, $a, $b, $c, $d, $m, 8, [8, 9, 10, 11], [7, 12, 17, 22]);
-            quad!(f, $a, $b, $c, $d, $m, 12, [12, 13, 14, 15], [7, 12, 17, 22]);
-            quad!(g, $a, $b, $c, $d, $m, 16, [1, 6, 11, 0], [5, 9, 14, 20]);
-            quad!(g, $a, $b, $c, $d, $m, 20, [5, 10, 15, 4], [5, 9, 14, 20]);
-            quad!(g, $a, $b, $c, $d, $m, 24, [9, 14, 3, 8], [5, 9, 14, 20]);
-            quad!(g, $a, $b, $c, $d, $m, 28, [13, 2, 7, 12], [5, 9, 14, 20]);
-            quad!(h, $a, $b, $c, $d, $m, 32, [5, 8, 11, 14], [4, 11, 16, 23]);
-            quad!(h, $a, $b, $c, $d, $m, 36, [1, 4, 7, 10], [4, 11, 16, 23]);
-            quad!(h, $a, $b, $c, $d, $m, 40, [13, 0, 3, 6], [4, 11, 16, 23]);
-            quad!(h, $a, $b, $c, $d, $m, 44, [9, 12, 15, 2], [4, 11, 16, 23]);
-            quad!(i, $a, $b, $c, $d, $m, 48, [0, 7, 14, 5], [6, 10, 15, 21]);
-            quad!(i, $a, $b, $c, $d, $m, 52, [12, 3, 10, 1], [6, 10, 15, 21]);
-            quad!(i, $a, $b, $c, $d, $m, 56, [8, 15, 6, 13], [6, 10, 15, 21]);
         };
     }
 
@@ -385,19 +467,235 @@ mod avx2 {
     }
 }
 
+/// The AVX2 kernel's eight lanes with two AVX-512VL instructions in each step: the rotation
+/// in one (`vprold`, where AVX2 shifts twice and merges) and each round function in one
+/// (`vpternlogd`, where AVX2 needs two to three). MD5's steps form one chain, each waiting on
+/// the one before, so the instructions on that chain (round function, add, rotation, add)
+/// are what a run of names waits on.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::{
+        __m256i, _mm256_add_epi32, _mm256_loadu_si256, _mm256_rol_epi32, _mm256_set1_epi32,
+        _mm256_storeu_si256, _mm256_ternarylogic_epi32,
+    };
+
+    use std::arch::x86_64::__m512i;
+
+    use super::{INIT, K, LANES, ONE_BLOCK_KEY, WIDE_LANES};
+
+    // MD5's round functions as truth tables over (b, c, d) = (0xf0, 0xcc, 0xaa).
+    /// `(b & c) | (!b & d)`.
+    macro_rules! f {
+        ($b:expr, $c:expr, $d:expr) => {
+            _mm256_ternarylogic_epi32::<0xca>($b, $c, $d)
+        };
+    }
+    /// `(d & b) | (!d & c)`.
+    macro_rules! g {
+        ($b:expr, $c:expr, $d:expr) => {
+            _mm256_ternarylogic_epi32::<0xe4>($b, $c, $d)
+        };
+    }
+    /// `b ^ c ^ d`.
+    macro_rules! h {
+        ($b:expr, $c:expr, $d:expr) => {
+            _mm256_ternarylogic_epi32::<0x96>($b, $c, $d)
+        };
+    }
+    /// `c ^ (b | !d)`.
+    macro_rules! i {
+        ($b:expr, $c:expr, $d:expr) => {
+            _mm256_ternarylogic_epi32::<0x39>($b, $c, $d)
+        };
+    }
+
+    /// `a = b + ((a + f(b, c, d) + k + word) <<< s)`.
+    macro_rules! step {
+        ($f:ident, $a:ident, $b:ident, $c:ident, $d:ident, $word:expr, $k:expr, $s:literal) => {
+            // `a + word + k` does not wait on the step before; only `f` does.
+            let t = _mm256_add_epi32(
+                _mm256_add_epi32($a, _mm256_add_epi32($word, _mm256_set1_epi32($k as i32))),
+                $f!($b, $c, $d),
+            );
+            $a = _mm256_add_epi32($b, _mm256_rol_epi32::<$s>(t));
+        };
+    }
+
+    /// The message words as vectors of eight lanes.
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    fn load(words: &[[u32; LANES]; 16]) -> [__m256i; 16] {
+        // SAFETY: each `words[i]` is 32 readable bytes; unaligned loads.
+        std::array::from_fn(|i| unsafe { _mm256_loadu_si256(words[i].as_ptr().cast()) })
+    }
+
+    /// The eight lanes of `v`.
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    fn lanes(v: __m256i) -> [u32; LANES] {
+        let mut out = [0u32; LANES];
+        // SAFETY: `out` is 32 writable bytes; unaligned store.
+        unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
+        out
+    }
+
+    /// MD5's compression of one block `m` into `state`: the state after it.
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    fn compress(state: [__m256i; 4], m: &[__m256i; 16]) -> [__m256i; 4] {
+        let [mut a, mut b, mut c, mut d] = state;
+        rounds!(a, b, c, d, m);
+        quad!(i, a, b, c, d, m, 60, [4, 11, 2, 9], [6, 10, 15, 21]);
+        [
+            _mm256_add_epi32(a, state[0]),
+            _mm256_add_epi32(b, state[1]),
+            _mm256_add_epi32(c, state[2]),
+            _mm256_add_epi32(d, state[3]),
+        ]
+    }
+
+    /// The first state word of each lane after the first block, and after the second.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX-512F and AVX-512VL.
+    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    pub(super) unsafe fn two_blocks(
+        first: &[[u32; LANES]; 16],
+        second: &[[u32; LANES]; 16],
+    ) -> ([u32; LANES], [u32; LANES]) {
+        let one = compress(INIT.map(|x| _mm256_set1_epi32(x as i32)), &load(first));
+        let two = compress(one, &load(second));
+        (lanes(one[0]), lanes(two[0]))
+    }
+
+    /// Sixteen rows of sixteen 32-bit words → sixteen columns: `out[w]` lane `l` is
+    /// `rows[l]` word `w`. Interleaving pairs of rows gives, per group of four rows, each
+    /// 128-bit chunk `c` of `s[4g + k]` = word `4c + k` of rows `4g..4g + 4`; two rounds of
+    /// 128-bit shuffles then gather chunk `c` of the four groups into word `4c + k`.
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512bw")]
+    fn transpose(rows: [__m512i; 16]) -> [__m512i; 16] {
+        use std::arch::x86_64::{
+            _mm512_shuffle_i32x4, _mm512_unpackhi_epi32, _mm512_unpackhi_epi64,
+            _mm512_unpacklo_epi32, _mm512_unpacklo_epi64,
+        };
+        let mut s = rows;
+        for g in 0..4 {
+            let r = &rows[4 * g..4 * g + 4];
+            let t0 = _mm512_unpacklo_epi32(r[0], r[1]);
+            let t1 = _mm512_unpackhi_epi32(r[0], r[1]);
+            let t2 = _mm512_unpacklo_epi32(r[2], r[3]);
+            let t3 = _mm512_unpackhi_epi32(r[2], r[3]);
+            s[4 * g] = _mm512_unpacklo_epi64(t0, t2);
+            s[4 * g + 1] = _mm512_unpackhi_epi64(t0, t2);
+            s[4 * g + 2] = _mm512_unpacklo_epi64(t1, t3);
+            s[4 * g + 3] = _mm512_unpackhi_epi64(t1, t3);
+        }
+        let mut out = s;
+        for k in 0..4 {
+            // Chunks 0 and 2 of groups 0 and 1, of groups 2 and 3; then chunks 1 and 3.
+            let even01 = _mm512_shuffle_i32x4::<0x88>(s[k], s[4 + k]);
+            let odd01 = _mm512_shuffle_i32x4::<0xdd>(s[k], s[4 + k]);
+            let even23 = _mm512_shuffle_i32x4::<0x88>(s[8 + k], s[12 + k]);
+            let odd23 = _mm512_shuffle_i32x4::<0xdd>(s[8 + k], s[12 + k]);
+            out[k] = _mm512_shuffle_i32x4::<0x88>(even01, even23);
+            out[8 + k] = _mm512_shuffle_i32x4::<0xdd>(even01, even23);
+            out[4 + k] = _mm512_shuffle_i32x4::<0x88>(odd01, odd23);
+            out[12 + k] = _mm512_shuffle_i32x4::<0xdd>(odd01, odd23);
+        }
+        out
+    }
+
+    /// [`first_words`] of sixteen keys of at most [`ONE_BLOCK_KEY`] bytes, one 512-bit
+    /// register per state word. The message words are built in registers: each key's padded
+    /// block as one register (a masked load of its bytes, the `0x80` marker and the length
+    /// set under masks), then the sixteen blocks transposed into sixteen words of sixteen
+    /// lanes. Written lane by lane into memory instead, every vector load of a word waits for
+    /// sixteen small stores to reach the cache.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX-512F, AVX-512VL and AVX-512BW; every key is at most
+    /// [`ONE_BLOCK_KEY`] bytes.
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512bw")]
+    pub(super) unsafe fn first_words_wide(keys: &[&[u8]; WIDE_LANES]) -> [u32; WIDE_LANES] {
+        use std::arch::x86_64::{
+            _mm512_add_epi32 as add, _mm512_mask_set1_epi8, _mm512_mask_set1_epi32,
+            _mm512_maskz_loadu_epi8, _mm512_rol_epi32 as rol, _mm512_set1_epi32 as set1,
+            _mm512_storeu_si512, _mm512_ternarylogic_epi32 as tern,
+        };
+        macro_rules! f {
+            ($b:expr, $c:expr, $d:expr) => {
+                tern::<0xca>($b, $c, $d)
+            };
+        }
+        macro_rules! g {
+            ($b:expr, $c:expr, $d:expr) => {
+                tern::<0xe4>($b, $c, $d)
+            };
+        }
+        macro_rules! h {
+            ($b:expr, $c:expr, $d:expr) => {
+                tern::<0x96>($b, $c, $d)
+            };
+        }
+        macro_rules! i {
+            ($b:expr, $c:expr, $d:expr) => {
+                tern::<0x39>($b, $c, $d)
+            };
+        }
+        macro_rules! step {
+            ($f:ident, $a:ident, $b:ident, $c:ident, $d:ident, $word:expr, $k:expr, $s:literal) => {
+                let t = add(add($a, add($word, set1($k as i32))), $f!($b, $c, $d));
+                $a = add($b, rol::<$s>(t));
+            };
+        }
+        let m = transpose(std::array::from_fn(|l| {
+            let key = keys[l];
+            let len = key.len().min(ONE_BLOCK_KEY);
+            // SAFETY: the mask selects the key's own bytes; a masked load neither reads nor
+            // faults on the bytes it leaves out.
+            let bytes = unsafe { _mm512_maskz_loadu_epi8((1u64 << len) - 1, key.as_ptr().cast()) };
+            let marked = _mm512_mask_set1_epi8(bytes, 1u64 << len, 0x80u8 as i8);
+            _mm512_mask_set1_epi32(marked, 1 << 14, (len * 8) as i32)
+        }));
+        let [mut a, mut b, mut c, mut d] = INIT.map(|x| set1(x as i32));
+        rounds!(a, b, c, d, m);
+        // Step 60 is the last to change `a` (61–63 change d, c and b).
+        step!(i, a, b, c, d, m[4], K[60], 6);
+        let mut out = [0u32; WIDE_LANES];
+        // SAFETY: `out` is 64 writable bytes; unaligned store.
+        unsafe { _mm512_storeu_si512(out.as_mut_ptr().cast(), add(a, set1(INIT[0] as i32))) };
+        out
+    }
+
+    /// The digest's first state word of each lane, for one-block messages.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX-512F and AVX-512VL.
+    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    pub(super) unsafe fn first_words(words: &[[u32; LANES]; 16]) -> [u32; LANES] {
+        let m = load(words);
+        let [mut a, mut b, mut c, mut d] = INIT.map(|x| _mm256_set1_epi32(x as i32));
+        rounds!(a, b, c, d, m);
+        // Step 60 is the last to change `a` (61–63 change d, c and b).
+        step!(i, a, b, c, d, m[4], K[60], 6);
+        lanes(_mm256_add_epi32(a, _mm256_set1_epi32(INIT[0] as i32)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use md5::{Digest, Md5};
 
     use super::*;
 
-    /// The portable kernel and, where the CPU has it, AVX2 (CI machines do: the test says
-    /// which ran).
+    /// The portable kernel and, where the CPU has them, AVX2 and AVX-512 (CI machines have
+    /// AVX2: the test says which ran).
     fn kernels() -> Vec<Kernel> {
-        let mut kernels = vec![Kernel::PORTABLE];
-        if Kernel::detect() != Kernel::PORTABLE {
-            kernels.push(Kernel::detect());
-        }
+        let kernels = Kernel::available();
         eprintln!("md5x kernels tested: {kernels:?}");
         kernels
     }
@@ -433,6 +731,31 @@ mod tests {
             let refs: [&[u8]; LANES] = std::array::from_fn(|l| keys[l].as_slice());
             for kernel in kernels() {
                 let got = carbon_positions(kernel, &refs);
+                for (key, got) in keys.iter().zip(got) {
+                    assert_eq!(got, Some(carbon(key)), "{kernel:?} {key:?}");
+                }
+            }
+        }
+    }
+
+    /// Sixteen keys at once answer as two groups of eight, with and without a longer key.
+    #[test]
+    fn wide_groups_match_md5() {
+        for round in 0..40usize {
+            let keys: Vec<Vec<u8>> = (0..WIDE_LANES)
+                .map(|lane| {
+                    let len = (round * WIDE_LANES + lane * 7) % (ONE_BLOCK_KEY + 1);
+                    let len = if round % 5 == 4 && lane == 9 {
+                        MAX_KEY
+                    } else {
+                        len
+                    };
+                    (0..len).map(|i| (i * 31 + lane + round) as u8).collect()
+                })
+                .collect();
+            let refs: [&[u8]; WIDE_LANES] = std::array::from_fn(|l| keys[l].as_slice());
+            for kernel in kernels() {
+                let got = carbon_positions_wide(kernel, &refs);
                 for (key, got) in keys.iter().zip(got) {
                     assert_eq!(got, Some(carbon(key)), "{kernel:?} {key:?}");
                 }

@@ -448,7 +448,12 @@ impl HashRouting {
             HashKind::Ring(ring) => ring.start_index(position),
             HashKind::Fast(order) => order.start_index(position),
         };
-        out.extend_from_slice(self.table.get(start));
+        // A route is one or a few indices: pushed one by one, not through a `memcpy` call.
+        let route = self.table.get(start);
+        out.reserve(route.len());
+        for &d in route {
+            out.push(d);
+        }
     }
 
     /// The consistent-hashing ring (`None` for fast-hashing).
@@ -635,17 +640,30 @@ impl Router {
     /// The routes of `names`, each as [`route_into`](Self::route_into) gives it, appended to
     /// `out`; `spans[i]` receives where `names[i]`'s route lies in `out` (start, length).
     /// With `carbon_ch` hashing the MD5s of names up to 119 bytes are computed eight at a time
-    /// (lane-parallel MD5), cheaper than routing them one by one and, on this path, than
+    /// (lane-parallel MD5; sixteen with AVX-512), cheaper than routing them one by one and, on this path, than
     /// looking them up in the route cache ([`RouteCache::computes`]).
     pub fn route_many(&self, names: &[&[u8]], out: &mut Vec<u16>, spans: &mut [(u32, u32)]) {
         let span = |out: &Vec<u16>, start: usize| (start as u32, (out.len() - start) as u32);
         match &self.strategy {
             Strategy::Hash(hash) if hash.hash_type == HashType::CarbonCh => {
                 let kernel = md5x::Kernel::detect();
-                for (group, spans) in names.chunks(md5x::LANES).zip(spans.chunks_mut(md5x::LANES)) {
-                    let keys: [&[u8]; md5x::LANES] =
-                        std::array::from_fn(|l| group.get(l).copied().unwrap_or_default());
-                    let positions = md5x::carbon_positions(kernel, &keys);
+                let width = if kernel.is_wide() {
+                    md5x::WIDE_LANES
+                } else {
+                    md5x::LANES
+                };
+                for (group, spans) in names.chunks(width).zip(spans.chunks_mut(width)) {
+                    let mut positions = [None; md5x::WIDE_LANES];
+                    if kernel.is_wide() {
+                        let keys: [&[u8]; md5x::WIDE_LANES] =
+                            std::array::from_fn(|l| group.get(l).copied().unwrap_or_default());
+                        positions = md5x::carbon_positions_wide(kernel, &keys);
+                    } else {
+                        let keys: [&[u8]; md5x::LANES] =
+                            std::array::from_fn(|l| group.get(l).copied().unwrap_or_default());
+                        let eight = md5x::carbon_positions(kernel, &keys);
+                        positions[..md5x::LANES].copy_from_slice(&eight);
+                    }
                     for ((name, position), slot) in group.iter().zip(positions).zip(spans) {
                         let start = out.len();
                         match position {
