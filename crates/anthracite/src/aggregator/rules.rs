@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::method::AggregationMethod;
-use crate::pattern::{PatternSet, Spans};
+use crate::pattern::{PatternSet, SegmentSpans, Spans};
 use crate::router::aggregation::{AggregationRule, AggregationRuleError};
 
 /// Why a rules file was refused.
@@ -89,6 +89,10 @@ pub struct AggregationRules {
     /// Per rule, the first rule with the same input pattern: rules written for several
     /// methods or outputs of the same input (`sum` and `p95` of one pattern) capture once.
     same_input: Vec<usize>,
+    /// Per rule, how its input pattern's groups are read off a matching name's dots, when
+    /// they can be (the usual shapes): the automaton has decided the match, so the capture
+    /// regex would only find the spans the dots already give.
+    readings: Vec<Option<SegmentSpans>>,
 }
 
 impl Default for AggregationRules {
@@ -136,10 +140,15 @@ impl AggregationRules {
             .enumerate()
             .map(|(i, r)| *first.entry(r.rule.pattern().as_str()).or_insert(i))
             .collect();
+        let readings = rules
+            .iter()
+            .map(|r| SegmentSpans::new(r.rule.pattern()))
+            .collect();
         Self {
             rules,
             set: Arc::new(set),
             same_input,
+            readings,
         }
     }
 
@@ -179,7 +188,12 @@ impl AggregationRules {
             let matched = match held {
                 Some((h, matched)) if h == input => matched,
                 _ => {
-                    let matched = pattern.find_at(name, 0, at);
+                    let read = self
+                        .readings
+                        .get(input)
+                        .and_then(Option::as_ref)
+                        .is_some_and(|r| r.read(name, at));
+                    let matched = read || pattern.find_at(name, 0, at);
                     held = Some((input, matched));
                     matched
                 }
