@@ -43,8 +43,8 @@ const STOPPED: u8 = 8;
 const RESERVED_SERIES: usize = 1 << 15;
 /// Percentile values the value store has room for from the start, within `max_values` (its
 /// blocks are 64-byte aligned, which the allocator cannot grow in place: every growth is a
-/// copy).
-const RESERVED_VALUES: usize = 1 << 18;
+/// copy). A million values are 9 MiB of address space, touched as blocks are taken.
+const RESERVED_VALUES: usize = 1 << 20;
 
 /// Bounds and carbon's timing settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -306,7 +306,7 @@ impl Aggregator {
         let values = limits.max_values.min(RESERVED_VALUES);
         Self {
             rules,
-            verdicts: Verdicts::new(limits.max_cached_names),
+            verdicts: Verdicts::with_room(limits.max_cached_names, RESERVED_SERIES),
             limits,
             refs: Vec::with_capacity(series),
             bound: Vec::with_capacity(series),
