@@ -289,6 +289,38 @@ mod tests {
         assert!(out.is_empty());
     }
 
+    /// carbon's usual input patterns: their groups come from the name's dots (the regex's
+    /// groups, byte for byte), and shapes the dots do not decide keep the regex.
+    #[test]
+    fn usual_input_patterns_read_their_groups_from_the_dots() {
+        for (input, name) in [
+            ("in.<x>.*", "in.q.1"),
+            ("host-<h>.(cpu.user|mem.free|cpu.u)", "host-0001.cpu.user"),
+            ("<<p>>.<x>.count", "a.b.c.count"),
+            (
+                "<env>.applications.<app>.*.requests",
+                "prod.applications.web.a1.requests",
+            ),
+            ("a.b*.<x>", "a.bc.d"),
+            ("a..<x>", "a..d"),
+            ("a.x<f>y", "a.xbcy"),
+        ] {
+            let rules = AggregationRules::parse(&format!("o (60) = sum {input}")).expect("parses");
+            let pattern = rules.rules[0].rule.pattern();
+            let reading = rules.readings[0].as_ref().expect("a reading");
+            let (mut read, mut found) = (pattern.spans(), pattern.spans());
+            assert!(pattern.find_at(name, 0, &mut found), "{input} on {name}");
+            assert!(reading.read(name, &mut read), "{input} on {name}");
+            for g in 0..=pattern.group_count() {
+                assert_eq!(read.get(g), found.get(g), "{input} on {name}, group {g}");
+            }
+        }
+        for input in ["<<p>>.x<f>y", "<<p>>.<<q>>", "a|b.<x>", "(<x>).a"] {
+            let rules = AggregationRules::parse(&format!("o (60) = sum {input}")).expect("parses");
+            assert!(rules.readings[0].is_none(), "{input}");
+        }
+    }
+
     #[test]
     fn errors_name_the_line() {
         let err = AggregationRules::parse("# c\n\na.b (60) = sum a.*\na.c (0) = sum a.*\n")

@@ -240,11 +240,11 @@ fn flatten<'h>(hir: &'h Hir, not_dot: &Hir, items: &mut Vec<Item<'h>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::router::aggregation::input_pattern_regex;
 
-    /// An aggregation rule's input pattern as the rule compiles it.
-    fn rule_pattern(input: &str) -> Pattern {
-        Pattern::new(&format!("\\A(?:{})", input_pattern_regex(input))).expect("compiles")
+    /// A pattern as an aggregation rule compiles one: anchored at the start, `\.` between
+    /// parts, `$` at the end.
+    fn anchored(parts: &[&str]) -> Option<Pattern> {
+        Pattern::new(&format!("\\A(?:{}$)", parts.join("\\."))).ok()
     }
 
     fn regex_spans(p: &Pattern, name: &str) -> Option<Vec<Option<(usize, usize)>>> {
@@ -262,59 +262,53 @@ mod tests {
     }
 
     #[test]
-    fn the_usual_rule_shapes_read_their_groups_from_the_dots() {
-        for (input, name) in [
-            ("in.<x>.*", "in.q.1"),
-            ("host-<h>.(cpu.user|mem.free|cpu.u)", "host-0001.cpu.user"),
-            ("<<p>>.<x>.count", "a.b.c.count"),
-            (
-                "<env>.applications.<app>.*.requests",
-                "prod.applications.web.a1.requests",
-            ),
-            ("a.b*.<x>", "a.bc.d"),
-            ("a..<x>", "a..d"),
-            ("a.x<f>y", "a.xbcy"),
+    fn shapes_the_dots_do_not_decide_keep_the_regex() {
+        for parts in [
+            &[r"(?P<p>.+?)", r"x(?P<f>[^.]+?)y"][..],
+            &[r"(?P<p>.+?)", r"(?P<q>.+?)"],
+            &["a|b", r"(?P<x>[^.]+?)"],
+            &[r"((?P<x>[^.]+?))", "a"],
+            &["a", r"(?P<x>[^.]+?)?"],
         ] {
-            let p = rule_pattern(input);
-            let r = SegmentSpans::new(&p).unwrap_or_else(|| panic!("{input}: no reading"));
-            let expected = regex_spans(&p, name).expect("matches");
-            assert_eq!(
-                read_spans(&r, &p, name),
-                Some(expected),
-                "{input} on {name}"
-            );
-        }
-        // A group the dots do not decide: the regex keeps it.
-        for input in ["<<p>>.x<f>y", "<<p>>.<<q>>", "a|b.<x>", "(<x>).a", "a.<x>?"] {
-            assert!(SegmentSpans::new(&rule_pattern(input)).is_none(), "{input}");
+            let p = anchored(parts).expect("compiles");
+            assert!(SegmentSpans::new(&p).is_none(), "{parts:?}");
         }
         let insensitive = Pattern::case_insensitive(r"\A(?:a\.(?P<x>[^.]+?)$)").expect("compiles");
         assert!(SegmentSpans::new(&insensitive).is_none());
     }
 
-    /// Generated rule patterns and names: wherever the regex matches, a pattern with a reading
-    /// reads exactly the regex's groups.
+    /// Generated patterns of carbon's parts (`<field>` as `(?P<f>[^.]+?)`, `<<field>>` as
+    /// `(?P<f>.+?)`, `*` as `[^.]+` or `[^.]*`, other text as regex) and generated names:
+    /// wherever the regex matches, a pattern with a reading reads exactly the regex's groups.
     #[test]
     fn readings_agree_with_the_regex_on_generated_patterns_and_names() {
         const PARTS: [&str; 16] = [
-            "a", "b", "ab", "<f>", "<f>", "*", "*", "x*", "<<f>>", "p<f>", "<f>q", "(a|b.c)",
-            "a|b", "[ab]", "a+", "b?",
+            "a",
+            "b",
+            "ab",
+            "(?P<f>[^.]+?)",
+            "(?P<f>[^.]+?)",
+            "[^.]+",
+            "[^.]+",
+            "x[^.]*",
+            "(?P<f>.+?)",
+            "p(?P<f>[^.]+?)",
+            "(?P<f>[^.]+?)q",
+            r"(a|b\.c)",
+            "a|b",
+            "[ab]",
+            "a+",
+            "b?",
         ];
         const SEGMENTS: [&str; 10] = ["a", "b", "ab", "c", "x", "pa", "aq", "", "é", "a\nb"];
         let mut rng = fastrand::Rng::with_seed(34);
         let (mut readable, mut compared) = (0, 0);
         for _ in 0..600 {
-            let mut field = 0;
-            let input: Vec<String> = (0..rng.usize(1..=4))
-                .map(|_| {
-                    let part = PARTS[rng.usize(..PARTS.len())];
-                    field += 1;
-                    part.replace("<f>", &format!("<f{field}>"))
-                        .replace("<<f>>", &format!("<<f{field}>>"))
-                })
+            let parts: Vec<String> = (0..rng.usize(1..=4))
+                .map(|i| PARTS[rng.usize(..PARTS.len())].replace("<f>", &format!("<f{i}>")))
                 .collect();
-            let input = input.join(".");
-            let Ok(p) = Pattern::new(&format!("\\A(?:{})", input_pattern_regex(&input))) else {
+            let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+            let Some(p) = anchored(&parts) else {
                 continue;
             };
             let Some(r) = SegmentSpans::new(&p) else {
@@ -331,7 +325,7 @@ mod tests {
                     assert_eq!(
                         read_spans(&r, &p, &name),
                         Some(expected),
-                        "{input} on {name:?}"
+                        "{parts:?} on {name:?}"
                     );
                 }
             }
