@@ -593,12 +593,8 @@ impl Table {
         now: f64,
     ) -> Emitted {
         let flags = verdict.first().copied().unwrap_or(0);
+        // The series' slots are prefetched by `feed_all`, a few datapoints ahead.
         let (failed_rule, ids) = ids_of(verdict);
-        if ids.len() > 4 {
-            // A name feeding several series: their buffers are loaded together rather than
-            // one after the other (each is a pointer chase to memory of its own).
-            self.prefetch(ids, bound);
-        }
         let mut sample = Sample::new(point);
         for id in ids.chunks_exact(4) {
             let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]) as usize;
