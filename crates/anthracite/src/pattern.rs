@@ -17,6 +17,9 @@
 //! with its length rather than with the number of patterns; only the backtracking patterns are
 //! tried one by one, and only where the caller still needs an answer.
 
+mod segments;
+pub(crate) use segments::SegmentSpans;
+
 use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::sync::Arc;

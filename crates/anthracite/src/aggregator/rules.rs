@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::method::AggregationMethod;
-use crate::pattern::{PatternSet, Spans};
+use crate::pattern::{PatternSet, SegmentSpans, Spans};
 use crate::router::aggregation::{AggregationRule, AggregationRuleError};
 
 /// Why a rules file was refused.
@@ -89,6 +89,10 @@ pub struct AggregationRules {
     /// Per rule, the first rule with the same input pattern: rules written for several
     /// methods or outputs of the same input (`sum` and `p95` of one pattern) capture once.
     same_input: Vec<usize>,
+    /// Per rule, how its input pattern's groups are read off a matching name's dots, when
+    /// they can be (the usual shapes): the automaton has decided the match, so the capture
+    /// regex would only find the spans the dots already give.
+    readings: Vec<Option<SegmentSpans>>,
 }
 
 impl Default for AggregationRules {
@@ -136,10 +140,15 @@ impl AggregationRules {
             .enumerate()
             .map(|(i, r)| *first.entry(r.rule.pattern().as_str()).or_insert(i))
             .collect();
+        let readings = rules
+            .iter()
+            .map(|r| SegmentSpans::new(r.rule.pattern()))
+            .collect();
         Self {
             rules,
             set: Arc::new(set),
             same_input,
+            readings,
         }
     }
 
@@ -179,7 +188,12 @@ impl AggregationRules {
             let matched = match held {
                 Some((h, matched)) if h == input => matched,
                 _ => {
-                    let matched = pattern.find_at(name, 0, at);
+                    let read = self
+                        .readings
+                        .get(input)
+                        .and_then(Option::as_ref)
+                        .is_some_and(|r| r.read(name, at));
+                    let matched = read || pattern.find_at(name, 0, at);
                     held = Some((input, matched));
                     matched
                 }
@@ -273,6 +287,38 @@ mod tests {
         assert_eq!(failures.stopped, Some(4));
         let (out, _) = walk(same, "other.q.1");
         assert!(out.is_empty());
+    }
+
+    /// carbon's usual input patterns: their groups come from the name's dots (the regex's
+    /// groups, byte for byte), and shapes the dots do not decide keep the regex.
+    #[test]
+    fn usual_input_patterns_read_their_groups_from_the_dots() {
+        for (input, name) in [
+            ("in.<x>.*", "in.q.1"),
+            ("host-<h>.(cpu.user|mem.free|cpu.u)", "host-0001.cpu.user"),
+            ("<<p>>.<x>.count", "a.b.c.count"),
+            (
+                "<env>.applications.<app>.*.requests",
+                "prod.applications.web.a1.requests",
+            ),
+            ("a.b*.<x>", "a.bc.d"),
+            ("a..<x>", "a..d"),
+            ("a.x<f>y", "a.xbcy"),
+        ] {
+            let rules = AggregationRules::parse(&format!("o (60) = sum {input}")).expect("parses");
+            let pattern = rules.rules[0].rule.pattern();
+            let reading = rules.readings[0].as_ref().expect("a reading");
+            let (mut read, mut found) = (pattern.spans(), pattern.spans());
+            assert!(pattern.find_at(name, 0, &mut found), "{input} on {name}");
+            assert!(reading.read(name, &mut read), "{input} on {name}");
+            for g in 0..=pattern.group_count() {
+                assert_eq!(read.get(g), found.get(g), "{input} on {name}, group {g}");
+            }
+        }
+        for input in ["<<p>>.x<f>y", "<<p>>.<<q>>", "a|b.<x>", "(<x>).a"] {
+            let rules = AggregationRules::parse(&format!("o (60) = sum {input}")).expect("parses");
+            assert!(rules.readings[0].is_none(), "{input}");
+        }
     }
 
     #[test]

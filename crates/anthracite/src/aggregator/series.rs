@@ -43,8 +43,8 @@ const STOPPED: u8 = 8;
 const RESERVED_SERIES: usize = 1 << 15;
 /// Percentile values the value store has room for from the start, within `max_values` (its
 /// blocks are 64-byte aligned, which the allocator cannot grow in place: every growth is a
-/// copy).
-const RESERVED_VALUES: usize = 1 << 18;
+/// copy). A million values are 9 MiB of address space, touched as blocks are taken.
+const RESERVED_VALUES: usize = 1 << 20;
 
 /// Bounds and carbon's timing settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -306,7 +306,7 @@ impl Aggregator {
         let values = limits.max_values.min(RESERVED_VALUES);
         Self {
             rules,
-            verdicts: Verdicts::new(limits.max_cached_names),
+            verdicts: Verdicts::with_room(limits.max_cached_names, RESERVED_SERIES),
             limits,
             refs: Vec::with_capacity(series),
             bound: Vec::with_capacity(series),
@@ -478,13 +478,22 @@ impl Aggregator {
                 let rule_at = i as u32;
                 let output_hash = hasher.hash_one(output);
                 let hash = ref_hash(output_hash, rule_at);
-                let found = ref_ids.find(hash, |&id| {
-                    refs.get(id as usize)
-                        .is_some_and(|r| r.rule == rule_at && *r.output == *output)
-                });
-                let id = match found {
-                    Some(&id) => id,
-                    None => {
+                // One probe whether the reference is new or not: a new name's outputs are
+                // mostly new too.
+                let entry = ref_ids.entry(
+                    hash,
+                    |&id| {
+                        refs.get(id as usize)
+                            .is_some_and(|r| r.rule == rule_at && *r.output == *output)
+                    },
+                    |&id| {
+                        refs.get(id as usize)
+                            .map_or(0, |r| ref_hash(r.hash, r.rule))
+                    },
+                );
+                let id = match entry {
+                    Entry::Occupied(e) => *e.get(),
+                    Entry::Vacant(e) => {
                         let id = refs.len() as u32;
                         refs.push(SeriesRef {
                             rule: rule_at,
@@ -494,10 +503,7 @@ impl Aggregator {
                             frequency: rule.frequency,
                         });
                         bound.push(None);
-                        ref_ids.insert_unique(hash, id, |&id| {
-                            refs.get(id as usize)
-                                .map_or(0, |r| ref_hash(r.hash, r.rule))
-                        });
+                        e.insert(id);
                         id
                     }
                 };
@@ -587,12 +593,8 @@ impl Table {
         now: f64,
     ) -> Emitted {
         let flags = verdict.first().copied().unwrap_or(0);
+        // The series' slots are prefetched by `feed_all`, a few datapoints ahead.
         let (failed_rule, ids) = ids_of(verdict);
-        if ids.len() > 4 {
-            // A name feeding several series: their buffers are loaded together rather than
-            // one after the other (each is a pointer chase to memory of its own).
-            self.prefetch(ids, bound);
-        }
         let mut sample = Sample::new(point);
         for id in ids.chunks_exact(4) {
             let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]) as usize;
@@ -713,24 +715,50 @@ impl Table {
         limits: &AggregatorLimits,
         now: f64,
     ) -> Option<u32> {
-        let hash = r.hash;
-        let slot = match self.slot_of(&r.output, hash) {
-            Some(s) => s,
-            None => {
-                if self.index.len() >= limits.max_series {
-                    self.stats.dropped_series_limit += 1;
+        let Self {
+            index,
+            slots,
+            hasher,
+            free,
+            stats,
+            ..
+        } = self;
+        let held = index.len();
+        let rehash = |&s: &u32| {
+            slots
+                .get(s as usize)
+                .and_then(|s| s.series.as_ref())
+                .map_or(0, |s| hasher.hash_one(&*s.name))
+        };
+        // One probe of the index whether the series exists or not: a new output reference
+        // mostly names a new series.
+        let entry = index.entry(r.hash, |&s| series_named(slots, s, &r.output), rehash);
+        let slot = match entry {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                if held >= limits.max_series {
+                    stats.dropped_series_limit += 1;
                     return None;
                 }
                 // A new series needs an interval: refused here, not left empty.
-                if self.stats.held_intervals as usize >= limits.max_intervals_held {
-                    self.stats.dropped_intervals_limit += 1;
+                if stats.held_intervals as usize >= limits.max_intervals_held {
+                    stats.dropped_intervals_limit += 1;
                     return None;
                 }
+                let slot = match free.pop() {
+                    Some(s) => s,
+                    None => {
+                        slots.push(Slot::default());
+                        (slots.len() - 1) as u32
+                    }
+                };
+                e.insert(slot);
                 let period = match limits.write_back {
                     Some(w) => w.min(r.frequency as f64),
                     None => r.frequency as f64,
                 };
-                self.insert_hashed(
+                self.fill(
+                    slot,
                     Series {
                         name: r.output.clone(),
                         method: r.method,
@@ -741,8 +769,8 @@ impl Table {
                         parked_at: None,
                         intervals: Intervals::new(),
                     },
-                    hash,
-                )
+                );
+                slot
             }
         };
         let generation = self.slots.get(slot as usize)?.generation;
@@ -761,11 +789,6 @@ impl Table {
     /// Adds a series (new, or restored) and starts its timer; returns its slot.
     pub(super) fn insert(&mut self, series: Series) -> u32 {
         let hash = self.hasher.hash_one(&*series.name);
-        self.insert_hashed(series, hash)
-    }
-
-    /// [`insert`](Self::insert) with the hash of the series' name.
-    fn insert_hashed(&mut self, series: Series, hash: u64) -> u32 {
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -773,7 +796,6 @@ impl Table {
                 (self.slots.len() - 1) as u32
             }
         };
-        let due = micros(series.next_due);
         let Self {
             index,
             slots,
@@ -794,19 +816,26 @@ impl Table {
                 e.insert(slot);
             }
         }
+        self.fill(slot, series);
+        slot
+    }
+
+    /// Puts `series` in `slot` (already in the index), counts what it holds and starts its
+    /// timer.
+    fn fill(&mut self, slot: u32, series: Series) {
+        let due = micros(series.next_due);
         self.stats.held_intervals += series.intervals.len() as u64;
         for b in &series.intervals {
             self.stats.buffered += b.acc.count;
             self.stats.held_values += b.acc.values.len() as u64;
         }
         let Some(s) = self.slots.get_mut(slot as usize) else {
-            return slot;
+            return;
         };
         s.series = Some(series);
         let generation = s.generation;
         self.queue_timer(due, slot, generation);
         self.stats.series = self.index.len() as u64;
-        slot
     }
 
     /// Queues a series' tick from outside the clock (a new series, or one a datapoint wakes),

@@ -20,6 +20,9 @@ use crate::name_cache::prefetch;
 /// Log bytes allowed per name of the names bound (an entry of a 40-byte name with one output
 /// takes 64).
 const BYTES_PER_NAME: usize = 128;
+/// Log bytes reserved per name of the room given to [`Verdicts::with_room`] (a 40-byte name
+/// with four outputs takes 80).
+const AVERAGE_RECORD: usize = 80;
 /// Record header: hash, name length, value length.
 const HEADER: usize = 16;
 
@@ -45,6 +48,19 @@ impl Verdicts {
             max_names,
             max_bytes: max_names.saturating_mul(BYTES_PER_NAME),
         }
+    }
+
+    /// [`new`](Self::new) with room for `names` names (within `max_names`) before the table
+    /// or the log grows: growing the log copies every record, growing the table places every
+    /// record again. The room is address space: pages are touched as records and slots fill.
+    pub(super) fn with_room(max_names: usize, names: usize) -> Self {
+        let names = names.min(max_names);
+        let mut v = Self::new(max_names);
+        if names > 0 {
+            v.slots = vec![0; (names * 4 / 3 + 1).next_power_of_two().max(1024)];
+            v.log = Vec::with_capacity(names * AVERAGE_RECORD);
+        }
+        v
     }
 
     /// The hash the other methods take: xxh3 of the name, seeded per cache.
@@ -203,7 +219,15 @@ mod tests {
 
     #[test]
     fn finds_what_it_holds_and_grows() {
-        let mut v = Verdicts::new(100_000);
+        // From empty, and with room for fewer names than it gets (it grows past the room).
+        for mut v in [Verdicts::new(100_000), Verdicts::with_room(100_000, 3000)] {
+            holds_and_grows(&mut v);
+        }
+        assert_eq!(Verdicts::with_room(10, 3000).slots.len(), 1024);
+        assert!(Verdicts::with_room(0, 3000).slots.is_empty());
+    }
+
+    fn holds_and_grows(v: &mut Verdicts) {
         for i in 0..5000u32 {
             let name = format!("some.metric.{i}");
             let h = v.hash(name.as_bytes());
