@@ -347,6 +347,76 @@ macro_rules! rounds {
     };
 }
 
+/// The eight-lane kernel's loads, stores, compression and entry points, the same in each
+/// vector module but for the CPU features they are compiled for (`step!` is the module's own).
+#[cfg(target_arch = "x86_64")]
+macro_rules! eight_lanes {
+    ($features:literal, $safety:literal) => {
+        /// The message words as vectors of eight lanes.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn load(words: &[[u32; LANES]; 16]) -> [__m256i; 16] {
+            // SAFETY: each `words[i]` is 32 readable bytes; unaligned loads.
+            std::array::from_fn(|i| unsafe { _mm256_loadu_si256(words[i].as_ptr().cast()) })
+        }
+
+        /// The eight lanes of `v`.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn lanes(v: __m256i) -> [u32; LANES] {
+            let mut out = [0u32; LANES];
+            // SAFETY: `out` is 32 writable bytes; unaligned store.
+            unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
+            out
+        }
+
+        /// MD5's compression of one block `m` into `state`: the state after it.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn compress(state: [__m256i; 4], m: &[__m256i; 16]) -> [__m256i; 4] {
+            let [mut a, mut b, mut c, mut d] = state;
+            rounds!(a, b, c, d, m);
+            quad!(i, a, b, c, d, m, 60, [4, 11, 2, 9], [6, 10, 15, 21]);
+            [
+                _mm256_add_epi32(a, state[0]),
+                _mm256_add_epi32(b, state[1]),
+                _mm256_add_epi32(c, state[2]),
+                _mm256_add_epi32(d, state[3]),
+            ]
+        }
+
+        /// The first state word of each lane after the first block, and after the second.
+        ///
+        /// # Safety
+        ///
+        #[doc = $safety]
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn two_blocks(
+            first: &[[u32; LANES]; 16],
+            second: &[[u32; LANES]; 16],
+        ) -> ([u32; LANES], [u32; LANES]) {
+            let one = compress(INIT.map(|x| _mm256_set1_epi32(x as i32)), &load(first));
+            let two = compress(one, &load(second));
+            (lanes(one[0]), lanes(two[0]))
+        }
+
+        /// The digest's first state word of each lane, for one-block messages.
+        ///
+        /// # Safety
+        ///
+        #[doc = $safety]
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn first_words(words: &[[u32; LANES]; 16]) -> [u32; LANES] {
+            let m = load(words);
+            let [mut a, mut b, mut c, mut d] = INIT.map(|x| _mm256_set1_epi32(x as i32));
+            rounds!(a, b, c, d, m);
+            // Step 60 is the last to change `a` (61–63 change d, c and b).
+            step!(i, a, b, c, d, m[4], K[60], 6);
+            lanes(_mm256_add_epi32(a, _mm256_set1_epi32(INIT[0] as i32)))
+        }
+    };
+}
+
 /// The steps in AVX2, one 256-bit register per state word (eight lanes of 32 bits), fully
 /// unrolled. Only the first state word is read in the end, so a one-block message leaves out
 /// the last three steps, which do not change it.
@@ -403,68 +473,7 @@ mod avx2 {
         };
     }
 
-    /// The message words as vectors of eight lanes.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn load(words: &[[u32; LANES]; 16]) -> [__m256i; 16] {
-        // SAFETY: each `words[i]` is 32 readable bytes; unaligned loads.
-        std::array::from_fn(|i| unsafe { _mm256_loadu_si256(words[i].as_ptr().cast()) })
-    }
-
-    /// The eight lanes of `v`.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn lanes(v: __m256i) -> [u32; LANES] {
-        let mut out = [0u32; LANES];
-        // SAFETY: `out` is 32 writable bytes; unaligned store.
-        unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
-        out
-    }
-
-    /// MD5's compression of one block `m` into `state`: the state after it.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn compress(state: [__m256i; 4], m: &[__m256i; 16]) -> [__m256i; 4] {
-        let [mut a, mut b, mut c, mut d] = state;
-        rounds!(a, b, c, d, m);
-        quad!(i, a, b, c, d, m, 60, [4, 11, 2, 9], [6, 10, 15, 21]);
-        [
-            _mm256_add_epi32(a, state[0]),
-            _mm256_add_epi32(b, state[1]),
-            _mm256_add_epi32(c, state[2]),
-            _mm256_add_epi32(d, state[3]),
-        ]
-    }
-
-    /// The first state word of each lane after the first block, and after the second.
-    ///
-    /// # Safety
-    ///
-    /// The CPU must support AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn two_blocks(
-        first: &[[u32; LANES]; 16],
-        second: &[[u32; LANES]; 16],
-    ) -> ([u32; LANES], [u32; LANES]) {
-        let one = compress(INIT.map(|x| _mm256_set1_epi32(x as i32)), &load(first));
-        let two = compress(one, &load(second));
-        (lanes(one[0]), lanes(two[0]))
-    }
-
-    /// The digest's first state word of each lane, for one-block messages.
-    ///
-    /// # Safety
-    ///
-    /// The CPU must support AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn first_words(words: &[[u32; LANES]; 16]) -> [u32; LANES] {
-        let m = load(words);
-        let [mut a, mut b, mut c, mut d] = INIT.map(|x| _mm256_set1_epi32(x as i32));
-        rounds!(a, b, c, d, m);
-        // Step 60 is the last to change `a` (61–63 change d, c and b).
-        step!(i, a, b, c, d, m[4], K[60], 6);
-        lanes(_mm256_add_epi32(a, _mm256_set1_epi32(INIT[0] as i32)))
-    }
+    eight_lanes!("avx2", "The CPU must support AVX2.");
 }
 
 /// The AVX2 kernel's eight lanes with two AVX-512VL instructions in each step: the rotation
@@ -519,54 +528,6 @@ mod avx512 {
             );
             $a = _mm256_add_epi32($b, _mm256_rol_epi32::<$s>(t));
         };
-    }
-
-    /// The message words as vectors of eight lanes.
-    #[inline]
-    #[target_feature(enable = "avx2,avx512f,avx512vl")]
-    fn load(words: &[[u32; LANES]; 16]) -> [__m256i; 16] {
-        // SAFETY: each `words[i]` is 32 readable bytes; unaligned loads.
-        std::array::from_fn(|i| unsafe { _mm256_loadu_si256(words[i].as_ptr().cast()) })
-    }
-
-    /// The eight lanes of `v`.
-    #[inline]
-    #[target_feature(enable = "avx2,avx512f,avx512vl")]
-    fn lanes(v: __m256i) -> [u32; LANES] {
-        let mut out = [0u32; LANES];
-        // SAFETY: `out` is 32 writable bytes; unaligned store.
-        unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
-        out
-    }
-
-    /// MD5's compression of one block `m` into `state`: the state after it.
-    #[inline]
-    #[target_feature(enable = "avx2,avx512f,avx512vl")]
-    fn compress(state: [__m256i; 4], m: &[__m256i; 16]) -> [__m256i; 4] {
-        let [mut a, mut b, mut c, mut d] = state;
-        rounds!(a, b, c, d, m);
-        quad!(i, a, b, c, d, m, 60, [4, 11, 2, 9], [6, 10, 15, 21]);
-        [
-            _mm256_add_epi32(a, state[0]),
-            _mm256_add_epi32(b, state[1]),
-            _mm256_add_epi32(c, state[2]),
-            _mm256_add_epi32(d, state[3]),
-        ]
-    }
-
-    /// The first state word of each lane after the first block, and after the second.
-    ///
-    /// # Safety
-    ///
-    /// The CPU must support AVX-512F and AVX-512VL.
-    #[target_feature(enable = "avx2,avx512f,avx512vl")]
-    pub(super) unsafe fn two_blocks(
-        first: &[[u32; LANES]; 16],
-        second: &[[u32; LANES]; 16],
-    ) -> ([u32; LANES], [u32; LANES]) {
-        let one = compress(INIT.map(|x| _mm256_set1_epi32(x as i32)), &load(first));
-        let two = compress(one, &load(second));
-        (lanes(one[0]), lanes(two[0]))
     }
 
     /// Sixteen rows of sixteen 32-bit words → sixteen columns: `out[w]` lane `l` is
@@ -670,20 +631,10 @@ mod avx512 {
         out
     }
 
-    /// The digest's first state word of each lane, for one-block messages.
-    ///
-    /// # Safety
-    ///
-    /// The CPU must support AVX-512F and AVX-512VL.
-    #[target_feature(enable = "avx2,avx512f,avx512vl")]
-    pub(super) unsafe fn first_words(words: &[[u32; LANES]; 16]) -> [u32; LANES] {
-        let m = load(words);
-        let [mut a, mut b, mut c, mut d] = INIT.map(|x| _mm256_set1_epi32(x as i32));
-        rounds!(a, b, c, d, m);
-        // Step 60 is the last to change `a` (61–63 change d, c and b).
-        step!(i, a, b, c, d, m[4], K[60], 6);
-        lanes(_mm256_add_epi32(a, _mm256_set1_epi32(INIT[0] as i32)))
-    }
+    eight_lanes!(
+        "avx2,avx512f,avx512vl",
+        "The CPU must support AVX-512F and AVX-512VL."
+    );
 }
 
 #[cfg(test)]
