@@ -671,13 +671,7 @@ impl Ingestor {
                     }
                 }
             }
-            for (&(name, timestamp, value), &(start, len)) in checked.iter().zip(&spans) {
-                let route = out
-                    .get(start as usize..(start + len) as usize)
-                    .unwrap_or_default();
-                let _ = self.deliver(name, route, timestamp, value);
-            }
-            self.run_routes = out;
+            self.deliver_run(checked, &spans, out);
         }
     }
 
@@ -696,7 +690,14 @@ impl Ingestor {
         routes
             .router()
             .route_many(&names[..n], &mut out, &mut spans[..n]);
-        for (&(name, timestamp, value), &(start, len)) in checked.iter().zip(&spans) {
+        self.deliver_run(checked, &spans, out);
+    }
+
+    /// Delivers a routed run in order: datapoint `i`'s destinations are `out[spans[i]]`;
+    /// `out` is kept for the next run.
+    #[inline]
+    fn deliver_run(&mut self, checked: &[Point<'_>], spans: &[(u32, u32)], out: Vec<u16>) {
+        for (&(name, timestamp, value), &(start, len)) in checked.iter().zip(spans) {
             let route = out
                 .get(start as usize..(start + len) as usize)
                 .unwrap_or_default();
