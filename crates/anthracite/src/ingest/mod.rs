@@ -535,9 +535,9 @@ impl Ingestor {
     /// datapoint is looked up, the cache memory of the ones a few places ahead is already on
     /// its way, so the run waits for memory about once rather than two or three times per
     /// datapoint); then the names the cache missed, routed together (with `carbon_ch`, their
-    /// MD5s eight or sixteen at a time); then every datapoint, in order, into the pending batches. For
-    /// socket readers, which flush after every read (the per-datapoint [`Pushed`] is not
-    /// reported).
+    /// MD5s eight or sixteen at a time); then every datapoint, in order, into the pending
+    /// batches. For socket readers, which flush after every read (the per-datapoint
+    /// [`Pushed`] is not reported).
     pub(crate) fn push_run(&mut self, points: &[(&[u8], f64, f64)]) {
         if self.tags.is_some() || self.aggregation.is_some() || points.len() == 1 {
             // The normalised name lives in the normaliser, one at a time; and a run of one
@@ -907,9 +907,10 @@ impl Ingestor {
     /// How many bytes of plaintext (`buffered` of them already received and not yet parsed)
     /// a socket reader whose reads take up to `read` bytes may parse before its next flush,
     /// so that what waits for the flush stays within what one read's datapoints can hold at
-    /// most: `read` bytes of the shortest lines, once per destination a datapoint goes to. A reader whose client
-    /// has more waiting reads it before flushing while there is room, so a flush hands each
-    /// queue a larger batch (fewer batches, locks and wake-ups per datapoint).
+    /// most: `read` bytes of the shortest lines, once per destination a datapoint goes to. A
+    /// reader whose client has more waiting reads it before flushing while there is room, so
+    /// a flush hands each queue a larger batch (fewer batches, locks and wake-ups per
+    /// datapoint).
     ///
     /// With `w` the destinations per datapoint seen since the flush (at most `W`, the most
     /// any datapoint goes to), reading `b` more bytes is allowed while

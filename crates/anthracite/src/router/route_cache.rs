@@ -11,8 +11,9 @@
 //!
 //! One exception, measured: in runs of datapoints, a hashing router's names that fit two MD5
 //! blocks (up to 119 bytes) are not looked up at all. Their hashes (`carbon_ch`'s MD5s eight at
-//! a time in AVX2, sixteen with AVX-512) cost less than a lookup that has to fetch its index slot and entry from
-//! memory, which is what a cache of 100k names does on every hit ([`RouteCache::computes`]).
+//! a time in AVX2, sixteen with AVX-512) cost less than a lookup that has to fetch its index
+//! slot and entry from memory, which is what a cache of 100k names does on every hit
+//! ([`RouteCache::computes`]).
 //!
 //! A [`RouteCache`] is built from one [`Router`] and a budget and answers for that router
 //! only: when the routing changes, build a new cache with the new router and drop the old
