@@ -41,27 +41,42 @@ impl Encoder {
     /// otherwise.
     pub(crate) fn encode(&mut self, batches: &[Batch], out: &mut BytesMut) -> Encoded {
         let total: usize = batches.iter().map(Batch::len).sum();
-        let mut points = batches.iter().flat_map(|b| b.iter());
         let mut e = Encoded::default();
         match self.protocol {
             OutputProtocol::Line | OutputProtocol::Udp => {
-                for dp in points {
+                for dp in batches.iter().flat_map(Batch::iter) {
                     line::encode_line(dp, out);
                 }
                 e.datapoints = total;
                 e.messages = usize::from(total > 0);
             }
             OutputProtocol::Pickle => {
-                let mut left = total;
-                while left > 0 {
-                    let n = left.min(self.per_message);
-                    pickle::encode_message(points.by_ref().take(n), out);
-                    left -= n;
+                // A message may span batches: each batch goes in as runs, a run ending where
+                // the batch or the message does.
+                let mut message: Option<pickle::MessageWriter> = None;
+                for b in batches {
+                    let mut at = 0;
+                    while at < b.len() {
+                        let m = message.get_or_insert_with(|| pickle::MessageWriter::begin(out));
+                        let n = (self.per_message - m.entries()).min(b.len() - at);
+                        m.put_run(b, at..at + n, out);
+                        at += n;
+                        if m.entries() >= self.per_message {
+                            if let Some(full) = message.take() {
+                                full.finish(out);
+                            }
+                            e.messages += 1;
+                        }
+                    }
+                }
+                if let Some(last) = message {
+                    last.finish(out);
                     e.messages += 1;
                 }
                 e.datapoints = total;
             }
             OutputProtocol::Protobuf => {
+                let mut points = batches.iter().flat_map(Batch::iter);
                 let mut left = total;
                 while left > 0 {
                     let n = left.min(self.per_message);
@@ -83,6 +98,49 @@ impl Encoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pickle_runs_across_batches_write_the_bytes_of_one_entry_at_a_time() {
+        // Batches of 0 to 9 datapoints, names of lengths spread over 0 to 300 bytes, split into
+        // messages at every size from 1 to 12: the runs written into room made at once must
+        // be byte for byte what entries written part by part give.
+        let mut batches = Vec::new();
+        let mut all = Vec::new();
+        let mut i = 0usize;
+        for size in [3, 0, 9, 1, 7, 0, 5, 8, 2, 6, 4, 9] {
+            let mut b = Batch::new();
+            for _ in 0..size {
+                let name: Vec<u8> = (0..i * 37 % 301).map(|k| b'!' + (k % 90) as u8).collect();
+                let (t, v) = (1.7e9 + i as f64, -(i as f64) / 3.0);
+                b.push(&name, t, v).expect("batch has room");
+                all.push((name, t, v));
+                i += 1;
+            }
+            batches.push(b);
+        }
+        for per_message in 1..=12 {
+            let mut out = BytesMut::new();
+            let e = Encoder::new(OutputProtocol::Pickle, per_message).encode(&batches, &mut out);
+            let mut want = BytesMut::new();
+            for chunk in all.chunks(per_message) {
+                pickle::encode_message(
+                    chunk
+                        .iter()
+                        .map(|(name, timestamp, value)| crate::batch::Datapoint {
+                            name,
+                            timestamp: *timestamp,
+                            value: *value,
+                        }),
+                    &mut want,
+                );
+            }
+            assert_eq!(out, want, "{per_message} per message");
+            assert_eq!(
+                (e.datapoints, e.messages),
+                (all.len(), all.len().div_ceil(per_message))
+            );
+        }
+    }
 
     #[test]
     fn messages_hold_at_most_per_message_datapoints() {

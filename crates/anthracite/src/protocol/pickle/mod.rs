@@ -30,10 +30,12 @@ use bytes::{BufMut, BytesMut};
 use super::number::parse_py_float;
 use super::{DropCounts, DropReason};
 
+mod encode;
 mod fast;
 mod text;
 mod vm;
-use crate::batch::Datapoint;
+pub(crate) use encode::MessageWriter;
+pub use encode::encode_message;
 
 /// Default maximum frame length (carbon's `PICKLE_RECEIVER_MAX_LENGTH`, 1 MiB).
 pub(crate) const DEFAULT_MAX_FRAME: usize = 1 << 20;
@@ -516,45 +518,11 @@ fn bigint_to_f64(le: &[u8]) -> Option<f64> {
     f.is_finite().then_some(if neg { -f } else { f })
 }
 
-/// Appends one framed message (4-byte big-endian length + protocol-2 pickle of
-/// `[(name, (timestamp, value)), …]`) holding every datapoint of `points`.
-///
-/// Names go out as `BINUNICODE`, numbers as `BINFLOAT` (bit-exact), without memo opcodes.
-pub fn encode_message<'a>(points: impl Iterator<Item = Datapoint<'a>>, out: &mut BytesMut) {
-    let start = out.len();
-    out.put_u32(0);
-    out.put_slice(b"\x80\x02](");
-    let mut count = 0usize;
-    for dp in points {
-        // BINUNICODE name, BINFLOAT timestamp, BINFLOAT value, TUPLE2, TUPLE2: three copies
-        // per datapoint (head, name, tail), not one call per opcode.
-        let mut head = [b'X', 0, 0, 0, 0];
-        head[1..].copy_from_slice(&(dp.name.len() as u32).to_le_bytes());
-        let mut tail = [
-            b'G', 0, 0, 0, 0, 0, 0, 0, 0, b'G', 0, 0, 0, 0, 0, 0, 0, 0, 0x86, 0x86,
-        ];
-        tail[1..9].copy_from_slice(&dp.timestamp.to_be_bytes());
-        tail[10..18].copy_from_slice(&dp.value.to_be_bytes());
-        out.reserve(head.len() + dp.name.len() + tail.len());
-        out.extend_from_slice(&head);
-        out.extend_from_slice(dp.name);
-        out.extend_from_slice(&tail);
-        count += 1;
-    }
-    if count == 0 {
-        out.truncate(out.len() - 1); // the MARK
-        out.put_u8(b'.');
-    } else {
-        out.put_slice(b"e.");
-    }
-    let len = (out.len() - start - 4) as u32;
-    out[start..start + 4].copy_from_slice(&len.to_be_bytes());
-}
-
 #[cfg(test)]
 mod tests {
     use super::vm::long_val;
     use super::*;
+    use crate::batch::Datapoint;
 
     type Points = Vec<(Vec<u8>, f64, f64)>;
 
