@@ -23,10 +23,16 @@ pub(crate) struct Point {
 }
 
 impl Point {
-    /// Bytes of the datapoint's name.
+    /// Bytes of the names of `run`, consecutive datapoints of one batch: a batch packs names
+    /// in the order of their datapoints, so theirs are one span of its name buffer, from the
+    /// first one's start to the last one's end (no pass over the run).
     #[inline]
-    pub(crate) fn name_len(&self) -> usize {
-        self.name_len as usize
+    pub(crate) fn run_name_bytes(run: &[Point]) -> usize {
+        match (run.first(), run.last()) {
+            (Some(first), Some(last)) => (last.name_start as usize + last.name_len as usize)
+                .saturating_sub(first.name_start as usize),
+            _ => 0,
+        }
     }
 }
 
@@ -326,6 +332,26 @@ mod tests {
                     .all(|&b| b == 0xEE),
                 "length {n} wrote outside its room"
             );
+        }
+    }
+
+    #[test]
+    fn a_runs_name_bytes_are_its_names_after_split_and_append() {
+        let mut b = Batch::new();
+        for i in 0..40 {
+            b.push(&vec![b'x'; i * 7 % 23], 1.0, 2.0).expect("room");
+        }
+        let mut tail = b.split_off(13);
+        tail.append(&b).expect("room");
+        for batch in [&b, &tail] {
+            let points = batch.points();
+            for start in 0..points.len() {
+                for end in start..=points.len() {
+                    let run = &points[start..end];
+                    let sum: usize = run.iter().map(|p| p.name_len as usize).sum();
+                    assert_eq!(Point::run_name_bytes(run), sum, "{start}..{end}");
+                }
+            }
         }
     }
 

@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use bytes::{BufMut, BytesMut};
 
-use crate::batch::{Batch, Datapoint, copy_name};
+use crate::batch::{Batch, Datapoint, Point, copy_name};
 
 /// Bytes of an entry besides its name: `X` + u32 length, then `G` + f64, `G` + f64, `TUPLE2`,
 /// `TUPLE2`.
@@ -80,8 +80,7 @@ impl MessageWriter {
     pub(crate) fn put_run(&mut self, batch: &Batch, range: Range<usize>, out: &mut BytesMut) {
         let points = batch.points();
         let points = &points[range.start.min(points.len())..range.end.min(points.len())];
-        let name_bytes: usize = points.iter().map(|p| p.name_len()).sum();
-        out.reserve(points.len() * ENTRY_OVERHEAD + name_bytes);
+        out.reserve(points.len() * ENTRY_OVERHEAD + Point::run_name_bytes(points));
         let room = out.spare_capacity_mut();
         let mut filled = 0;
         let mut written = 0;
