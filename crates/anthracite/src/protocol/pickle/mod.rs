@@ -25,8 +25,6 @@
 //! `metric, (timestamp, value) = item; float(timestamp), float(value)`: a malformed entry is
 //! counted and skipped, the others are emitted.
 
-use bytes::{BufMut, BytesMut};
-
 use super::number::parse_py_float;
 use super::{DropCounts, DropReason};
 
@@ -523,6 +521,7 @@ mod tests {
     use super::vm::long_val;
     use super::*;
     use crate::batch::Datapoint;
+    use bytes::BytesMut;
 
     type Points = Vec<(Vec<u8>, f64, f64)>;
 
