@@ -9,7 +9,7 @@
 //! names: [`Batch::push`] and [`Batch::append`] refuse what would pass it ([`BatchFull`]), and
 //! the ingestor starts a new batch long before (it hands batches over every few MiB).
 
-use std::mem::{MaybeUninit, size_of};
+use std::mem::size_of;
 
 /// One datapoint inside a [`Batch`]: where its name lives in the name buffer, and its numbers.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -67,49 +67,6 @@ pub(crate) const POINT_OVERHEAD: usize = size_of::<Point>();
 
 /// Most bytes of names one batch holds (its offsets are `u32`).
 pub(crate) const MAX_NAME_BYTES: usize = u32::MAX as usize;
-
-/// Copies `src` into `dst`, which is exactly as long, without a libc call for a name of up to
-/// 64 bytes (most metric names): two overlapping fixed-size copies (the first and the last 4,
-/// 8, 16 or 32 bytes) compile to a few register moves, where `copy_from_slice` of a length
-/// known only at run time calls `memcpy`, whose call and size dispatch cost more than the copy
-/// on every datapoint queued and every datapoint encoded. Longer names go to `memcpy`.
-///
-/// Writes only `dst` and reads only `src`: the overlapping copies stay inside both.
-#[inline(always)]
-pub(crate) fn copy_name(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
-    /// The first and the last `N` bytes of `src` into `dst` (both at least `N` long, at most
-    /// `2 * N`, of one length): together every byte.
-    #[inline(always)]
-    fn ends<const N: usize>(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
-        if let (Some(d), Some(s)) = (dst.first_chunk_mut::<N>(), src.first_chunk::<N>()) {
-            d.write_copy_of_slice(s);
-        }
-        if let (Some(d), Some(s)) = (dst.last_chunk_mut::<N>(), src.last_chunk::<N>()) {
-            d.write_copy_of_slice(s);
-        }
-    }
-    debug_assert_eq!(dst.len(), src.len());
-    let n = src.len();
-    match n {
-        0 => {}
-        1..=3 => {
-            // The first, middle and last byte: with 1 to 3 bytes, every byte.
-            for i in [0, n / 2, n - 1] {
-                if let (Some(d), Some(&s)) = (dst.get_mut(i), src.get(i)) {
-                    d.write(s);
-                }
-            }
-        }
-        4..=7 => ends::<4>(dst, src),
-        8..=15 => ends::<8>(dst, src),
-        16..=31 => ends::<16>(dst, src),
-        32..=64 => ends::<32>(dst, src),
-        // Panics only if the lengths differ, which every caller rules out.
-        _ => {
-            dst.write_copy_of_slice(src);
-        }
-    }
-}
 
 /// A batch cannot take more names: its name buffer would pass [`MAX_NAME_BYTES`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -311,29 +268,6 @@ impl Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn copy_name_copies_every_length_exactly_and_writes_nothing_around_it() {
-        let src: Vec<u8> = (0..300u32).map(|i| (i * 7 + 1) as u8).collect();
-        for n in 0..=300 {
-            // Room of `n` bytes between two guards, the name at the room's very end: a copy
-            // that wrote past either edge changes a guard, one that missed a byte leaves a 0.
-            let mut buf = vec![MaybeUninit::new(0xEEu8); n + 64];
-            let (_, rest) = buf.split_at_mut(32);
-            let (room, _) = rest.split_at_mut(n);
-            copy_name(room, &src[..n]);
-            // SAFETY: every element was initialised when the vector was made.
-            let bytes: Vec<u8> = buf.iter().map(|b| unsafe { b.assume_init() }).collect();
-            assert_eq!(&bytes[32..32 + n], &src[..n], "length {n}");
-            assert!(
-                bytes[..32]
-                    .iter()
-                    .chain(&bytes[32 + n..])
-                    .all(|&b| b == 0xEE),
-                "length {n} wrote outside its room"
-            );
-        }
-    }
 
     #[test]
     fn a_runs_name_bytes_are_its_names_after_split_and_append() {

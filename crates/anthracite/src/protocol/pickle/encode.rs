@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use bytes::{BufMut, BytesMut};
 
-use crate::batch::{Batch, Datapoint, Point, copy_name};
+use crate::batch::{Batch, Datapoint, Point};
 
 /// Bytes of an entry besides its name: `X` + u32 length, then `G` + f64, `G` + f64, `TUPLE2`,
 /// `TUPLE2`.
@@ -76,7 +76,7 @@ impl MessageWriter {
 
     /// Appends the datapoints `range` of `batch` (a range past its end is cut to it). The
     /// room for all of them is made once and each entry written into it whole, with one check
-    /// of room per entry, not one per part, and its name copied by [`copy_name`].
+    /// of room per entry, not one per part.
     pub(crate) fn put_run(&mut self, batch: &Batch, range: Range<usize>, out: &mut BytesMut) {
         let points = batch.points();
         let points = &points[range.start.min(points.len())..range.end.min(points.len())];
@@ -128,7 +128,7 @@ fn fill_entry(room: &mut [MaybeUninit<u8>], at: usize, dp: Datapoint<'_>) -> Opt
     let (h, rest) = entry.split_first_chunk_mut::<5>()?;
     let (name, t) = rest.split_last_chunk_mut::<20>()?;
     h.write_copy_of_slice(&head(dp.name.len()));
-    copy_name(name, dp.name);
+    name.write_copy_of_slice(dp.name);
     t.write_copy_of_slice(&tail(dp.timestamp, dp.value));
     Some(end)
 }
