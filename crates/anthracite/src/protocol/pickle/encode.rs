@@ -127,10 +127,23 @@ fn fill_entry(room: &mut [MaybeUninit<u8>], at: usize, dp: Datapoint<'_>) -> Opt
     let entry = room.get_mut(at..end)?;
     let (h, rest) = entry.split_first_chunk_mut::<5>()?;
     let (name, t) = rest.split_last_chunk_mut::<20>()?;
-    h.write_copy_of_slice(&head(dp.name.len()));
-    name.write_copy_of_slice(dp.name);
-    t.write_copy_of_slice(&tail(dp.timestamp, dp.value));
+    write_bytes(h, &head(dp.name.len()));
+    write_bytes(name, dp.name);
+    write_bytes(t, &tail(dp.timestamp, dp.value));
     Some(end)
+}
+
+/// Copies `src` into `dst`, which is exactly as long (what `<[MaybeUninit<u8>]>::
+/// write_copy_of_slice` does, stable only from Rust 1.93, past the crate's minimum version).
+#[inline(always)]
+fn write_bytes(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "every caller sizes dst as src");
+    // SAFETY: `dst` is valid for `src.len()` writes (the lengths are equal, checked above),
+    // `MaybeUninit<u8>` has the layout of `u8`, and a shared and a unique borrow cannot
+    // overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<u8>(), src.len());
+    }
 }
 
 /// Appends one framed message (4-byte big-endian length + protocol-2 pickle of
