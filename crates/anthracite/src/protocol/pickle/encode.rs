@@ -79,7 +79,8 @@ impl MessageWriter {
     /// of room per entry, not one per part.
     pub(crate) fn put_run(&mut self, batch: &Batch, range: Range<usize>, out: &mut BytesMut) {
         let points = batch.points();
-        let points = &points[range.start.min(points.len())..range.end.min(points.len())];
+        let end = range.end.min(points.len());
+        let points = points.get(range.start.min(end)..end).unwrap_or_default();
         out.reserve(points.len() * ENTRY_OVERHEAD + Point::run_name_bytes(points));
         let room = out.spare_capacity_mut();
         let mut filled = 0;
