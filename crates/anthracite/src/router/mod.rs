@@ -43,7 +43,7 @@ pub(crate) use pool::ReplicaPools;
 pub(crate) use ring::{ConsistentHashRing, FastHashOrder};
 pub use route_cache::RouteCache;
 
-use ring::{Node, PositionRoutes, Replication, RouteTable};
+use ring::{Node, Replication, RouteTable};
 use rules::Rules;
 
 use crate::pattern::PatternSet;
@@ -379,9 +379,6 @@ pub struct HashRouting {
     hash_type: HashType,
     kind: HashKind,
     table: RouteTable,
-    /// With a `carbon_ch` ring, the routes by position (`None` otherwise, or past the
-    /// table's packing limits).
-    by_position: Option<PositionRoutes>,
 }
 
 #[derive(Debug)]
@@ -421,23 +418,19 @@ impl HashRouting {
             server_ids: &server_ids,
             server_count,
         };
-        let (kind, table, by_position) = if spec.method.is_fast() {
+        let (kind, table) = if spec.method.is_fast() {
             let order = FastHashOrder::new(spec.hash_type, &nodes, &keys);
             let table = RouteTable::build(nodes.len(), &replication, |s| order.walk_from(s));
-            (HashKind::Fast(order), table, None)
+            (HashKind::Fast(order), table)
         } else {
             let ring = ConsistentHashRing::new(spec.hash_type, &nodes, &keys);
             let table = RouteTable::build(ring.len(), &replication, |s| ring.walk_from(s));
-            let by_position = (spec.hash_type == HashType::CarbonCh)
-                .then(|| PositionRoutes::new(&ring, &table))
-                .flatten();
-            (HashKind::Ring(ring), table, by_position)
+            (HashKind::Ring(ring), table)
         };
         Self {
             hash_type: spec.hash_type,
             kind,
             table,
-            by_position,
         }
     }
 
@@ -445,22 +438,6 @@ impl HashRouting {
     #[inline]
     pub fn route_key_into(&self, key: &[u8], out: &mut Vec<u16>) {
         self.route_position_into(carbon_hash(key, self.hash_type), out);
-    }
-
-    /// [`route_position_into`](Self::route_position_into) for a `carbon_ch` position, through
-    /// the position table when the router has one.
-    #[inline]
-    fn route_carbon_ch_into(&self, position: u16, out: &mut Vec<u16>) {
-        match &self.by_position {
-            Some(by_position) => {
-                // A route is one or a few indices: pushed one by one, not through a `memcpy`
-                // call.
-                for &d in by_position.get(&self.table, position) {
-                    out.push(d);
-                }
-            }
-            None => self.route_position_into(i64::from(position), out),
-        }
     }
 
     /// The destinations for a key at ring position `position` (its [`carbon_hash`]), appended
@@ -676,8 +653,6 @@ impl Router {
                     md5x::LANES
                 };
                 for (group, spans) in names.chunks(width).zip(spans.chunks_mut(width)) {
-                    // Routes hold a handful of indices: room for the group's at once.
-                    out.reserve(group.len() * 4);
                     let mut positions = [None; md5x::WIDE_LANES];
                     if kernel.is_wide() {
                         let keys: [&[u8]; md5x::WIDE_LANES] =
@@ -692,7 +667,7 @@ impl Router {
                     for ((name, position), slot) in group.iter().zip(positions).zip(spans) {
                         let start = out.len();
                         match position {
-                            Some(p) => hash.route_carbon_ch_into(p, out),
+                            Some(p) => hash.route_position_into(i64::from(p), out),
                             None => hash.route_key_into(name, out),
                         }
                         *slot = span(out, start);

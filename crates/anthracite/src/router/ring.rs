@@ -317,50 +317,6 @@ pub(crate) struct RouteTable {
     routes: Vec<u16>,
 }
 
-/// `carbon_ch` positions: the first two MD5 bytes, `0..=65535`.
-pub(crate) const CARBON_CH_POSITIONS: usize = 1 << 16;
-
-/// A `carbon_ch` ring's routes indexed by the name's position, which is 16 bits: routing a
-/// name is one load here and one slice of the [`RouteTable`], instead of a search of the ring
-/// for the start index and a load of its offsets (a tenth of routing a run).
-/// Entry `p` holds `offset << 8 | length` of position `p`'s route in the table; 256 KiB per
-/// router, built with it.
-#[derive(Clone, Debug)]
-pub(crate) struct PositionRoutes {
-    packed: Box<[u32; CARBON_CH_POSITIONS]>,
-}
-
-impl PositionRoutes {
-    /// The routes of every position of `ring` through `table`; `None` when a route is 256
-    /// entries or longer or the table past 2^24 entries (the packing's limits; such rings
-    /// route through the search).
-    pub(crate) fn new(ring: &ConsistentHashRing, table: &RouteTable) -> Option<Self> {
-        if ring.is_empty() || table.routes.len() >= 1 << 24 {
-            return None;
-        }
-        let mut packed = Vec::with_capacity(CARBON_CH_POSITIONS);
-        for position in 0..CARBON_CH_POSITIONS as i64 {
-            let start = ring.start_index(position);
-            let (&a, &b) = (table.offsets.get(start)?, table.offsets.get(start + 1)?);
-            let length = b.checked_sub(a).filter(|&l| l < 1 << 8)?;
-            packed.push(a << 8 | length);
-        }
-        let packed: Box<[u32; CARBON_CH_POSITIONS]> = packed.into_boxed_slice().try_into().ok()?;
-        Some(Self { packed })
-    }
-
-    /// The route of a name at `position`, out of the `table` this was built with.
-    #[inline]
-    pub(crate) fn get<'t>(&self, table: &'t RouteTable, position: u16) -> &'t [u16] {
-        let entry = self.packed[usize::from(position)];
-        let offset = (entry >> 8) as usize;
-        table
-            .routes
-            .get(offset..offset + (entry & 0xff) as usize)
-            .unwrap_or_default()
-    }
-}
-
 impl RouteTable {
     /// Evaluates `walk(start)` through `replication` for every start in `0..starts`.
     pub(crate) fn build<'w, I, F>(starts: usize, replication: &Replication<'_>, mut walk: F) -> Self
@@ -479,57 +435,6 @@ mod tests {
                     positions.partition_point(|&p| p < q),
                     "{positions:?} at {q}"
                 );
-            }
-        }
-    }
-
-    /// The position table gives, for every `carbon_ch` position, the route of the start
-    /// index a bisection of the whole ring finds: rings of several sizes, with and without
-    /// instances, with replication and diverse replicas.
-    #[test]
-    fn position_routes_equal_bisection_for_every_position() {
-        let keys = NodeKeys::new();
-        let servers: Vec<String> = (0..32).map(|i| format!("10.0.0.{i}")).collect();
-        let instances: Vec<String> = (0..32).map(|i| format!("i{}", i % 3)).collect();
-        for count in [1, 2, 7, 32] {
-            for with_instances in [false, true] {
-                let n: Vec<Node<'_>> = (0..count)
-                    .map(|i| Node {
-                        // With instances, servers repeat so that diverse replicas skip some.
-                        server: &servers[if with_instances { i / 2 } else { i }],
-                        instance: with_instances.then(|| instances[i].as_str()),
-                    })
-                    .collect();
-                let ring = ConsistentHashRing::new(HashType::CarbonCh, &n, &keys);
-                let server_ids: Vec<u16> = n
-                    .iter()
-                    .map(|a| n.iter().position(|b| b.server == a.server).unwrap_or(0) as u16)
-                    .collect();
-                let server_count = (0..n.len())
-                    .filter(|&i| usize::from(server_ids[i]) == i)
-                    .count();
-                for (factor, diverse) in [(1, false), (2, true), (3, false)] {
-                    let replication = Replication {
-                        factor,
-                        diverse,
-                        server_ids: &server_ids,
-                        server_count,
-                    };
-                    let table = RouteTable::build(ring.len(), &replication, |s| ring.walk_from(s));
-                    let Some(by_position) = PositionRoutes::new(&ring, &table) else {
-                        panic!("{count} nodes: no position table");
-                    };
-                    for position in 0..=u16::MAX {
-                        let bisected = ring.positions.partition_point(|&p| p < i64::from(position));
-                        let start = if bisected == ring.len() { 0 } else { bisected };
-                        assert_eq!(
-                            by_position.get(&table, position),
-                            table.get(start),
-                            "{count} nodes, instances {with_instances}, factor {factor}, \
-                             position {position}"
-                        );
-                    }
-                }
             }
         }
     }
