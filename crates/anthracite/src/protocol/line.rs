@@ -8,8 +8,8 @@
 use bytes::{Buf, BufMut, BytesMut};
 
 use super::number::{
-    MAX_FLOAT_REPR, eight_digits, is_py_space, is_py_space_ascii, parse_eight_digits,
-    parse_plain_decimal, parse_py_float, write_py_float,
+    MAX_FLOAT_REPR, is_py_space, is_py_space_ascii, parse_plain_decimal, parse_py_float,
+    write_py_float,
 };
 use super::{DropReason, Point};
 use crate::batch::Datapoint;
@@ -208,14 +208,6 @@ fn general_line(line: &[u8]) -> Result<(&[u8], f64, f64), DropReason> {
 /// instead of the whole line being checked and then split from the front.
 #[inline]
 fn parse_plain_line(line: &[u8]) -> Option<(&[u8], f64, f64)> {
-    // Timestamps and most values are integers: each found with its space in one 16-byte load.
-    if let Some((last, timestamp)) = integer_field_before(line, line.len())
-        && let Some((mid, value)) = integer_field_before(line, last)
-        && mid > 0
-    {
-        let name = line.get(..mid)?;
-        return plain_name(name).then_some((name, timestamp, value));
-    }
     let last = prev_space(line, line.len())?;
     let mid = prev_space(line, last)?;
     let name = line.get(..mid)?;
@@ -227,42 +219,6 @@ fn parse_plain_line(line: &[u8]) -> Option<(&[u8], f64, f64)> {
     let timestamp = parse_plain_decimal(timestamp)?;
     let value = parse_plain_decimal(value)?;
     Some((name, timestamp, value))
-}
-
-/// The field that ends at `end` and the space before it, when the field is 1 to 15 ASCII
-/// digits and the 16 bytes before `end` hold that space: `(position of the space, value)`;
-/// otherwise `None` (the field is longer, signed, has a point or another character, or the
-/// line too short). The 16 bytes are one load: the last space in them is found in it, the
-/// bytes up to it are replaced by `'0'`, and the digits are read as two eight-digit words, with
-/// no loop over the bytes. An integer below 10^15 is an exact double, so its value is the
-/// one Python's `float()` gives.
-#[inline]
-fn integer_field_before(line: &[u8], end: usize) -> Option<(usize, f64)> {
-    const ONES: u128 = u128::from_le_bytes([1; 16]);
-    const LOWS: u128 = 0x7f * ONES;
-    let from = end.checked_sub(16)?;
-    let window = u128::from_le_bytes(*line.get(from..end)?.first_chunk::<16>()?);
-    // Zero bytes of `x` are spaces; this form flags exactly them (no carry crosses bytes), so
-    // the highest flag is the last space.
-    let x = window ^ (ONES * u128::from(b' '));
-    let spaces = !(((x & LOWS).wrapping_add(LOWS)) | x | LOWS);
-    if spaces == 0 {
-        return None;
-    }
-    let space = 15 - (spaces.leading_zeros() / 8) as usize;
-    let len = 15 - space;
-    if len == 0 {
-        return None;
-    }
-    // The field is the top `len` bytes (1..=15, so the shift is 8..=120).
-    let field = !0u128 << (8 * (16 - len));
-    let digits = (window & field) | (ONES * u128::from(b'0') & !field);
-    let (high, low) = (digits as u64, (digits >> 64) as u64);
-    if !(eight_digits(high) && eight_digits(low)) {
-        return None;
-    }
-    let n = parse_eight_digits(high) * 100_000_000 + parse_eight_digits(low);
-    Some((from + space, n as f64))
 }
 
 /// True when every byte is in `0x21..=0x7f`: ASCII without whitespace, a name carbon's
@@ -712,66 +668,6 @@ mod tests {
             }
         }
         assert!(checked > 50, "{checked}");
-    }
-
-    /// The one-load integer fields give what the general rules give, on random lines whose
-    /// fields sit on either side of its conditions: 1 to 17 digits, a sign, a point, a tab, a
-    /// `\r`, two spaces, names from empty to longer than the load.
-    #[test]
-    fn integer_fields_agree_with_the_general_rules() {
-        let mut rng = fastrand::Rng::with_seed(36);
-        let field = |rng: &mut fastrand::Rng| -> Vec<u8> {
-            let mut f: Vec<u8> = (0..rng.usize(1..=17))
-                .map(|_| b'0' + rng.u8(..10))
-                .collect();
-            match rng.u8(..12) {
-                0 => f.insert(0, b'-'),
-                1 => f.insert(0, b'+'),
-                2 => f.insert(rng.usize(..=f.len()), b'.'),
-                3 => f.push(b'\r'),
-                4 => f.insert(rng.usize(..=f.len()), b'a'),
-                5 => f.insert(rng.usize(..=f.len()), b'/'),
-                6 => f.insert(rng.usize(..=f.len()), b':'),
-                _ => {}
-            }
-            f
-        };
-        let (mut fast, mut lines) = (0, 0);
-        for _ in 0..200_000 {
-            let name: Vec<u8> = (0..rng.usize(0..=20))
-                .map(|_| {
-                    if rng.u8(..40) == 0 {
-                        b'\t'
-                    } else {
-                        rng.u8(0x21..0x7f)
-                    }
-                })
-                .collect();
-            let sep: &[u8] = match rng.u8(..16) {
-                0 => b"  ",
-                1 => b"\t",
-                _ => b" ",
-            };
-            let line = [&name[..], sep, &field(&mut rng), b" ", &field(&mut rng)].concat();
-            lines += 1;
-            let general = general_line(&line)
-                .ok()
-                .map(|(n, t, v)| (n.to_vec(), t.to_bits(), v.to_bits()));
-            let got = parse_line(&line)
-                .ok()
-                .map(|(n, t, v)| (n.to_vec(), t.to_bits(), v.to_bits()));
-            assert_eq!(got, general, "{:?}", String::from_utf8_lossy(&line));
-            if let Some((last, t)) = integer_field_before(&line, line.len()) {
-                fast += 1;
-                let text = std::str::from_utf8(&line[last + 1..]).unwrap_or_default();
-                assert_eq!(
-                    Some(t.to_bits()),
-                    text.parse::<f64>().ok().map(f64::to_bits)
-                );
-                assert_eq!(prev_space(&line, line.len()), Some(last));
-            }
-        }
-        assert!(fast > lines / 4, "{fast} of {lines}");
     }
 
     #[test]

@@ -103,7 +103,7 @@ fn take_digits(s: &[u8], mut at: usize, mantissa: &mut u64, digits: &mut usize) 
 
 /// True when the eight little-endian bytes of `v` are all ASCII digits.
 #[inline]
-pub(super) fn eight_digits(v: u64) -> bool {
+fn eight_digits(v: u64) -> bool {
     const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
     (v & HIGH) | ((v.wrapping_add(0x0606_0606_0606_0606) & HIGH) >> 4) == 0x3333_3333_3333_3333
 }
@@ -111,7 +111,7 @@ pub(super) fn eight_digits(v: u64) -> bool {
 /// The value of eight ASCII digits (little-endian bytes, most significant digit first in the
 /// text), with three multiplications.
 #[inline]
-pub(super) fn parse_eight_digits(v: u64) -> u64 {
+fn parse_eight_digits(v: u64) -> u64 {
     const MASK: u64 = 0x0000_00FF_0000_00FF;
     const MUL1: u64 = 0x000F_4240_0000_0064; // 100 + (1_000_000 << 32)
     const MUL2: u64 = 0x0000_2710_0000_0001; // 1 + (10_000 << 32)
