@@ -157,7 +157,12 @@ fn example(name: &str) -> std::path::PathBuf {
         .and_then(|deps| deps.parent())
         .map(|d| d.join("examples").join(name))
         .expect("target dir");
-    assert!(path.exists(), "example not built at {}", path.display());
+    assert!(
+        path.exists(),
+        "example `{name}` not built at {}: `cargo test` builds the examples; a run of one test \
+         binary (`cargo test --test relay`) needs `cargo build --examples` first",
+        path.display()
+    );
     path
 }
 
