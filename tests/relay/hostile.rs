@@ -178,6 +178,67 @@ fn large_pickle_frames_stay_within_the_frame_budget_and_are_released() {
     relay.stop();
 }
 
+/// Clients held back by a full queue each kept a whole read buffer while they waited: a
+/// thousand of them held 64 MiB of mostly consumed buffers. A connection whose flush has to
+/// wait now keeps only what it has not consumed (here its partial last line), and reads on
+/// into a whole buffer once the queue has room.
+#[test]
+fn clients_held_back_by_a_full_queue_hold_only_their_partial_lines() {
+    // The destination is down (nothing drains the queue) until the clients are held back.
+    let sink = Sink::start("a", SinkProtocol::Pickle);
+    sink.go_down().expect("sink down");
+    let relay = TestRelay::start(&config_for(
+        &[format!("{}:a", sink.addr())],
+        "[destinations.queue]\nwhen_full = \"block\"\nmax_datapoints = 50\n",
+    ));
+    let (clients, lines) = (20, 100);
+    let partial = b"held.back.partial 1";
+    let mut conns: Vec<TcpStream> = (0..clients)
+        .map(|c| {
+            let mut payload = Vec::new();
+            for i in 0..lines {
+                payload.extend_from_slice(format!("held.c{c}.m{i} {i} 1700000000\n").as_bytes());
+            }
+            payload.extend_from_slice(partial);
+            let mut conn = TcpStream::connect(relay.line).expect("connect");
+            conn.write_all(&payload)
+                .expect("write lines and a partial one");
+            conn
+        })
+        .collect();
+    // Every client's lines are read and wait for the queue (which holds 50 of them): each
+    // connection holds its partial line and nothing else.
+    let held = (clients * partial.len()) as u64;
+    let s = relay.wait_stats("every client read and held back", WAIT, |s| {
+        s.ingest.active_connections == clients as u64 && s.ingest.buffered_bytes == held
+    });
+    let d = &s.destinations[0];
+    assert_eq!((d.queued, d.sent), (50, 0), "{d:?}");
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(10));
+        let b = relay.handle.stats().ingest.buffered_bytes;
+        assert_eq!(
+            b, held,
+            "held-back clients hold {b} bytes of receive buffers"
+        );
+    }
+    sink.come_back().expect("sink back");
+    for c in &mut conns {
+        c.write_all(b" 1700000000\n").expect("end the partial line");
+        c.shutdown(std::net::Shutdown::Write).ok();
+    }
+    let total = clients * (lines + 1);
+    assert_eq!(sink.wait_for_count(total, WAIT), total);
+    drop(conns);
+    let s = relay.wait_stats("clients gone", WAIT, |s| s.ingest.active_connections == 0);
+    assert_eq!(
+        s.ingest.buffered_bytes, 0,
+        "a client that left holds nothing"
+    );
+    assert_eq!(received_from(&s, Source::LineTcp), total as u64);
+    relay.stop();
+}
+
 /// With the connection limit reached by idle sockets, every new client's connect
 /// succeeded and its first write was lost, silently. At the limit the connection idle the
 /// longest is now closed to admit the new one (counted as evicted).

@@ -4,6 +4,10 @@
 //!   consumed bytes are reclaimed in place (no allocation per read).
 //! - **While the client is silent**, it holds nothing: an empty buffer is released before the
 //!   connection waits for data, so ten thousand idle clients cost no buffers.
+//! - **While the connection waits for a queue's room** (its flush held back by a full
+//!   queue), it holds only what it has not consumed (a partial line or frame), in an
+//!   allocation of that size: a thousand clients held back hold their remainders, not a read
+//!   buffer each.
 //! - **A pickle frame larger than the buffer** is read into an allocation of exactly its
 //!   size, paid for from the relay-wide frame budget (`listen.max_frame_buffer_bytes`, a
 //!   semaphore of bytes): the connection waits for room before reading such a frame, and
@@ -25,6 +29,9 @@ pub const READ_BUFFER: usize = 64 << 10;
 
 /// Least free room for a read.
 const MIN_READ: usize = READ_BUFFER / 4;
+
+/// Most unconsumed bytes [`ReadBuffer::compact`] moves into an allocation of their own size.
+const MAX_COMPACT: usize = READ_BUFFER / 16;
 
 /// A connection's read buffer with its accounting; see the [module documentation](self).
 #[derive(Debug)]
@@ -165,6 +172,22 @@ impl ReadBuffer {
         }
     }
 
+    /// Before a wait that reads nothing (a flush held back by a full queue): frees the
+    /// allocation if nothing is left in it, or moves a small remainder (at most
+    /// [`MAX_COMPACT`] bytes) into an allocation of its own size. A large frame's
+    /// allocation, and a remainder over that, stay. The next read makes room again.
+    pub(crate) fn compact(&mut self) {
+        let len = self.buf.len();
+        if self.budget.is_some() || len > MAX_COMPACT {
+            return;
+        }
+        if len == 0 {
+            self.release_if_empty();
+        } else if self.allocated > MAX_COMPACT {
+            self.reallocate(len);
+        }
+    }
+
     /// Frees the allocation when nothing waits in it (before waiting for a silent client).
     pub(crate) fn release_if_empty(&mut self) {
         if self.buf.is_empty() && self.allocated > 0 {
@@ -254,7 +277,23 @@ mod tests {
             assert_eq!(rb.allocated(), READ_BUFFER);
         }
         assert_eq!(stats.snapshot().buffered_bytes, READ_BUFFER as u64);
-        bytes::Buf::advance(rb.bytes(), 10);
+        // Waiting for a queue's room, it holds only the remainder.
+        rb.compact();
+        assert_eq!(rb.allocated(), 10);
+        assert_eq!(rb.bytes().as_ref(), b"xxxxxxxxxx");
+        assert_eq!(stats.snapshot().buffered_bytes, 10);
+        // And reads on into a whole buffer again, the remainder first.
+        rb.prepare_read();
+        assert_eq!(rb.allocated(), READ_BUFFER);
+        assert_eq!(rb.bytes().as_ref(), b"xxxxxxxxxx");
+        bytes::Buf::advance(rb.bytes(), 5);
+        rb.compact();
+        assert_eq!(rb.allocated(), 5);
+        bytes::Buf::advance(rb.bytes(), 5);
+        rb.compact();
+        assert_eq!(rb.allocated(), 0);
+        rb.prepare_read();
+        assert_eq!(rb.allocated(), READ_BUFFER);
         rb.release_if_empty();
         assert_eq!(stats.snapshot().buffered_bytes, 0);
         drop(rb);

@@ -11,7 +11,7 @@
 use bytes::BytesMut;
 
 use super::buffer::ReadBuffer;
-use super::tcp::{Connection, Read, line_ingestor, read_more};
+use super::tcp::{Connection, Read, flush_lean, line_ingestor, read_more};
 use crate::ingest::Source;
 use crate::protocol::DropReason;
 use crate::protocol::compression::{DecompressError, Decompressor};
@@ -40,7 +40,7 @@ pub(crate) async fn serve(conn: Connection, mut decompressor: Decompressor) {
                         Ok(0) => break,
                         Ok(_) => {
                             framer.feed_batched(&mut lines, |l| ingestor.lines(l));
-                            ingestor.flush().await;
+                            flush_lean(&mut ingestor, &mut rb).await;
                         }
                         Err(e) => {
                             let reason = match e {

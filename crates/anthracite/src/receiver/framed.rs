@@ -21,7 +21,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::admission::Admitted;
 use super::buffer::ReadBuffer;
-use super::tcp::{Connection, Read, evicted, read_more};
+use super::tcp::{Connection, Read, evicted, flush_lean, read_more};
 use super::{DECODED_FREE, ReceiverContext};
 use crate::ingest::Source;
 use crate::protocol::Point;
@@ -223,7 +223,7 @@ async fn serve_framed(
             decoder_bytes.saturating_sub(kept),
         );
         decoder_bytes = kept;
-        ingestor.flush().await;
+        flush_lean(&mut ingestor, &mut rb).await;
     }
     if !rb.is_empty() {
         ingestor.reject(DropReason::Unterminated);

@@ -8,6 +8,8 @@
 
 use std::future::Future;
 use std::io;
+use std::pin::pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::BufMut;
@@ -384,6 +386,18 @@ async fn drain_read(stream: &mut ClientStream, rb: &mut ReadBuffer) -> Read {
     }
 }
 
+/// Flushes what `ingestor` holds to the queues. A flush that has to wait (a queue full)
+/// compacts the read buffer first ([`ReadBuffer::compact`]): connections held back by a
+/// full queue hold their unconsumed remainders while they wait, not a read buffer each.
+pub(super) async fn flush_lean(ingestor: &mut Ingestor, rb: &mut ReadBuffer) {
+    let mut flush = pin!(ingestor.flush());
+    let first = std::future::poll_fn(|cx| Poll::Ready(flush.as_mut().poll(cx))).await;
+    if first.is_pending() {
+        rb.compact();
+        flush.await;
+    }
+}
+
 /// Most reads a plaintext connection parses before it flushes ([`more_before_flush`]).
 const MAX_READS_PER_FLUSH: usize = 4;
 
@@ -481,7 +495,7 @@ pub(crate) async fn serve_line(conn: Connection) {
                     full,
                     parse,
                 );
-                ingestor.flush().await;
+                flush_lean(&mut ingestor, &mut rb).await;
                 if let Some(end) = ended {
                     end.note_end(source, &ctx);
                     break;
