@@ -590,3 +590,31 @@ fn check_c_relay(conf: &str) -> std::process::Output {
         .current_dir(dir.path());
     crate::run_bounded(cmd, "anthracite check --carbon-c-relay-config")
 }
+
+/// The operations page's memory table states the receive buffers' bounds the receivers use:
+/// a read buffer per sending connection, and what a connection held back by a full queue
+/// keeps instead.
+#[test]
+fn the_read_buffer_bounds_in_operations_are_the_receivers() {
+    use anthracite::unstable::receiver::{MAX_COMPACT, READ_BUFFER};
+    let page = std::fs::read_to_string(root().join("docs/operations.md")).expect("operations.md");
+    let row = page
+        .lines()
+        .find(|l| l.starts_with("| connection read buffers |"))
+        .expect("the memory table's row for connection read buffers");
+    for stated in [
+        format!(
+            "{} KiB per connection while its client is sending",
+            READ_BUFFER >> 10
+        ),
+        format!(
+            "up to {} KiB) while a full queue holds it back",
+            MAX_COMPACT >> 10
+        ),
+    ] {
+        assert!(
+            row.contains(&stated),
+            "the row does not say {stated:?}: {row}"
+        );
+    }
+}

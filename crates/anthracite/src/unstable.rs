@@ -121,7 +121,7 @@ pub mod config {
 
 /// Receiver constants and socket set-up the hostile-client tests depend on.
 pub mod receiver {
-    pub use crate::receiver::READ_BUFFER;
+    pub use crate::receiver::{MAX_COMPACT, READ_BUFFER};
 
     /// Connection admission.
     pub mod admission {

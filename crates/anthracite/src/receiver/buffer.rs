@@ -30,8 +30,9 @@ pub const READ_BUFFER: usize = 64 << 10;
 /// Least free room for a read.
 const MIN_READ: usize = READ_BUFFER / 4;
 
-/// Most unconsumed bytes [`ReadBuffer::compact`] moves into an allocation of their own size.
-const MAX_COMPACT: usize = READ_BUFFER / 16;
+/// Most unconsumed bytes a connection held back by a full queue keeps, in an allocation of
+/// their own size, instead of its read buffer.
+pub const MAX_COMPACT: usize = READ_BUFFER / 16;
 
 /// A connection's read buffer with its accounting; see the [module documentation](self).
 #[derive(Debug)]

@@ -39,7 +39,7 @@ use tokio_util::task::TaskTracker;
 use crate::ingest::Pipeline;
 
 pub(crate) use admission::Admission;
-pub use buffer::READ_BUFFER;
+pub use buffer::{MAX_COMPACT, READ_BUFFER};
 pub(crate) use listener::StreamListener;
 pub use listener::{Incoming, Listener};
 
