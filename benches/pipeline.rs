@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
-use anthracite::Source;
+use anthracite::{OutputProtocol, Source};
 use anthracite::unstable::ingest::IngestStats;
 use anthracite::unstable::ingest::{Pipeline, lines as lines_into};
 use anthracite::unstable::protocol::line::LineFramer;
-use anthracite::unstable::protocol::pickle::encode_message;
+use anthracite::unstable::destination::encode;
 use anthracite::unstable::queue::{DestinationQueue, DestinationStats, QueueLimits};
 use anthracite::unstable::router::{DestinationSpec, HashType, RelayMethod, Router, RouterSpec};
 use bytes::BytesMut;
@@ -89,19 +89,14 @@ fn bench_pipeline(c: &mut Criterion) {
     group.finish();
 }
 
-/// What a destination task does with the queue: pop, encode pickle messages of 500, ack.
+/// What a destination task does with the queue: pop, encode pickle messages of 500 with the
+/// writers' encoder, ack.
 fn drain(p: &Pipeline, out: &mut BytesMut) {
     for q in p.queues().iter() {
         while let Some(batch) = q.try_pop() {
             out.clear();
-            let mut points = batch.iter();
-            let mut left = batch.len();
-            while left > 0 {
-                let n = left.min(500);
-                encode_message(points.by_ref().take(n), out);
-                left -= n;
-            }
-            q.ack(batch.len(), 1);
+            let written = encode(OutputProtocol::Pickle, 500, std::slice::from_ref(&batch), out);
+            q.ack(written, 1);
         }
     }
 }

@@ -90,6 +90,23 @@ pub mod queue {
     }
 }
 
+/// The destination writers' encoding.
+pub mod destination {
+    /// Appends `batches` to `out` as a destination writer does: pickle and protobuf in
+    /// messages of at most `per_message` datapoints, lines otherwise. Returns the datapoints
+    /// written.
+    pub fn encode(
+        protocol: crate::OutputProtocol,
+        per_message: usize,
+        batches: &[crate::batch::Batch],
+        out: &mut bytes::BytesMut,
+    ) -> usize {
+        crate::destination::Encoder::new(protocol, per_message)
+            .encode(batches, out)
+            .datapoints
+    }
+}
+
 /// The parse → route → queue pipeline.
 pub mod ingest {
     pub use crate::ingest::{IngestStats, Pipeline};

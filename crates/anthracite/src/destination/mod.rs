@@ -44,6 +44,7 @@
 //! [`DEAD_AT_SHUTDOWN`] before the destination gives up.
 
 mod encode;
+pub(crate) use encode::Encoder;
 pub(crate) mod file;
 mod outbox;
 pub(crate) mod stream;
