@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use anthracite::{OutputProtocol, Source};
+use anthracite::unstable::destination::encode;
 use anthracite::unstable::ingest::IngestStats;
 use anthracite::unstable::ingest::{Pipeline, lines as lines_into};
 use anthracite::unstable::protocol::line::LineFramer;
-use anthracite::unstable::destination::encode;
 use anthracite::unstable::queue::{DestinationQueue, DestinationStats, QueueLimits};
 use anthracite::unstable::router::{DestinationSpec, HashType, RelayMethod, Router, RouterSpec};
+use anthracite::{OutputProtocol, Source};
 use bytes::BytesMut;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
@@ -95,7 +95,12 @@ fn drain(p: &Pipeline, out: &mut BytesMut) {
     for q in p.queues().iter() {
         while let Some(batch) = q.try_pop() {
             out.clear();
-            let written = encode(OutputProtocol::Pickle, 500, std::slice::from_ref(&batch), out);
+            let written = encode(
+                OutputProtocol::Pickle,
+                500,
+                std::slice::from_ref(&batch),
+                out,
+            );
             q.ack(written, 1);
         }
     }
