@@ -618,3 +618,34 @@ fn the_read_buffer_bounds_in_operations_are_the_receivers() {
         );
     }
 }
+
+/// The memory the docs give a queued or pending datapoint besides its name ("names + N
+/// bytes"), wherever they give it, is what the queues count.
+#[test]
+fn the_bytes_per_datapoint_in_the_docs_are_what_queues_count() {
+    use anthracite::unstable::batch::POINT_OVERHEAD;
+    let stated = Regex::new(r"names \+ (\d+) bytes").expect("regex");
+    for file in [
+        "docs/operations.md",
+        "docs/configuration.md",
+        "relay.toml.example",
+    ] {
+        let text = std::fs::read_to_string(root().join(file)).expect(file);
+        let found: Vec<&str> = stated
+            .captures_iter(&text)
+            .filter_map(|c| c.get(1))
+            .map(|m| m.as_str())
+            .collect();
+        assert!(
+            !found.is_empty(),
+            "{file} no longer says \"names + N bytes\""
+        );
+        for n in found {
+            assert_eq!(
+                n,
+                POINT_OVERHEAD.to_string(),
+                "{file} says names + {n} bytes per datapoint; a queue counts {POINT_OVERHEAD}"
+            );
+        }
+    }
+}

@@ -63,7 +63,7 @@ impl Datapoint<'_> {
 }
 
 /// Fixed per-datapoint overhead counted against queue byte bounds, besides the name itself.
-pub(crate) const POINT_OVERHEAD: usize = size_of::<Point>();
+pub const POINT_OVERHEAD: usize = size_of::<Point>();
 
 /// Most bytes of names one batch holds (its offsets are `u32`).
 pub(crate) const MAX_NAME_BYTES: usize = u32::MAX as usize;

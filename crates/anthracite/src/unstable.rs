@@ -13,7 +13,7 @@ pub mod aggregator {
 
 /// Batches: the unit that moves between stages.
 pub mod batch {
-    pub use crate::batch::{Batch, Datapoint};
+    pub use crate::batch::{Batch, Datapoint, POINT_OVERHEAD};
 }
 
 /// Decoders and encoders.
