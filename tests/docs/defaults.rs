@@ -649,3 +649,20 @@ fn the_bytes_per_datapoint_in_the_docs_are_what_queues_count() {
         }
     }
 }
+
+/// How long a carbon-c-relay cluster member must have been failing before its queue moves,
+/// as the migration guide gives it.
+#[test]
+fn the_hand_over_wait_in_the_migration_guide_is_the_relays() {
+    use anthracite::unstable::relay::FAIL_WAIT;
+    let page = std::fs::read_to_string(root().join("docs/migrating-c-relay.md"))
+        .expect("migrating-c-relay.md");
+    let stated = format!("has been failing for {} s", FAIL_WAIT.as_secs_f64());
+    assert!(
+        page.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .contains(&stated),
+        "the migration guide does not say {stated:?}"
+    );
+}

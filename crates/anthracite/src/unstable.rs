@@ -151,8 +151,10 @@ pub mod receiver {
     }
 }
 
-/// A running relay's shared parts, for tests that look inside one.
+/// A running relay's shared parts, for tests that look inside one, and its clocks.
 pub mod relay {
+    pub use crate::relay::FAIL_WAIT;
+
     /// The route cache every connection and source of the relay shares (the current
     /// routing generation's).
     pub fn route_cache(handle: &crate::RelayHandle) -> std::sync::Arc<crate::router::RouteCache> {

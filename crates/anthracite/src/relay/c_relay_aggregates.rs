@@ -12,8 +12,9 @@ use tokio_util::sync::CancellationToken;
 use crate::ingest::{Pipeline, Source, unix_now};
 use crate::router::Strategy;
 
-/// How often expired buckets are looked for.
-const TICK: Duration = Duration::from_millis(250);
+/// How often expired buckets are looked for, and queues of members that went down handed
+/// over: the carbon-c-relay clock.
+pub(super) const TICK: Duration = Duration::from_millis(250);
 
 /// Runs until `stop`; the program is the pipeline's current one at each tick (a reload
 /// keeps the buckets of the aggregations it keeps).

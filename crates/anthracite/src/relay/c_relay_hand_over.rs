@@ -27,9 +27,11 @@
 //! Each move is counted on both queues (`moved`, out and in) and per cluster.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use tracing::info;
 
+use super::c_relay_aggregates::TICK;
 use crate::ingest::Routing;
 use crate::queue::{DestinationQueue, DestinationStats};
 use crate::router::Strategy;
@@ -38,6 +40,9 @@ use crate::router::c_relay::ClusterKind;
 /// Ticks a member's connection must have been failing before its queue moves: carbon-c-relay's
 /// `FAIL_WAIT_TIME` (6 of its 250 ms loops, 1.5 s).
 pub(super) const FAIL_WAIT_TICKS: u32 = 6;
+
+/// How long a member's connection must have been failing before its queue moves.
+pub const FAIL_WAIT: Duration = TICK.saturating_mul(FAIL_WAIT_TICKS);
 
 /// Datapoints moved per step, and the room below which a queue is critical: a tenth of the
 /// member's memory bound (`-q`), as carbon-c-relay's default batch size (`-b`, 2,500) is a

@@ -102,6 +102,7 @@ pub enum RelayError {
     ListenerTls(String),
 }
 
+pub use c_relay_hand_over::FAIL_WAIT;
 pub use reload::{ReloadError, Reloaded};
 
 /// A relay ready to run. Build it with [`Relay::builder`].
