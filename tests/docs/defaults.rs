@@ -666,3 +666,23 @@ fn the_hand_over_wait_in_the_migration_guide_is_the_relays() {
         "the migration guide does not say {stated:?}"
     );
 }
+
+/// The spare batches' bound in the operations page's memory table is the queues'.
+#[test]
+fn the_spare_batches_bound_in_operations_is_the_queues() {
+    use anthracite::unstable::queue::{MAX_SPARE_BYTES, QueueLimits};
+    let page = std::fs::read_to_string(root().join("docs/operations.md")).expect("operations.md");
+    let row = page
+        .lines()
+        .find(|l| l.starts_with("| spare batches "))
+        .expect("the memory table's row for spare batches");
+    let stated = format!(
+        "| `max_bytes` / 2 per destination, at most {} MiB | 2 × {} MiB |",
+        MAX_SPARE_BYTES >> 20,
+        (QueueLimits::default().max_bytes / 2).min(MAX_SPARE_BYTES) >> 20
+    );
+    assert!(
+        row.contains(&stated),
+        "the row does not say {stated:?}: {row}"
+    );
+}

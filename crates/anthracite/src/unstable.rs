@@ -67,7 +67,7 @@ pub mod router {
 
 /// Per-destination queues and the spill log.
 pub mod queue {
-    pub use crate::queue::{DestinationQueue, DestinationStats, QueueLimits};
+    pub use crate::queue::{DestinationQueue, DestinationStats, MAX_SPARE_BYTES, QueueLimits};
 
     /// The spill log.
     pub mod spill {

@@ -23,7 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 use crate::batch::Batch;
 
 /// Most bytes of spare batches one queue keeps.
-pub(super) const MAX_SPARE_BYTES: usize = 16 << 20;
+pub const MAX_SPARE_BYTES: usize = 16 << 20;
 
 /// Most spare batches one queue keeps.
 pub(super) const MAX_SPARES: usize = 1024;
