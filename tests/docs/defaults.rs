@@ -591,17 +591,22 @@ fn check_c_relay(conf: &str) -> std::process::Output {
     crate::run_bounded(cmd, "anthracite check --carbon-c-relay-config")
 }
 
+/// The row of the operations page's memory table that starts with `start`.
+fn memory_row(start: &str) -> String {
+    let page = std::fs::read_to_string(root().join("docs/operations.md")).expect("operations.md");
+    page.lines()
+        .find(|l| l.starts_with(start))
+        .unwrap_or_else(|| panic!("the operations page has no row starting {start:?}"))
+        .to_string()
+}
+
 /// The operations page's memory table states the receive buffers' bounds the receivers use:
 /// a read buffer per sending connection, and what a connection held back by a full queue
 /// keeps instead.
 #[test]
 fn the_read_buffer_bounds_in_operations_are_the_receivers() {
     use anthracite::unstable::receiver::{MAX_COMPACT, READ_BUFFER};
-    let page = std::fs::read_to_string(root().join("docs/operations.md")).expect("operations.md");
-    let row = page
-        .lines()
-        .find(|l| l.starts_with("| connection read buffers |"))
-        .expect("the memory table's row for connection read buffers");
+    let row = memory_row("| connection read buffers |");
     for stated in [
         format!(
             "{} KiB per connection while its client is sending",
@@ -671,11 +676,7 @@ fn the_hand_over_wait_in_the_migration_guide_is_the_relays() {
 #[test]
 fn the_spare_batches_bound_in_operations_is_the_queues() {
     use anthracite::unstable::queue::{MAX_SPARE_BYTES, QueueLimits};
-    let page = std::fs::read_to_string(root().join("docs/operations.md")).expect("operations.md");
-    let row = page
-        .lines()
-        .find(|l| l.starts_with("| spare batches "))
-        .expect("the memory table's row for spare batches");
+    let row = memory_row("| spare batches ");
     let stated = format!(
         "| `max_bytes` / 2 per destination, at most {} MiB | 2 × {} MiB |",
         MAX_SPARE_BYTES >> 20,
