@@ -675,12 +675,12 @@ fn the_hand_over_wait_in_the_migration_guide_is_the_relays() {
 /// The spare batches' bound in the operations page's memory table is the queues'.
 #[test]
 fn the_spare_batches_bound_in_operations_is_the_queues() {
-    use anthracite::unstable::queue::{MAX_SPARE_BYTES, QueueLimits};
+    use anthracite::unstable::queue::{MAX_SPARE_BYTES, QueueLimits, spare_bytes};
     let row = memory_row("| spare batches ");
     let stated = format!(
         "| `max_bytes` / 2 per destination, at most {} MiB | 2 × {} MiB |",
         MAX_SPARE_BYTES >> 20,
-        (QueueLimits::default().max_bytes / 2).min(MAX_SPARE_BYTES) >> 20
+        spare_bytes(QueueLimits::default().max_bytes) >> 20
     );
     assert!(
         row.contains(&stated),

@@ -67,7 +67,9 @@ pub mod router {
 
 /// Per-destination queues and the spill log.
 pub mod queue {
-    pub use crate::queue::{DestinationQueue, DestinationStats, MAX_SPARE_BYTES, QueueLimits};
+    pub use crate::queue::{
+        DestinationQueue, DestinationStats, MAX_SPARE_BYTES, QueueLimits, spare_bytes,
+    };
 
     /// The spill log.
     pub mod spill {

@@ -110,7 +110,7 @@ impl DestinationQueue {
     }
 
     /// Batches the destination has written (or dropped): their memory is kept for
-    /// [`spare`](Self::spare), up to half of `max_bytes` (at most 16 MiB), and the rest freed.
+    /// [`spare`](Self::spare), within the spares' bound, and the rest freed.
     pub fn recycle(&self, batches: impl IntoIterator<Item = Batch>) {
         self.spares.keep(batches);
     }

@@ -114,7 +114,7 @@ pub(crate) mod spill;
 pub(crate) use self::core::PushOutcome;
 pub use self::core::QueueLimits;
 pub(crate) use self::core::{DEFAULT_FULL_WAIT, DEFAULT_MAX_BYTES};
-pub use self::spares::MAX_SPARE_BYTES;
+pub use self::spares::{MAX_SPARE_BYTES, spare_bytes};
 pub use destination_queue::DestinationQueue;
 pub(crate) use destination_queue::Settled;
 pub use destination_stats::{DestinationSnapshot, DestinationStats, LastError, SpillSnapshot};

@@ -25,6 +25,11 @@ use crate::batch::Batch;
 /// Most bytes of spare batches one queue keeps.
 pub const MAX_SPARE_BYTES: usize = 16 << 20;
 
+/// Most bytes of spare batches a queue whose memory tier holds `queue_max_bytes` keeps.
+pub fn spare_bytes(queue_max_bytes: usize) -> usize {
+    (queue_max_bytes / 2).min(MAX_SPARE_BYTES)
+}
+
 /// Most spare batches one queue keeps.
 pub(super) const MAX_SPARES: usize = 1024;
 
@@ -54,7 +59,7 @@ impl Spares {
     pub(super) fn new(queue_max_bytes: usize) -> Self {
         Self {
             free: Mutex::new(Free::default()),
-            max_bytes: (queue_max_bytes / 2).min(MAX_SPARE_BYTES),
+            max_bytes: spare_bytes(queue_max_bytes),
             filled: AtomicU64::new(0),
         }
     }

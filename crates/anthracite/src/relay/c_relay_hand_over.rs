@@ -7,7 +7,7 @@
 //! tick of the carbon-c-relay clock (250 ms, the period of carbon-c-relay's server loop):
 //!
 //! - A member is **down** once its connection has been failing for [`FAIL_WAIT_TICKS`]
-//!   ticks in a row (carbon-c-relay's `FAIL_WAIT_TIME`, 6 × 250 ms = 1.5 s): not connected,
+//!   ticks in a row (carbon-c-relay's `FAIL_WAIT_TIME`, [`FAIL_WAIT`] in all): not connected,
 //!   with an attempt failed or the connection lost. A member of an `any_of` cluster or a
 //!   `dynamic` ring also offloads while its memory queue is *critical*: less room than one
 //!   hand-over chunk (carbon-c-relay's `LEN_CRITICAL`: less room than its batch size).
@@ -38,7 +38,7 @@ use crate::router::Strategy;
 use crate::router::c_relay::ClusterKind;
 
 /// Ticks a member's connection must have been failing before its queue moves: carbon-c-relay's
-/// `FAIL_WAIT_TIME` (6 of its 250 ms loops, 1.5 s).
+/// `FAIL_WAIT_TIME`, counted in its server loops ([`FAIL_WAIT`] in all).
 pub(super) const FAIL_WAIT_TICKS: u32 = 6;
 
 /// How long a member's connection must have been failing before its queue moves.
