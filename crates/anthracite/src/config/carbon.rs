@@ -20,7 +20,7 @@ mod relay_defaults;
 mod relay_rules;
 use super::raw::{RawConfig, RawServer};
 use super::{Config, ConfigError};
-use crate::destination::OutputProtocol;
+use crate::destination::{DEFAULT_MAX_DATAPOINTS_PER_MESSAGE, OutputProtocol};
 use crate::queue::WhenFull;
 use crate::router::{DestinationSpec, HashType, RelayMethod};
 pub(crate) use relay_defaults::relay_defaults;
@@ -493,8 +493,10 @@ pub fn from_text(text: &str, options: &CarbonOptions) -> Result<CarbonImport, Co
     } else {
         raw.destinations.queue.when_full = Some(WhenFull::DropNewest);
     }
-    raw.destinations.max_datapoints_per_message =
-        s.uint("MAX_DATAPOINTS_PER_MESSAGE", 500)? as usize;
+    raw.destinations.max_datapoints_per_message = s.uint(
+        "MAX_DATAPOINTS_PER_MESSAGE",
+        DEFAULT_MAX_DATAPOINTS_PER_MESSAGE as u64,
+    )? as usize;
 
     raw.telemetry.prefix = s.str("CARBON_METRIC_PREFIX").unwrap_or("carbon").to_owned();
     raw.telemetry.interval_secs = s.float("CARBON_METRIC_INTERVAL", 60.0)?;

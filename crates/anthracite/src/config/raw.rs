@@ -335,7 +335,7 @@ impl Default for RawDestinations {
         Self {
             servers: Vec::new(),
             protocol: OutputProtocol::Pickle.as_str().to_string(),
-            max_datapoints_per_message: 500,
+            max_datapoints_per_message: crate::destination::DEFAULT_MAX_DATAPOINTS_PER_MESSAGE,
             max_datagram_bytes: 1432,
             compression: "plain".into(),
             pool_replicas: false,

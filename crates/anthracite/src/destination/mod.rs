@@ -140,6 +140,9 @@ pub fn encode_pickle<'a>(points: impl Iterator<Item = Datapoint<'a>>, out: &mut 
 /// Largest payload a UDP datagram can carry (IPv4).
 pub(crate) const MAX_UDP_PAYLOAD: usize = 65_507;
 
+/// Default datapoints per pickle or protobuf message: carbon's `MAX_DATAPOINTS_PER_MESSAGE`.
+pub(crate) const DEFAULT_MAX_DATAPOINTS_PER_MESSAGE: usize = 500;
+
 /// Settings of one destination.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct DestinationConfig {
@@ -190,7 +193,7 @@ impl DestinationConfig {
             spec: DestinationSpec::parse(spec).expect("a test destination"),
             protocol,
             extension: None,
-            max_datapoints_per_message: 500,
+            max_datapoints_per_message: DEFAULT_MAX_DATAPOINTS_PER_MESSAGE,
             queue: crate::queue::QueueLimits::default(),
             flush_bytes: 1 << 16,
             linger: Duration::ZERO,

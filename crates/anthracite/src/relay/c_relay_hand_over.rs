@@ -4,7 +4,7 @@
 //!
 //! Routing already passes over a member that is down for new lines (`ingest::c_relay`); this
 //! moves the lines queued for it before it went down, or while every member was down. Every
-//! tick of the carbon-c-relay clock (250 ms, the period of carbon-c-relay's server loop):
+//! tick of the carbon-c-relay clock ([`TICK`], the period of carbon-c-relay's server loop):
 //!
 //! - A member is **down** once its connection has been failing for [`FAIL_WAIT_TICKS`]
 //!   ticks in a row (carbon-c-relay's `FAIL_WAIT_TIME`, [`FAIL_WAIT`] in all): not connected,
