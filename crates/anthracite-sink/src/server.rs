@@ -380,8 +380,7 @@ fn read_all(shared: &Shared, mut conn: impl Read, decoder: &mut Decoder) -> usiz
             decoder.feed(&buf, now_us)
         };
         buf.drain(..consumed);
-        let errors = decoder.flush(&shared.stats, n as u64, now_us);
-        echo(shared, decoder, &errors);
+        publish(shared, decoder, n as u64, now_us);
         if decoder.fatal {
             buf.clear();
             break;
@@ -396,8 +395,10 @@ fn read_all(shared: &Shared, mut conn: impl Read, decoder: &mut Decoder) -> usiz
     buf.len()
 }
 
-/// Writes what `decoder` has to echo, and the read's errors.
-fn echo(shared: &Shared, decoder: &mut Decoder, errors: &[String]) {
+/// Publishes a read of `bytes`: writes what `decoder` has to echo, then adds its tally to the
+/// sink's counts, then prints the read's errors. The echo goes first so that whoever sees a
+/// datapoint counted finds its line already written.
+fn publish(shared: &Shared, decoder: &mut Decoder, bytes: u64, now_us: u64) {
     if let Some(out) = &shared.config.echo
         && !decoder.echo.is_empty()
     {
@@ -406,7 +407,8 @@ fn echo(shared: &Shared, decoder: &mut Decoder, errors: &[String]) {
         let _ = out.flush();
         decoder.echo.clear();
     }
-    shared.print_errors(errors);
+    let errors = decoder.flush(&shared.stats, bytes, now_us);
+    shared.print_errors(&errors);
 }
 
 /// Reads datagrams until the sink stops, each decoded as whole plaintext lines.
@@ -432,8 +434,7 @@ pub(crate) fn datagram_loop(shared: Arc<Shared>, socket: UdpSocket) {
                 if consumed != n {
                     decoder.error(format!("datagram ends inside a line ({n} bytes)"));
                 }
-                let errors = decoder.flush(&shared.stats, n as u64, now_us);
-                echo(&shared, &mut decoder, &errors);
+                publish(&shared, &mut decoder, n as u64, now_us);
             }
             Err(e)
                 if matches!(
