@@ -208,12 +208,11 @@ fn general_line(line: &[u8]) -> Result<(&[u8], f64, f64), DropReason> {
 /// instead of the whole line being checked and then split from the front.
 #[inline]
 fn parse_plain_line(line: &[u8]) -> Option<(&[u8], f64, f64)> {
-    let last = prev_space(line, line.len())?;
-    let mid = prev_space(line, last)?;
+    let (mid, last) = last_two_spaces(line)?;
     let name = line.get(..mid)?;
     let value = line.get(mid + 1..last)?;
     let timestamp = line.get(last + 1..)?;
-    if name.is_empty() || !plain_name(name) {
+    if name.is_empty() || !plain_prefix(line, mid) {
         return None;
     }
     let timestamp = parse_plain_decimal(timestamp)?;
@@ -227,6 +226,107 @@ fn parse_plain_line(line: &[u8]) -> Option<(&[u8], f64, f64)> {
 fn plain_name(name: &[u8]) -> bool {
     name.iter()
         .fold(true, |ok, &b| ok & (b.wrapping_sub(0x21) < 0x5f))
+}
+
+/// The positions of the last two `' '` of `line`, `(mid, last)`: from one look at its last
+/// 32 bytes where they hold both (the two numbers of a line are short), else by
+/// [`prev_space`].
+#[inline]
+fn last_two_spaces(line: &[u8]) -> Option<(usize, usize)> {
+    let mut spaces = tail_spaces(line);
+    if spaces == 0 {
+        let last = prev_space(line, line.len())?;
+        return Some((prev_space(line, last)?, last));
+    }
+    // Bit i of `spaces` is byte len - 32 + i: the highest bit is the last space.
+    let at = |bits: u32| line.len() - 32 + (31 - bits.leading_zeros()) as usize;
+    let last = at(spaces);
+    spaces &= !(1 << (31 - spaces.leading_zeros()));
+    let mid = if spaces == 0 {
+        prev_space(line, last)?
+    } else {
+        at(spaces)
+    };
+    Some((mid, last))
+}
+
+/// The spaces among the last 32 bytes of `line` (bit i: byte `len - 32 + i`), or 0 when the
+/// line is shorter.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn tail_spaces(line: &[u8]) -> u32 {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
+    };
+    let Some(tail) = line.last_chunk::<32>() else {
+        return 0;
+    };
+    let (low, high) = tail.split_at(16);
+    // SAFETY: SSE2 is part of x86_64; each load reads 16 bytes of `tail` (unaligned loads
+    // are allowed).
+    let (low, high) = unsafe {
+        let space = _mm_set1_epi8(b' ' as i8);
+        (
+            _mm_movemask_epi8(_mm_cmpeq_epi8(
+                _mm_loadu_si128(low.as_ptr().cast::<__m128i>()),
+                space,
+            )),
+            _mm_movemask_epi8(_mm_cmpeq_epi8(
+                _mm_loadu_si128(high.as_ptr().cast::<__m128i>()),
+                space,
+            )),
+        )
+    };
+    (low as u32 & 0xffff) | ((high as u32 & 0xffff) << 16)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn tail_spaces(line: &[u8]) -> u32 {
+    line.last_chunk::<32>().map_or(0, |tail| {
+        tail.iter()
+            .enumerate()
+            .fold(0, |mask, (i, &b)| mask | (u32::from(b == b' ') << i))
+    })
+}
+
+/// [`plain_name`] of `line[..n]`, sixteen bytes at a time (a name's last stretch by an
+/// overlapping load, a name shorter than sixteen bytes by the line's first sixteen).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn plain_prefix(line: &[u8], n: usize) -> bool {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpgt_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
+    };
+    // Bit i set: byte i of `chunk` is outside `0x21..=0x7f` (as a signed byte, not above
+    // 0x20).
+    let outside = |chunk: &[u8; 16]| {
+        // SAFETY: SSE2 is part of x86_64; the load reads the 16 bytes of `chunk`.
+        let inside = unsafe {
+            _mm_movemask_epi8(_mm_cmpgt_epi8(
+                _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>()),
+                _mm_set1_epi8(0x20),
+            ))
+        };
+        !(inside as u32) & 0xffff
+    };
+    let Some(name) = line.get(..n) else {
+        return false;
+    };
+    if let Some(last) = name.last_chunk::<16>() {
+        let (chunks, _) = name.as_chunks::<16>();
+        chunks.iter().fold(outside(last), |bad, c| bad | outside(c)) == 0
+    } else if let Some(first) = line.first_chunk::<16>() {
+        outside(first) & ((1 << n) - 1) == 0
+    } else {
+        plain_name(name)
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn plain_prefix(line: &[u8], n: usize) -> bool {
+    line.get(..n).is_some_and(plain_name)
 }
 
 /// Position of the last `' '` before `end`, eight bytes at a time from the end; `None` if
@@ -604,7 +704,7 @@ mod tests {
     /// from pieces that sit on either side of its conditions.
     #[test]
     fn plain_line_path_agrees_with_the_general_rules() {
-        let names: [&[u8]; 7] = [
+        let names: [&[u8]; 12] = [
             b"a.b.c",
             b"servers.host-0001.cpu.total.user",
             b"x",
@@ -612,9 +712,20 @@ mod tests {
             b"",
             b"a\tb",
             b"caf\xc3\xa9",
+            b"sixteen.bytes.ab",
+            b"seventeen.bytes.\x80",
+            b"servers.host-0001.cpu\x1f.total.user.with.more.parts",
+            b"\x80servers.host-0001.cpu.total.user",
+            b"servers.host-0001.cpu.total.user.idle.percentage.1m",
         ];
-        let numbers: [&[u8]; 10] = [
+        let numbers: [&[u8]; 16] = [
             b"1700000000",
+            b"123456789",
+            b"0000000000000016",
+            b"12345678901234567",
+            b"17000000x0",
+            b"1700000000.",
+            b"1.700000000",
             b"12.25",
             b"-0.5",
             b"+3",
@@ -668,6 +779,36 @@ mod tests {
             }
         }
         assert!(checked > 50, "{checked}");
+    }
+
+    /// The plain path's vector steps against their byte-by-byte meaning, on random lines of
+    /// every length around their sixteen- and thirty-two-byte windows.
+    #[test]
+    fn the_plain_paths_word_steps_match_their_byte_by_byte_meaning() {
+        let alphabet = b"ab.19 \t\x7f\x80\xff\x20\x21\x00";
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..200_000 {
+            let len = rng.usize(0..80);
+            let line: Vec<u8> = (0..len)
+                .map(|_| {
+                    if rng.u8(..4) == 0 {
+                        alphabet[rng.usize(..alphabet.len())]
+                    } else {
+                        b'a' + rng.u8(..26)
+                    }
+                })
+                .collect();
+            let last = line.iter().rposition(|&b| b == b' ');
+            let mid = last.and_then(|l| line[..l].iter().rposition(|&b| b == b' '));
+            assert_eq!(last_two_spaces(&line), mid.zip(last), "{line:?}");
+            for n in 0..=len {
+                assert_eq!(
+                    plain_prefix(&line, n),
+                    plain_name(&line[..n]),
+                    "{line:?} {n}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -48,6 +48,9 @@ const EXACT_POW10: [f64; 23] = [
 /// parser. Anything else returns `None` for the general parser to decide.
 #[inline]
 pub(crate) fn parse_plain_decimal(s: &[u8]) -> Option<f64> {
+    if let Some(v) = parse_long_integer(s) {
+        return Some(v);
+    }
     let (neg, body) = match s.split_first()? {
         (b'-', rest) => (true, rest),
         (b'+', rest) => (false, rest),
@@ -67,8 +70,47 @@ pub(crate) fn parse_plain_decimal(s: &[u8]) -> Option<f64> {
     if end != body.len() || digits == 0 || mantissa > 1 << 53 {
         return None;
     }
-    let v = mantissa as f64 / *EXACT_POW10.get(frac_digits)?;
+    let v = if frac_digits == 0 {
+        mantissa as f64
+    } else {
+        mantissa as f64 / *EXACT_POW10.get(frac_digits)?
+    };
     Some(if neg { -v } else { v })
+}
+
+/// Powers of ten up to 10^8, the scale of a word of digits.
+const POW10_U64: [u64; 9] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+];
+
+/// [`parse_plain_decimal`] for 9 to 16 digits without sign or point (every Unix timestamp
+/// of this era): two overlapping words instead of a digit loop, `None` for anything else.
+/// An integer converts with one correctly rounded conversion, whatever its size, so the
+/// answer is `float()`'s.
+#[inline]
+fn parse_long_integer(s: &[u8]) -> Option<f64> {
+    let n = s.len();
+    if !(9..=16).contains(&n) {
+        return None;
+    }
+    let high = u64::from_le_bytes(s.first_chunk::<8>().copied()?);
+    let low = u64::from_le_bytes(s.last_chunk::<8>().copied()?);
+    // The low word's first 16 - n bytes are the high word's last ones: read them as zeros.
+    let overlap = (1u64 << (8 * (16 - n))) - 1;
+    let low = (low & !overlap) | (0x3030_3030_3030_3030 & overlap);
+    if !(eight_digits(high) && eight_digits(low)) {
+        return None;
+    }
+    let scale = *POW10_U64.get(n - 8)?;
+    Some((parse_eight_digits(high) * scale + parse_eight_digits(low)) as f64)
 }
 
 /// Accumulates the decimal digits of `s` from `at` into `mantissa` (eight at a time while it
@@ -519,6 +561,19 @@ mod tests {
                 }
             };
             cases.push(if rng.bool() { format!("-{text}") } else { text });
+        }
+        // Long integers, zero-padded, and with one byte that is not a digit.
+        for _ in 0..50_000 {
+            let width = rng.usize(1..=20);
+            let mut s = format!("{:0width$}", rng.u64(..10u64.pow(width.min(19) as u32)));
+            if rng.bool() {
+                let at = rng.usize(..s.len());
+                let byte = [b'.', b'-', b'/', b':', b' ', b'a', 0x80][rng.usize(..7)];
+                let mut bytes = s.into_bytes();
+                bytes[at] = byte;
+                s = String::from_utf8_lossy(&bytes).into_owned();
+            }
+            cases.push(s);
         }
         for s in &cases {
             let general = parse_py_float_general(s.as_bytes());
