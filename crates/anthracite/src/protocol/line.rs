@@ -283,6 +283,13 @@ fn tail_spaces(line: &[u8]) -> u32 {
 #[cfg(not(target_arch = "x86_64"))]
 #[inline]
 fn tail_spaces(line: &[u8]) -> u32 {
+    portable_tail_spaces(line)
+}
+
+/// [`tail_spaces`] byte by byte: every CPU's, and the tests' on x86_64.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline]
+fn portable_tail_spaces(line: &[u8]) -> u32 {
     line.last_chunk::<32>().map_or(0, |tail| {
         tail.iter()
             .enumerate()
@@ -801,6 +808,11 @@ mod tests {
             let last = line.iter().rposition(|&b| b == b' ');
             let mid = last.and_then(|l| line[..l].iter().rposition(|&b| b == b' '));
             assert_eq!(last_two_spaces(&line), mid.zip(last), "{line:?}");
+            let tail = line.len().checked_sub(32).map_or(0, |from| {
+                (0..32).fold(0u32, |m, i| m | (u32::from(line[from + i] == b' ') << i))
+            });
+            assert_eq!(tail_spaces(&line), tail, "{line:?}");
+            assert_eq!(portable_tail_spaces(&line), tail, "{line:?}");
             for n in 0..=len {
                 assert_eq!(
                     plain_prefix(&line, n),
