@@ -4,7 +4,10 @@
 //! Updated once per batch (a push, a pop, a write, a spill append), never per datapoint.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::time::{Duration, Instant, SystemTime};
 
 use metrics::{Counter, Gauge, counter, gauge};
@@ -412,7 +415,7 @@ impl DestinationStats {
     pub fn add_spilled(&self, datapoints: u64, bytes: u64) {
         let sp = &self.spill;
         sp.spilled_records.fetch_add(1, Relaxed);
-        sp.spilled_datapoints.fetch_add(datapoints, Relaxed);
+        sp.spilled_datapoints.fetch_add(datapoints, Release);
         sp.spilled_bytes.fetch_add(bytes, Relaxed);
         sp.spilled_records_metric.increment(1);
         sp.spilled_datapoints_metric.increment(datapoints);
@@ -464,6 +467,10 @@ impl DestinationStats {
             dropped[i] = d.load(Relaxed);
         }
         let sp = &self.spill;
+        // The spilled count before the gauges, and with `Acquire` (`add_spilled` comes after
+        // the queue published the same datapoints in its gauges): a snapshot that counts them
+        // spilled finds them queued too.
+        let spilled_datapoints = sp.spilled_datapoints.load(Acquire);
         let queued_memory = self.depth.datapoints();
         let queued_disk = sp.disk_datapoints.load(Relaxed);
         DestinationSnapshot {
@@ -493,7 +500,7 @@ impl DestinationStats {
                 memory_bytes_peak: sp.memory_bytes_peak.load(Relaxed),
                 recovered: sp.recovered.load(Relaxed),
                 spilled_records: sp.spilled_records.load(Relaxed),
-                spilled_datapoints: sp.spilled_datapoints.load(Relaxed),
+                spilled_datapoints,
                 spilled_bytes: sp.spilled_bytes.load(Relaxed),
                 replayed_records: sp.replayed_records.load(Relaxed),
                 replayed_datapoints: sp.replayed_datapoints.load(Relaxed),

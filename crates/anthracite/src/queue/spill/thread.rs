@@ -219,8 +219,11 @@ impl Worker {
             Ok(AppendOutcome::Appended) => {
                 let line = self.refusals.cleared(Instant::now());
                 self.log_refusals(line, None);
-                self.core.stats.add_spilled(n as u64, bytes as u64);
+                // Counted spilled only after `staged_done` (which waits for the staging
+                // caller's lock, and so its publish): a reader that sees the count sees the
+                // datapoints in the disk tier's gauge too.
                 self.core.staged_done(position, n, bytes, None);
+                self.core.stats.add_spilled(n as u64, bytes as u64);
                 return Ok(());
             }
             Ok(AppendOutcome::Full) => DestinationDropReason::SpillFull,
@@ -411,10 +414,10 @@ impl Worker {
                 Ok(AppendOutcome::Full) => Some(DestinationDropReason::SpillFull),
                 Err(_) => Some(DestinationDropReason::SpillIo),
             };
+            self.core.staged_done(position, n, bytes, reason);
             if reason.is_none() {
                 self.core.stats.add_spilled(n as u64, bytes as u64);
             }
-            self.core.staged_done(position, n, bytes, reason);
         }
         if let Err(e) = self.log.sync() {
             warn!(destination = self.core.stats.name(), error = %e, "spill log sync at shutdown failed");
