@@ -89,12 +89,16 @@ fn refused(relay: TestRelay, n: usize, sink: &Sink, log_needle: &str, why: &str)
     let mut c = TcpStream::connect(relay.line).expect("connect");
     c.write_all(&lines("tls.refused", n)).expect("write");
     drop(c);
-    let s = relay.wait_stats("connect failures and every datapoint queued", WAIT, |s| {
-        s.ingest.received == n as u64
-            && s.destinations[0].connect_failures >= 2
-            && s.destinations[0].queued == n as u64
-            && s.destinations[0].spill.spilled_datapoints > 0
-    });
+    let s = relay.wait_stats(
+        "connect failures, every datapoint queued, the overflow spilled",
+        WAIT,
+        |s| {
+            s.ingest.received == n as u64
+                && s.destinations[0].connect_failures >= 2
+                && s.destinations[0].queued == n as u64
+                && s.destinations[0].spill.spilled_datapoints > 0
+        },
+    );
     let d = &s.destinations[0];
     assert_eq!(d.sent, 0, "{why}: {d:?}");
     assert_eq!(d.dropped_total(), 0, "{why}: {d:?}");

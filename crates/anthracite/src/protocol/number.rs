@@ -45,8 +45,8 @@ const EXACT_POW10: [f64; 23] = [
 /// 19 digits with one optional `.`, no exponent or `_`, whose digits form an integer m up to
 /// 2^53 with k ≤ 22 of them after the point. Then m and 10^k are exact doubles and m / 10^k is
 /// one correctly rounded division (Clinger's fast path), the same result as the general
-/// parser. Anything else returns `None` for the general parser to decide. A timestamp's 9 to
-/// 16 bare digits are read first, as two words ([`parse_long_integer`]).
+/// parser. Anything else returns `None` for the general parser to decide. A timestamp's bare
+/// digits are read first, as two words ([`parse_long_integer`]).
 #[inline]
 pub(crate) fn parse_plain_decimal(s: &[u8]) -> Option<f64> {
     if let Some(v) = parse_long_integer(s) {

@@ -314,7 +314,10 @@ impl Core {
         }
     }
 
-    /// The spill thread stored (`dropped == None`) or dropped the staged chunk at `position`.
+    /// The spill thread stored (`dropped == None`) or dropped the staged chunk at `position`,
+    /// and counts it spilled or dropped. A stored chunk is counted spilled only here, after
+    /// the lock (so after the staging caller published it in the disk tier's gauge): a
+    /// snapshot that counts it spilled finds it queued too.
     pub(super) fn staged_done(
         &self,
         position: u64,
@@ -332,9 +335,12 @@ impl Core {
         }
         self.publish(&s);
         drop(s);
-        if let Some(reason) = dropped {
-            self.stats.add_dropped(reason, points as u64);
-            self.settled.notify_waiters();
+        match dropped {
+            Some(reason) => {
+                self.stats.add_dropped(reason, points as u64);
+                self.settled.notify_waiters();
+            }
+            None => self.stats.add_spilled(points as u64, bytes as u64),
         }
         self.room_made();
         self.ready.notify_one();

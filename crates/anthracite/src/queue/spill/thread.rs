@@ -219,11 +219,7 @@ impl Worker {
             Ok(AppendOutcome::Appended) => {
                 let line = self.refusals.cleared(Instant::now());
                 self.log_refusals(line, None);
-                // Counted spilled only after `staged_done` (which waits for the staging
-                // caller's lock, and so its publish): a reader that sees the count sees the
-                // datapoints in the disk tier's gauge too.
                 self.core.staged_done(position, n, bytes, None);
-                self.core.stats.add_spilled(n as u64, bytes as u64);
                 return Ok(());
             }
             Ok(AppendOutcome::Full) => DestinationDropReason::SpillFull,
@@ -415,9 +411,6 @@ impl Worker {
                 Err(_) => Some(DestinationDropReason::SpillIo),
             };
             self.core.staged_done(position, n, bytes, reason);
-            if reason.is_none() {
-                self.core.stats.add_spilled(n as u64, bytes as u64);
-            }
         }
         if let Err(e) = self.log.sync() {
             warn!(destination = self.core.stats.name(), error = %e, "spill log sync at shutdown failed");
