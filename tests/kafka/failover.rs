@@ -11,7 +11,7 @@ use anthracite_kafka::config::DEFAULT_SESSION_TIMEOUT_MS;
 use anthracite_sink::{Sink, SinkProtocol};
 use anthracite_testkit::RelayProcess;
 use anthracite_testkit::free_ports;
-use anthracite_testkit::kafka::broker::{Broker, exclusive};
+use anthracite_testkit::kafka::broker::{Broker, shared};
 use anthracite_testkit::kafka::client;
 use anthracite_testkit::kafka::traffic::{LONG, counts, line_messages, metric};
 use anthracite_testkit::wait_for;
@@ -84,7 +84,7 @@ fn failover_bound() -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_defaults_a_killed_members_partitions_move_within_the_session_and_a_heartbeat() {
-    let _turn = exclusive().await;
+    let _turn = shared().await;
     let broker = Broker::shared();
     let (topic, group) = ("failover", "failover");
     let (relays, admins, _sinks) = three(broker, topic, group).await;
@@ -109,7 +109,7 @@ async fn with_the_defaults_a_killed_members_partitions_move_within_the_session_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_stopped_past_its_session_delivers_nothing_it_lost_when_it_resumes() {
-    let _turn = exclusive().await;
+    let _turn = shared().await;
     let broker = Broker::shared();
     let (topic, group) = ("paused", "paused");
     let (relays, admins, sinks) = three(broker, topic, group).await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anthracite_sink::{Sink, SinkProtocol};
 use anthracite_testkit::RelayProcess;
 use anthracite_testkit::free_ports;
-use anthracite_testkit::kafka::broker::{Broker, exclusive};
+use anthracite_testkit::kafka::broker::{Broker, shared};
 use anthracite_testkit::kafka::client;
 use anthracite_testkit::kafka::traffic::{
     LONG, consumer_toml, counts, line_messages, metric, wait_delivered,
@@ -46,7 +46,7 @@ fn produce_slowly(bootstrap: String, messages: Vec<(i32, Vec<u8>)>) -> tokio::ta
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_of_three_balances_and_hands_over_on_sigkill_and_sigterm() {
-    let _turn = exclusive().await;
+    let _turn = shared().await;
     let broker = Broker::shared();
     broker.create_topic(TOPIC, PARTITIONS).await;
     let received = Sink::start("received", SinkProtocol::Pickle);

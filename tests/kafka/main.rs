@@ -1,8 +1,8 @@
 //! Kafka with `anthracite` processes, as a source (consumer groups) and as a destination (the
 //! durable pipeline), against one real Apache Kafka broker (KRaft, from Maven Central, started by
-//! `anthracite_testkit::kafka`). One test binary, one broker; the tests take turns
-//! (`anthracite_testkit::kafka::exclusive`) because two of them stop or freeze the broker and
-//! the others run fleets of relays on two cores.
+//! `anthracite_testkit::kafka`). One test binary, one broker; the two tests that stop or freeze
+//! the broker each run alone (`anthracite_testkit::kafka::exclusive`), the fleets that leave it
+//! running run beside each other on their own topics and groups (`shared`).
 
 mod failover;
 mod group;

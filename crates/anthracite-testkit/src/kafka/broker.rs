@@ -180,10 +180,80 @@ impl Broker {
     }
 }
 
-/// Serialises the tests of a binary: they share one broker (one test stops it) and run
-/// fleets of relay processes on two cores.
-/// (An async lock: each test holds it across its awaits, on its own runtime.)
-pub async fn exclusive() -> tokio::sync::MutexGuard<'static, ()> {
-    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    LOCK.lock().await
+/// A turn for a test that stops or freezes the shared broker: it runs alone, once no test
+/// holds a [`shared`] turn.
+pub async fn exclusive() -> Turn {
+    TURNS.take(true).await
+}
+
+/// A turn for a test that leaves the shared broker running: it runs beside the other such
+/// tests (each on its own topic and group), never beside an [`exclusive`] one. A waiting
+/// exclusive test does not hold back a new shared one: the shared tests of a binary run as
+/// one block, so they cost the binary its longest one rather than their sum.
+pub async fn shared() -> Turn {
+    TURNS.take(false).await
+}
+
+/// The tests of one binary taking turns on its broker (an async lock, preferring shared
+/// turns: each test holds its turn across its awaits, on its own runtime).
+struct Turns {
+    /// Shared turns held, and whether an exclusive one is held.
+    held: Mutex<(usize, bool)>,
+    released: tokio::sync::Notify,
+}
+
+static TURNS: Turns = Turns {
+    held: Mutex::new((0, false)),
+    released: tokio::sync::Notify::const_new(),
+};
+
+impl Turns {
+    async fn take(&'static self, exclusive: bool) -> Turn {
+        loop {
+            // Registered before the check, so a release between the check and the wait wakes it.
+            let released = self.released.notified();
+            let mut released = std::pin::pin!(released);
+            released.as_mut().enable();
+            {
+                let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+                let free = if exclusive {
+                    held.0 == 0 && !held.1
+                } else {
+                    !held.1
+                };
+                if free {
+                    if exclusive {
+                        held.1 = true;
+                    } else {
+                        held.0 += 1;
+                    }
+                    return Turn {
+                        turns: self,
+                        exclusive,
+                    };
+                }
+            }
+            released.await;
+        }
+    }
+}
+
+/// A test's turn on the broker, given back when dropped.
+pub struct Turn {
+    turns: &'static Turns,
+    exclusive: bool,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        {
+            let mut held = self.turns.held.lock().unwrap_or_else(|p| p.into_inner());
+            if self.exclusive {
+                held.1 = false;
+            } else {
+                held.0 -= 1;
+            }
+        }
+        self.turns.released.notify_waiters();
+    }
 }

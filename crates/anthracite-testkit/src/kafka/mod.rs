@@ -6,4 +6,4 @@ pub mod broker;
 pub mod client;
 pub mod traffic;
 
-pub use broker::{Broker, exclusive};
+pub use broker::{Broker, Turn, exclusive, shared};
