@@ -118,7 +118,7 @@ fn bench_finds_the_harness_on_path() {
 /// the user typed.
 #[test]
 fn bench_help_is_the_harness_help() {
-    anthracite_testkit::cargo::workspace_binary("anthracite-bench", "anthracite-bench");
+    anthracite_testkit::cargo::workspace_binary("anthracite-bench");
     let out = run(
         Path::new(env!("CARGO_BIN_EXE_anthracite")),
         &["bench", "--help"],

@@ -549,7 +549,7 @@ const SMALL_SWEEP: &str = "name = \"small-sweep\"\n\
 #[test]
 fn sweep_prints_rows_and_knee_and_writes_json_and_svg() {
     // `anthracite bench` runs the harness beside `anthracite`.
-    anthracite_testkit::cargo::workspace_binary("anthracite-bench", "anthracite-bench");
+    anthracite_testkit::cargo::workspace_binary("anthracite-bench");
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("small-sweep.toml");
     std::fs::write(&scenario, SMALL_SWEEP).unwrap();

@@ -74,7 +74,7 @@ fn deb_package_holds_the_relay_its_unit_and_a_config_that_checks() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     // The package ships the harness beside the relay; Cargo builds only this package's
     // binaries for its tests.
-    testkit::cargo::workspace_binary("anthracite-bench", "anthracite-bench");
+    testkit::cargo::workspace_binary("anthracite-bench");
     let out = tempfile::tempdir().expect("tempdir");
     let mut build = Command::new("cargo");
     build

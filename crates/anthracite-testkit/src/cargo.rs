@@ -58,20 +58,26 @@ fn profile() -> String {
     }
 }
 
-/// Builds binary `bin` of workspace package `package` with the running test's profile into
-/// its target directory, and returns its path there (beside the binaries Cargo built for the
-/// test). Once per test binary and package.
+/// Builds the workspace's binary `bin` with the running test's profile into its target
+/// directory, and returns its path there (beside the binaries Cargo built for the test). Once
+/// per test binary.
+///
+/// It builds what the test build compiled, not a second copy of it: with the whole
+/// workspace's features, dev-dependencies included (selecting the examples turns them on),
+/// which is how `cargo test` resolves them (one package alone resolves fewer features for
+/// tokio, rustls, serde … and compiles those again), and without the variables Cargo sets
+/// for a running test (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME` …: ring's build script reruns
+/// when they change, and everything above ring with it).
 ///
 /// # Panics
 ///
 /// When the build fails or takes over 20 minutes, with Cargo's output.
-pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
+pub fn workspace_binary(bin: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
     let built = BUILT.get_or_init(Mutex::default);
     let mut built = built.lock().unwrap_or_else(|p| p.into_inner());
     let path = profile_dir().join(bin);
-    let key = format!("{package}/{bin}");
-    if built.contains(&key) {
+    if built.iter().any(|b| b == bin) {
         return path;
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -81,24 +87,45 @@ pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
             "build",
             "--profile",
             &profile(),
-            "-p",
-            package,
+            "--workspace",
+            "--examples",
             "--bin",
             bin,
         ])
         .env("CARGO_TARGET_DIR", target_dir());
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(set_for_a_test) {
+            cmd.env_remove(name);
+        }
+    }
     let out = output_with_timeout(
-        &format!("cargo build -p {package} --bin {bin}"),
+        &format!("cargo build --workspace --bin {bin}"),
         cmd,
         Vec::new(),
         BUILD_TIMEOUT,
     );
     assert!(
         out.status.success() && path.is_file(),
-        "cargo build -p {package} --bin {bin} did not produce {}:\n{}",
+        "cargo build --workspace --bin {bin} did not produce {}:\n{}",
         path.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    built.push(key);
+    built.push(bin.to_owned());
     path
+}
+
+/// A variable Cargo sets for the test it runs, not one of the caller's (`CARGO_HOME`,
+/// `CARGO_INCREMENTAL`, `CARGO_TARGET_DIR` … stay).
+fn set_for_a_test(name: &str) -> bool {
+    [
+        "CARGO_MANIFEST_",
+        "CARGO_PKG_",
+        "CARGO_BIN_",
+        "CARGO_CRATE_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "OUT_DIR",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
 }
