@@ -239,6 +239,7 @@ impl Turns {
 }
 
 /// A test's turn on the broker, given back when dropped.
+#[must_use = "the turn ends when it is dropped: hold it for the whole test"]
 pub struct Turn {
     turns: &'static Turns,
     exclusive: bool,
