@@ -197,13 +197,21 @@ pub async fn shared() -> Turn {
 /// The tests of one binary taking turns on its broker (an async lock, preferring shared
 /// turns: each test holds its turn across its awaits, on its own runtime).
 struct Turns {
-    /// Shared turns held, and whether an exclusive one is held.
-    held: Mutex<(usize, bool)>,
+    held: Mutex<Held>,
     released: tokio::sync::Notify,
 }
 
+/// The turns held now.
+struct Held {
+    shared: usize,
+    exclusive: bool,
+}
+
 static TURNS: Turns = Turns {
-    held: Mutex::new((0, false)),
+    held: Mutex::new(Held {
+        shared: 0,
+        exclusive: false,
+    }),
     released: tokio::sync::Notify::const_new(),
 };
 
@@ -216,16 +224,11 @@ impl Turns {
             released.as_mut().enable();
             {
                 let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-                let free = if exclusive {
-                    held.0 == 0 && !held.1
-                } else {
-                    !held.1
-                };
-                if free {
+                if !held.exclusive && (!exclusive || held.shared == 0) {
                     if exclusive {
-                        held.1 = true;
+                        held.exclusive = true;
                     } else {
-                        held.0 += 1;
+                        held.shared += 1;
                     }
                     return Turn {
                         turns: self,
@@ -250,9 +253,9 @@ impl Drop for Turn {
         {
             let mut held = self.turns.held.lock().unwrap_or_else(|p| p.into_inner());
             if self.exclusive {
-                held.1 = false;
+                held.exclusive = false;
             } else {
-                held.0 -= 1;
+                held.shared -= 1;
             }
         }
         self.turns.released.notify_waiters();
