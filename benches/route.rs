@@ -4,8 +4,8 @@
 //! it is the pre-0.2 per-connection design, kept here only as the yardstick).
 //!
 //! - `route/cold/*`: the uncached router over 100k names; `cold/carbon_ch_runs` routes them in
-//!   runs of 128 (`Router::route_many`: eight MD5s at a time, sixteen with AVX-512, what the relay does for short
-//!   `carbon_ch` names instead of looking them up).
+//!   runs of 128 (`Router::route_many`: sixteen MD5s at a time with AVX2 or AVX-512, eight otherwise,
+//!   what the relay does for short `carbon_ch` names instead of looking them up).
 //! - `route/hit/*`: 100k warm names; `shared_1t` one thread, `shared_2t` two threads on one
 //!   cache, `private_1t`/`private_2t` a private map per thread.
 //! - `route/miss/*`: every name new (a walk over 1M names through a 16 MiB cache, so each is

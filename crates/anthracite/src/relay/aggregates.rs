@@ -27,7 +27,7 @@ const WRITE_POLL: Duration = Duration::from_millis(50);
 
 /// A tick's aggregates gathered into runs of [`RUN`] and routed a run at a time
 /// ([`Ingestor::push_run`]): an output name is new to the route cache at its series' first
-/// emission, and a run's misses are routed together (`carbon_ch`'s MD5s eight at a time)
+/// emission, and a run's misses are routed together (`carbon_ch`'s MD5s sixteen at a time)
 /// where one push at a time computes them one by one. The names are copied into a buffer of
 /// one run's size, reused from tick to tick.
 #[derive(Default)]

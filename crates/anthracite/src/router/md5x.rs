@@ -1,4 +1,4 @@
-//! carbon_ch positions of up to eight keys (of at most two MD5 blocks) at once: MD5 computed
+//! carbon_ch positions of eight or sixteen keys (of at most two MD5 blocks) at once: MD5 computed
 //! lane-parallel.
 //!
 //! carbon's MD5 (`carbon_ch`) takes one 64-byte block for names up to 55 bytes, two up to 119
@@ -8,9 +8,10 @@
 //! lanes: in AVX2 where the CPU has it (one instruction per operation for all eight lanes, the
 //! steps unrolled so that rotations are immediate shifts), otherwise in plain Rust that the
 //! compiler turns into vector instructions (SSE2 on every x86-64). With AVX-512 a rotation and
-//! each round function are one instruction, and one-block keys go sixteen at a time
-//! ([`carbon_positions_wide`]): the steps are one chain, each waiting on the one before, so
-//! the chain's length, not the lanes' count, sets the time. Only the first two digest
+//! each round function are one instruction. One-block keys go sixteen at a time
+//! ([`carbon_positions_wide`]: in 512-bit registers, or with AVX2 as two groups of eight
+//! whose steps interleave): the steps are one chain, each waiting on the one before, so the
+//! chain's length, not the lanes' count, sets the time. Only the first two digest
 //! bytes are produced (carbon reads `hexdigest()[:4]`), which come from the first state word.
 //!
 //! Eight keys of one block each take one pass; a group with a two-block key takes two, every
@@ -102,24 +103,38 @@ pub(crate) fn carbon_positions(kernel: Kernel, keys: &[&[u8]; LANES]) -> [Option
 /// Keys [`carbon_positions_wide`] hashes together.
 pub(crate) const WIDE_LANES: usize = 2 * LANES;
 
-/// [`carbon_positions`] of sixteen keys: with AVX-512 one-block keys go through the steps
-/// together in one 512-bit register per state word (MD5's steps form one chain, each waiting
-/// on the one before, so twice the lanes cost about the time of one chain); otherwise, and
-/// for a group with a longer key, as two groups of eight.
+/// [`carbon_positions`] of sixteen keys. MD5's steps form one chain, each waiting on the one
+/// before, so twice the lanes cost about the time of one chain: one-block keys go through the
+/// steps together, in one 512-bit register per state word with AVX-512, in two 256-bit
+/// registers whose steps interleave with AVX2. The portable kernel, and a group with a longer
+/// key, go as two groups of eight, one after the other.
 #[inline]
 pub(crate) fn carbon_positions_wide(
     kernel: Kernel,
     keys: &[&[u8]; WIDE_LANES],
 ) -> [Option<u16>; WIDE_LANES] {
     #[cfg(target_arch = "x86_64")]
-    if kernel.0 == Impl::Avx512 && keys.iter().all(|k| k.len() <= ONE_BLOCK_KEY) {
-        // SAFETY: `Impl::Avx512` is only chosen on a CPU that has AVX-512F, VL and BW; every
-        // key is at most ONE_BLOCK_KEY bytes.
-        let first = unsafe { avx512::first_words_wide(keys) };
-        return std::array::from_fn(|l| {
-            let first = first[l].to_le_bytes();
-            Some(u16::from_be_bytes([first[0], first[1]]))
-        });
+    if keys.iter().all(|k| k.len() <= ONE_BLOCK_KEY) {
+        let first = match kernel.0 {
+            // SAFETY: `Impl::Avx512` is only chosen on a CPU that has AVX-512F, VL and BW;
+            // every key is at most ONE_BLOCK_KEY bytes.
+            Impl::Avx512 => Some(unsafe { avx512::first_words_wide(keys) }),
+            Impl::Avx2 => {
+                let low = one_block_words(&std::array::from_fn(|l| keys[l]));
+                let high = one_block_words(&std::array::from_fn(|l| keys[LANES + l]));
+                // SAFETY: `Impl::Avx2` is only chosen by `Kernel::detect`, on a CPU that has
+                // AVX2.
+                let halves = unsafe { avx2::first_words_pair(&low, &high) };
+                Some(std::array::from_fn(|l| halves[l / LANES][l % LANES]))
+            }
+            Impl::Portable => None,
+        };
+        if let Some(first) = first {
+            return first.map(|first| {
+                let first = first.to_le_bytes();
+                Some(u16::from_be_bytes([first[0], first[1]]))
+            });
+        }
     }
     let (low, high) = keys.split_at(LANES);
     let halves = [low, high].map(|half| {
@@ -155,11 +170,12 @@ impl Kernel {
     /// The kernel every CPU runs.
     pub(crate) const PORTABLE: Self = Self(Impl::Portable);
 
-    /// True when [`carbon_positions_wide`] hashes its sixteen keys at once.
+    /// True when [`carbon_positions_wide`] hashes its sixteen keys in one pass (AVX-512's
+    /// sixteen lanes, or AVX2's two groups of eight interleaved).
     #[inline]
     pub(crate) fn is_wide(self) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if self.0 == Impl::Avx512 {
+        if matches!(self.0, Impl::Avx512 | Impl::Avx2) {
             return true;
         }
         false
@@ -206,7 +222,7 @@ impl Kernel {
 /// The padded one-block message of each key (all at most [`ONE_BLOCK_KEY`] bytes), lane by
 /// lane: `m[word][lane]`. The padding is MD5's: the key, `0x80`, zeros, the key's length in
 /// bits in the last eight bytes.
-#[inline]
+#[inline(always)]
 fn one_block_words(keys: &[&[u8]; LANES]) -> [[u32; LANES]; 16] {
     let mut m = [[0u32; LANES]; 16];
     for (lane, key) in keys
@@ -424,8 +440,8 @@ macro_rules! eight_lanes {
 mod avx2 {
     use std::arch::x86_64::{
         __m256i, _mm256_add_epi32, _mm256_and_si256, _mm256_loadu_si256, _mm256_or_si256,
-        _mm256_set1_epi32, _mm256_slli_epi32, _mm256_srli_epi32, _mm256_storeu_si256,
-        _mm256_xor_si256,
+        _mm256_set1_epi32, _mm256_setzero_si256, _mm256_slli_epi32, _mm256_srli_epi32,
+        _mm256_storeu_si256, _mm256_xor_si256,
     };
 
     use super::{INIT, K, LANES};
@@ -474,6 +490,65 @@ mod avx2 {
     }
 
     eight_lanes!("avx2", "The CPU must support AVX2.");
+
+    /// [`first_words`] of two groups of eight one-block messages, their steps interleaved.
+    /// A group's steps form one chain, each waiting on the one before (round function, add,
+    /// rotation, add: six instructions in a row), while the CPU could issue a step's ten
+    /// instructions in about half that time; the other group's chain, independent, runs in
+    /// the cycles the first leaves idle, so sixteen keys cost little more than eight.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn first_words_pair(
+        low: &[[u32; LANES]; 16],
+        high: &[[u32; LANES]; 16],
+    ) -> [[u32; LANES]; 2] {
+        /// The module's step on both groups: `[low, high]` in each variable.
+        macro_rules! step {
+            ($f:ident, $a:ident, $b:ident, $c:ident, $d:ident, $word:expr, $k:expr, $s:literal) => {
+                for j in 0..2 {
+                    let t = _mm256_add_epi32(
+                        _mm256_add_epi32(
+                            $a[j],
+                            _mm256_add_epi32($word[j], _mm256_set1_epi32($k as i32)),
+                        ),
+                        $f!($b[j], $c[j], $d[j]),
+                    );
+                    $a[j] = _mm256_add_epi32(
+                        $b[j],
+                        _mm256_or_si256(
+                            _mm256_slli_epi32::<$s>(t),
+                            _mm256_srli_epi32::<{ 32 - $s }>(t),
+                        ),
+                    );
+                }
+            };
+        }
+        let mut m = [[_mm256_setzero_si256(); 2]; 16];
+        for (w, pair) in m.iter_mut().enumerate() {
+            // SAFETY: each `low[w]` and `high[w]` is 32 readable bytes; unaligned loads.
+            *pair = unsafe {
+                [
+                    _mm256_loadu_si256(low[w].as_ptr().cast()),
+                    _mm256_loadu_si256(high[w].as_ptr().cast()),
+                ]
+            };
+        }
+        let mut a = [_mm256_set1_epi32(INIT[0] as i32); 2];
+        let mut b = [_mm256_set1_epi32(INIT[1] as i32); 2];
+        let mut c = [_mm256_set1_epi32(INIT[2] as i32); 2];
+        let mut d = [_mm256_set1_epi32(INIT[3] as i32); 2];
+        rounds!(a, b, c, d, m);
+        // Step 60 is the last to change `a` (61–63 change d, c and b).
+        step!(i, a, b, c, d, m[4], K[60], 6);
+        let init = _mm256_set1_epi32(INIT[0] as i32);
+        [
+            lanes(_mm256_add_epi32(a[0], init)),
+            lanes(_mm256_add_epi32(a[1], init)),
+        ]
+    }
 }
 
 /// The AVX2 kernel's eight lanes with two AVX-512VL instructions in each step: the rotation

@@ -639,8 +639,8 @@ impl Router {
 
     /// The routes of `names`, each as [`route_into`](Self::route_into) gives it, appended to
     /// `out`; `spans[i]` receives where `names[i]`'s route lies in `out` (start, length).
-    /// With `carbon_ch` hashing the MD5s of names up to 119 bytes are computed eight at a time
-    /// (lane-parallel MD5; sixteen with AVX-512), cheaper than routing them one by one and, on
+    /// With `carbon_ch` hashing the MD5s of names up to 119 bytes are computed sixteen at a
+    /// time (lane-parallel MD5; eight without AVX2), cheaper than routing them one by one and, on
     /// this path, than looking them up in the route cache ([`RouteCache::computes`]).
     pub fn route_many(&self, names: &[&[u8]], out: &mut Vec<u16>, spans: &mut [(u32, u32)]) {
         let span = |out: &Vec<u16>, start: usize| (start as u32, (out.len() - start) as u32);
