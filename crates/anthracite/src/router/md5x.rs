@@ -120,11 +120,17 @@ pub(crate) fn carbon_positions_wide(
             // every key is at most ONE_BLOCK_KEY bytes.
             Impl::Avx512 => Some(unsafe { avx512::first_words_wide(keys) }),
             Impl::Avx2 => {
-                let low = one_block_words(&std::array::from_fn(|l| keys[l]));
-                let high = one_block_words(&std::array::from_fn(|l| keys[LANES + l]));
+                // Both groups' words written where the kernel reads them (built apart and
+                // returned, each group's words would be zeroed and then copied).
+                let mut m = [[[0u32; LANES]; 16]; 2];
+                for (lane, key) in keys.iter().enumerate() {
+                    padded_words(key, 16, |word, value| {
+                        m[lane / LANES][word][lane % LANES] = value
+                    });
+                }
                 // SAFETY: `Impl::Avx2` is only chosen by `Kernel::detect`, on a CPU that has
                 // AVX2.
-                let halves = unsafe { avx2::first_words_pair(&low, &high) };
+                let halves = unsafe { avx2::first_words_pair(&m[0], &m[1]) };
                 Some(std::array::from_fn(|l| halves[l / LANES][l % LANES]))
             }
             Impl::Portable => None,
