@@ -186,7 +186,7 @@ fn carbon_hash_vectors() {
                 checked += 1;
             }
             // The batched path (the names a run of datapoints missed in the cache, their MD5s
-            // computed eight at a time) answers exactly as carbon does, in runs of every fill.
+            // computed sixteen at a time) answers exactly as carbon does, in runs of every fill.
             let names: Vec<&[u8]> = metrics.iter().map(|m| m.as_bytes()).collect();
             let mut many = Vec::new();
             for (c, chunk) in names.chunks(123).enumerate() {
