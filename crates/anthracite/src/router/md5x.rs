@@ -228,7 +228,7 @@ impl Kernel {
 /// The padded one-block message of each key (all at most [`ONE_BLOCK_KEY`] bytes), lane by
 /// lane: `m[word][lane]`. The padding is MD5's: the key, `0x80`, zeros, the key's length in
 /// bits in the last eight bytes.
-#[inline(always)]
+#[inline]
 fn one_block_words(keys: &[&[u8]; LANES]) -> [[u32; LANES]; 16] {
     let mut m = [[0u32; LANES]; 16];
     for (lane, key) in keys
