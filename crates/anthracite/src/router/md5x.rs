@@ -120,13 +120,9 @@ pub(crate) fn carbon_positions_wide(
             // every key is at most ONE_BLOCK_KEY bytes.
             Impl::Avx512 => Some(unsafe { avx512::first_words_wide(keys) }),
             Impl::Avx2 => {
-                // Both groups' words written where the kernel reads them (built apart and
-                // returned, each group's words would be zeroed and then copied).
                 let mut m = [[[0u32; LANES]; 16]; 2];
-                for (lane, key) in keys.iter().enumerate() {
-                    padded_words(key, 16, |word, value| {
-                        m[lane / LANES][word][lane % LANES] = value
-                    });
+                for (group, m) in keys.as_chunks::<LANES>().0.iter().zip(&mut m) {
+                    one_block_words_into(group, m);
                 }
                 // SAFETY: `Impl::Avx2` is only chosen by `Kernel::detect`, on a CPU that has
                 // AVX2.
@@ -231,6 +227,14 @@ impl Kernel {
 #[inline]
 fn one_block_words(keys: &[&[u8]; LANES]) -> [[u32; LANES]; 16] {
     let mut m = [[0u32; LANES]; 16];
+    one_block_words_into(keys, &mut m);
+    m
+}
+
+/// [`one_block_words`] into `m`, which holds zeros: what the AVX2 kernel reads, written in
+/// place (a group's words built apart and returned are zeroed and then copied).
+#[inline(always)]
+fn one_block_words_into(keys: &[&[u8]; LANES], m: &mut [[u32; LANES]; 16]) {
     for (lane, key) in keys
         .iter()
         .enumerate()
@@ -238,7 +242,6 @@ fn one_block_words(keys: &[&[u8]; LANES]) -> [[u32; LANES]; 16] {
     {
         padded_words(key, 16, |word, value| m[word][lane] = value);
     }
-    m
 }
 
 /// The two blocks of each key's padded message, lane by lane: `m[block][word][lane]`. A key
@@ -478,8 +481,10 @@ mod avx2 {
     }
 
     /// `a = b + ((a + f(b, c, d) + k + word) <<< s)`.
-    macro_rules! step {
-        ($f:ident, $a:ident, $b:ident, $c:ident, $d:ident, $word:expr, $k:expr, $s:literal) => {
+    /// `a = b + ((a + f(b, c, d) + k + word) <<< s)` on state words that are places (a
+    /// variable, or one group's element in [`first_words_pair`]).
+    macro_rules! lane_step {
+        ($f:ident, $a:expr, $b:expr, $c:expr, $d:expr, $word:expr, $k:expr, $s:literal) => {
             // `a + word + k` does not wait on the step before; only `f` does.
             let t = _mm256_add_epi32(
                 _mm256_add_epi32($a, _mm256_add_epi32($word, _mm256_set1_epi32($k as i32))),
@@ -492,6 +497,11 @@ mod avx2 {
                     _mm256_srli_epi32::<{ 32 - $s }>(t),
                 ),
             );
+        };
+    }
+    macro_rules! step {
+        ($($step:tt)*) => {
+            lane_step!($($step)*);
         };
     }
 
@@ -515,20 +525,7 @@ mod avx2 {
         macro_rules! step {
             ($f:ident, $a:ident, $b:ident, $c:ident, $d:ident, $word:expr, $k:expr, $s:literal) => {
                 for j in 0..2 {
-                    let t = _mm256_add_epi32(
-                        _mm256_add_epi32(
-                            $a[j],
-                            _mm256_add_epi32($word[j], _mm256_set1_epi32($k as i32)),
-                        ),
-                        $f!($b[j], $c[j], $d[j]),
-                    );
-                    $a[j] = _mm256_add_epi32(
-                        $b[j],
-                        _mm256_or_si256(
-                            _mm256_slli_epi32::<$s>(t),
-                            _mm256_srli_epi32::<{ 32 - $s }>(t),
-                        ),
-                    );
+                    lane_step!($f, $a[j], $b[j], $c[j], $d[j], $word[j], $k, $s);
                 }
             };
         }
