@@ -30,7 +30,7 @@ for s in $scenarios; do
         >"$out/$s.log" 2>&1 || { echo "(failed: see $out/$s.log)"; failed=1; }
     sed -n '/^compare/,$p' "$out/$s.log"
 done
-echo "== new / old, CPU per datapoint (median of rounds; > 1.05 flagged)"
+echo "== new / old, CPU per datapoint (median of rounds [its 90 % interval]; > 1.05 flagged)"
 python3 - "$out" $scenarios <<'EOF'
 import json, random, statistics, sys
 out, scenarios = sys.argv[1], sys.argv[2:]
