@@ -480,7 +480,6 @@ mod avx2 {
         };
     }
 
-    /// `a = b + ((a + f(b, c, d) + k + word) <<< s)`.
     /// `a = b + ((a + f(b, c, d) + k + word) <<< s)` on state words that are places (a
     /// variable, or one group's element in [`first_words_pair`]).
     macro_rules! lane_step {
@@ -499,6 +498,7 @@ mod avx2 {
             );
         };
     }
+    /// The step `eight_lanes!` and `rounds!` call; [`first_words_pair`] shadows it with its own.
     macro_rules! step {
         ($($step:tt)*) => {
             lane_step!($($step)*);
